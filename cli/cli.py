@@ -1,0 +1,50 @@
+"""The ``ldpem`` command: one entry point, one module per subcommand.
+
+Each subcommand module exposes ``register(subparsers)``, which adds its parser and sets
+``handler`` to a function taking the parsed namespace and returning an exit code.
+Errors from bad input (``UserError``, ``ValueError``, ``OSError``) end as one line on
+stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from ldpem import __version__
+from ldpem.errors import UserError
+
+__all__ = ["build_parser", "main"]
+
+
+def _command_modules() -> list[ModuleType]:
+    # Imported here so that `ldpem --help` does not pay for numpy/fastapi imports twice.
+    return []
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ldpem",
+        description="Federated gradient EM under local differential privacy.",
+    )
+    parser.add_argument("--version", action="version", version=f"ldpem {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in _command_modules():
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except (UserError, ValueError, OSError) as error:
+        print(f"ldpem {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ldpem {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code

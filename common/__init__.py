@@ -1,0 +1,54 @@
+"""The numerical core shared by coordinator, agent and simulator: pure functions on arrays.
+
+Nothing here does I/O. Public surface:
+
+* models: ``get_model``, ``Records``, ``MODEL_NAMES``
+* mechanisms: ``smoothed_truncation``, ``LocalTruncation``, ``CentralTruncation``,
+  ``LocalClipped``, ``CentralClipped``, ``NoPrivacy``, ``make_mechanism``
+* accounting: ``noise_std_for``, ``epsilon_spent``, ``epsilon_tilde``
+* rounds: ``holder_round``; simulation: ``run_gradient_em``
+"""
+
+from __future__ import annotations
+
+from ldpem.common.accounting import epsilon_spent, epsilon_tilde, noise_std_for
+from ldpem.common.configure import local_noise_std, make_mechanism, public_scale
+from ldpem.common.mechanisms import (
+    MECHANISM_NAMES,
+    CentralClipped,
+    CentralTruncation,
+    LocalClipped,
+    LocalTruncation,
+    Mechanism,
+    NoPrivacy,
+)
+from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
+from ldpem.common.rounds import HolderReport, holder_round
+from ldpem.common.simulation import EMResult, run_gradient_em
+from ldpem.common.truncation import TRUNCATION_BOUND, smoothed_truncation
+
+__all__ = [
+    "MECHANISM_NAMES",
+    "MODEL_NAMES",
+    "TRUNCATION_BOUND",
+    "CentralClipped",
+    "CentralTruncation",
+    "EMResult",
+    "HolderReport",
+    "LocalClipped",
+    "LocalTruncation",
+    "Mechanism",
+    "Model",
+    "NoPrivacy",
+    "Records",
+    "epsilon_spent",
+    "epsilon_tilde",
+    "get_model",
+    "holder_round",
+    "local_noise_std",
+    "make_mechanism",
+    "noise_std_for",
+    "public_scale",
+    "run_gradient_em",
+    "smoothed_truncation",
+]

@@ -1,0 +1,228 @@
+"""Privacy mechanisms applied to per-record gradients (DESIGN.md 1.2, 1.5; Algorithms 1, 2).
+
+Every mechanism is split the way a federated round is: the part a data holder runs on its
+own records (``holder_sum``: the sum of its records' contributions, with local noise if the
+mechanism is local) and the part the aggregator adds once to the average of all holders'
+sums (``aggregate_noise``: central mechanisms only). The M-step then uses
+
+    mean = Σ holder sums / Σ counts + aggregate_noise.
+
+``privatize`` returns one report per record (the strict local-model view); ``holder_sum``
+returns the sum of those reports. For the local mechanisms the sum is drawn as Σ T(g_i) plus
+one Gaussian of variance m·σ² per coordinate, which has exactly the distribution of the sum
+of m independent reports: identical privacy and accuracy at 1/m of the noise draws.
+
+Parameters are keyword-only and validated once, at construction; every mechanism states the
+per-coordinate bound of a record's contribution before noise (``record_bound``) and its L2
+sensitivity (``sensitivity``), which is what privacy accounting and the coordinator's range
+checks use.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Literal, get_args
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ldpem.common._validation import check_positive
+from ldpem.common.truncation import TRUNCATION_BOUND, smoothed_truncation
+
+__all__ = [
+    "MECHANISM_NAMES",
+    "CentralClipped",
+    "CentralTruncation",
+    "LocalClipped",
+    "LocalTruncation",
+    "Mechanism",
+    "MechanismName",
+    "NoPrivacy",
+    "clip_rows",
+]
+
+FloatArray = NDArray[np.float64]
+MechanismName = Literal["local", "central", "local-clip", "central-clip", "none"]
+MECHANISM_NAMES: tuple[str, ...] = get_args(MechanismName)
+
+
+def _as_gradients(gradients: ArrayLike) -> FloatArray:
+    array = np.asarray(gradients, dtype=np.float64)
+    if array.ndim != 2:
+        raise ValueError(f"gradients must be an (n, d) array, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError("gradients must be finite, got NaN or inf")
+    return array
+
+
+def _check_noise_std(value: float) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value < 0.0:
+        raise ValueError(f"noise_std must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def clip_rows(gradients: FloatArray, clip: float) -> FloatArray:
+    """Each row scaled to L2 norm at most ``clip``: g / max(1, ‖g‖/C) (Algorithm 1, line 3)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", gradients, gradients))
+    factor = np.minimum(1.0, clip / np.maximum(norms, np.finfo(np.float64).tiny))
+    clipped: FloatArray = gradients * factor[:, None]
+    return clipped
+
+
+class Mechanism(ABC):
+    """What a mechanism does to a batch of per-record gradients g_i ∈ R^d."""
+
+    #: Name used on the command line and on the wire.
+    name: MechanismName
+    #: Whether the noise is added by each data holder (local) or once by the aggregator.
+    is_local: bool
+    #: Per-coordinate noise std of one record's report (local) or of the average (central).
+    noise_std: float
+
+    @abstractmethod
+    def contributions(self, gradients: FloatArray) -> FloatArray:
+        """Each record's contribution before noise, shape (n, d)."""
+
+    @abstractmethod
+    def record_bound(self, d: int) -> float:
+        """Largest |coordinate| of one record's contribution before noise (inf if none)."""
+
+    @abstractmethod
+    def sensitivity(self, d: int) -> float:
+        """L2 distance between two records' contributions, at most (replace-one)."""
+
+    def holder_noise(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
+        """Noise of a sum of ``count`` local reports, shape (d,): N(0, count·σ² I_d).
+
+        This has exactly the distribution of the sum of ``count`` independent per-record
+        noises, so the summed report is as private as the reports it stands for.
+        """
+        if not self.is_local or self.noise_std == 0.0 or count == 0:
+            return np.zeros(d)
+        return rng.normal(0.0, self.noise_std * math.sqrt(count), d)
+
+    def holder_sum(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
+        """What a data holder sends for a batch: Σ_i contribution_i + local noise, shape (d,)."""
+        g = _as_gradients(gradients)
+        total: FloatArray = self.contributions(g).sum(axis=0)
+        return total + self.holder_noise(g.shape[0], g.shape[1], rng)
+
+    def privatize(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
+        """One report per record: contribution_i + N(0, σ² I_d) for local mechanisms, (n, d).
+
+        For central mechanisms and ``none`` the reports are the contributions themselves.
+        """
+        g = _as_gradients(gradients)
+        reports = self.contributions(g)
+        if self.is_local and self.noise_std > 0.0:
+            reports += rng.normal(0.0, self.noise_std, reports.shape)
+        return reports
+
+    def aggregate_noise(self, d: int, rng: np.random.Generator) -> FloatArray:
+        """Noise the aggregator adds to the average of all contributions, shape (d,)."""
+        if self.is_local or self.noise_std == 0.0:
+            return np.zeros(d)
+        return rng.normal(0.0, self.noise_std, d)
+
+
+class LocalTruncation(Mechanism):
+    """Local model of the paper (Theorem new2): report T(g_i) + N(0, σ² I_d) per record.
+
+    Parameters
+    ----------
+    scale : s > 0, the truncation scale.
+    smoothing : β_s > 0, the precision of the smoothing noise.
+    noise_std : σ ≥ 0, the per-coordinate std of the Gaussian noise on each report.
+    """
+
+    name: MechanismName = "local"
+    is_local = True
+
+    def __init__(self, *, scale: float, smoothing: float, noise_std: float) -> None:
+        self.scale = check_positive("scale", scale)
+        self.smoothing = check_positive("smoothing", smoothing)
+        self.noise_std = _check_noise_std(noise_std)
+
+    def contributions(self, gradients: FloatArray) -> FloatArray:
+        return smoothed_truncation(gradients, self.scale, self.smoothing)
+
+    def record_bound(self, d: int) -> float:
+        return self.scale * TRUNCATION_BOUND
+
+    def sensitivity(self, d: int) -> float:
+        return 2.0 * self.record_bound(d) * math.sqrt(d)
+
+    def __repr__(self) -> str:
+        return (
+            f"LocalTruncation(scale={self.scale!r}, smoothing={self.smoothing!r}, "
+            f"noise_std={self.noise_std!r})"
+        )
+
+
+class CentralTruncation(LocalTruncation):
+    """Central model of Algorithm 2: the curator averages T(g_i) over the m records of a round
+    and adds N(0, σ² I_d) once (eq. 17, with the paper's s/n typo corrected to s/m)."""
+
+    name: MechanismName = "central"
+    is_local = False
+
+    def sensitivity_of_average(self, d: int, records: int) -> float:
+        """L2 sensitivity of the average of ``records`` contributions."""
+        return self.sensitivity(d) / records
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("LocalTruncation", "CentralTruncation", 1)
+
+
+class LocalClipped(Mechanism):
+    """Clipped baseline in the local model (Algorithm 1): clip each g_i to L2 norm C, add
+    N(0, σ² I_d) per record; sensitivity 2C."""
+
+    name: MechanismName = "local-clip"
+    is_local = True
+
+    def __init__(self, *, clip: float, noise_std: float) -> None:
+        self.clip = check_positive("clip", clip)
+        self.noise_std = _check_noise_std(noise_std)
+
+    def contributions(self, gradients: FloatArray) -> FloatArray:
+        return clip_rows(gradients, self.clip)
+
+    def record_bound(self, d: int) -> float:
+        return self.clip
+
+    def sensitivity(self, d: int) -> float:
+        return 2.0 * self.clip
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(clip={self.clip!r}, noise_std={self.noise_std!r})"
+
+
+class CentralClipped(LocalClipped):
+    """Clipped baseline in the central model (Algorithm 1 as printed): the curator averages
+    the clipped gradients of a round and adds N(0, σ² I_d) once; sensitivity 2C/m."""
+
+    name: MechanismName = "central-clip"
+    is_local = False
+
+
+class NoPrivacy(Mechanism):
+    """Non-private gradient EM: contributions are the raw gradients, no noise."""
+
+    name: MechanismName = "none"
+    is_local = True
+    noise_std = 0.0
+
+    def contributions(self, gradients: FloatArray) -> FloatArray:
+        return gradients
+
+    def record_bound(self, d: int) -> float:
+        return math.inf
+
+    def sensitivity(self, d: int) -> float:
+        return math.inf
+
+    def __repr__(self) -> str:
+        return "NoPrivacy()"

@@ -1,0 +1,54 @@
+"""Symmetric two-component Gaussian mixture: y = Z·β* + V, Z = ±1, V ~ N(0, σ² I_d) (eq. 4)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldpem.common._validation import check_count, check_positive
+from ldpem.common.models._synthetic import true_parameter
+from ldpem.common.models.base import Model, Records
+
+__all__ = ["MODEL", "generate", "gradients"]
+
+
+def gradients(beta: NDArray[np.float64], records: Records, sigma: float) -> NDArray[np.float64]:
+    """Per-record ∇q_i(β; β) = tanh(⟨β, y_i⟩/σ²)·y_i − β, shape (n, d).
+
+    The paper's eq. aeq:1 writes the weight as 2w − 1 with w = sigmoid(⟨β, y⟩/σ²), which is
+    tanh(⟨β, y⟩/(2σ²)); the posterior P(Z = 1 | y) is sigmoid(2⟨β, y⟩/σ²), so the correct
+    weight is tanh(⟨β, y⟩/σ²) (DESIGN.md 1.1).
+    """
+    y = records.x
+    weight = np.tanh((y @ beta) / (sigma * sigma))
+    return weight[:, None] * y - beta[None, :]
+
+
+def generate(
+    n: int,
+    d: int,
+    *,
+    snr: float = 3.0,
+    sigma: float = 1.0,
+    missing: float = 0.0,
+    rng: np.random.Generator,
+) -> tuple[Records, NDArray[np.float64]]:
+    """n records of dimension d with ‖β*‖ = snr·σ; returns (records, β*). ``missing`` unused."""
+    n = check_count("n", n)
+    sigma = check_positive("sigma", sigma)
+    if missing:
+        raise ValueError(f"missing must be 0 for model gmm, got {missing!r}")
+    beta_star = true_parameter(d, snr=snr, sigma=sigma, rng=rng)
+    labels = rng.choice(np.array([-1.0, 1.0]), size=n)
+    y = labels[:, None] * beta_star[None, :] + sigma * rng.standard_normal((n, d))
+    return Records(y), beta_star
+
+
+MODEL = Model(
+    name="gmm",
+    gradients=gradients,
+    generate=generate,
+    sign_invariant=True,
+    has_response=False,
+    allows_missing=False,
+)

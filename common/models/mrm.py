@@ -1,0 +1,57 @@
+"""Mixture of linear regressions: y = Z·⟨β*, x⟩ + V, x ~ N(0, I_d), V ~ N(0, σ²) (eq. 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldpem.common._validation import check_count, check_positive
+from ldpem.common.models._synthetic import true_parameter
+from ldpem.common.models.base import Model, Records
+
+__all__ = ["MODEL", "generate", "gradients"]
+
+
+def gradients(beta: NDArray[np.float64], records: Records, sigma: float) -> NDArray[np.float64]:
+    """Per-record ∇q_i(β; β) = tanh(y_i⟨β, x_i⟩/σ²)·y_i·x_i − x_i x_iᵀ β, shape (n, d).
+
+    Weight corrected as for GMM (the paper's eq. aeq:2 halves the argument of tanh).
+    x xᵀ β is formed as x·⟨x, β⟩, never as a d×d matrix.
+    """
+    if records.y is None:
+        raise ValueError("model mrm needs a response y")
+    x, y = records.x, records.y
+    fitted = x @ beta
+    coefficient = np.tanh(y * fitted / (sigma * sigma)) * y - fitted
+    return coefficient[:, None] * x
+
+
+def generate(
+    n: int,
+    d: int,
+    *,
+    snr: float = 3.0,
+    sigma: float = 1.0,
+    missing: float = 0.0,
+    rng: np.random.Generator,
+) -> tuple[Records, NDArray[np.float64]]:
+    """n records (x, y) with ‖β*‖ = snr·σ; returns (records, β*). ``missing`` must be 0."""
+    n = check_count("n", n)
+    sigma = check_positive("sigma", sigma)
+    if missing:
+        raise ValueError(f"missing must be 0 for model mrm, got {missing!r}")
+    beta_star = true_parameter(d, snr=snr, sigma=sigma, rng=rng)
+    x = rng.standard_normal((n, d))
+    labels = rng.choice(np.array([-1.0, 1.0]), size=n)
+    y = labels * (x @ beta_star) + sigma * rng.standard_normal(n)
+    return Records(x, y), beta_star
+
+
+MODEL = Model(
+    name="mrm",
+    gradients=gradients,
+    generate=generate,
+    sign_invariant=True,
+    has_response=True,
+    allows_missing=False,
+)
