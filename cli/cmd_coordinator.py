@@ -1,0 +1,110 @@
+"""``ldpem coordinator``: serve the federated run (FastAPI + uvicorn).
+
+    ldpem coordinator [--host H] [--port P] [--state FILE] [--config FILE]
+                      [--tls-cert PEM --tls-key PEM] [--admin-token-file FILE]
+
+The admin token is read from ``LDPEM_ADMIN_TOKEN``, from ``--admin-token-file``, or from
+``<state>.admin-token``; when none exists, one is generated and written there (mode 0600).
+Create runs with ``ldpem run create`` (or ``POST /v1/runs`` with the admin token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from ldpem.errors import UserError
+
+__all__ = ["register", "resolve_admin_token"]
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "coordinator",
+        help="run the coordinator service",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8765)")
+    parser.add_argument(
+        "--state", type=Path, help="SQLite state file (default ldpem-coordinator.sqlite)"
+    )
+    parser.add_argument("--config", type=Path, help="settings file (TOML or JSON)")
+    parser.add_argument("--tls-cert", type=Path, help="PEM certificate: serve HTTPS")
+    parser.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
+    parser.add_argument("--admin-token-file", type=Path, help="file holding the admin token")
+    parser.add_argument("--log-level", help="debug, info, warning, error (default info)")
+    parser.set_defaults(handler=run)
+
+
+def resolve_admin_token(
+    token: str, token_file: Path | None, state: Path
+) -> tuple[str, Path | None]:
+    """The admin token, and the file it was written to when it had to be generated."""
+    if token:
+        return token, None
+    path = token_file if token_file is not None else Path(f"{state}.admin-token")
+    if path.exists():
+        value = path.read_text().strip()
+        if len(value) < 16:
+            raise UserError(f"{path}: the admin token must be at least 16 characters")
+        return value, None
+    if token_file is not None:
+        raise UserError(f"{token_file}: no such file")
+    value = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
+    return value, path
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ldpem.server.app import create_app
+    from ldpem.server.settings import load_settings
+
+    settings = load_settings(
+        args.config,
+        host=args.host,
+        port=args.port,
+        state=args.state,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        admin_token_file=args.admin_token_file,
+        log_level=args.log_level,
+    )
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise UserError("--tls-cert and --tls-key go together")
+    for path in (settings.tls_cert, settings.tls_key):
+        if path is not None and not path.is_file():
+            raise UserError(f"{path}: no such file")
+    token, written = resolve_admin_token(
+        settings.admin_token, settings.admin_token_file, settings.state
+    )
+    settings = settings.model_copy(update={"admin_token": token})
+    level = settings.log_level.upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log = logging.getLogger("ldpem.server")
+    if written is not None:
+        log.info("admin token generated and written to %s", written)
+    scheme = "https" if settings.tls_cert else "http"
+    log.info(
+        "coordinator on %s://%s:%d, state %s", scheme, settings.host, settings.port, settings.state
+    )
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        ssl_certfile=str(settings.tls_cert) if settings.tls_cert else None,
+        ssl_keyfile=str(settings.tls_key) if settings.tls_key else None,
+        timeout_graceful_shutdown=2,
+    )
+    return 0

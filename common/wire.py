@@ -1,0 +1,273 @@
+"""The federated run's protocol: pydantic v2 schemas shared by coordinator and agent.
+
+Every path is under ``/v1`` (``API_PREFIX``); a change that an older agent could not read
+gets a new prefix. Floats travel as JSON numbers (Python's repr, so they round-trip
+exactly); NaN and infinity are never valid in a report.
+
+Round numbering: round t (0-based) starts from β^t and ends with the M-step that gives
+β^{t+1}; a run of T rounds ends with β^T. Under partition, a hospital enrolled with N
+records reports, in round t, the t-th of T disjoint groups of its records, whose size is
+``expected_round_count(N, T, t)`` (``numpy.array_split`` sizes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "API_PREFIX",
+    "HOSPITAL_NAME_PATTERN",
+    "FederatedMechanism",
+    "HospitalEnrolment",
+    "HospitalParticipation",
+    "HospitalToken",
+    "Identity",
+    "PublicParameters",
+    "ReportAck",
+    "ReportIn",
+    "RoundInfo",
+    "RoundSummary",
+    "RunCreate",
+    "RunCreated",
+    "RunStatus",
+    "RunSummary",
+    "Trajectory",
+    "expected_round_count",
+    "report_digest",
+]
+
+API_PREFIX = "/v1"
+HOSPITAL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+FederatedMechanism = Literal["local", "local-clip", "central", "none"]
+RunStatus = Literal["running", "finished", "failed"]
+ModelName = Literal["gmm", "mrm", "rmc"]
+AccountingName = Literal["exact", "paper"]
+
+
+def expected_round_count(records: int, rounds: int, t: int) -> int:
+    """Records a holder with ``records`` records reports in round ``t`` of ``rounds``
+    (partition; the sizes ``numpy.array_split`` gives: the first records % rounds groups
+    have one record more)."""
+    if not 0 <= t < rounds:
+        raise ValueError(f"round must be in 0..{rounds - 1}, got {t}")
+    return records // rounds + (1 if t < records % rounds else 0)
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HospitalEnrolment(_Schema):
+    """One data holder of a run: its name, its number of records, optionally its token
+    (otherwise the coordinator generates one and returns it once)."""
+
+    name: str = Field(pattern=HOSPITAL_NAME_PATTERN)
+    records: int = Field(ge=1)
+    token: str | None = Field(default=None, min_length=16, max_length=256)
+
+
+class RunCreate(_Schema):
+    """What an operator asks for when creating a run (``POST /v1/runs``, admin token)."""
+
+    model: ModelName
+    d: int = Field(ge=1, le=100_000)
+    sigma: float = Field(gt=0, allow_inf_nan=False)
+    rounds: int = Field(ge=1, le=10_000)
+    eta: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    mechanism: FederatedMechanism = "local"
+    epsilon: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    #: Default: n^-1.1 with n the total number of enrolled records.
+    delta: float | None = Field(default=None, gt=0, lt=1)
+    accounting: AccountingName = "exact"
+    #: Second-moment bound of Assumption 1; default ``calibration.default_tau`` of beta_bound.
+    tau: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    #: Declared bound on ‖β‖₂ used for the default τ; default snr·σ.
+    beta_bound: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    zeta: float = Field(default=0.1, gt=0, lt=1)
+    #: Explicit truncation scale s; default: Algorithm 2's rule from the enrolled counts.
+    scale: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    clip: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    hospitals: list[HospitalEnrolment] = Field(min_length=1, max_length=1000)
+    #: Reports needed to close a round at its deadline; default: every hospital.
+    quorum: int | None = Field(default=None, ge=1)
+    round_deadline: float = Field(default=600.0, gt=0, le=7 * 86400, allow_inf_nan=False)
+    on_short: Literal["extend", "fail"] = "extend"
+    beta0: list[float] | None = None
+    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    #: Signal-to-noise ‖β*‖/σ assumed by the accuracy forecast (not used by the EM).
+    snr: float = Field(default=3.0, gt=0, allow_inf_nan=False)
+    #: Fraction of missing covariates assumed by the forecast (RMC).
+    missing: float = Field(default=0.0, ge=0, lt=1)
+    forecast: bool = True
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunCreate:
+        names = [h.name for h in self.hospitals]
+        if len(set(names)) != len(names):
+            raise ValueError("hospital names must be unique")
+        tokens = [h.token for h in self.hospitals if h.token is not None]
+        if len(set(tokens)) != len(tokens):
+            raise ValueError("hospital tokens must be unique")
+        if self.quorum is not None and self.quorum > len(self.hospitals):
+            raise ValueError(
+                f"quorum {self.quorum} exceeds the {len(self.hospitals)} enrolled hospitals"
+            )
+        for h in self.hospitals:
+            if h.records < self.rounds:
+                raise ValueError(
+                    f"hospital {h.name} has {h.records} records, fewer than the "
+                    f"{self.rounds} rounds they are partitioned over"
+                )
+        if self.beta0 is not None:
+            if len(self.beta0) != self.d:
+                raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
+            if not all(math.isfinite(v) for v in self.beta0):
+                raise ValueError("beta0 must be finite")
+        if self.model != "rmc" and self.missing:
+            raise ValueError("missing is only meaningful for model rmc")
+        return self
+
+
+class PublicParameters(_Schema):
+    """Everything an agent needs to compute its report, fixed when the run is created."""
+
+    model: ModelName
+    d: int
+    sigma: float
+    rounds: int
+    eta: float
+    mechanism: FederatedMechanism
+    epsilon: float
+    delta: float
+    accounting: AccountingName
+    tau: float
+    zeta: float
+    #: Truncation scale s (local, central); None for local-clip and none.
+    scale: float | None
+    #: Smoothing precision β_s (local, central).
+    smoothing: float | None
+    #: Clip norm C (local-clip).
+    clip: float | None
+    #: m = Σ enrolled records / rounds.
+    records_per_round: int
+
+
+class HospitalToken(_Schema):
+    name: str
+    token: str
+
+
+class RunCreated(_Schema):
+    run_id: str
+    params: PublicParameters
+    #: Tokens the coordinator generated (only for hospitals enrolled without one); shown once.
+    tokens: list[HospitalToken]
+    expected_error: float | None
+    trivial_error: float
+    warning: str | None
+
+
+class RoundInfo(_Schema):
+    """The broadcast of ``GET /v1/runs/{run}/round``: the open round, or the end of the run."""
+
+    run_id: str
+    status: RunStatus
+    #: The open round; equal to ``rounds`` when the run finished.
+    round: int
+    beta: list[float]
+    deadline: float | None
+    params: PublicParameters
+    reason: str | None = None
+
+
+class ReportIn(_Schema):
+    """One hospital's report for one round: Σ of its privatized record vectors and their count."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True)
+
+    hospital: str = Field(max_length=64)
+    round: int = Field(ge=0)
+    mechanism: FederatedMechanism
+    count: int = Field(ge=0)
+    total: list[float] = Field(max_length=100_000)
+    #: Per-record noise std σ_r the agent used (0 for central and none).
+    noise_std: float = Field(ge=0)
+
+    @field_validator("total")
+    @classmethod
+    def _no_bool(cls, value: list[float]) -> list[float]:
+        return [float(v) for v in value]
+
+
+def report_digest(report: ReportIn) -> str:
+    """SHA-256 of a report's canonical JSON: equal digests ⇔ the same report."""
+    canonical = json.dumps(report.model_dump(mode="python"), sort_keys=True, allow_nan=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ReportAck(_Schema):
+    run_id: str
+    round: int
+    hospital: str
+    #: True when this exact report had already been accepted (an idempotent retry).
+    duplicate: bool
+
+
+class Identity(_Schema):
+    """Who a hospital token belongs to (``GET /v1/me``)."""
+
+    run_id: str
+    hospital: str
+    records: int
+    params: PublicParameters
+
+
+class RunSummary(_Schema):
+    run_id: str
+    status: RunStatus
+    round: int
+    rounds: int
+    model: ModelName
+    d: int
+    mechanism: FederatedMechanism
+    hospitals: int
+    quorum: int
+    created_at: float
+    expected_error: float | None
+    trivial_error: float
+    warning: str | None
+    reason: str | None
+    beta: list[float]
+
+
+class RoundSummary(_Schema):
+    round: int
+    status: Literal["open", "closed"]
+    opened_at: float
+    deadline: float
+    closed_at: float | None
+    reporters: list[str]
+    count: int
+    beta: list[float]
+    beta_next: list[float] | None
+
+
+class HospitalParticipation(_Schema):
+    hospital: str
+    records: int
+    rounds_reported: list[int]
+    last_report_at: float | None
+
+
+class Trajectory(_Schema):
+    run_id: str
+    #: β^0 … β^t (the last is the current or final estimate).
+    betas: list[list[float]]
+    #: ‖β^{t+1} − β^t‖ for each closed round.
+    steps: list[float]

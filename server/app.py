@@ -1,0 +1,143 @@
+"""The coordinator's FastAPI application: ``create_app(settings)``.
+
+Routes live in ``ldpem.server.routes``; the protocol is under ``/v1`` (see
+``ldpem.common.wire``). A background task checks round deadlines every ``settings.tick``
+seconds. Refused requests answer ``{"detail": "<one line>"}`` with a 4xx status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from ldpem import __version__
+from ldpem.common.wire import API_PREFIX
+from ldpem.server.coordinator import Coordinator, ProtocolError
+from ldpem.server.routes import rounds, runs, status
+from ldpem.server.settings import Settings
+from ldpem.server.store import Store
+
+__all__ = ["BodySizeLimit", "create_app"]
+
+log = logging.getLogger("ldpem.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class BodySizeLimit:
+    """ASGI middleware: 413 for a request body larger than ``limit`` bytes (by its
+    Content-Length or, when streamed, as soon as the bytes read exceed it)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def _reject(self, send: Send) -> None:
+        response = JSONResponse(
+            {"detail": f"request body larger than the limit of {self.limit} bytes"},
+            status_code=413,
+        )
+        await response({"type": "http"}, _no_receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.limit
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    await self._reject(send)
+                    return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._reject(send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _no_receive() -> Message:  # pragma: no cover - never called by JSONResponse
+    return {"type": "http.disconnect"}
+
+
+def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
+    """The coordinator app over ``settings.state`` (or an explicit ``store``)."""
+    if not settings.admin_token:
+        raise ValueError("settings.admin_token must be set")
+    store = store if store is not None else Store(settings.state)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        coordinator = Coordinator(
+            store,
+            admin_token=settings.admin_token,
+            range_sigmas=settings.range_sigmas,
+            forecast_seeds=settings.forecast_seeds,
+            forecast_max_records=settings.forecast_max_records,
+        )
+        app.state.coordinator = coordinator
+
+        async def ticker() -> None:
+            while True:
+                try:
+                    coordinator.tick()
+                except Exception:  # keep checking deadlines whatever one tick did
+                    log.exception("deadline check failed")
+                await asyncio.sleep(settings.tick)
+
+        task = asyncio.create_task(ticker())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            store.close()
+
+    app = FastAPI(
+        title="ldpem coordinator",
+        version=__version__,
+        description="Federated gradient EM under local differential privacy: the coordinator.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+
+    @app.exception_handler(ProtocolError)
+    async def protocol_error(request: Request, error: ProtocolError) -> JSONResponse:
+        return JSONResponse({"detail": error.message}, status_code=error.status)
+
+    app.include_router(runs.router, prefix=API_PREFIX)
+    app.include_router(rounds.router, prefix=API_PREFIX)
+    app.include_router(status.router)
+    app.add_middleware(BodySizeLimit, limit=settings.max_body)
+    return app

@@ -1,0 +1,588 @@
+"""The round state machine: create a run, open a round, accept reports, close, M-step.
+
+State lives in the Store only; this object keeps nothing that a restart would need. Every
+change is one transaction: accepting a report (and, if it is the last one, closing the
+round, taking the M-step and opening the next round) commits atomically, and only then is
+the report acknowledged. Waiters of the long-poll are woken after each commit.
+
+A round closes when every enrolled hospital reported, or at its deadline when at least the
+quorum did; short of quorum at the deadline it is extended by another deadline period or
+the run fails (``on_short``), never averaged over nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import math
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldpem.common.accounting import noise_std_for
+from ldpem.common.calibration import default_tau, smoothing_precision, truncation_sensitivity
+from ldpem.common.configure import public_scale
+from ldpem.common.truncation import TRUNCATION_BOUND
+from ldpem.common.wire import (
+    HospitalParticipation,
+    HospitalToken,
+    Identity,
+    PublicParameters,
+    ReportAck,
+    ReportIn,
+    RoundInfo,
+    RoundSummary,
+    RunCreate,
+    RunCreated,
+    RunSummary,
+    Trajectory,
+    expected_round_count,
+    report_digest,
+)
+from ldpem.server.forecast import forecast_error
+from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
+
+__all__ = ["Coordinator", "ProtocolError", "hash_token", "public_parameters"]
+
+log = logging.getLogger("ldpem.server")
+
+
+class ProtocolError(Exception):
+    """A request the coordinator refuses: HTTP ``status`` and a one-line ``message``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def hash_token(token: str) -> str:
+    """SHA-256 of a bearer token (tokens are 256-bit random, so a fast hash suffices)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def public_parameters(request: RunCreate) -> PublicParameters:
+    """The public mechanism parameters of a run, from its request."""
+    total = sum(h.records for h in request.hospitals)
+    records_per_round = max(1, total // request.rounds)
+    delta = request.delta if request.delta is not None else float(total) ** -1.1
+    delta = min(delta, 0.5)
+    beta_bound = (
+        request.beta_bound if request.beta_bound is not None else request.snr * request.sigma
+    )
+    tau = (
+        request.tau
+        if request.tau is not None
+        else default_tau(request.model, beta_bound=beta_bound, sigma=request.sigma, d=request.d)
+    )
+    scale: float | None = None
+    smoothing: float | None = None
+    clip: float | None = None
+    if request.mechanism in ("local", "central"):
+        scale = (
+            request.scale
+            if request.scale is not None
+            else public_scale(
+                request.mechanism,
+                d=request.d,
+                records_per_round=records_per_round,
+                epsilon=request.epsilon,
+                delta=delta,
+                tau=tau,
+                zeta=request.zeta,
+            )
+        )
+        smoothing = smoothing_precision(request.d, request.zeta)
+    elif request.mechanism == "local-clip":
+        clip = request.clip
+    return PublicParameters(
+        model=request.model,
+        d=request.d,
+        sigma=request.sigma,
+        rounds=request.rounds,
+        eta=request.eta,
+        mechanism=request.mechanism,
+        epsilon=request.epsilon,
+        delta=delta,
+        accounting=request.accounting,
+        tau=tau,
+        zeta=request.zeta,
+        scale=scale,
+        smoothing=smoothing,
+        clip=clip,
+        records_per_round=records_per_round,
+    )
+
+
+def record_bound(params: PublicParameters) -> float:
+    """Largest |coordinate| of one record's contribution before noise (inf for ``none``)."""
+    if params.scale is not None:
+        return params.scale * TRUNCATION_BOUND
+    if params.clip is not None:
+        return params.clip
+    return math.inf
+
+
+@dataclass(frozen=True)
+class _Caller:
+    run_id: str
+    hospital: str
+
+
+class Coordinator:
+    """Runs of federated gradient EM over a Store. Use from one asyncio event loop."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        admin_token: str,
+        range_sigmas: float = 10.0,
+        forecast_seeds: int = 4,
+        forecast_max_records: int = 200_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self._admin_hash = hash_token(admin_token)
+        self.range_sigmas = range_sigmas
+        self.forecast_seeds = forecast_seeds
+        self.forecast_max_records = forecast_max_records
+        self.clock = clock
+        self._changed = asyncio.Event()
+
+    # --- authentication ---------------------------------------------------------------
+    def is_admin(self, token: str | None) -> bool:
+        if not token:
+            return False
+        return hmac.compare_digest(hash_token(token), self._admin_hash)
+
+    def hospital_for(self, token: str | None) -> HospitalRow | None:
+        if not token:
+            return None
+        digest = hash_token(token)
+        row = self.store.hospital_by_token_hash(digest)
+        if row is None or not hmac.compare_digest(row.token_hash, digest):
+            return None
+        return row
+
+    # --- helpers ----------------------------------------------------------------------
+    def _run(self, run_id: str) -> RunRow:
+        run = self.store.get_run(run_id)
+        if run is None:
+            raise ProtocolError(404, f"no run {run_id!r}")
+        return run
+
+    @staticmethod
+    def _params(run: RunRow) -> PublicParameters:
+        return PublicParameters.model_validate_json(run.params)
+
+    @staticmethod
+    def _request(run: RunRow) -> RunCreate:
+        return RunCreate.model_validate_json(run.request)
+
+    def _notify(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    # --- runs -------------------------------------------------------------------------
+    async def create_run(self, request: RunCreate) -> RunCreated:
+        params = public_parameters(request)
+        for h in request.hospitals:
+            if h.token is not None and self.store.hospital_by_token_hash(hash_token(h.token)):
+                raise ProtocolError(409, f"the token of hospital {h.name} is already in use")
+        seed = request.seed if request.seed is not None else secrets.randbits(62)
+        if request.beta0 is not None:
+            beta0 = [float(v) for v in request.beta0]
+        else:
+            # A random start of norm σ: β = 0 is a fixed point of the symmetric models.
+            start = np.random.default_rng([seed, 0xB0]).standard_normal(request.d)
+            beta0 = [float(v) for v in start / np.linalg.norm(start) * request.sigma]
+        trivial = request.snr * request.sigma
+        expected: float | None = None
+        warning: str | None = None
+        if request.forecast:
+            expected = await asyncio.to_thread(
+                forecast_error,
+                request,
+                params,
+                seeds=self.forecast_seeds,
+                max_records=self.forecast_max_records,
+            )
+            if expected >= trivial:
+                warning = (
+                    f"expected error {expected:.3g} is no better than the trivial estimate "
+                    f"beta = 0 (error {trivial:.3g} at snr {request.snr:g}): more records, a "
+                    "larger epsilon or fewer rounds are needed"
+                )
+        run_id = uuid.uuid4().hex[:12]
+        tokens: list[HospitalToken] = []
+        hospitals: list[HospitalRow] = []
+        for h in request.hospitals:
+            token = h.token
+            if token is None:
+                token = secrets.token_urlsafe(32)
+                tokens.append(HospitalToken(name=h.name, token=token))
+            hospitals.append(
+                HospitalRow(
+                    run_id=run_id, name=h.name, records=h.records, token_hash=hash_token(token)
+                )
+            )
+        # Tokens are never stored: the request is saved without them.
+        stored_request = request.model_copy(
+            update={
+                "hospitals": [h.model_copy(update={"token": None}) for h in request.hospitals],
+                "seed": seed,
+            }
+        )
+        quorum = request.quorum if request.quorum is not None else len(request.hospitals)
+        now = self.clock()
+        run = RunRow(
+            id=run_id,
+            request=stored_request.model_dump_json(),
+            params=params.model_dump_json(),
+            status="running",
+            current_round=0,
+            beta=beta0,
+            quorum=quorum,
+            seed=seed,
+            created_at=now,
+            expected_error=expected,
+            trivial_error=trivial,
+            warning=warning,
+            reason=None,
+        )
+        with self.store.transaction():
+            self.store.insert_run(run, hospitals)
+            self.store.insert_round(run_id, 0, beta0, now, now + request.round_deadline)
+        log.info(
+            "run %s created: %s, d=%d, %d rounds, mechanism %s, %d hospitals, expected error %s",
+            run_id,
+            request.model,
+            request.d,
+            request.rounds,
+            request.mechanism,
+            len(hospitals),
+            "n/a" if expected is None else f"{expected:.4g}",
+        )
+        if warning:
+            log.warning("run %s: %s", run_id, warning)
+        self._notify()
+        return RunCreated(
+            run_id=run_id,
+            params=params,
+            tokens=tokens,
+            expected_error=expected,
+            trivial_error=trivial,
+            warning=warning,
+        )
+
+    def summary(self, run_id: str) -> RunSummary:
+        return self._summary(self._run(run_id))
+
+    def _summary(self, run: RunRow) -> RunSummary:
+        params = self._params(run)
+        return RunSummary(
+            run_id=run.id,
+            status=run.status,  # type: ignore[arg-type]
+            round=run.current_round,
+            rounds=params.rounds,
+            model=params.model,
+            d=params.d,
+            mechanism=params.mechanism,
+            hospitals=len(self.store.hospitals(run.id)),
+            quorum=run.quorum,
+            created_at=run.created_at,
+            expected_error=run.expected_error,
+            trivial_error=run.trivial_error,
+            warning=run.warning,
+            reason=run.reason,
+            beta=run.beta,
+        )
+
+    def list_runs(self) -> list[RunSummary]:
+        return [self._summary(r) for r in self.store.list_runs()]
+
+    def identity(self, hospital: HospitalRow) -> Identity:
+        run = self._run(hospital.run_id)
+        return Identity(
+            run_id=run.id,
+            hospital=hospital.name,
+            records=hospital.records,
+            params=self._params(run),
+        )
+
+    def round_info(self, run_id: str) -> RoundInfo:
+        run = self._run(run_id)
+        deadline: float | None = None
+        if run.status == "running":
+            current = self.store.get_round(run_id, run.current_round)
+            deadline = None if current is None else current.deadline
+        return RoundInfo(
+            run_id=run.id,
+            status=run.status,  # type: ignore[arg-type]
+            round=run.current_round,
+            beta=run.beta,
+            deadline=deadline,
+            params=self._params(run),
+            reason=run.reason,
+        )
+
+    async def wait_round(self, run_id: str, after: int, wait: float) -> RoundInfo:
+        """The open round once it is later than ``after`` (or the run ended), waiting up to
+        ``wait`` seconds; after that, the current state, whatever it is."""
+        end = time.monotonic() + wait
+        while True:
+            event = self._changed
+            info = self.round_info(run_id)
+            remaining = end - time.monotonic()
+            if info.round > after or info.status != "running" or remaining <= 0:
+                return info
+            try:
+                await asyncio.wait_for(event.wait(), timeout=remaining)
+            except TimeoutError:
+                return self.round_info(run_id)
+
+    def rounds(self, run_id: str) -> list[RoundSummary]:
+        self._run(run_id)
+        reports = self.store.reports(run_id)
+        out = []
+        for r in self.store.rounds(run_id):
+            mine = [p for p in reports if p.t == r.t]
+            out.append(
+                RoundSummary(
+                    round=r.t,
+                    status=r.status,  # type: ignore[arg-type]
+                    opened_at=r.opened_at,
+                    deadline=r.deadline,
+                    closed_at=r.closed_at,
+                    reporters=[p.hospital for p in mine],
+                    count=sum(p.count for p in mine),
+                    beta=r.beta,
+                    beta_next=r.beta_next,
+                )
+            )
+        return out
+
+    def trajectory(self, run_id: str) -> Trajectory:
+        run = self._run(run_id)
+        rounds = self.store.rounds(run_id)
+        betas = [r.beta for r in rounds]
+        if run.status == "finished" and rounds and rounds[-1].beta_next is not None:
+            betas.append(rounds[-1].beta_next)
+        steps = [
+            float(np.linalg.norm(np.subtract(r.beta_next, r.beta)))
+            for r in rounds
+            if r.beta_next is not None
+        ]
+        return Trajectory(run_id=run_id, betas=betas, steps=steps)
+
+    def participation(self, run_id: str) -> list[HospitalParticipation]:
+        self._run(run_id)
+        reports = self.store.reports(run_id)
+        out = []
+        for h in self.store.hospitals(run_id):
+            mine = [p for p in reports if p.hospital == h.name]
+            out.append(
+                HospitalParticipation(
+                    hospital=h.name,
+                    records=h.records,
+                    rounds_reported=[p.t for p in mine],
+                    last_report_at=max((p.received_at for p in mine), default=None),
+                )
+            )
+        return out
+
+    # --- reports ----------------------------------------------------------------------
+    def check_report(
+        self, run: RunRow, params: PublicParameters, hospital: HospitalRow, t: int, report: ReportIn
+    ) -> None:
+        """Raise ProtocolError unless ``report`` is one an honest agent could have sent."""
+        who = f"hospital {hospital.name}"
+        if report.round != t:
+            raise ProtocolError(
+                422, f"report names round {report.round} but was posted to round {t}"
+            )
+        if report.mechanism != params.mechanism:
+            raise ProtocolError(
+                422,
+                f"report uses mechanism {report.mechanism}, the run uses {params.mechanism}",
+            )
+        if len(report.total) != params.d:
+            raise ProtocolError(
+                422, f"total must have dimension d = {params.d}, got {len(report.total)}"
+            )
+        bad = [i for i, v in enumerate(report.total) if not math.isfinite(v)]
+        if bad or not math.isfinite(report.noise_std):
+            where = f"total[{bad[0]}]" if bad else "noise_std"
+            raise ProtocolError(422, f"{where} is not a finite number (NaN or infinity)")
+        expected = expected_round_count(hospital.records, params.rounds, t)
+        if report.count != expected:
+            raise ProtocolError(
+                422,
+                f"count {report.count} does not match enrolment: {who} enrolled "
+                f"{hospital.records} records, {expected} in round {t}",
+            )
+        local_noise = params.mechanism in ("local", "local-clip")
+        if local_noise and report.noise_std <= 0:
+            raise ProtocolError(422, f"mechanism {params.mechanism} needs noise_std > 0")
+        if not local_noise and report.noise_std != 0:
+            raise ProtocolError(422, f"mechanism {params.mechanism} takes noise_std = 0")
+        bound = record_bound(params)
+        limit = (
+            report.count * bound + self.range_sigmas * math.sqrt(report.count) * report.noise_std
+        )
+        worst = max((abs(v) for v in report.total), default=0.0)
+        if worst > limit:
+            raise ProtocolError(
+                422,
+                f"total is outside the range an honest client can produce: |total| = "
+                f"{worst:.6g} > count·bound + {self.range_sigmas:g}·√count·noise_std = {limit:.6g}",
+            )
+
+    async def submit_report(
+        self, run_id: str, t: int, hospital: HospitalRow, report: ReportIn
+    ) -> ReportAck:
+        if hospital.run_id != run_id:
+            raise ProtocolError(403, f"the token is not enrolled in run {run_id}")
+        if report.hospital != hospital.name:
+            raise ProtocolError(
+                403, f"the token belongs to hospital {hospital.name}, not {report.hospital}"
+            )
+        run = self._run(run_id)
+        params = self._params(run)
+        digest = report_digest(report)
+        previous = self.store.get_report(run_id, t, hospital.name)
+        if previous is not None:
+            if previous.digest == digest:
+                return ReportAck(run_id=run_id, round=t, hospital=hospital.name, duplicate=True)
+            raise ProtocolError(
+                409,
+                f"hospital {hospital.name} already reported round {t} with different contents",
+            )
+        if run.status != "running" or t != run.current_round:
+            state = (
+                f"the run is {run.status}"
+                if run.status != "running"
+                else f"the open round is {run.current_round}"
+            )
+            raise ProtocolError(409, f"round {t} is not open ({state})")
+        self.check_report(run, params, hospital, t, report)
+        now = self.clock()
+        with self.store.transaction():
+            self.store.insert_report(
+                ReportRow(
+                    run_id=run_id,
+                    t=t,
+                    hospital=hospital.name,
+                    count=report.count,
+                    total=list(report.total),
+                    noise_std=report.noise_std,
+                    digest=digest,
+                    received_at=now,
+                )
+            )
+            reports = self.store.reports(run_id, t)
+            if len(reports) == len(self.store.hospitals(run_id)):
+                self._close(run, params, reports, now)
+        log.info("run %s round %d: report from %s accepted", run_id, t, hospital.name)
+        self._notify()
+        return ReportAck(run_id=run_id, round=t, hospital=hospital.name, duplicate=False)
+
+    def _close(
+        self, run: RunRow, params: PublicParameters, reports: list[ReportRow], now: float
+    ) -> None:
+        """M-step over ``reports`` and open the next round (inside a transaction)."""
+        t = run.current_round
+        beta = np.asarray(run.beta, dtype=np.float64)
+        total = np.sum([r.total for r in reports], axis=0)
+        count = sum(r.count for r in reports)
+        gradient = total / count
+        noise: list[float] | None = None
+        if params.mechanism == "central":
+            assert params.scale is not None
+            std = noise_std_for(
+                epsilon=params.epsilon,
+                delta=params.delta,
+                sensitivity=truncation_sensitivity(params.scale, params.d) / count,
+                accounting=params.accounting,
+            )
+            drawn = np.random.default_rng([run.seed, 0xCE, t]).normal(0.0, std, params.d)
+            noise = [float(v) for v in drawn]
+            gradient = gradient + drawn
+        beta_next = [float(v) for v in beta + params.eta * gradient]
+        self.store.close_round(run.id, t, now=now, beta_next=beta_next, noise=noise)
+        request = self._request(run)
+        if t + 1 >= params.rounds:
+            self.store.update_run(
+                run.id, status="finished", current_round=t + 1, beta=beta_next, reason=None
+            )
+            log.info("run %s finished after %d rounds: beta = %s", run.id, t + 1, beta_next)
+        else:
+            self.store.update_run(
+                run.id, status="running", current_round=t + 1, beta=beta_next, reason=None
+            )
+            self.store.insert_round(run.id, t + 1, beta_next, now, now + request.round_deadline)
+            log.info(
+                "run %s round %d closed with %d reports (%d records); round %d open",
+                run.id,
+                t,
+                len(reports),
+                count,
+                t + 1,
+            )
+
+    # --- deadlines --------------------------------------------------------------------
+    def tick(self) -> None:
+        """Close, extend or fail the open rounds whose deadline passed."""
+        now = self.clock()
+        changed = False
+        for r in self.store.open_rounds():
+            if r.deadline > now:
+                continue
+            with self.store.transaction():
+                run = self.store.get_run(r.run_id)
+                current = self.store.get_round(r.run_id, r.t)
+                if (
+                    run is None
+                    or current is None
+                    or run.status != "running"
+                    or current.status != "open"
+                    or current.deadline > now
+                ):
+                    continue
+                reports = self.store.reports(r.run_id, r.t)
+                request = self._request(run)
+                if len(reports) >= run.quorum:
+                    self._close(run, self._params(run), reports, now)
+                    log.info("run %s round %d closed at its deadline", run.id, r.t)
+                elif request.on_short == "extend":
+                    self.store.set_deadline(run.id, r.t, now + request.round_deadline)
+                    log.warning(
+                        "run %s round %d: %d of quorum %d reported by the deadline; extended",
+                        run.id,
+                        r.t,
+                        len(reports),
+                        run.quorum,
+                    )
+                else:
+                    reason = (
+                        f"round {r.t} had {len(reports)} reports at its deadline, short of "
+                        f"the quorum {run.quorum}"
+                    )
+                    self.store.update_run(
+                        run.id,
+                        status="failed",
+                        current_round=r.t,
+                        beta=run.beta,
+                        reason=reason,
+                    )
+                    log.error("run %s failed: %s", run.id, reason)
+            changed = True
+        if changed:
+            self._notify()

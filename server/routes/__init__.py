@@ -1,0 +1,1 @@
+"""HTTP routes of the coordinator, one module per resource."""

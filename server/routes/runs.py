@@ -1,0 +1,52 @@
+"""Runs: create (admin), list and inspect (read-only status)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ldpem.common.wire import (
+    HospitalParticipation,
+    RoundSummary,
+    RunCreate,
+    RunCreated,
+    RunSummary,
+    Trajectory,
+)
+from ldpem.server.deps import AdminDep, CoordinatorDep
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+
+
+@router.post("", status_code=201, response_model=RunCreated)
+async def create_run(request: RunCreate, coordinator: CoordinatorDep, _: AdminDep) -> RunCreated:
+    """Create a run (admin token). The response states the accuracy to expect and carries
+    the hospital tokens the coordinator generated; they are not shown again."""
+    return await coordinator.create_run(request)
+
+
+@router.get("", response_model=list[RunSummary])
+async def list_runs(coordinator: CoordinatorDep) -> list[RunSummary]:
+    return coordinator.list_runs()
+
+
+@router.get("/{run_id}", response_model=RunSummary)
+async def get_run(run_id: str, coordinator: CoordinatorDep) -> RunSummary:
+    return coordinator.summary(run_id)
+
+
+@router.get("/{run_id}/rounds", response_model=list[RoundSummary])
+async def get_rounds(run_id: str, coordinator: CoordinatorDep) -> list[RoundSummary]:
+    return coordinator.rounds(run_id)
+
+
+@router.get("/{run_id}/trajectory", response_model=Trajectory)
+async def get_trajectory(run_id: str, coordinator: CoordinatorDep) -> Trajectory:
+    return coordinator.trajectory(run_id)
+
+
+@router.get("/{run_id}/participation", response_model=list[HospitalParticipation])
+async def get_participation(
+    run_id: str, coordinator: CoordinatorDep
+) -> list[HospitalParticipation]:
+    """Which rounds each hospital reported in (never the reports themselves)."""
+    return coordinator.participation(run_id)

@@ -1,0 +1,70 @@
+"""Coordinator settings: defaults < config file (--config, TOML or JSON) < environment
+(``LDPEM_*``) < command-line flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ldpem.errors import UserError
+
+__all__ = ["Settings", "load_settings"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LDPEM_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    #: SQLite state file.
+    state: Path = Path("ldpem-coordinator.sqlite")
+    #: Admin bearer token; when empty, one is generated and written next to the state file.
+    admin_token: str = ""
+    admin_token_file: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    #: Largest accepted request body in bytes.
+    max_body: int = Field(default=1 << 20, ge=1024)
+    #: Longest long-poll a client may ask for, in seconds.
+    max_wait: float = Field(default=60.0, gt=0)
+    #: How often round deadlines are checked, in seconds.
+    tick: float = Field(default=0.5, gt=0)
+    #: Seeds of the accuracy forecast made when a run is created.
+    forecast_seeds: int = Field(default=4, ge=1, le=64)
+    #: Records simulated by the forecast at most (larger runs are scaled down).
+    forecast_max_records: int = Field(default=200_000, ge=1000)
+    #: Multiple k of √count·σ_r allowed beyond count·bound in the honest-range check.
+    range_sigmas: float = Field(default=10.0, gt=0)
+    log_level: str = "info"
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from ``config`` (TOML or JSON) and the environment, then ``overrides``
+    (those that are not None)."""
+    values: dict[str, Any] = {}
+    if config is not None:
+        try:
+            text = config.read_text()
+        except OSError as error:
+            raise UserError(f"{config}: cannot read config ({error.strerror})") from None
+        try:
+            loaded = json.loads(text) if config.suffix == ".json" else tomllib.loads(text)
+        except (ValueError, tomllib.TOMLDecodeError) as error:
+            raise UserError(f"{config}: not valid {config.suffix or 'TOML'} ({error})") from None
+        if not isinstance(loaded, dict):
+            raise UserError(f"{config}: expected a table of settings")
+        values.update(loaded.get("coordinator", loaded))
+    # The environment overrides the file: drop file values whose variable is set.
+    values = {k: v for k, v in values.items() if f"LDPEM_{k}".upper() not in os.environ}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    merged = values
+    try:
+        return Settings(**merged)
+    except ValueError as error:
+        raise UserError(f"coordinator settings: {error}".replace("\n", " ")) from None

@@ -1,0 +1,370 @@
+"""The coordinator's durable state: one SQLite file (stdlib sqlite3, WAL, synchronous=FULL).
+
+Every state change is one transaction (``Store.transaction``): a report is acknowledged
+only after the transaction that inserted it has committed, so killing the process at any
+moment leaves either the state before the change or the state after it, never half of it.
+
+Tables
+------
+runs       one row per run: its request, public parameters, status, open round and β.
+hospitals  enrolment: name, record count and SHA-256 of the bearer token (never the token).
+rounds     one row per opened round: β^t, deadline, and once closed β^{t+1} and the central
+           noise drawn (if any).
+reports    at most one per (run, round, hospital): the sum, count, σ_r and a digest of the
+           canonical report (for idempotent retries).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["HospitalRow", "ReportRow", "RoundRow", "RunRow", "Store"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    request TEXT NOT NULL,
+    params TEXT NOT NULL,
+    status TEXT NOT NULL,
+    current_round INTEGER NOT NULL,
+    beta TEXT NOT NULL,
+    quorum INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    expected_error REAL,
+    trivial_error REAL NOT NULL,
+    warning TEXT,
+    reason TEXT
+);
+CREATE TABLE IF NOT EXISTS hospitals (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    records INTEGER NOT NULL,
+    token_hash TEXT NOT NULL UNIQUE,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    t INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    beta TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    deadline REAL NOT NULL,
+    closed_at REAL,
+    beta_next TEXT,
+    noise TEXT,
+    PRIMARY KEY (run_id, t)
+);
+CREATE TABLE IF NOT EXISTS reports (
+    run_id TEXT NOT NULL,
+    t INTEGER NOT NULL,
+    hospital TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    total TEXT NOT NULL,
+    noise_std REAL NOT NULL,
+    digest TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    PRIMARY KEY (run_id, t, hospital),
+    FOREIGN KEY (run_id, t) REFERENCES rounds(run_id, t)
+);
+"""
+
+
+def _dumps(values: list[float]) -> str:
+    return json.dumps(values)
+
+
+def _loads(text: str) -> list[float]:
+    values = json.loads(text)
+    return [float(v) for v in values]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    request: str
+    params: str
+    status: str
+    current_round: int
+    beta: list[float]
+    quorum: int
+    seed: int
+    created_at: float
+    expected_error: float | None
+    trivial_error: float
+    warning: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class HospitalRow:
+    run_id: str
+    name: str
+    records: int
+    token_hash: str
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    run_id: str
+    t: int
+    status: str
+    beta: list[float]
+    opened_at: float
+    deadline: float
+    closed_at: float | None
+    beta_next: list[float] | None
+    noise: list[float] | None
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    run_id: str
+    t: int
+    hospital: str
+    count: int
+    total: list[float]
+    noise_std: float
+    digest: str
+    received_at: float
+
+
+class Store:
+    """SQLite persistence. Methods are called from one event loop; a lock guards the shared
+    connection against the odd call from a worker thread."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        if self.path != ":memory:":
+            self._db.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk (WAL fsynced) before COMMIT returns, so an acknowledged
+        # report survives a power loss, not only a process kill.
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE … COMMIT, or ROLLBACK if the block raises."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # --- runs -------------------------------------------------------------------------
+    def insert_run(self, run: RunRow, hospitals: list[HospitalRow]) -> None:
+        self._db.execute(
+            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                run.id,
+                run.request,
+                run.params,
+                run.status,
+                run.current_round,
+                _dumps(run.beta),
+                run.quorum,
+                run.seed,
+                run.created_at,
+                run.expected_error,
+                run.trivial_error,
+                run.warning,
+                run.reason,
+            ),
+        )
+        self._db.executemany(
+            "INSERT INTO hospitals VALUES (?,?,?,?)",
+            [(h.run_id, h.name, h.records, h.token_hash) for h in hospitals],
+        )
+
+    @staticmethod
+    def _run(row: sqlite3.Row) -> RunRow:
+        return RunRow(
+            id=row["id"],
+            request=row["request"],
+            params=row["params"],
+            status=row["status"],
+            current_round=row["current_round"],
+            beta=_loads(row["beta"]),
+            quorum=row["quorum"],
+            seed=row["seed"],
+            created_at=row["created_at"],
+            expected_error=row["expected_error"],
+            trivial_error=row["trivial_error"],
+            warning=row["warning"],
+            reason=row["reason"],
+        )
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None else self._run(row)
+
+    def list_runs(self) -> list[RunRow]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM runs ORDER BY created_at, id").fetchall()
+        return [self._run(r) for r in rows]
+
+    def update_run(
+        self, run_id: str, *, status: str, current_round: int, beta: list[float], reason: str | None
+    ) -> None:
+        self._db.execute(
+            "UPDATE runs SET status = ?, current_round = ?, beta = ?, reason = ? WHERE id = ?",
+            (status, current_round, _dumps(beta), reason, run_id),
+        )
+
+    # --- hospitals --------------------------------------------------------------------
+    @staticmethod
+    def _hospital(row: sqlite3.Row) -> HospitalRow:
+        return HospitalRow(
+            run_id=row["run_id"],
+            name=row["name"],
+            records=row["records"],
+            token_hash=row["token_hash"],
+        )
+
+    def hospital_by_token_hash(self, token_hash: str) -> HospitalRow | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM hospitals WHERE token_hash = ?", (token_hash,)
+            ).fetchone()
+        return None if row is None else self._hospital(row)
+
+    def hospitals(self, run_id: str) -> list[HospitalRow]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM hospitals WHERE run_id = ? ORDER BY name", (run_id,)
+            ).fetchall()
+        return [self._hospital(r) for r in rows]
+
+    # --- rounds -----------------------------------------------------------------------
+    def insert_round(
+        self, run_id: str, t: int, beta: list[float], now: float, deadline: float
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO rounds (run_id, t, status, beta, opened_at, deadline) "
+            "VALUES (?, ?, 'open', ?, ?, ?)",
+            (run_id, t, _dumps(beta), now, deadline),
+        )
+
+    def close_round(
+        self,
+        run_id: str,
+        t: int,
+        *,
+        now: float,
+        beta_next: list[float],
+        noise: list[float] | None,
+    ) -> None:
+        self._db.execute(
+            "UPDATE rounds SET status = 'closed', closed_at = ?, beta_next = ?, noise = ? "
+            "WHERE run_id = ? AND t = ?",
+            (now, _dumps(beta_next), None if noise is None else _dumps(noise), run_id, t),
+        )
+
+    def set_deadline(self, run_id: str, t: int, deadline: float) -> None:
+        self._db.execute(
+            "UPDATE rounds SET deadline = ? WHERE run_id = ? AND t = ?", (deadline, run_id, t)
+        )
+
+    @staticmethod
+    def _round(row: sqlite3.Row) -> RoundRow:
+        return RoundRow(
+            run_id=row["run_id"],
+            t=row["t"],
+            status=row["status"],
+            beta=_loads(row["beta"]),
+            opened_at=row["opened_at"],
+            deadline=row["deadline"],
+            closed_at=row["closed_at"],
+            beta_next=None if row["beta_next"] is None else _loads(row["beta_next"]),
+            noise=None if row["noise"] is None else _loads(row["noise"]),
+        )
+
+    def get_round(self, run_id: str, t: int) -> RoundRow | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM rounds WHERE run_id = ? AND t = ?", (run_id, t)
+            ).fetchone()
+        return None if row is None else self._round(row)
+
+    def rounds(self, run_id: str) -> list[RoundRow]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM rounds WHERE run_id = ? ORDER BY t", (run_id,)
+            ).fetchall()
+        return [self._round(r) for r in rows]
+
+    def open_rounds(self) -> list[RoundRow]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rounds.* FROM rounds JOIN runs ON runs.id = rounds.run_id "
+                "WHERE rounds.status = 'open' AND runs.status = 'running'"
+            ).fetchall()
+        return [self._round(r) for r in rows]
+
+    # --- reports ----------------------------------------------------------------------
+    def insert_report(self, report: ReportRow) -> None:
+        self._db.execute(
+            "INSERT INTO reports VALUES (?,?,?,?,?,?,?,?)",
+            (
+                report.run_id,
+                report.t,
+                report.hospital,
+                report.count,
+                _dumps(report.total),
+                report.noise_std,
+                report.digest,
+                report.received_at,
+            ),
+        )
+
+    @staticmethod
+    def _report(row: sqlite3.Row) -> ReportRow:
+        return ReportRow(
+            run_id=row["run_id"],
+            t=row["t"],
+            hospital=row["hospital"],
+            count=row["count"],
+            total=_loads(row["total"]),
+            noise_std=row["noise_std"],
+            digest=row["digest"],
+            received_at=row["received_at"],
+        )
+
+    def get_report(self, run_id: str, t: int, hospital: str) -> ReportRow | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM reports WHERE run_id = ? AND t = ? AND hospital = ?",
+                (run_id, t, hospital),
+            ).fetchone()
+        return None if row is None else self._report(row)
+
+    def reports(self, run_id: str, t: int | None = None) -> list[ReportRow]:
+        with self._lock:
+            if t is None:
+                rows = self._db.execute(
+                    "SELECT * FROM reports WHERE run_id = ? ORDER BY t, hospital", (run_id,)
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT * FROM reports WHERE run_id = ? AND t = ? ORDER BY hospital",
+                    (run_id, t),
+                ).fetchall()
+        return [self._report(r) for r in rows]
