@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if not args.data.is_file():
+        raise UserError(f"{args.data}: no such file")
     config = AgentConfig(
         coordinator=args.coordinator,
         token=token,

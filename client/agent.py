@@ -330,6 +330,8 @@ class Agent:
                     f"round {t} of run {me.run_id} was already reported at a different beta; "
                     "refusing to report it again (that would spend the budget twice)"
                 )
+            elif entry.status == "persisted":
+                log.info("round %d: resending the report persisted before (not redrawn)", t)
             if entry.status == "persisted":
                 self._send(me.run_id, t, entry.body)
             after = t

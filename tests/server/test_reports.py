@@ -1,0 +1,297 @@
+"""Every report the coordinator must refuse: status code, message, and no change of state."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ldpem.common.truncation import TRUNCATION_BOUND
+from ldpem.common.wire import expected_round_count
+from tests.fedkit import TOKENS, admin_headers, hospital_headers, run_request
+
+RECORDS = 103  # 5 rounds: groups of 21, 21, 21, 20, 20
+
+
+def create(client: TestClient, **change: Any) -> dict[str, Any]:
+    response = client.post(
+        "/v1/runs", json=run_request(records=RECORDS, **change), headers=admin_headers()
+    )
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def report(i: int = 0, t: int = 0, **change: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "hospital": f"h{i}",
+        "round": t,
+        "mechanism": "local",
+        "count": expected_round_count(RECORDS, 5, t),
+        "total": [0.5, -1.0, 2.0, 0.0],
+        "noise_std": 3.0,
+    }
+    body.update(change)
+    return body
+
+
+def snapshot(client: TestClient, run_id: str) -> list[Any]:
+    return [
+        client.get(f"/v1/runs/{run_id}").json(),
+        client.get(f"/v1/runs/{run_id}/rounds").json(),
+        client.get(f"/v1/runs/{run_id}/participation").json(),
+        client.get(f"/v1/runs/{run_id}/trajectory").json(),
+    ]
+
+
+def post(client: TestClient, run_id: str, t: int, body: Any, headers: dict[str, str]) -> Any:
+    return client.post(f"/v1/runs/{run_id}/rounds/{t}/reports", json=body, headers=headers)
+
+
+@pytest.fixture
+def run_id(client: TestClient) -> str:
+    run_id: str = create(client)["run_id"]
+    # One accepted report, so that "no change" also covers existing reports.
+    assert post(client, run_id, 0, report(1), hospital_headers(1)).status_code == 200
+    return run_id
+
+
+def refused(
+    client: TestClient,
+    run_id: str,
+    status: int,
+    message: str,
+    *,
+    t: int = 0,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+) -> None:
+    before = snapshot(client, run_id)
+    headers = hospital_headers(0) if headers is None else headers
+    if raw is not None:
+        response = client.post(
+            f"/v1/runs/{run_id}/rounds/{t}/reports",
+            content=raw,
+            headers={**headers, "Content-Type": "application/json"},
+        )
+    else:
+        response = post(client, run_id, t, report() if body is None else body, headers)
+    assert response.status_code == status, response.text
+    detail = response.json()["detail"]
+    assert message in (detail if isinstance(detail, str) else json.dumps(detail))
+    assert snapshot(client, run_id) == before
+
+
+def test_missing_token(client: TestClient, run_id: str) -> None:
+    refused(client, run_id, 401, "missing bearer token", headers={})
+
+
+def test_unknown_token(client: TestClient, run_id: str) -> None:
+    refused(client, run_id, 401, "unknown token", headers={"Authorization": "Bearer not-a-token"})
+
+
+def test_admin_token_cannot_report(client: TestClient, run_id: str) -> None:
+    refused(client, run_id, 401, "unknown token", headers=admin_headers())
+
+
+def test_report_for_another_hospital(client: TestClient, run_id: str) -> None:
+    refused(client, run_id, 403, "the token belongs to hospital h0, not h2", body=report(2))
+
+
+def test_token_of_another_run(client: TestClient, run_id: str) -> None:
+    other = client.post(
+        "/v1/runs",
+        json=run_request(hospitals=1, records=RECORDS)
+        | {"hospitals": [{"name": "h0", "records": RECORDS}]},
+        headers=admin_headers(),
+    ).json()
+    token = other["tokens"][0]["token"]
+    refused(
+        client,
+        run_id,
+        403,
+        f"the token is not enrolled in run {run_id}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def test_round_not_open_yet(client: TestClient, run_id: str) -> None:
+    refused(client, run_id, 409, "round 1 is not open (the open round is 0)", t=1, body=report(t=1))
+
+
+def wait_for_round(client: TestClient, run_id: str, t: int) -> None:
+    deadline = time.monotonic() + 10
+    while client.get(f"/v1/runs/{run_id}").json()["round"] < t:
+        assert time.monotonic() < deadline, "the round did not close at its deadline"
+        time.sleep(0.02)
+
+
+def test_round_already_closed(client: TestClient) -> None:
+    # Quorum 2 of 3: round 0 closes at its deadline without h2.
+    run_id = create(client, quorum=2, round_deadline=0.3)["run_id"]
+    for i in (0, 1):
+        assert post(client, run_id, 0, report(i), hospital_headers(i)).status_code == 200
+    wait_for_round(client, run_id, 1)
+    refused(
+        client,
+        run_id,
+        409,
+        "round 0 is not open (the open round is 1)",
+        body=report(2),
+        headers=hospital_headers(2),
+    )
+
+
+def test_report_for_a_finished_run(client: TestClient) -> None:
+    run_id = create(client, rounds=1, quorum=2, round_deadline=0.3)["run_id"]
+    for i in (0, 1):
+        body = report(i, count=RECORDS)
+        assert post(client, run_id, 0, body, hospital_headers(i)).status_code == 200
+    wait_for_round(client, run_id, 1)
+    assert client.get(f"/v1/runs/{run_id}").json()["status"] == "finished"
+    refused(
+        client,
+        run_id,
+        409,
+        "round 0 is not open (the run is finished)",
+        body=report(2, count=RECORDS),
+        headers=hospital_headers(2),
+    )
+
+
+def test_same_report_twice_is_an_idempotent_success(client: TestClient, run_id: str) -> None:
+    before = snapshot(client, run_id)
+    response = post(client, run_id, 0, report(1), hospital_headers(1))
+    assert response.status_code == 200
+    assert response.json()["duplicate"] is True
+    assert snapshot(client, run_id) == before
+
+
+def test_same_round_twice_with_different_contents(client: TestClient, run_id: str) -> None:
+    refused(
+        client,
+        run_id,
+        409,
+        "hospital h1 already reported round 0 with different contents",
+        body=report(1, total=[0.5, -1.0, 2.0, 1e-9]),
+        headers=hospital_headers(1),
+    )
+
+
+def test_wrong_dimension(client: TestClient, run_id: str) -> None:
+    refused(
+        client,
+        run_id,
+        422,
+        "total must have dimension d = 4, got 3",
+        body=report(total=[1.0, 2.0, 3.0]),
+    )
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers(client: TestClient, run_id: str, literal: str) -> None:
+    raw = json.dumps(report(), allow_nan=True).replace("-1.0", literal).encode()
+    refused(client, run_id, 422, "total[1] is not a finite number (NaN or infinity)", raw=raw)
+
+
+def test_non_finite_noise_std(client: TestClient, run_id: str) -> None:
+    raw = json.dumps(report()).replace('"noise_std": 3.0', '"noise_std": Infinity').encode()
+    refused(client, run_id, 422, "noise_std is not a finite number", raw=raw)
+
+
+@pytest.mark.parametrize("count", [0, 20, 22, RECORDS])
+def test_count_that_does_not_match_enrolment(client: TestClient, run_id: str, count: int) -> None:
+    refused(
+        client,
+        run_id,
+        422,
+        f"count {count} does not match enrolment: hospital h0 enrolled {RECORDS} records, "
+        "21 in round 0",
+        body=report(count=count),
+    )
+
+
+def test_outside_the_honest_range(client: TestClient, run_id: str) -> None:
+    params = client.get(f"/v1/runs/{run_id}/round", headers=hospital_headers(0)).json()["params"]
+    count, noise = 21, 3.0
+    limit = count * params["scale"] * TRUNCATION_BOUND + 10 * math.sqrt(count) * noise
+    # Just inside is accepted by another hospital; just outside is refused.
+    refused(
+        client,
+        run_id,
+        422,
+        "outside the range an honest client can produce",
+        body=report(total=[0.0, limit * 1.001, 0.0, 0.0], noise_std=noise),
+    )
+    inside = post(
+        client, run_id, 0, report(2, total=[0.0, -limit * 0.999, 0.0, 0.0]), hospital_headers(2)
+    )
+    assert inside.status_code == 200, inside.text
+
+
+def test_local_report_without_noise(client: TestClient, run_id: str) -> None:
+    refused(client, run_id, 422, "mechanism local needs noise_std > 0", body=report(noise_std=0.0))
+
+
+def test_report_with_another_mechanism(client: TestClient, run_id: str) -> None:
+    refused(
+        client,
+        run_id,
+        422,
+        "report uses mechanism none, the run uses local",
+        body=report(mechanism="none", noise_std=0.0),
+    )
+
+
+def test_report_naming_another_round_than_its_path(client: TestClient, run_id: str) -> None:
+    refused(
+        client,
+        run_id,
+        422,
+        "report names round 1 but was posted to round 0",
+        body=report(t=1, count=21),
+    )
+
+
+def test_malformed_body(client: TestClient, run_id: str) -> None:
+    refused(client, run_id, 422, "total", body={"hospital": "h0", "round": 0})
+
+
+def test_body_too_large(client: TestClient, run_id: str) -> None:
+    big = report(total=[0.0] * 300_000)
+    refused(client, run_id, 413, "request body larger than the limit of 1048576 bytes", body=big)
+
+
+def test_unknown_run(client: TestClient, run_id: str) -> None:
+    response = post(client, "nope", 0, report(), hospital_headers(0))
+    assert response.status_code == 403
+    assert client.get("/v1/runs/nope").status_code == 404
+    assert client.get("/v1/runs/nope").json()["detail"] == "no run 'nope'"
+
+
+def test_creating_a_run_needs_the_admin_token(client: TestClient) -> None:
+    assert client.post("/v1/runs", json=run_request()).status_code == 401
+    response = client.post("/v1/runs", json=run_request(), headers=hospital_headers(0))
+    assert response.status_code == 403
+    assert response.json()["detail"] == "this token is not the admin token"
+    assert client.get("/v1/runs").json() == []
+
+
+def test_a_token_cannot_be_enrolled_twice(client: TestClient) -> None:
+    create(client)
+    response = client.post("/v1/runs", json=run_request(records=RECORDS), headers=admin_headers())
+    assert response.status_code == 409
+    assert response.json()["detail"] == "the token of hospital h0 is already in use"
+    assert len(client.get("/v1/runs").json()) == 1
+
+
+def test_long_poll_needs_a_token_of_the_run(client: TestClient, run_id: str) -> None:
+    assert client.get(f"/v1/runs/{run_id}/round").status_code == 401
+    assert client.get(f"/v1/runs/{run_id}/round", headers=hospital_headers(0)).status_code == 200
+    assert client.get(f"/v1/runs/{run_id}/round", headers=admin_headers()).status_code == 200
+    assert TOKENS
