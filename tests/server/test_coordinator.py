@@ -1,0 +1,265 @@
+"""The round state machine: M-step, quorum and deadlines, durability, long-poll, forecast."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from ldpem.common.accounting import noise_std_for
+from ldpem.common.calibration import truncation_sensitivity
+from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
+from ldpem.server.app import create_app
+from ldpem.server.coordinator import Coordinator, ProtocolError
+from ldpem.server.store import Store
+from tests.fedkit import ADMIN, admin_headers, run_request, settings
+
+RECORDS = 50
+ROUNDS = 5
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(tmp_path: Path, clock: Clock | None = None) -> Coordinator:
+    return Coordinator(Store(tmp_path / "state.sqlite"), admin_token=ADMIN, clock=clock or Clock())
+
+
+def report(i: int, t: int, total: list[float], **change: Any) -> ReportIn:
+    values: dict[str, Any] = {
+        "hospital": f"h{i}",
+        "round": t,
+        "mechanism": "local",
+        "count": expected_round_count(RECORDS, ROUNDS, t),
+        "total": total,
+        "noise_std": 2.0,
+    }
+    values.update(change)
+    return ReportIn.model_validate(values)
+
+
+def create(coordinator: Coordinator, **change: Any) -> str:
+    request = RunCreate.model_validate(
+        run_request(records=RECORDS, rounds=ROUNDS, d=2, beta0=[1.0, -1.0], **change)
+    )
+    return asyncio.run(coordinator.create_run(request)).run_id
+
+
+def submit(coordinator: Coordinator, run_id: str, i: int, t: int, total: list[float]) -> None:
+    hospital = next(h for h in coordinator.store.hospitals(run_id) if h.name == f"h{i}")
+    asyncio.run(coordinator.submit_report(run_id, t, hospital, report(i, t, total)))
+
+
+def test_round_closes_when_all_reported_with_the_m_step(tmp_path: Path) -> None:
+    coordinator = make(tmp_path)
+    run_id = create(coordinator, eta=0.5)
+    totals = [[1.0, 2.0], [3.0, -4.0], [0.5, 0.25]]
+    for i, total in enumerate(totals[:2]):
+        submit(coordinator, run_id, i, 0, total)
+        assert coordinator.summary(run_id).round == 0
+    submit(coordinator, run_id, 2, 0, totals[2])
+    count = 3 * expected_round_count(RECORDS, ROUNDS, 0)
+    expected = np.array([1.0, -1.0]) + 0.5 * np.sum(totals, axis=0) / count
+    summary = coordinator.summary(run_id)
+    assert summary.round == 1
+    np.testing.assert_array_equal(summary.beta, expected)
+    rounds = coordinator.rounds(run_id)
+    assert [r.status for r in rounds] == ["closed", "open"]
+    assert rounds[0].reporters == ["h0", "h1", "h2"] and rounds[0].count == count
+
+
+def test_run_finishes_after_its_rounds(tmp_path: Path) -> None:
+    coordinator = make(tmp_path)
+    run_id = create(coordinator)
+    for t in range(ROUNDS):
+        for i in range(3):
+            submit(coordinator, run_id, i, t, [0.0, 0.0])
+    summary = coordinator.summary(run_id)
+    assert (summary.status, summary.round) == ("finished", ROUNDS)
+    trajectory = coordinator.trajectory(run_id)
+    assert len(trajectory.betas) == ROUNDS + 1 and trajectory.steps == [0.0] * ROUNDS
+    participation = coordinator.participation(run_id)
+    assert [p.rounds_reported for p in participation] == [list(range(ROUNDS))] * 3
+
+
+def test_deadline_with_quorum_closes_over_the_reports_received(tmp_path: Path) -> None:
+    clock = Clock()
+    coordinator = make(tmp_path, clock)
+    run_id = create(coordinator, quorum=2, round_deadline=60.0)
+    submit(coordinator, run_id, 0, 0, [2.0, 2.0])
+    submit(coordinator, run_id, 1, 0, [0.0, 4.0])
+    clock.now += 59.0
+    coordinator.tick()
+    assert coordinator.summary(run_id).round == 0
+    clock.now += 1.0
+    coordinator.tick()
+    summary = coordinator.summary(run_id)
+    assert summary.round == 1
+    count = 2 * expected_round_count(RECORDS, ROUNDS, 0)
+    np.testing.assert_array_equal(summary.beta, [1.0 + 2.0 / count, -1.0 + 6.0 / count])
+    assert coordinator.rounds(run_id)[1].deadline == clock.now + 60.0
+
+
+def test_short_of_quorum_the_round_is_extended_never_averaged_over_nothing(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    coordinator = make(tmp_path, clock)
+    run_id = create(coordinator, quorum=2, round_deadline=60.0)
+    submit(coordinator, run_id, 0, 0, [1.0, 1.0])
+    clock.now += 61.0
+    coordinator.tick()
+    assert coordinator.summary(run_id).round == 0
+    assert coordinator.rounds(run_id)[0].deadline == clock.now + 60.0
+    submit(coordinator, run_id, 1, 0, [1.0, 1.0])
+    clock.now += 61.0
+    coordinator.tick()
+    assert coordinator.summary(run_id).round == 1
+
+
+def test_short_of_quorum_the_run_fails_when_so_configured(tmp_path: Path) -> None:
+    clock = Clock()
+    coordinator = make(tmp_path, clock)
+    run_id = create(coordinator, quorum=2, round_deadline=60.0, on_short="fail")
+    clock.now += 61.0
+    coordinator.tick()
+    summary = coordinator.summary(run_id)
+    assert summary.status == "failed"
+    assert summary.reason == "round 0 had 0 reports at its deadline, short of the quorum 2"
+    info = coordinator.round_info(run_id)
+    assert info.status == "failed" and info.beta == [1.0, -1.0]
+
+
+def test_state_survives_a_restart(tmp_path: Path) -> None:
+    coordinator = make(tmp_path)
+    run_id = create(coordinator)
+    for i in range(3):
+        submit(coordinator, run_id, i, 0, [float(i), 1.0])
+    submit(coordinator, run_id, 0, 1, [0.5, 0.5])
+    before = (
+        coordinator.summary(run_id),
+        coordinator.rounds(run_id),
+        coordinator.trajectory(run_id),
+    )
+    coordinator.store.close()
+
+    again = make(tmp_path)
+    assert (again.summary(run_id), again.rounds(run_id), again.trajectory(run_id)) == before
+    # The report accepted before the restart is a duplicate now, not a second report.
+    hospital = next(h for h in again.store.hospitals(run_id) if h.name == "h0")
+    ack = asyncio.run(again.submit_report(run_id, 1, hospital, report(0, 1, [0.5, 0.5])))
+    assert ack.duplicate
+    with pytest.raises(ProtocolError, match="already reported round 1 with different contents"):
+        asyncio.run(again.submit_report(run_id, 1, hospital, report(0, 1, [0.5, 0.6])))
+    assert again.rounds(run_id)[1].reporters == ["h0"]
+
+
+def test_tokens_are_stored_hashed(tmp_path: Path) -> None:
+    coordinator = make(tmp_path)
+    create(coordinator)
+    coordinator.store.close()
+    raw = (tmp_path / "state.sqlite").read_bytes()
+    wal = tmp_path / "state.sqlite-wal"
+    raw += wal.read_bytes() if wal.exists() else b""
+    request = run_request()
+    for hospital in request["hospitals"]:
+        assert hospital["token"].encode() not in raw
+
+
+def test_central_noise_is_added_once_by_the_coordinator_and_persisted(tmp_path: Path) -> None:
+    coordinator = make(tmp_path)
+    run_id = create(coordinator, mechanism="central")
+    params = coordinator.round_info(run_id).params
+    assert params.scale is not None
+    for i in range(3):
+        hospital = next(h for h in coordinator.store.hospitals(run_id) if h.name == f"h{i}")
+        body = report(i, 0, [0.0, 0.0], mechanism="central", noise_std=0.0)
+        asyncio.run(coordinator.submit_report(run_id, 0, hospital, body))
+    count = 3 * expected_round_count(RECORDS, ROUNDS, 0)
+    stored = coordinator.store.get_round(run_id, 0)
+    assert stored is not None and stored.noise is not None
+    np.testing.assert_array_equal(np.subtract(stored.beta_next, [1.0, -1.0]), stored.noise)
+    std = noise_std_for(
+        epsilon=params.epsilon,
+        delta=params.delta,
+        sensitivity=truncation_sensitivity(params.scale, 2) / count,
+    )
+    # Two draws of N(0, std²): each within 6 std (probability of failure < 1e-8).
+    assert all(0 < abs(v) < 6 * std for v in stored.noise)
+
+
+def test_long_poll_returns_at_once_waits_and_wakes_up(tmp_path: Path) -> None:
+    coordinator = make(tmp_path)
+    run_id = create(coordinator)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        info = await coordinator.wait_round(run_id, after=-1, wait=5.0)
+        assert info.round == 0 and loop.time() - start < 0.5
+        start = loop.time()
+        info = await coordinator.wait_round(run_id, after=0, wait=0.3)
+        assert info.round == 0 and 0.25 < loop.time() - start < 2.0
+
+        async def close_round() -> None:
+            await asyncio.sleep(0.2)
+            for i in range(3):
+                hospital = next(h for h in coordinator.store.hospitals(run_id) if h.name == f"h{i}")
+                await coordinator.submit_report(run_id, 0, hospital, report(i, 0, [0.0, 0.0]))
+
+        start = loop.time()
+        waited, _ = await asyncio.gather(coordinator.wait_round(run_id, 0, 10.0), close_round())
+        assert waited.round == 1 and loop.time() - start < 2.0
+
+    asyncio.run(scenario())
+
+
+def test_forecast_and_warning_when_no_better_than_zero(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        good = client.post(
+            "/v1/runs",
+            json=run_request(records=20_000, d=5, rounds=5, forecast=True),
+            headers=admin_headers(),
+        ).json()
+        # Forecast at ε = 1 with 60k records, d = 5: well below ‖β*‖ = 3.
+        assert good["trivial_error"] == 3.0
+        assert 0 < good["expected_error"] < 1.5 and good["warning"] is None
+        # 120 records: s (∝ m^¼) is tiny, so β barely leaves its random start of norm σ,
+        # nearly orthogonal to β* in d = 50: error ≈ √(σ² + ‖β*‖²) = √10 > 3.
+        request = run_request(records=40, d=50, rounds=2, forecast=True, epsilon=0.1)
+        request["hospitals"] = [{"name": f"x{i}", "records": 40} for i in range(3)]
+        with caplog.at_level(logging.WARNING, logger="ldpem.server"):
+            bad = client.post("/v1/runs", json=request, headers=admin_headers()).json()
+        assert bad["expected_error"] >= 3.0
+        assert "no better than the trivial estimate beta = 0" in bad["warning"]
+        assert bad["warning"] in caplog.text
+        assert client.get(f"/v1/runs/{bad['run_id']}").json()["warning"] == bad["warning"]
+        page = client.get(f"/runs/{bad['run_id']}").text
+        assert "no better than the trivial estimate" in page
+
+
+def test_status_page_openapi_and_health(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        run_id = client.post("/v1/runs", json=run_request(), headers=admin_headers()).json()[
+            "run_id"
+        ]
+        page = client.get(f"/runs/{run_id}")
+        assert page.status_code == 200 and "No round closed yet" in page.text
+        paths = client.get("/openapi.json").json()["paths"]
+        assert "/v1/runs/{run_id}/rounds/{t}/reports" in paths
+        assert "/v1/runs/{run_id}/round" in paths
+        assert run_id in client.get("/").text
+        assert client.get("/runs/nope").status_code == 404
