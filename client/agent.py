@@ -116,6 +116,12 @@ def agent_mechanism(
     return NoPrivacy(), math.inf
 
 
+def backoff_delay(attempt: int, *, first: float = 0.2, cap: float = 5.0) -> float:
+    """Seconds to wait before retry ``attempt`` (0, 1, …): first·2^attempt capped at ``cap``,
+    times a uniform jitter in [0.75, 1.25) so that agents do not retry in lockstep."""
+    return min(first * 2.0 ** min(attempt, 30), cap) * (0.75 + 0.5 * random.random())
+
+
 def _digest(values: list[float]) -> str:
     return hashlib.sha256(json.dumps(values).encode()).hexdigest()
 
@@ -140,8 +146,10 @@ class Agent:
         loader: Loader | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self.clock = clock
         if loader is None:
             from ldpem.client.data import load_records
 
@@ -166,8 +174,8 @@ class Agent:
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """The response to a request, retrying connection errors and 5xx with backoff; a 4xx
         is returned to the caller. Raises AgentError after ``give_up`` s without success."""
-        started = time.monotonic()
-        delay = 0.2
+        started = self.clock()
+        attempt = 0
         while True:
             try:
                 response = self.http.request(method, path, **kwargs)
@@ -176,15 +184,16 @@ class Agent:
                 problem = f"HTTP {response.status_code}: {response.text[:200]}"
             except httpx.TransportError as error:
                 problem = f"{type(error).__name__}: {error}"
-            elapsed = time.monotonic() - started
+            elapsed = self.clock() - started
             if elapsed >= self.config.give_up:
                 raise AgentError(
                     f"coordinator {self.base} unreachable for {elapsed:.0f} s, giving up "
                     f"(last error: {problem})"
                 )
+            delay = backoff_delay(attempt)
+            attempt += 1
             log.warning("%s %s failed (%s); retrying in %.1f s", method, path, problem, delay)
             self.sleep(min(delay, max(0.0, self.config.give_up - elapsed)))
-            delay = min(delay * 2.0, 5.0) * (0.75 + 0.5 * random.random())
 
     @staticmethod
     def _detail(response: httpx.Response) -> str:

@@ -69,7 +69,8 @@ class Ledger:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "ledger.sqlite"
-        self._db = sqlite3.connect(self.path, isolation_level=None)
+        # One agent uses its ledger from one thread at a time; tests hand it between threads.
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import socket
 import threading
 import time
@@ -10,9 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import uvicorn
 from fastapi import FastAPI
+from numpy.typing import NDArray
 
+from ldpem.client.agent import agent_mechanism
+from ldpem.client.data import load_records
+from ldpem.common.models import get_model
+from ldpem.common.rounds import holder_round
+from ldpem.common.simulation import round_groups
+from ldpem.common.wire import PublicParameters
 from ldpem.server.settings import Settings
 
 ADMIN = "admin-token-for-tests-0123456789"
@@ -81,3 +90,65 @@ def live_server(app: FastAPI) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def write_gmm_data(
+    directory: Path, counts: list[int], d: int, *, seed: int = 5
+) -> tuple[list[Path], NDArray[np.float64]]:
+    """Synthetic GMM records (snr 3, σ = 1) split into one .npy file per hospital."""
+    records, beta_star = get_model("gmm").generate(
+        sum(counts), d, snr=3.0, sigma=1.0, rng=np.random.default_rng(seed)
+    )
+    paths = []
+    start = 0
+    for i, count in enumerate(counts):
+        path = directory / f"hospital{i}.npy"
+        np.save(path, records.x[start : start + count])
+        paths.append(path)
+        start += count
+    return paths, beta_star
+
+
+def replay(
+    params: PublicParameters,
+    run_id: str,
+    beta0: list[float],
+    data: list[Path],
+    seeds: list[int],
+    *,
+    epsilon: float,
+    delta: float,
+) -> list[list[float]]:
+    """β^0 … β^T recomputed offline exactly as the agents and the coordinator do (local
+    mechanisms): a run whose coordinator lost or double-counted a report cannot match."""
+    model = get_model(params.model)
+    mechanism, _ = agent_mechanism(params, epsilon=epsilon, delta=delta, accounting="exact")
+    run_number = int(hashlib.sha256(run_id.encode()).hexdigest()[:15], 16)
+    groups = []
+    for path, seed in zip(data, seeds, strict=True):
+        records = load_records(path, params.model)
+        groups.append(
+            round_groups(
+                records, params.rounds, reuse=False, rng=np.random.default_rng([seed, run_number])
+            )
+        )
+    beta = np.array(beta0)
+    betas = [beta.tolist()]
+    for t in range(params.rounds):
+        totals = []
+        count = 0
+        for seed, holder in zip(seeds, groups, strict=True):
+            report = holder_round(
+                model=model,
+                beta=beta,
+                records=holder[t],
+                sigma=params.sigma,
+                mechanism=mechanism,
+                rng=np.random.default_rng([seed, run_number, t]),
+            )
+            # What the wire carries: the JSON floats of the report.
+            totals.append([float(v) for v in report.total])
+            count += report.count
+        beta = beta + params.eta * (np.sum(totals, axis=0) / count)
+        betas.append([float(v) for v in beta])
+    return betas

@@ -1,0 +1,266 @@
+"""The hospital agent against a live coordinator (uvicorn in a thread on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ldpem.client import agent as agent_module
+from ldpem.client.agent import Agent, AgentConfig, AgentError
+from ldpem.client.ledger import Ledger
+from ldpem.common.configure import local_noise_std
+from ldpem.common.wire import PublicParameters, ReportIn
+from ldpem.server.app import create_app
+from tests.fedkit import (
+    TOKENS,
+    admin_headers,
+    live_server,
+    replay,
+    run_request,
+    settings,
+    write_gmm_data,
+)
+
+D = 3
+ROUNDS = 3
+COUNTS = [300, 301, 302]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    with live_server(create_app(settings(tmp_path))) as url:
+        yield url
+
+
+def create_run(url: str, **change: Any) -> dict[str, Any]:
+    hospitals = change.pop("hospitals", None)
+    request = run_request(d=D, rounds=ROUNDS, beta0=[1.0, -0.5, 0.25], **change)
+    request["hospitals"] = hospitals
+    if hospitals is None:
+        request["hospitals"] = [
+            {"name": f"h{i}", "records": c, "token": TOKENS[i]} for i, c in enumerate(COUNTS)
+        ]
+    response = httpx.post(f"{url}/v1/runs", json=request, headers=admin_headers())
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def agent(url: str, tmp_path: Path, i: int, data: Path, **change: Any) -> Agent:
+    values: dict[str, Any] = {
+        "coordinator": url,
+        "token": TOKENS[i],
+        "data": data,
+        "state": tmp_path / f"state{i}",
+        "seed": 100 + i,
+        "wait": 5.0,
+        "give_up": 20.0,
+    }
+    values.update(change)
+    return Agent(AgentConfig(**values))
+
+
+def run_agents(agents: list[Agent]) -> list[BaseException | int]:
+    results: list[BaseException | int] = [0] * len(agents)
+
+    def follow(k: int) -> None:
+        try:
+            results[k] = agents[k].run()
+        except BaseException as error:  # reported to the test
+            results[k] = error
+
+    threads = [threading.Thread(target=follow, args=(k,)) for k in range(len(agents))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for a in agents:
+        a.close()
+    return results
+
+
+def test_three_agents_finish_a_run_that_replays_exactly(server: str, tmp_path: Path) -> None:
+    paths, _ = write_gmm_data(tmp_path, COUNTS, D)
+    created = create_run(server)
+    results = run_agents([agent(server, tmp_path, i, p) for i, p in enumerate(paths)])
+    assert results == [0, 0, 0]
+    run = httpx.get(f"{server}/v1/runs/{created['run_id']}").json()
+    assert (run["status"], run["round"]) == ("finished", ROUNDS)
+    params = PublicParameters.model_validate(created["params"])
+    betas = httpx.get(f"{server}/v1/runs/{created['run_id']}/trajectory").json()["betas"]
+    expected = replay(
+        params,
+        created["run_id"],
+        [1.0, -0.5, 0.25],
+        paths,
+        [100, 101, 102],
+        epsilon=params.epsilon,
+        delta=params.delta,
+    )
+    assert betas == expected
+    for i in range(3):
+        ledger = Ledger(tmp_path / f"state{i}")
+        entries = ledger.entries(created["run_id"])
+        assert [(e.round, e.status) for e in entries] == [(t, "acknowledged") for t in range(3)]
+        spent = ledger.spent_epsilon(entries[0].data, delta=params.delta, accounting="exact")
+        assert spent == pytest.approx(params.epsilon, rel=1e-9)
+        ledger.close()
+
+
+def single(server: str, tmp_path: Path, **change: Any) -> tuple[Path, dict[str, Any]]:
+    (path,), _ = write_gmm_data(tmp_path, [90], D)
+    hospitals = [{"name": "h0", "records": 90, "token": TOKENS[0]}]
+    return path, create_run(server, hospitals=hospitals, **change)
+
+
+@pytest.mark.parametrize("mechanism", ["none", "central"])
+def test_a_run_that_is_not_locally_private_is_refused(
+    server: str, tmp_path: Path, mechanism: str
+) -> None:
+    path, created = single(server, tmp_path, mechanism=mechanism)
+    a = agent(server, tmp_path, 0, path)
+    with pytest.raises(AgentError, match=f"uses mechanism '{mechanism}'.*--allow-weaker"):
+        a.run()
+    a.close()
+    assert (
+        httpx.get(f"{server}/v1/runs/{created['run_id']}/participation").json()[0][
+            "rounds_reported"
+        ]
+        == []
+    )
+    # Explicitly allowed, the agent takes part.
+    assert run_agents([agent(server, tmp_path, 0, path, allow_weaker=True)]) == [0]
+
+
+def test_a_weaker_budget_is_refused_unless_allowed_and_then_own_noise_is_used(
+    server: str, tmp_path: Path
+) -> None:
+    path, created = single(server, tmp_path, epsilon=2.0)
+    a = agent(server, tmp_path, 0, path, epsilon=1.0, delta=1e-6)
+    with pytest.raises(AgentError, match=r"budget \(epsilon 2, .* is weaker than this agent's"):
+        a.run()
+    a.close()
+    assert run_agents(
+        [agent(server, tmp_path, 0, path, epsilon=1.0, delta=1e-6, allow_weaker=True)]
+    ) == [0]
+    ledger = Ledger(tmp_path / "state0")
+    entry = ledger.entries(created["run_id"])[0]
+    report = ReportIn.model_validate_json(entry.body)
+    params = PublicParameters.model_validate(created["params"])
+    assert params.scale is not None
+    own = local_noise_std(scale=params.scale, d=D, epsilon=1.0, delta=1e-6)
+    assert report.noise_std == own
+    assert own > local_noise_std(scale=params.scale, d=D, epsilon=2.0, delta=params.delta)
+    ledger.close()
+
+
+def test_records_that_do_not_match_enrolment(server: str, tmp_path: Path) -> None:
+    (path,), _ = write_gmm_data(tmp_path, [89], D)
+    create_run(server, hospitals=[{"name": "h0", "records": 90, "token": TOKENS[0]}])
+    a = agent(server, tmp_path, 0, path)
+    with pytest.raises(
+        AgentError,
+        match=r"hospital0.npy: 89 records of dimension 3, but hospital h0 is enrolled .* with 90",
+    ):
+        a.run()
+    a.close()
+
+
+def test_a_second_run_on_the_same_records_exceeds_the_budget(server: str, tmp_path: Path) -> None:
+    path, _ = single(server, tmp_path, delta=1e-5)
+    assert run_agents([agent(server, tmp_path, 0, path, epsilon=1.0, delta=1e-5)]) == [0]
+    second = create_run(
+        server,
+        hospitals=[{"name": "h0", "records": 90, "token": TOKENS[1]}],
+        epsilon=1.0,
+        delta=1e-5,
+    )
+    a = agent(server, tmp_path, 1, path, epsilon=1.0, delta=1e-5, state=tmp_path / "state0")
+    with pytest.raises(
+        AgentError,
+        match=r"round 0 of run .* would spend epsilon 1\.\d+ .*over this agent's budget of 1",
+    ):
+        a.run()
+    a.close()
+    ledger = Ledger(tmp_path / "state0")
+    assert ledger.entries(second["run_id"]) == []
+    ledger.close()
+
+
+def test_a_crash_after_persisting_resends_the_same_bytes(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, created = single(server, tmp_path)
+    run_id = created["run_id"]
+
+    def crash(t: int) -> None:
+        if t == 1:
+            raise KeyboardInterrupt("simulated crash after persisting round 1")
+
+    monkeypatch.setattr(agent_module, "_fault_after_persist", crash)
+    a = agent(server, tmp_path, 0, path)
+    with pytest.raises(KeyboardInterrupt):
+        a.run()
+    a.close()
+    ledger = Ledger(tmp_path / "state0")
+    persisted = ledger.entry(run_id, 1)
+    assert persisted is not None and persisted.status == "persisted"
+    rounds = httpx.get(f"{server}/v1/runs/{run_id}/rounds").json()
+    assert rounds[1]["reporters"] == []
+    monkeypatch.undo()
+
+    with caplog.at_level(logging.INFO, logger="ldpem.client"):
+        assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
+    assert "round 1: resending the report persisted before (not redrawn)" in caplog.text
+    again = ledger.entry(run_id, 1)
+    assert again is not None
+    assert again.body == persisted.body and again.status == "acknowledged"
+    assert len(ledger.entries(run_id)) == ROUNDS
+    ledger.close()
+
+
+def test_an_unreachable_coordinator_gives_up_with_a_clear_message(tmp_path: Path) -> None:
+    (path,), _ = write_gmm_data(tmp_path, [90], D)
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    a = Agent(
+        AgentConfig(
+            coordinator="http://127.0.0.1:9",
+            token=TOKENS[0],
+            data=path,
+            state=tmp_path / "s",
+            give_up=30.0,
+        ),
+        sleep=sleep,
+        clock=lambda: now[0],
+    )
+    message = r"coordinator http://127.0.0.1:9 unreachable for 30 s, giving up \(last error: Conn"
+    with pytest.raises(AgentError, match=message):
+        a.run()
+    a.close()
+    # Exponential backoff: 0.2 s × 2^k capped at 5 s, with ±25% jitter; the last sleep is
+    # cut short by the give-up time.
+    assert sum(sleeps) == pytest.approx(30.0)
+    assert len(sleeps) >= 7
+    for k, slept in enumerate(sleeps[:-1]):
+        base = min(0.2 * 2**k, 5.0)
+        assert 0.75 * base <= slept < 1.25 * base
+
+
+def test_an_unknown_token_is_a_clear_error(server: str, tmp_path: Path) -> None:
+    (path,), _ = write_gmm_data(tmp_path, [90], D)
+    a = agent(server, tmp_path, 0, path, token="no-such-token-0123456789")
+    with pytest.raises(AgentError, match="refused the token: HTTP 401 unknown token"):
+        a.run()
+    a.close()
