@@ -1,0 +1,277 @@
+"""Acceptance: a coordinator and hospital agents as real processes on 127.0.0.1.
+
+* 3 agents, 6·10⁴ synthetic GMM records, local model, ε = 1, 10 rounds: the run finishes,
+  its β trajectory is exactly the one recomputed offline from the agents' seeds and data,
+  and its final error lies in the range the simulator gives for the same setting.
+* kill -9 of the coordinator in the middle of a round, and restart: the run completes with
+  no report lost or counted twice (again: the exact offline trajectory).
+* kill -9 of an agent after it persisted a report and before it sent it: on restart it
+  resends the same bytes and its ledger shows the round spent once.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from ldpem.client.ledger import Ledger
+from ldpem.common.models import Records, get_model
+from ldpem.common.simulation import run_gradient_em
+from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
+from ldpem.server.forecast import run_mechanism
+from tests.cli.procs import Processes, coordinator, wait_for
+from tests.fedkit import TOKENS, free_port, replay, write_gmm_data
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Processes]:
+    processes = Processes(tmp_path)
+    try:
+        yield processes
+    finally:
+        processes.stop_all()
+
+
+def create_run(tmp_path: Path, url: str, counts: list[int], **request: Any) -> dict[str, Any]:
+    """Create a run through ``ldpem run create`` (the operator's command)."""
+    config = {
+        "model": "gmm",
+        "sigma": 1.0,
+        "seed": 3,
+        "hospitals": [
+            {"name": f"h{i}", "records": c, "token": TOKENS[i]} for i, c in enumerate(counts)
+        ],
+        **request,
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ldpem",
+            "run",
+            "create",
+            "--coordinator",
+            url,
+            "--config",
+            str(path),
+        ],
+        capture_output=True,
+        env={**_env(), "LDPEM_ADMIN_TOKEN": "admin-token-for-tests-0123456789"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    created: dict[str, Any] = json.loads(done.stdout)
+    return created
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def agent(
+    procs: Processes, url: str, i: int, data: Path, state: Path, **env: str
+) -> subprocess.Popen[bytes]:
+    return procs.start(
+        f"agent{i}",
+        "client",
+        "--coordinator",
+        url,
+        "--token",
+        TOKENS[i],
+        "--data",
+        str(data),
+        "--state",
+        str(state / f"agent{i}"),
+        "--seed",
+        str(100 + i),
+        "--wait",
+        "10",
+        "--give-up",
+        "120",
+        env=env or None,
+    )
+
+
+def finish(procs: Processes, agents: list[subprocess.Popen[bytes]]) -> None:
+    for process in agents:
+        code = process.wait(180)
+        assert code == 0, procs.log(process)[-2000:]
+
+
+def check_exact(
+    url: str, created: dict[str, Any], paths: list[Path], counts: list[int]
+) -> list[list[float]]:
+    """The run finished, every hospital reported each round once, and β^0…β^T equal the
+    offline recomputation (a lost or double-counted report would change them)."""
+    run_id = created["run_id"]
+    params = PublicParameters.model_validate(created["params"])
+    run = httpx.get(f"{url}/v1/runs/{run_id}").json()
+    assert (run["status"], run["round"]) == ("finished", params.rounds)
+    rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds").json()
+    names = [f"h{i}" for i in range(len(counts))]
+    for t, r in enumerate(rounds):
+        assert r["reporters"] == names
+        assert r["count"] == sum(expected_round_count(c, params.rounds, t) for c in counts)
+    betas: list[list[float]] = httpx.get(f"{url}/v1/runs/{run_id}/trajectory").json()["betas"]
+    expected = replay(
+        params,
+        run_id,
+        betas[0],
+        paths,
+        [100 + i for i in range(len(counts))],
+        epsilon=params.epsilon,
+        delta=params.delta,
+    )
+    assert betas == expected
+    return betas
+
+
+def test_three_hospitals_sixty_thousand_records_epsilon_one(
+    procs: Processes, tmp_path: Path
+) -> None:
+    counts = [20_000, 20_000, 20_000]
+    d, rounds = 10, 10
+    paths, beta_star = write_gmm_data(tmp_path, counts, d)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    coordinator(procs, port, tmp_path / "coordinator.sqlite")
+    created = create_run(tmp_path, url, counts, d=d, rounds=rounds, epsilon=1.0)
+    finish(procs, [agent(procs, url, i, p, tmp_path) for i, p in enumerate(paths)])
+    betas = check_exact(url, created, paths, counts)
+    model = get_model("gmm")
+    error = model.error(np.array(betas[-1]), beta_star)
+
+    # The simulator on the same records, start and mechanism, over 20 seeds of the noise.
+    params = PublicParameters.model_validate(created["params"])
+    holders = [Records(np.load(p)) for p in paths]
+    errors = [
+        run_gradient_em(
+            model=model,
+            holders=holders,
+            sigma=1.0,
+            mechanism=run_mechanism(params),
+            rounds=rounds,
+            beta0=np.array(betas[0]),
+            rng=np.random.default_rng(seed),
+            beta_star=beta_star,
+        ).errors[-1]
+        for seed in range(20)
+    ]
+    mean, sd = float(np.mean(errors)), float(np.std(errors, ddof=1))
+    # The federated run is one more draw from the simulator's distribution: within 4 sd of
+    # its mean (Chebyshev: a chance below 1/16 whatever the distribution; ~6e-5 if normal).
+    assert mean - 4 * sd <= error <= mean + 4 * sd, (error, mean, sd)
+    assert error < 0.5 * 3.0  # far better than the trivial estimate β = 0 (error ‖β*‖ = 3)
+    # The forecast stated at creation is of the same order.
+    assert 0.5 * mean < created["expected_error"] < 2.0 * mean
+    assert created["warning"] is None
+
+
+def test_coordinator_killed_mid_round_loses_and_doubles_nothing(
+    procs: Processes, tmp_path: Path
+) -> None:
+    counts = [3000, 3001, 3002]
+    paths, _ = write_gmm_data(tmp_path, counts, 5)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    state = tmp_path / "coordinator.sqlite"
+    server = coordinator(procs, port, state)
+    created = create_run(tmp_path, url, counts, d=5, rounds=6, epsilon=1.0)
+    run_id = created["run_id"]
+    early = [agent(procs, url, i, paths[i], tmp_path) for i in (0, 1)]
+
+    def reporters(t: int) -> list[str]:
+        rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds", timeout=5).json()
+        return list(rounds[t]["reporters"]) if len(rounds) > t else []
+
+    # Round 0 holds two committed reports and waits for h2: kill -9 now.
+    wait_for(lambda: reporters(0) == ["h0", "h1"], what="two reports in round 0")
+    server.kill()
+    server.wait(10)
+    server = coordinator(procs, port, state)
+    assert reporters(0) == ["h0", "h1"]
+    late = agent(procs, url, 2, paths[2], tmp_path)
+
+    # Kill -9 again while all three agents are reporting, wherever that lands.
+    wait_for(
+        lambda: httpx.get(f"{url}/v1/runs/{run_id}", timeout=5).json()["round"] >= 3,
+        what="round 3",
+    )
+    server.kill()
+    server.wait(10)
+    coordinator(procs, port, state)
+    finish(procs, [*early, late])
+    check_exact(url, created, paths, counts)
+
+
+def test_agent_killed_after_persisting_resends_the_same_report(
+    procs: Processes, tmp_path: Path
+) -> None:
+    counts = [2000, 2000, 2000]
+    paths, _ = write_gmm_data(tmp_path, counts, 4)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    state = tmp_path / "coordinator.sqlite"
+    coordinator(procs, port, state)
+    created = create_run(tmp_path, url, counts, d=4, rounds=5, epsilon=1.0)
+    run_id = created["run_id"]
+    others = [agent(procs, url, i, paths[i], tmp_path) for i in (0, 2)]
+    victim = agent(procs, url, 1, paths[1], tmp_path, LDPEM_AGENT_FAULT="kill-after-persist:2")
+    assert victim.wait(120) == -9, procs.log(victim)[-2000:]
+
+    ledger_dir = tmp_path / "agent1"
+    ledger = Ledger(ledger_dir)
+    entry = ledger.entry(run_id, 2)
+    assert entry is not None and entry.status == "persisted"
+    persisted_at = _persisted_at(ledger_dir, run_id, 2)
+    ledger.close()
+    rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds").json()
+    assert "h1" not in rounds[2]["reporters"]  # persisted, never sent
+
+    restarted = agent(procs, url, 1, paths[1], tmp_path)
+    finish(procs, [*others, restarted])
+    assert "round 2: resending the report persisted before (not redrawn)" in procs.log(restarted)
+
+    ledger = Ledger(ledger_dir)
+    again = ledger.entry(run_id, 2)
+    assert again is not None and again.status == "acknowledged" and again.body == entry.body
+    assert _persisted_at(ledger_dir, run_id, 2) == persisted_at
+    assert len(ledger.entries(run_id)) == 5
+    params = PublicParameters.model_validate(created["params"])
+    spent = ledger.spent_epsilon(again.data, delta=params.delta, accounting="exact")
+    assert spent == pytest.approx(params.epsilon, rel=1e-9)  # spent once, not twice
+    ledger.close()
+
+    # What the coordinator holds is exactly the persisted report.
+    sent = ReportIn.model_validate_json(entry.body)
+    with sqlite3.connect(state) as db:
+        total, count = db.execute(
+            "SELECT total, count FROM reports WHERE run_id = ? AND t = 2 AND hospital = 'h1'",
+            (run_id,),
+        ).fetchone()
+    assert json.loads(total) == sent.total and count == sent.count
+    check_exact(url, created, paths, counts)
+
+
+def _persisted_at(directory: Path, run_id: str, t: int) -> float:
+    with sqlite3.connect(directory / "ledger.sqlite") as db:
+        (value,) = db.execute(
+            "SELECT persisted_at FROM rounds WHERE run_key = ? AND round = ?", (run_id, t)
+        ).fetchone()
+    return float(value)
