@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         allow_weaker=args.allow_weaker,
         give_up=args.give_up,
         wait=args.wait,
-        verify=str(args.ca_cert) if args.ca_cert else True,
+        ca_cert=args.ca_cert,
         seed=args.seed,
     )
     agent = Agent(config)

@@ -64,12 +64,14 @@ def _fail(response: Any, what: str) -> UserError:
 def create_run(args: argparse.Namespace) -> int:
     import httpx
 
+    from ldpem.client.agent import tls_context
+
     try:
         request = json.loads(args.config.read_text())
     except ValueError as error:
         raise UserError(f"{args.config}: not valid JSON ({error})") from None
     token = _admin_token(args.admin_token_file)
-    verify: str | bool = str(args.ca_cert) if args.ca_cert else True
+    verify = tls_context(args.ca_cert)
     try:
         response = httpx.post(
             f"{args.coordinator.rstrip('/')}/v1/runs",
@@ -93,7 +95,9 @@ def create_run(args: argparse.Namespace) -> int:
 def show_status(args: argparse.Namespace) -> int:
     import httpx
 
-    verify: str | bool = str(args.ca_cert) if args.ca_cert else True
+    from ldpem.client.agent import tls_context
+
+    verify = tls_context(args.ca_cert)
     try:
         response = httpx.get(
             f"{args.coordinator.rstrip('/')}/v1/runs/{args.run_id}", timeout=30.0, verify=verify

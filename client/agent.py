@@ -28,6 +28,7 @@ import math
 import os
 import random
 import signal
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,7 +82,8 @@ class AgentConfig:
     allow_weaker: bool = False
     give_up: float = 600.0
     wait: float = 30.0
-    verify: str | bool = True
+    #: CA certificate (PEM) to verify the coordinator's TLS certificate; default: system CAs.
+    ca_cert: Path | None = None
     seed: int | None = None
 
 
@@ -114,6 +116,16 @@ def agent_mechanism(
             math.inf
         )
     return NoPrivacy(), math.inf
+
+
+def tls_context(ca_cert: Path | None) -> ssl.SSLContext:
+    """TLS verification with ``ca_cert`` (a self-signed coordinator) or the system CAs."""
+    if ca_cert is None:
+        return ssl.create_default_context()
+    try:
+        return ssl.create_default_context(cafile=str(ca_cert))
+    except (OSError, ssl.SSLError) as error:
+        raise UserError(f"{ca_cert}: not a readable CA certificate ({error})") from None
 
 
 def backoff_delay(attempt: int, *, first: float = 0.2, cap: float = 5.0) -> float:
@@ -160,7 +172,7 @@ class Agent:
         self.http = httpx.Client(
             base_url=self.base,
             headers={"Authorization": f"Bearer {config.token}"},
-            verify=config.verify,
+            verify=tls_context(config.ca_cert),
             transport=transport,
             timeout=httpx.Timeout(30.0, read=config.wait + 30.0),
         )

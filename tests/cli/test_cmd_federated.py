@@ -1,0 +1,269 @@
+"""The ``ldpem coordinator``, ``ldpem client`` and ``ldpem run`` commands: flags and errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ldpem.cli import main
+from ldpem.cmd_coordinator import resolve_admin_token
+from ldpem.server.app import create_app
+from ldpem.server.settings import load_settings
+from tests.cli.procs import Processes, coordinator, wait_healthy
+from tests.fedkit import ADMIN, TOKENS, free_port, live_server, run_request, settings
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    with live_server(create_app(settings(tmp_path))) as url:
+        yield url
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_client_without_its_data_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "client",
+            "--coordinator",
+            "http://127.0.0.1:9",
+            "--token",
+            TOKENS[0],
+            "--data",
+            str(tmp_path / "nope.csv"),
+        ]
+    )
+    assert code == 2
+    assert one_error_line(capsys) == f"ldpem client: error: {tmp_path / 'nope.csv'}: no such file"
+
+
+def test_client_with_a_bad_csv_names_file_line_and_column(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request = run_request(hospitals=1, records=3, d=3, rounds=1)
+    assert (
+        httpx.post(
+            f"{server}/v1/runs", json=request, headers={"Authorization": f"Bearer {ADMIN}"}
+        ).status_code
+        == 201
+    )
+    data = tmp_path / "records.csv"
+    data.write_text("a,b,c\n1,2,3\n4,x,6\n7,8,9\n")
+    code = main(
+        [
+            "client",
+            "--coordinator",
+            server,
+            "--token",
+            TOKENS[0],
+            "--data",
+            str(data),
+            "--state",
+            str(tmp_path / "s"),
+        ]
+    )
+    assert code == 2
+    assert one_error_line(capsys) == (
+        f"ldpem client: error: {data} line 3, column 'b': not a number: 'x'"
+    )
+    participation = httpx.get(f"{server}/v1/runs").json()
+    assert participation[0]["round"] == 0
+
+
+def test_client_epsilon_without_delta(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("a\n1\n")
+    code = main(
+        [
+            "client",
+            "--coordinator",
+            "http://x",
+            "--token",
+            "t",
+            "--data",
+            str(data),
+            "--epsilon",
+            "1",
+        ]
+    )
+    assert code == 2
+    assert one_error_line(capsys) == "ldpem client: error: --epsilon and --delta go together"
+
+
+def test_coordinator_tls_needs_certificate_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["coordinator", "--state", str(tmp_path / "s.sqlite"), "--tls-cert", "c.pem"])
+    assert code == 2
+    assert (
+        one_error_line(capsys) == "ldpem coordinator: error: --tls-cert and --tls-key go together"
+    )
+
+
+def test_run_create_with_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "run.json"
+    config.write_text("{not json")
+    code = main(["run", "create", "--coordinator", "http://127.0.0.1:9", "--config", str(config)])
+    assert code == 2
+    assert one_error_line(capsys).startswith(f"ldpem run: error: {config}: not valid JSON")
+
+
+def test_run_create_refused_by_the_coordinator(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(run_request(quorum=9)))
+    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
+    code = main(["run", "create", "--coordinator", server, "--config", str(config)])
+    assert code == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"ldpem run: error: {config}: run not created: HTTP 422")
+    assert "quorum 9 exceeds the 3 enrolled hospitals" in line
+    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", "wrong-admin-token-000000")
+    config.write_text(json.dumps(run_request()))
+    assert main(["run", "create", "--coordinator", server, "--config", str(config)]) == 2
+    assert "HTTP 403" in one_error_line(capsys)
+
+
+def test_run_create_and_status_print_json(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "run.json"
+    request = run_request()
+    request["hospitals"].append({"name": "new", "records": 100})
+    config.write_text(json.dumps(request))
+    token_file = tmp_path / "admin"
+    token_file.write_text(ADMIN + "\n")
+    monkeypatch.delenv("LDPEM_ADMIN_TOKEN", raising=False)
+    assert (
+        main(
+            [
+                "run",
+                "create",
+                "--coordinator",
+                server,
+                "--config",
+                str(config),
+                "--admin-token-file",
+                str(token_file),
+            ]
+        )
+        == 0
+    )
+    created = json.loads(capsys.readouterr().out)
+    assert [t["name"] for t in created["tokens"]] == ["new"]  # generated, shown once
+    assert main(["run", "status", "--coordinator", server, created["run_id"]]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "running"
+
+
+def test_admin_token_is_generated_once_and_kept(tmp_path: Path) -> None:
+    state = tmp_path / "c.sqlite"
+    token, written = resolve_admin_token("", None, state)
+    assert written == Path(f"{state}.admin-token") and len(token) >= 32
+    assert stat.S_IMODE(os.stat(written).st_mode) == 0o600
+    assert resolve_admin_token("", None, state) == (token, None)
+    assert resolve_admin_token("from-env-0123456789", None, state) == ("from-env-0123456789", None)
+
+
+def test_settings_from_file_environment_and_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "coordinator.toml"
+    config.write_text('[coordinator]\nport = 9000\nmax_body = 4096\nhost = "0.0.0.0"\n')
+    monkeypatch.setenv("LDPEM_MAX_BODY", "8192")
+    loaded = load_settings(config, port=None, host="127.0.0.1")
+    assert (loaded.port, loaded.max_body, loaded.host) == (9000, 8192, "127.0.0.1")
+
+
+@pytest.mark.slow
+def test_coordinator_serves_tls_and_an_agent_verifies_it(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        capture_output=True,
+        check=False,
+    )
+    if made.returncode != 0:
+        pytest.skip("openssl cannot make a test certificate here")
+    procs = Processes(tmp_path)
+    try:
+        port = free_port()
+        url = f"https://127.0.0.1:{port}"
+        process = procs.start(
+            "coordinator",
+            "coordinator",
+            "--port",
+            str(port),
+            "--state",
+            str(tmp_path / "c.sqlite"),
+            "--tls-cert",
+            str(cert),
+            "--tls-key",
+            str(key),
+            "--log-level",
+            "warning",
+        )
+        wait_healthy(url, process, verify=ssl.create_default_context(cafile=str(cert)))
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/healthz")  # not trusted without the certificate
+        request = run_request(hospitals=1, records=30, d=2, rounds=2)
+        response = httpx.post(
+            f"{url}/v1/runs",
+            json=request,
+            verify=ssl.create_default_context(cafile=str(cert)),
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        )
+        assert response.status_code == 201
+        (tmp_path / "d.csv").write_text("a,b\n" + "1,2\n-1,-2\n" * 15)
+        client = procs.start(
+            "agent",
+            "client",
+            "--coordinator",
+            url,
+            "--token",
+            TOKENS[0],
+            "--data",
+            "d.csv",
+            "--ca-cert",
+            str(cert),
+            "--state",
+            "agent",
+        )
+        assert client.wait(120) == 0, procs.log(client)[-2000:]
+        run = httpx.get(
+            f"{url}/v1/runs", verify=ssl.create_default_context(cafile=str(cert))
+        ).json()[0]
+        assert (run["status"], run["round"]) == ("finished", 2)
+    finally:
+        procs.stop_all()
+    assert sys.executable and coordinator
