@@ -253,7 +253,8 @@ class Agent:
                 f"than this agent's (epsilon {epsilon:g}, delta {delta:g}); start the agent "
                 "with --allow-weaker to take part with its own budget"
             )
-        return epsilon, delta
+        # A run asking for more privacy than the agent's limit gets it: the stricter of both.
+        return min(epsilon, params.epsilon), min(delta, params.delta)
 
     # --- the run ----------------------------------------------------------------------
     def run(self) -> int:

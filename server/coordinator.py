@@ -193,9 +193,7 @@ class Coordinator:
     # --- runs -------------------------------------------------------------------------
     async def create_run(self, request: RunCreate) -> RunCreated:
         params = public_parameters(request)
-        for h in request.hospitals:
-            if h.token is not None and self.store.hospital_by_token_hash(hash_token(h.token)):
-                raise ProtocolError(409, f"the token of hospital {h.name} is already in use")
+        self._check_tokens_free(request)
         seed = request.seed if request.seed is not None else secrets.randbits(62)
         if request.beta0 is not None:
             beta0 = [float(v) for v in request.beta0]
@@ -257,6 +255,8 @@ class Coordinator:
             warning=warning,
             reason=None,
         )
+        # Checked again after the forecast's await: another run may have taken a token since.
+        self._check_tokens_free(request)
         with self.store.transaction():
             self.store.insert_run(run, hospitals)
             self.store.insert_round(run_id, 0, beta0, now, now + request.round_deadline)
@@ -281,6 +281,11 @@ class Coordinator:
             trivial_error=trivial,
             warning=warning,
         )
+
+    def _check_tokens_free(self, request: RunCreate) -> None:
+        for h in request.hospitals:
+            if h.token is not None and self.store.hospital_by_token_hash(hash_token(h.token)):
+                raise ProtocolError(409, f"the token of hospital {h.name} is already in use")
 
     def summary(self, run_id: str) -> RunSummary:
         return self._summary(self._run(run_id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from ldpem.client import agent as agent_module
 from ldpem.client.agent import Agent, AgentConfig, AgentError
 from ldpem.client.ledger import Ledger
+from ldpem.common.accounting import noise_std_for
 from ldpem.common.configure import local_noise_std
 from ldpem.common.wire import PublicParameters, ReportIn
 from ldpem.server.app import create_app
@@ -40,7 +42,8 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 def create_run(url: str, **change: Any) -> dict[str, Any]:
     hospitals = change.pop("hospitals", None)
-    request = run_request(d=D, rounds=ROUNDS, beta0=[1.0, -0.5, 0.25], **change)
+    change.setdefault("rounds", ROUNDS)
+    request = run_request(d=D, beta0=[1.0, -0.5, 0.25], **change)
     request["hospitals"] = hospitals
     if hospitals is None:
         request["hospitals"] = [
@@ -264,3 +267,63 @@ def test_an_unknown_token_is_a_clear_error(server: str, tmp_path: Path) -> None:
     with pytest.raises(AgentError, match="refused the token: HTTP 401 unknown token"):
         a.run()
     a.close()
+
+
+def test_a_run_stricter_than_the_agent_gets_the_stricter_budget(
+    server: str, tmp_path: Path
+) -> None:
+    path, created = single(server, tmp_path, epsilon=0.5, delta=1e-6)
+    assert run_agents([agent(server, tmp_path, 0, path, epsilon=1.0, delta=1e-5)]) == [0]
+    ledger = Ledger(tmp_path / "state0")
+    entry = ledger.entries(created["run_id"])[0]
+    assert (entry.epsilon, entry.delta) == (0.5, 1e-6)
+    ledger.close()
+
+
+def test_local_clip_runs_with_the_agents_own_noise(server: str, tmp_path: Path) -> None:
+    path, created = single(server, tmp_path, mechanism="local-clip", clip=2.0, delta=1e-5)
+    assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
+    ledger = Ledger(tmp_path / "state0")
+    report = ReportIn.model_validate_json(ledger.entries(created["run_id"])[0].body)
+    assert report.mechanism == "local-clip"
+    assert report.noise_std == noise_std_for(epsilon=1.0, delta=1e-5, sensitivity=4.0)
+    ledger.close()
+
+
+def test_a_report_that_arrives_after_the_round_closed_is_marked_late(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths, _ = write_gmm_data(tmp_path, [90, 90], D)
+    hospitals = [{"name": f"h{i}", "records": 90, "token": TOKENS[i]} for i in range(2)]
+    created = create_run(
+        server, hospitals=hospitals, rounds=2, quorum=1, round_deadline=0.5, delta=1e-5
+    )
+    run_id = created["run_id"]
+    counts = [45, 45]
+    body = {
+        "hospital": "h1",
+        "round": 0,
+        "mechanism": "local",
+        "count": counts[0],
+        "total": [0.0, 0.0, 0.0],
+        "noise_std": 1.0,
+    }
+    headers = {"Authorization": f"Bearer {TOKENS[1]}"}
+    response = httpx.post(f"{server}/v1/runs/{run_id}/rounds/0/reports", json=body, headers=headers)
+    assert response.status_code == 200
+
+    def slow(t: int) -> None:
+        if t == 0:  # persisted, but held back until round 0 closed at its deadline
+            while httpx.get(f"{server}/v1/runs/{run_id}").json()["round"] == 0:
+                time.sleep(0.05)
+
+    monkeypatch.setattr(agent_module, "_fault_after_persist", slow)
+    assert run_agents([agent(server, tmp_path, 0, paths[0])]) == [0]
+    ledger = Ledger(tmp_path / "state0")
+    assert [(e.round, e.status) for e in ledger.entries(run_id)] == [
+        (0, "late"),
+        (1, "acknowledged"),
+    ]
+    ledger.close()
+    rounds = httpx.get(f"{server}/v1/runs/{run_id}/rounds").json()
+    assert [r["reporters"] for r in rounds] == [["h1"], ["h0"]]
