@@ -138,11 +138,15 @@ def _digest(values: list[float]) -> str:
     return hashlib.sha256(json.dumps(values).encode()).hexdigest()
 
 
-def _file_digest(path: Path) -> str:
+def records_digest(records: Records) -> str:
+    """SHA-256 of the records' values (not of the file): the same records spend from the
+    same budget whatever file or format they are loaded from."""
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+    x = np.ascontiguousarray(records.x, dtype=np.float64)
+    h.update(repr(x.shape).encode())
+    h.update(x.tobytes())
+    if records.y is not None:
+        h.update(np.ascontiguousarray(records.y, dtype=np.float64).tobytes())
     return h.hexdigest()
 
 
@@ -270,7 +274,7 @@ class Agent:
                 f"{me.hospital} is enrolled in run {me.run_id} with {me.records} records of "
                 f"dimension {params.d}"
             )
-        data_key = _file_digest(cfg.data)
+        data_key = records_digest(records)
         mechanism, mu = agent_mechanism(
             params, epsilon=epsilon, delta=delta, accounting=cfg.accounting
         )

@@ -205,14 +205,21 @@ class Coordinator:
         expected: float | None = None
         warning: str | None = None
         if request.forecast:
-            expected = await asyncio.to_thread(
-                forecast_error,
-                request,
-                params,
-                seeds=self.forecast_seeds,
-                max_records=self.forecast_max_records,
-            )
-            if expected >= trivial:
+            try:
+                expected = await asyncio.to_thread(
+                    forecast_error,
+                    request,
+                    params,
+                    seeds=self.forecast_seeds,
+                    max_records=self.forecast_max_records,
+                )
+            except (ValueError, ArithmeticError) as error:
+                log.exception("accuracy forecast failed")
+                warning = f"no accuracy forecast: the simulation failed ({error})"
+            if expected is not None and not math.isfinite(expected):
+                expected = None
+                warning = "the simulated run diverges: expect no useful estimate"
+            elif expected is not None and expected >= trivial:
                 warning = (
                     f"expected error {expected:.3g} is no better than the trivial estimate "
                     f"beta = 0 (error {trivial:.3g} at snr {request.snr:g}): more records, a "

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from ldpem.client import agent as agent_module
@@ -184,7 +185,10 @@ def test_a_second_run_on_the_same_records_exceeds_the_budget(server: str, tmp_pa
         epsilon=1.0,
         delta=1e-5,
     )
-    a = agent(server, tmp_path, 1, path, epsilon=1.0, delta=1e-5, state=tmp_path / "state0")
+    # The same records as CSV: the budget follows the records, not the file.
+    csv = tmp_path / "same-records.csv"
+    np.savetxt(csv, np.load(path), delimiter=",", fmt="%.17g", header="a,b,c", comments="")
+    a = agent(server, tmp_path, 1, csv, epsilon=1.0, delta=1e-5, state=tmp_path / "state0")
     with pytest.raises(
         AgentError,
         match=r"round 0 of run .* would spend epsilon 1\.\d+ .*over this agent's budget of 1",
