@@ -148,7 +148,8 @@ def _expected_phi_fast(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.f
     beyond = abs_a >= _TABLE_END
     if beyond.any():
         result[beyond] = _expected_phi(abs_a[beyond], sqrt_beta)
-    return np.copysign(result, a)
+    signed: NDArray[np.float64] = np.copysign(result, a)
+    return signed
 
 
 @lru_cache(maxsize=32)
