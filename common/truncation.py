@@ -132,7 +132,8 @@ def _expected_phi_fast(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.f
     if table is None:
         return _expected_phi(a, sqrt_beta)
     abs_a = np.abs(a)
-    scaled = abs_a * (1.0 / _TABLE_CELL)
+    # Clamped so that huge |a| (recomputed exactly below) cannot overflow the polynomial.
+    scaled = np.minimum(abs_a, _TABLE_END) * (1.0 / _TABLE_CELL)
     cells = table.shape[1]
     index = np.minimum(scaled, cells - 1).astype(np.intp)
     local = 2.0 * (scaled - index) - 1.0
@@ -143,7 +144,8 @@ def _expected_phi_fast(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.f
     # Near 0 the series a − a(a² + 3b²)/6 is exact to 1e-35 and keeps T(x) ≈ x to full
     # relative precision for tiny x (and T(0) = 0 exactly), which the table cannot.
     small = abs_a <= _SMALL * min(1.0, sqrt_beta)
-    series = abs_a - abs_a * (abs_a * abs_a) * ((1.0 + 3.0 / (sqrt_beta * sqrt_beta)) / 6.0)
+    near = np.minimum(abs_a, 1.0)
+    series = near - near * (near * near) * ((1.0 + 3.0 / (sqrt_beta * sqrt_beta)) / 6.0)
     result = np.where(small, series, result)
     beyond = abs_a >= _TABLE_END
     if beyond.any():
