@@ -263,3 +263,22 @@ def test_status_page_openapi_and_health(tmp_path: Path) -> None:
         assert "/v1/runs/{run_id}/round" in paths
         assert run_id in client.get("/").text
         assert client.get("/runs/nope").status_code == 404
+
+
+def test_status_page_shows_progress_and_a_convergence_plot(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        request = run_request(records=RECORDS, rounds=ROUNDS, d=2, beta0=[1.0, -1.0])
+        run_id = client.post("/v1/runs", json=request, headers=admin_headers()).json()["run_id"]
+        for t in range(2):
+            for i in range(3):
+                body = report(i, t, [float(t + 1), 0.5]).model_dump()
+                headers = {"Authorization": f"Bearer {request['hospitals'][i]['token']}"}
+                response = client.post(
+                    f"/v1/runs/{run_id}/rounds/{t}/reports", json=body, headers=headers
+                )
+                assert response.status_code == 200
+        page = client.get(f"/runs/{run_id}").text
+        assert "<th>round</th><td>2 / 5</td>" in page
+        points = page.split('points="')[1].split('"')[0].split()
+        assert len(points) == 2  # one step per closed round
+        assert "<td>h0</td><td>50</td><td>2</td>" in page
