@@ -279,6 +279,18 @@ class Agent:
             params, epsilon=epsilon, delta=delta, accounting=cfg.accounting
         )
         seed = cfg.seed if cfg.seed is not None else self.ledger.seed()
+        bound_seed, bound_data = self.ledger.bind_run(me.run_id, seed=seed, data=data_key)
+        if bound_data != data_key:
+            raise AgentError(
+                f"{cfg.data}: run {me.run_id} was started with other records; a record "
+                "reported under one partition could report again under another"
+            )
+        if cfg.seed is not None and cfg.seed != bound_seed:
+            raise AgentError(
+                f"run {me.run_id} was started with --seed {bound_seed}, not {cfg.seed}; "
+                "a different seed would partition the records differently"
+            )
+        seed = bound_seed
         run_number = _run_number(me.run_id)
         groups = round_groups(
             records, params.rounds, reuse=False, rng=np.random.default_rng([seed, run_number])

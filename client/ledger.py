@@ -29,6 +29,11 @@ __all__ = ["Entry", "Ledger"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_key TEXT PRIMARY KEY,
+    seed INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS rounds (
     run_key TEXT NOT NULL,
     round INTEGER NOT NULL,
@@ -87,6 +92,15 @@ class Ledger:
         value = secrets.randbits(62)
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('seed', ?)", (str(value),))
         return self.seed()
+
+    def bind_run(self, run_key: str, *, seed: int, data: str) -> tuple[int, str]:
+        """The (seed, records digest) a run was started with: stored at the first call, then
+        returned unchanged, so that a restart partitions the same records the same way."""
+        self._db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?)", (run_key, seed, data))
+        row = self._db.execute(
+            "SELECT seed, data FROM runs WHERE run_key = ?", (run_key,)
+        ).fetchone()
+        return int(row["seed"]), str(row["data"])
 
     def entry(self, run_key: str, round: int) -> Entry | None:
         row = self._db.execute(

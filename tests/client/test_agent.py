@@ -331,3 +331,31 @@ def test_a_report_that_arrives_after_the_round_closed_is_marked_late(
     ledger.close()
     rounds = httpx.get(f"{server}/v1/runs/{run_id}/rounds").json()
     assert [r["reporters"] for r in rounds] == [["h1"], ["h0"]]
+
+
+def test_a_restart_must_keep_the_records_and_the_seed_of_the_run(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, created = single(server, tmp_path)
+
+    def crash(t: int) -> None:
+        if t == 0:
+            raise KeyboardInterrupt("simulated crash")
+
+    monkeypatch.setattr(agent_module, "_fault_after_persist", crash)
+    a = agent(server, tmp_path, 0, path)
+    with pytest.raises(KeyboardInterrupt):
+        a.run()
+    a.close()
+    monkeypatch.undo()
+    other_seed = agent(server, tmp_path, 0, path, seed=7)
+    with pytest.raises(AgentError, match=r"started with --seed 100, not 7"):
+        other_seed.run()
+    other_seed.close()
+    (tmp_path / "x").mkdir()
+    (other,), _ = write_gmm_data(tmp_path / "x", [90], D, seed=9)
+    other_records = agent(server, tmp_path, 0, other)
+    with pytest.raises(AgentError, match=f"run {created['run_id']} was started with other records"):
+        other_records.run()
+    other_records.close()
+    assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
