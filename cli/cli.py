@@ -21,7 +21,9 @@ __all__ = ["build_parser", "main"]
 
 def _command_modules() -> list[ModuleType]:
     # Imported here so that `ldpem --help` does not pay for numpy/fastapi imports twice.
-    return []
+    from ldpem import cmd_audit
+
+    return [cmd_audit]
 
 
 def build_parser() -> argparse.ArgumentParser:
