@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
         description=(
             "Run each mechanism many times on a worst-case pair of neighbouring records, "
             "apply a likelihood-ratio threshold test, and turn its error rates into a "
-            "95%%-confidence lower bound on epsilon (Clopper-Pearson). Passes when the lower "
+            "95%-confidence lower bound on epsilon (Clopper-Pearson). Passes when the lower "
             "bound does not exceed the claimed epsilon."
         ),
     )
