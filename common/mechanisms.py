@@ -64,10 +64,21 @@ def _check_noise_std(value: float) -> float:
 
 
 def clip_rows(gradients: FloatArray, clip: float) -> FloatArray:
-    """Each row scaled to L2 norm at most ``clip``: g / max(1, ‖g‖/C) (Algorithm 1, line 3)."""
-    norms = np.sqrt(np.einsum("ij,ij->i", gradients, gradients))
-    factor = np.minimum(1.0, clip / np.maximum(norms, np.finfo(np.float64).tiny))
-    clipped: FloatArray = gradients * factor[:, None]
+    """Each row scaled to L2 norm at most ``clip``: g / max(1, ‖g‖/C) (Algorithm 1, line 3).
+
+    Norms are taken of rows divided by their largest |entry|, so rows near the float range
+    (where ‖g‖² overflows) keep their direction instead of collapsing to zero.
+    """
+    peak = np.max(np.abs(gradients), axis=1)
+    peak[peak == 0.0] = 1.0
+    scaled = gradients / peak[:, None]
+    scaled_norm = np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+    with np.errstate(over="ignore"):  # ‖g‖ = inf is fine: min(inf, C) = C
+        norm = peak * scaled_norm
+    length = np.minimum(norm, clip)
+    safe = np.where(scaled_norm > 0.0, scaled_norm, 1.0)
+    shrunk = scaled * (length / safe)[:, None]
+    clipped: FloatArray = np.where((norm <= clip)[:, None], gradients, shrunk)
     return clipped
 
 

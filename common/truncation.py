@@ -18,13 +18,15 @@ well-conditioned:
   same function as eq. 13; every term is O(10), so the rounding error is ~1e-14.
 * ``quadrature``: everything else. Integration by parts gives a form with no cancellation,
 
-      E φ(U) = −2√2/3 + ∫_{−√2}^{√2} (1 − u²/2) · P(U > u) du,
+      E φ(U) = 2√2/3 − ∫_{−√2}^{√2} (1 − u²/2) · P(U < u) du,
 
   whose integrand is non-negative and bounded by 1. Outside the other two regions the
   step of P(U > u) (at u = a, width b) is either ≥ 1.58 away from the interval or wider
   than 3, so the integrand is smooth and 48-point Gauss–Legendre is exact to ~1e-15.
-  The arguments are formed as u·√β_s/|a| − sign(a)·√β_s, so a = ±inf (x/s overflowing)
-  is handled exactly.
+  The arguments are formed as u·√β_s/a − √β_s (for a > 0), so a = inf (x/s
+  overflowing) is handled exactly.
+
+All three are evaluated at |a| and the sign restored, so T is exactly odd.
 
 The result is finally clipped to [−s·2√2/3, s·2√2/3]: mathematically a no-op, it makes
 the bound the privacy proof relies on hold under any floating-point rounding.
@@ -111,9 +113,14 @@ def smoothed_truncation(values: ArrayLike, s: float, beta_s: float) -> NDArray[n
 
 
 def _expected_phi(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.float64]:
-    """E φ(a + bZ) with b = |a|/√β_s, for a 1-D block of finite-or-±inf ``a``."""
+    """E φ(a + bZ) with b = |a|/√β_s, for a 1-D block of finite-or-±inf ``a``.
+
+    φ is odd and Z symmetric, so E φ(−a + bZ) = −E φ(a + bZ): evaluate at |a| and restore
+    the sign, which makes T exactly odd (no rounding bias between ±x).
+    """
     abs_a = np.abs(a)
-    b = abs_a / sqrt_beta
+    with np.errstate(over="ignore"):  # b = inf only routes the element to the quadrature
+        b = abs_a / sqrt_beta
     result = np.empty_like(a)
 
     small = (abs_a <= _SMALL) & (b <= _SMALL)
@@ -121,12 +128,13 @@ def _expected_phi(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.float6
     quad = ~(small | closed)
 
     if np.any(small):
-        a_s, b_s = a[small], b[small]
+        a_s, b_s = abs_a[small], b[small]
         result[small] = a_s - a_s * (a_s * a_s + 3.0 * b_s * b_s) / 6.0
     if np.any(closed):
-        result[closed] = _closed_form(a[closed], b[closed])
+        result[closed] = _closed_form(abs_a[closed], b[closed])
     if np.any(quad):
-        result[quad] = _by_parts_quadrature(a[quad], sqrt_beta)
+        result[quad] = _by_parts_quadrature(abs_a[quad], sqrt_beta)
+    result *= np.sign(a)
     return result
 
 
@@ -157,12 +165,14 @@ def _closed_form(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.f
 
 
 def _by_parts_quadrature(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.float64]:
-    """E φ(U) = −2√2/3 + ∫ (1 − u²/2) P(U > u) du over [−√2, √2], by Gauss–Legendre."""
+    """E φ(U) = 2√2/3 − ∫ (1 − u²/2) P(U < u) du over [−√2, √2], by Gauss–Legendre; a > 0.
+
+    For a > 0, P(U < u) = Φ((u − a)/b) = Φ(u·√β_s/a − √β_s): small when E φ is near its
+    bound, so the subtraction loses nothing there.
+    """
     inv_b = np.zeros_like(a)
     finite = np.isfinite(a)
-    inv_b[finite] = sqrt_beta / np.abs(a[finite])
-    shift = np.sign(a) * sqrt_beta
-    # P(U > u) = Φ((a − u)/b) = Φ(sign(a)√β_s − u·√β_s/|a|)
-    z = shift[:, None] - _QUAD_U[None, :] * inv_b[:, None]
+    inv_b[finite] = sqrt_beta / a[finite]
+    z = _QUAD_U[None, :] * inv_b[:, None] - sqrt_beta
     integral: NDArray[np.float64] = ndtr(z) @ _QUAD_W
-    return integral - TRUNCATION_BOUND
+    return TRUNCATION_BOUND - integral
