@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -52,6 +53,7 @@ def register(subparsers: Any) -> None:
     add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
     add("--eta", type=float, default=_DEFAULTS.eta, help="step size η")
     add("--outliers", type=float, default=0.0, help="share of records made gross outliers")
+    add("--data", type=Path, default=None, help="CSV of records instead of synthetic data")
     add("--json", action="store_true", help="print one JSON object instead of a summary")
     parser.set_defaults(handler=run)
 
@@ -78,6 +80,7 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
         zeta=args.zeta,
         eta=args.eta,
         outliers=args.outliers,
+        data=args.data,
     )
 
 

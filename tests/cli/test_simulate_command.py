@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,3 +120,63 @@ def test_bad_arguments_from_the_shell(arguments: list[str], message: str) -> Non
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 1 and message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _write(path: Path, header: list[str], rows: np.ndarray) -> Path:
+    lines = [",".join(header)]
+    lines += [",".join("" if np.isnan(v) else repr(float(v)) for v in row) for row in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_data_file_replaces_the_synthetic_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(0)
+    beta_star = np.array([2.0, -1.0, 1.0])
+    y = rng.choice([-1.0, 1.0], 3000)[:, None] * beta_star + rng.standard_normal((3000, 3))
+    path = _write(tmp_path / "gmm.csv", ["a", "b", "c"], y)
+    argv = ["simulate", "--data", str(path), "--mechanism", "none", "--rounds", "5", "--json"]
+    assert main(argv) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert (outcome["n"], outcome["d"]) == (3000, 3)
+    assert outcome["errors"] is None and outcome["error"] is None
+    # Without β* the run still estimates it (up to sign, as the GMM cannot tell).
+    beta = np.array(outcome["beta"])
+    assert min(np.linalg.norm(beta - beta_star), np.linalg.norm(beta + beta_star)) < 0.3
+
+
+def test_data_file_with_missing_covariates_for_rmc(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2000, 2))
+    y = x @ np.array([1.0, -1.0]) + 0.5 * rng.standard_normal(2000)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    path = _write(tmp_path / "rmc.csv", ["x1", "x2", "y"], np.column_stack([x, y]))
+    assert main(["simulate", "--model", "rmc", "--data", str(path), "--mechanism", "none"]) == 0
+    captured = capsys.readouterr()
+    assert "rmc with mechanism none: n = 2000, d = 2" in captured.out
+    assert "β*" not in captured.out  # no β* known, so no error is shown
+
+
+@pytest.mark.parametrize(
+    ("header", "cell", "message"),
+    [
+        (["x1", "x2"], "1.5", "'y'"),  # mrm needs a response column
+        (["x1", "y"], "abc", "line 3"),  # a non-numeric cell, named by its line
+    ],
+)
+def test_bad_data_files_end_with_one_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    header: list[str],
+    cell: str,
+    message: str,
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(f"{','.join(header)}\n1.0,2.0\n{cell},1.0\n")
+    assert main(["simulate", "--model", "mrm", "--data", str(path), "--rounds", "1"]) == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.splitlines()) == 1
+    assert str(path) in captured.err and message in captured.err
