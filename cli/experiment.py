@@ -60,7 +60,9 @@ CLIPS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0)
 OUTLIER_SHARES: tuple[float, ...] = (0.0, 0.0005, 0.001, 0.002, 0.005)
 ROUNDS = 10
 MODELS: tuple[str, ...] = ("gmm", "mrm", "rmc")
-_STYLE = {"ours": "-", "clipped": "--", "EM": ":"}
+_STYLE = {"ours": "-", "clipped C=1": "--", "EM": ":"}
+#: Panels with at most this many lines show the min–max band over seeds.
+_SHADED = 5
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class Setting:
 
     def mechanisms(self) -> dict[str, str]:
         """Label → mechanism of the three algorithms compared."""
-        return {"ours": self.ours, "clipped": self.clipped, "EM": "none"}
+        return {"ours": self.ours, "clipped C=1": self.clipped, "EM": "none"}
 
 
 def settings(quick: bool) -> tuple[Setting, Setting]:
@@ -261,6 +263,9 @@ def figure_iterations(runner: Runner, setting: Setting, model: str) -> FigureRes
         for label, mechanism in setting.mechanisms().items():
             for i, config in enumerate(configs):
                 runs = runner.trajectories(replace(config, mechanism=mechanism))
+                if mechanism == "none" and variable == "ε":  # EM does not depend on ε
+                    series.append(Series("EM", _iterations(), runs, _STYLE[label], 7))
+                    break
                 value = _value(config, variable)
                 series.append(
                     Series(f"{label} {variable}={value:g}", _iterations(), runs, _STYLE[label], i)
@@ -551,22 +556,23 @@ def _pyplot() -> Any:
 
 
 def write_png(figure: FigureResult, path: Path) -> None:
-    """The figure's panels side by side: mean over seeds, shaded ±1 std."""
+    """The figure's panels: mean over seeds on a log scale; in panels of at most
+    ``_SHADED`` lines the band from the smallest to the largest error over seeds."""
     plt = _pyplot()
     colors = plt.get_cmap("tab10").colors
     count = len(figure.panels)
     columns = 2 if count == 4 else min(count, 3)
     rows = math.ceil(count / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(6.0 * columns, 4.8 * rows), squeeze=False)
     for ax, panel in zip(axes.flat, figure.panels, strict=False):
+        shaded = len(panel.series) <= _SHADED
         for series in panel.series:
-            mean = series.runs.mean(axis=0)
-            std = series.runs.std(axis=0)
             color = colors[series.color % len(colors)]
+            mean = series.runs.mean(axis=0)
             ax.plot(series.x, mean, series.style, color=color, marker=".", label=series.label)
-            ax.fill_between(
-                series.x, np.maximum(mean - std, 1e-4), mean + std, color=color, alpha=0.12
-            )
+            if shaded:
+                low, high = series.runs.min(axis=0), series.runs.max(axis=0)
+                ax.fill_between(series.x, low, high, color=color, alpha=0.12)
         ax.set_yscale("log")
         if panel.logx:
             ax.set_xscale("log")
@@ -574,7 +580,7 @@ def write_png(figure: FigureResult, path: Path) -> None:
         ax.set_xlabel(panel.xlabel)
         ax.set_ylabel("‖β − β*‖₂")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6, ncol=2 if len(panel.series) > 6 else 1)
+        ax.legend(fontsize=7, ncol=2 if len(panel.series) > 6 else 1)
     for ax in list(axes.flat)[count:]:
         ax.set_visible(False)
     fig.suptitle(figure.title, fontsize=11)

@@ -46,7 +46,7 @@ def test_final_error_figures_sweep_epsilon_dimension_and_size(tmp_path: Path) ->
     rows = _rows(tmp_path / "fig5-gmm-local.csv")
     panels = {row["panel"] for row in rows}
     assert len(panels) == 3
-    assert {row["series"] for row in rows} == {"ours", "clipped", "EM"}
+    assert {row["series"] for row in rows} == {"ours", "clipped C=1", "EM"}
     assert not list(tmp_path.glob("*.png"))
 
 
