@@ -115,6 +115,9 @@ def summary(outcome: SimulationOutcome) -> str:
         f"d = {outcome['d']}, {outcome['rounds']} rounds, {privacy}",
         f"final β = [{beta}]",
     ]
+    sizes = outcome["hospital_sizes"]
+    if len(sizes) > 1:
+        lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records")
     if outcome["error"] is not None:
         lines.append(
             f"error ‖β − β*‖ = {outcome['error']:.4g} (from {outcome['initial_error']:.4g} at β⁰)"

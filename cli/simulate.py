@@ -39,6 +39,7 @@ __all__ = [
     "SimulationOutcome",
     "add_outliers",
     "hospital_sizes",
+    "records_per_round",
     "simulate",
 ]
 
@@ -287,7 +288,7 @@ def simulate(
         "rounds": config.rounds,
         "accounting": config.accounting,
         "reuse": config.reuse,
-        "hospitals": [h.n for h in holders],
+        "hospital_sizes": [h.n for h in holders],
         "records_per_round": m,
         "seed": config.seed,
         "sigma": config.sigma,

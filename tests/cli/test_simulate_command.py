@@ -44,8 +44,10 @@ def test_options_reach_the_simulation(capsys: pytest.CaptureFixture[str]) -> Non
     assert main([*argv, *extra, "--accounting", "paper", "--seed", "5"]) == 0
     outcome = json.loads(capsys.readouterr().out)
     assert outcome["delta"] == 1e-6 and outcome["clip"] == 2.0 and outcome["reuse"] is True
-    assert len(outcome["hospitals"]) == 3 and outcome["accounting"] == "paper"
+    assert len(outcome["hospital_sizes"]) == 3 and outcome["accounting"] == "paper"
     assert outcome["records_per_round"] == 2000 and outcome["seed"] == 5
+    assert main([*argv, *extra[:-1]]) == 0
+    assert "3 hospitals of " in capsys.readouterr().out
 
 
 def test_readable_summary_and_a_line_per_round_off_a_terminal(
@@ -55,6 +57,7 @@ def test_readable_summary_and_a_line_per_round_off_a_terminal(
     captured = capsys.readouterr()
     assert "gmm with mechanism local: n = 2000, d = 3, 4 rounds" in captured.out
     assert "error ‖β − β*‖ = " in captured.out
+    assert "hospitals of" not in captured.out
     assert captured.err.splitlines() == [
         line for line in captured.err.splitlines() if line.startswith("round ")
     ]

@@ -55,6 +55,7 @@ def test_acceptance_accuracy(
     assert _errors(clean[mechanism]).mean() <= limit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["local", "central"])
 def test_private_mechanisms_keep_their_accuracy_under_gross_outliers(
     clean: dict[str, list[SimulationOutcome]],
@@ -72,6 +73,7 @@ def test_private_mechanisms_keep_their_accuracy_under_gross_outliers(
     assert after.mean() <= before.mean() + bias + spread
 
 
+@pytest.mark.slow
 def test_non_private_em_breaks_down_under_gross_outliers(
     clean: dict[str, list[SimulationOutcome]], polluted: dict[str, list[SimulationOutcome]]
 ) -> None:
@@ -134,7 +136,7 @@ def test_simulation_is_deterministic_given_the_seed() -> None:
 
 def test_hospitals_split_the_records_unequally_and_each_takes_part_in_every_round() -> None:
     outcome = simulate(SimulationConfig(n=5000, d=3, hospitals=4, rounds=10, seed=1))
-    sizes = outcome["hospitals"]
+    sizes = outcome["hospital_sizes"]
     assert sum(sizes) == 5000 and len(sizes) == 4
     assert min(sizes) >= 10 and len(set(sizes)) > 1
     assert outcome["records_per_round"] == sum(s // 10 for s in sizes)
