@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -179,3 +180,22 @@ def test_bad_configurations_raise_one_line_errors(change: dict[str, object], mes
         simulate(replace(SimulationConfig(n=100, d=2), **change))
     assert str(caught.value).startswith(message)
     assert "\n" not in str(caught.value)
+
+
+def test_every_round_of_every_hospital_goes_through_holder_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ldpem.common import simulation
+
+    calls: list[int] = []
+    real = simulation.holder_round
+
+    def counting(**kwargs: Any) -> Any:
+        calls.append(kwargs["records"].n)
+        return real(**kwargs)
+
+    monkeypatch.setattr(simulation, "holder_round", counting)
+    outcome = simulate(SimulationConfig(n=3000, d=3, rounds=4, hospitals=3, seed=2))
+    assert len(calls) == 4 * 3
+    assert sum(calls) == 3000  # partitioned: every record reports exactly once
+    assert outcome["records_per_round"] <= min(sum(calls[t * 3 : (t + 1) * 3]) for t in range(4))
