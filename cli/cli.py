@@ -29,9 +29,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _command_modules() -> list[ModuleType]:
     # Imported here so that `ldpem --help` does not pay for numpy/fastapi imports twice.
-    from ldpem import cmd_experiment, cmd_simulate
+    from ldpem import cmd_audit, cmd_experiment, cmd_simulate
 
-    return [cmd_simulate, cmd_experiment]
+    return [cmd_simulate, cmd_experiment, cmd_audit]
 
 
 def build_parser() -> argparse.ArgumentParser:

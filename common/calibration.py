@@ -96,9 +96,12 @@ def default_tau(model: str, *, beta_bound: float, sigma: float, d: int) -> float
     * MRM: τ = B²/d + σ² + B²  (the x xᵀ β term adds ‖β‖² to the variance of a coordinate)
     * RMC: τ = B²/d + σ² + B²
 
-    Measured on the reference settings (docs/RESULTS.md), these sit within a factor 2 of
-    the empirical second moment along the EM path, where the paper's s is close to optimal.
-    Override ``tau`` when the data are known to be more heavy-tailed.
+    Checked by sweeping τ over {¼, ½, 1, 2}× (GMM: {½, 1, 2}×) these defaults, local
+    mechanism, n = 2·10⁵, d = 10, SNR 3, ε = 1, T = 10, mean final error of seeds 0–9
+    (2026-11-25): GMM 0.536 / **0.459** / 0.549; MRM 2.83 / 2.59 / 2.35 / **2.37** / 2.66;
+    RMC 1.88 / 1.35 / 1.05 / **1.11** / 1.45 (bold: the default). The defaults are the
+    best or within 6% of the best τ tried. Override ``tau`` when the data are known to be
+    more heavy-tailed.
     """
     beta_bound = check_positive("beta_bound", beta_bound)
     sigma = check_positive("sigma", sigma)

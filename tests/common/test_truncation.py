@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from scipy import integrate
 from scipy.special import ndtr
 
-from ldpem.common.truncation import TRUNCATION_BOUND, catoni_phi, smoothed_truncation
+from ldpem.common.truncation import (
+    TRUNCATION_BOUND,
+    _expected_phi,
+    _table,
+    catoni_phi,
+    smoothed_truncation,
+)
 
 SQRT2 = math.sqrt(2.0)
 
@@ -203,3 +209,25 @@ def test_any_finite_input_gives_bounded_finite_output(
     out = smoothed_truncation(np.array(values), s, beta_s)
     assert np.all(np.isfinite(out))
     assert np.all(np.abs(out) <= s * TRUNCATION_BOUND)
+
+
+@pytest.mark.parametrize("beta_s", [0.5, 1.0, 2.146, 3.0, 10.0, 100.0])
+def test_fast_path_agrees_with_the_exact_form_on_a_dense_grid(beta_s: float) -> None:
+    # smoothed_truncation evaluates a verified piecewise-polynomial table for |a| < 16;
+    # check it against the exact three-form evaluation between and at the table's nodes.
+    a = np.linspace(-20.0, 20.0, 400_001)
+    sqrt_beta = math.sqrt(beta_s)
+    assert _table(sqrt_beta) is not None
+    fast = smoothed_truncation(a, 1.0, beta_s)
+    exact = _expected_phi(a, sqrt_beta)
+    assert np.max(np.abs(fast - exact)) <= 1e-12
+
+
+@pytest.mark.parametrize("beta_s", [1e-3, 0.1, 1e4])
+def test_table_is_refused_where_it_would_be_inaccurate(beta_s: float) -> None:
+    # Outside the verified range the exact form is used for every element.
+    assert _table(math.sqrt(beta_s)) is None
+    a = np.linspace(-5.0, 5.0, 1001)
+    np.testing.assert_array_equal(
+        smoothed_truncation(a, 1.0, beta_s), _expected_phi(a, math.sqrt(beta_s))
+    )
