@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -116,3 +117,25 @@ def test_missing_covariates_preprocessing_whitens_and_fits_least_squares() -> No
     np.testing.assert_allclose(fitted, dataset.beta_star, atol=0.05)
     residual = y[complete] - x[complete] @ dataset.beta_star
     assert sigma == pytest.approx(residual.std(), rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("module", "arguments", "hint"),
+    [
+        ("matplotlib", ["--figure", "fig9"], "pip install 'ldpem[plot]'"),
+        ("sklearn", ["--figure", "fig8", "--no-plot"], "pip install 'ldpem[experiments]'"),
+    ],
+)
+def test_a_missing_optional_package_is_named_in_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    module: str,
+    arguments: list[str],
+    hint: str,
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
+    argv = ["experiment", *arguments, "--quick", "--seeds", "1", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.splitlines()) == 1 and hint in captured.err
