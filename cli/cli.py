@@ -29,15 +29,25 @@ class _Parser(argparse.ArgumentParser):
 
 def _command_modules() -> list[ModuleType]:
     # Imported here so that `ldpem --help` does not pay for numpy/fastapi imports twice.
-<<<<<<< HEAD
-    from ldpem import cmd_audit, cmd_client, cmd_coordinator, cmd_demo, cmd_run
+    from ldpem import (
+        cmd_audit,
+        cmd_client,
+        cmd_coordinator,
+        cmd_demo,
+        cmd_experiment,
+        cmd_run,
+        cmd_simulate,
+    )
 
-    return [cmd_coordinator, cmd_client, cmd_run, cmd_demo, cmd_audit]
-=======
-    from ldpem import cmd_audit, cmd_experiment, cmd_simulate
-
-    return [cmd_simulate, cmd_experiment, cmd_audit]
->>>>>>> sim
+    return [
+        cmd_simulate,
+        cmd_experiment,
+        cmd_coordinator,
+        cmd_client,
+        cmd_run,
+        cmd_demo,
+        cmd_audit,
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
