@@ -299,8 +299,10 @@ def test_a_report_that_arrives_after_the_round_closed_is_marked_late(
 ) -> None:
     paths, _ = write_gmm_data(tmp_path, [90, 90], D)
     hospitals = [{"name": f"h{i}", "records": 90, "token": TOKENS[i]} for i in range(2)]
+    # The deadline must outlast the agent's start-up, or (on a loaded machine) round 0 closes
+    # before the agent has seen it open and there is no late report to test.
     created = create_run(
-        server, hospitals=hospitals, rounds=2, quorum=1, round_deadline=0.5, delta=1e-5
+        server, hospitals=hospitals, rounds=2, quorum=1, round_deadline=5.0, delta=1e-5
     )
     run_id = created["run_id"]
     counts = [45, 45]
