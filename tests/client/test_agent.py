@@ -18,6 +18,7 @@ from ldpem.client.agent import Agent, AgentConfig, AgentError
 from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.configure import local_noise_std
+from ldpem.common.models import get_model
 from ldpem.common.wire import PublicParameters, ReportIn
 from ldpem.server.app import create_app
 from tests.fedkit import (
@@ -359,3 +360,39 @@ def test_a_restart_must_keep_the_records_and_the_seed_of_the_run(
         other_records.run()
     other_records.close()
     assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
+
+
+@pytest.mark.parametrize(("model", "missing"), [("mrm", 0.0), ("rmc", 0.2)])
+def test_regression_models_from_csv_with_missing_covariates(
+    server: str, tmp_path: Path, model: str, missing: float
+) -> None:
+    records, _ = get_model(model).generate(
+        400, D, snr=3.0, sigma=1.0, missing=missing, rng=np.random.default_rng(3)
+    )
+    assert records.y is not None
+    paths = []
+    for i in range(2):
+        rows = slice(200 * i, 200 * (i + 1))
+        lines = ["x0,x1,y,x2"]
+        for x, y in zip(records.x[rows], records.y[rows], strict=True):
+            cells = ["" if np.isnan(v) else repr(float(v)) for v in x]
+            lines.append(",".join([cells[0], cells[1], repr(float(y)), cells[2]]))
+        path = tmp_path / f"hospital{i}.csv"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(path)
+    hospitals = [{"name": f"h{i}", "records": 200, "token": TOKENS[i]} for i in range(2)]
+    created = create_run(server, hospitals=hospitals, model=model, delta=1e-5)
+    assert run_agents([agent(server, tmp_path, i, p) for i, p in enumerate(paths)]) == [0, 0]
+    params = PublicParameters.model_validate(created["params"])
+    betas = httpx.get(f"{server}/v1/runs/{created['run_id']}/trajectory").json()["betas"]
+    assert len(betas) == ROUNDS + 1
+    expected = replay(
+        params,
+        created["run_id"],
+        betas[0],
+        paths,
+        [100, 101],
+        epsilon=params.epsilon,
+        delta=params.delta,
+    )
+    assert betas == expected
