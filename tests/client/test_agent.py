@@ -396,3 +396,23 @@ def test_regression_models_from_csv_with_missing_covariates(
         delta=params.delta,
     )
     assert betas == expected
+
+
+def test_two_runs_fit_in_a_larger_lifetime_budget(server: str, tmp_path: Path) -> None:
+    # Two runs at ε = 1 compose (GDP) to μ = √2·μ(1) < μ(2.5) at δ = 1e-5: both fit in 2.5.
+    path, first = single(server, tmp_path, delta=1e-5)
+    limit = {"epsilon": 2.5, "delta": 1e-5, "allow_weaker": False}
+    assert run_agents([agent(server, tmp_path, 0, path, **limit)]) == [0]
+    second = create_run(
+        server,
+        hospitals=[{"name": "h0", "records": 90, "token": TOKENS[1]}],
+        delta=1e-5,
+    )
+    again = agent(server, tmp_path, 1, path, state=tmp_path / "state0", **limit)
+    assert run_agents([again]) == [0]
+    ledger = Ledger(tmp_path / "state0")
+    data = ledger.entries(first["run_id"])[0].data
+    spent = ledger.spent_epsilon(data, delta=1e-5, accounting="exact")
+    assert 1.0 < spent < 2.0
+    assert len(ledger.entries(second["run_id"])) == ROUNDS
+    ledger.close()
