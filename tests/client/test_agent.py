@@ -416,3 +416,49 @@ def test_two_runs_fit_in_a_larger_lifetime_budget(server: str, tmp_path: Path) -
     assert 1.0 < spent < 2.0
     assert len(ledger.entries(second["run_id"])) == ROUNDS
     ledger.close()
+
+
+def test_5xx_answers_are_retried_with_backoff(tmp_path: Path) -> None:
+    identity = {
+        "run_id": "r1",
+        "hospital": "h0",
+        "records": 100,
+        "params": {
+            "model": "gmm",
+            "d": 4,
+            "sigma": 1.0,
+            "rounds": 5,
+            "eta": 1.0,
+            "mechanism": "local",
+            "epsilon": 1.0,
+            "delta": 1e-5,
+            "accounting": "exact",
+            "tau": 1.0,
+            "zeta": 0.1,
+            "scale": 0.5,
+            "smoothing": 2.0,
+            "clip": None,
+            "records_per_round": 60,
+        },
+    }
+    answers = [503, 500, 200]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["Authorization"] == f"Bearer {TOKENS[0]}"
+        status = answers.pop(0)
+        return httpx.Response(status, json=identity if status == 200 else {"detail": "busy"})
+
+    sleeps: list[float] = []
+    a = Agent(
+        AgentConfig(
+            coordinator="http://coordinator",
+            token=TOKENS[0],
+            data=tmp_path / "d.npy",
+            state=tmp_path / "s",
+        ),
+        transport=httpx.MockTransport(handler),
+        sleep=sleeps.append,
+    )
+    assert a.identity().run_id == "r1"
+    a.close()
+    assert answers == [] and len(sleeps) == 2
