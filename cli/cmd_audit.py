@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
         description=(
             "Run each mechanism many times on a worst-case pair of neighbouring records, "
             "apply a likelihood-ratio threshold test, and turn its error rates into a "
-            "95%%-confidence lower bound on epsilon (Clopper-Pearson). Passes when the lower "
+            "95%-confidence lower bound on epsilon (Clopper-Pearson). Passes when the lower "
             "bound does not exceed the claimed epsilon."
         ),
     )
@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
         "--holder-draws",
         type=int,
         default=None,
-        help="draws per input through the agent's round function (default draws/50)",
+        help="draws per input through the agent's round function (default draws/100)",
     )
     parser.add_argument("--model", choices=["gmm", "mrm", "rmc"], default="gmm")
     parser.add_argument("--d", type=int, default=10)
@@ -102,6 +102,7 @@ def run_audit(
                     outcome, distance = audit_holder_round(
                         model, mechanism, d=d, sigma=1.0, delta=delta, draws=n, rng=rng
                     )
+                noise_ok = outcome.noise_ratio is None or outcome.noise_ratio[1] >= 1.0
                 results.append(
                     {
                         "mechanism": name,
@@ -110,7 +111,8 @@ def run_audit(
                         "claimed_epsilon": epsilon,
                         "delta": delta,
                         "lower_bound": outcome.lower_bound,
-                        "passed": outcome.lower_bound <= epsilon,
+                        "passed": outcome.lower_bound <= epsilon and noise_ok,
+                        "noise_std_ratio": outcome.noise_ratio,
                         "tightness": outcome.lower_bound / epsilon,
                         "draws": outcome.draws,
                         "pair_distance": distance,
@@ -133,7 +135,7 @@ def handle(args: argparse.Namespace) -> int:
         epsilon=args.epsilon,
         delta=args.delta,
         draws=args.draws,
-        holder_draws=args.holder_draws or max(args.draws // 50, 100),
+        holder_draws=args.holder_draws or max(args.draws // 100, 100),
         model_name=args.model,
         d=args.d,
         records_per_round=args.records_per_round,
@@ -154,6 +156,11 @@ def handle(args: argparse.Namespace) -> int:
             print(
                 f"{r['mechanism']:<13}{r['accounting']:<11}{r['path']:<14}"
                 f"{r['claimed_epsilon']:>8.3f}{r['lower_bound']:>13.3f}  {verdict}"
-                f" ({100 * r['tightness']:.0f}% of claim, {r['draws']} draws)"
+                f" ({100 * r['tightness']:.0f}% of claim, {r['draws']} draws"
+                + (
+                    f"; noise/σ in [{r['noise_std_ratio'][0]:.3f}, {r['noise_std_ratio'][1]:.3f}])"
+                    if r["noise_std_ratio"]
+                    else ")"
+                )
             )
     return 0 if passed else 1

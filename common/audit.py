@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import beta as beta_distribution
+from scipy.stats import chi2
 
 from ldpem.common._validation import check_count, check_open_unit
 from ldpem.common.mechanisms import Mechanism
@@ -58,6 +59,9 @@ class AuditOutcome:
     false_negative_rate: float
     threshold: float
     draws: int
+    #: 95% interval for (measured noise std)/(calibrated σ) along the test direction, where
+    #: measured (holder_round path); an upper end below 1 means less noise than claimed.
+    noise_ratio: tuple[float, float] | None = None
 
 
 def clopper_pearson_upper(
@@ -233,24 +237,29 @@ def _leak(draws: int) -> AuditOutcome:
     )
 
 
-def holder_candidates(model: Model, d: int) -> tuple[Records, FloatArray]:
-    """Candidate single records for ``model`` (extreme, zero, and for RMC missing
-    covariates) and the broadcast β the audit assumes (the coordinator is untrusted)."""
+#: Broadcasts β = v·(1, …, 1) the audit tries: the coordinator is untrusted and may send
+#: any β, and a large β lets the records drive the gradients to both extremes.
+BROADCAST_LEVELS = (0.5, 100.0, 1e4)
+
+
+def holder_candidates(model: Model, d: int) -> Records:
+    """Candidate single records for ``model``: equal coordinates from 0 to ±1e150, spikes,
+    responses ±|v| and 0, and for RMC records with missing covariates."""
     values = candidate_values()
     # Up to 1e150: products such as y·⟨β, x⟩ stay finite, so every candidate is a record an
     # honest holder could hold (larger ones are refused by holder_round as non-finite).
     values = values[np.abs(values) <= 1e150]
     rows = np.concatenate([np.repeat(values[:, None], d, axis=1), np.eye(d) * 1e6])
-    if model.has_response:
-        x = np.concatenate([rows, rows])
-        y = np.concatenate([np.abs(rows[:, 0]), -np.abs(rows[:, 0])])
-        if model.allows_missing:
-            holes = x.copy()
-            holes[:, 1:] = np.nan
-            x = np.concatenate([x, holes])
-            y = np.concatenate([y, y])
-        return Records(x, y), np.full(d, 0.5)
-    return Records(rows), np.full(d, 0.5)
+    if not model.has_response:
+        return Records(rows)
+    x = np.concatenate([rows, rows, rows])
+    y = np.concatenate([np.abs(rows[:, 0]), -np.abs(rows[:, 0]), np.zeros(len(rows))])
+    if model.allows_missing:
+        holes = x.copy()
+        holes[:, 1:] = np.nan
+        x = np.concatenate([x, holes])
+        y = np.concatenate([y, y])
+    return Records(x, y)
 
 
 def audit_holder_round(
@@ -270,20 +279,25 @@ def audit_holder_round(
     case; every output field (the sum and the count) enters the test: a count that
     differed between the pair would be a perfect distinguisher.
     """
-    records, beta = holder_candidates(model, d)
-    usable = [
-        i
-        for i in range(records.n)
-        if np.all(np.isfinite(model.gradients(beta, records.take(slice(i, i + 1)), sigma)))
-    ]
-    pool = records.take(np.array(usable))
+    records = holder_candidates(model, d)
+    best: tuple[float, int, int, FloatArray, Records] | None = None
+    for level in BROADCAST_LEVELS:
+        beta = np.full(d, level)
+        with np.errstate(all="ignore"):  # candidates whose gradient overflows are dropped
+            finite = np.all(np.isfinite(model.gradients(beta, records, sigma)), axis=1)
+        pool = records.take(np.flatnonzero(finite))
+        contributions = mechanism.contributions(model.gradients(beta, pool, sigma))
 
-    def noiseless(index: FloatArray) -> FloatArray:
-        return mechanism.contributions(model.gradients(beta, pool, sigma))[index.astype(np.intp)]
+        def pick(index: FloatArray, c: FloatArray = contributions) -> FloatArray:
+            return c[index.astype(np.intp)]
 
-    first, second, distance = farthest_pair(np.arange(pool.n, dtype=np.float64), noiseless)
-    if not math.isfinite(distance):
-        return _leak(draws), distance
+        first, second, distance = farthest_pair(np.arange(pool.n, dtype=np.float64), pick)
+        if not math.isfinite(distance):
+            return _leak(draws), distance
+        if best is None or distance > best[0]:
+            best = (distance, first, second, beta, pool)
+    assert best is not None
+    distance, first, second, beta, pool = best
     gradients = mechanism.contributions(model.gradients(beta, pool, sigma))
     direction = np.append(gradients[first] - gradients[second], 0.0)
 
@@ -312,5 +326,13 @@ def audit_holder_round(
     if not np.array_equal(np.unique(first_draws[:, d]), np.unique(second_draws[:, d])):
         return _leak(draws), math.inf
     unit = direction / np.linalg.norm(direction)
-    outcome = epsilon_lower_bound(first_draws @ unit, second_draws @ unit, delta)
-    return outcome, distance
+    positives, negatives = first_draws @ unit, second_draws @ unit
+    outcome = epsilon_lower_bound(positives, negatives, delta)
+    # The distinguisher has little power at small δ with few draws; the noise level itself
+    # is measured precisely: residuals around each input's mean, chi-square interval.
+    residuals = np.concatenate([positives - positives.mean(), negatives - negatives.mean()])
+    freedom = residuals.size - 2
+    squares = float(np.sum(residuals**2))
+    low = math.sqrt(squares / chi2.ppf(ONE_SIDED_CONFIDENCE, freedom)) / mechanism.noise_std
+    high = math.sqrt(squares / chi2.ppf(1 - ONE_SIDED_CONFIDENCE, freedom)) / mechanism.noise_std
+    return replace(outcome, noise_ratio=(low, high)), distance

@@ -143,8 +143,8 @@ def test_other_honest_mechanisms_pass(name: str) -> None:
     assert 0 < distance <= mechanism.sensitivity(2) * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("model", ["gmm", "rmc"])
-def test_holder_round_path_passes_and_covers_the_count(model: str) -> None:
+@pytest.mark.parametrize("model", ["gmm", "mrm", "rmc"])
+def test_holder_round_path_passes_and_measures_the_noise(model: str) -> None:
     outcome, distance = audit_holder_round(
         get_model(model),
         honest_local(d=3),
@@ -156,3 +156,32 @@ def test_holder_round_path_passes_and_covers_the_count(model: str) -> None:
     )
     assert outcome.lower_bound <= EPSILON
     assert 0 < distance <= honest_local(d=3).sensitivity(3) * (1 + 1e-9)
+    assert outcome.noise_ratio is not None
+    low, high = outcome.noise_ratio
+    assert low <= 1.0 <= high
+    assert high - low < 0.1
+
+
+class HalfHolderNoise(LocalTruncation):
+    """Broken on purpose in the agent's path only: the summed report gets σ/2."""
+
+    def holder_noise(self, count, d, rng):  # type: ignore[no-untyped-def]
+        return rng.normal(0.0, self.noise_std / 2 * math.sqrt(count), d)
+
+
+def test_holder_round_path_catches_too_little_noise() -> None:
+    honest = honest_local(d=3)
+    broken = HalfHolderNoise(
+        scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std
+    )
+    outcome, _ = audit_holder_round(
+        get_model("gmm"),
+        broken,
+        d=3,
+        sigma=1.0,
+        delta=DELTA,
+        draws=4000,
+        rng=np.random.default_rng(5),
+    )
+    assert outcome.noise_ratio is not None
+    assert outcome.noise_ratio[1] < 1.0
