@@ -21,9 +21,9 @@ __all__ = ["build_parser", "main"]
 
 def _command_modules() -> list[ModuleType]:
     # Imported here so that `ldpem --help` does not pay for numpy/fastapi imports twice.
-    from ldpem import cmd_client, cmd_coordinator, cmd_run
+    from ldpem import cmd_client, cmd_coordinator, cmd_generate, cmd_run
 
-    return [cmd_coordinator, cmd_client, cmd_run]
+    return [cmd_coordinator, cmd_client, cmd_run, cmd_generate]
 
 
 def build_parser() -> argparse.ArgumentParser:
