@@ -1,16 +1,21 @@
-"""``ldpem generate``: one part of a seeded synthetic study."""
+"""``ldpem generate`` (one part of a seeded synthetic study) and ``ldpem run status --wait``."""
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
 from ldpem.cli import main
 from ldpem.client.data import load_records
 from ldpem.common.models import get_model
+from ldpem.server.app import create_app
+from tests.fedkit import ADMIN, TOKENS, live_server, run_request, settings
 
 
 def generate(tmp_path: Path, name: str, *extra: str) -> Path:
@@ -74,3 +79,56 @@ def test_bad_options_are_one_line_errors(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"ldpem generate: error: {message}"]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    with live_server(create_app(settings(tmp_path))) as url:
+        yield url
+
+
+def test_run_status_waits_for_the_latest_run_and_prints_its_error(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request = run_request(hospitals=1, records=300, d=2, rounds=2, mechanism="none")
+    response = httpx.post(
+        f"{server}/v1/runs", json=request, headers={"Authorization": f"Bearer {ADMIN}"}
+    )
+    assert response.status_code == 201
+    run_id = response.json()["run_id"]
+    data = generate(
+        tmp_path, "a.csv", "--model", "gmm", "--d", "2", "--n", "300", "--seed", "4",
+        "--beta-star-out", str(tmp_path / "beta.json"),
+    )  # fmt: skip
+    codes: list[int] = []
+    client = ["client", "--coordinator", server, "--token", TOKENS[0], "--data", str(data)]
+    client += ["--state", str(tmp_path / "agent"), "--allow-weaker", "--wait", "1"]
+    agent = threading.Thread(target=lambda: codes.append(main(client)))
+    agent.start()
+    try:
+        argv = ["run", "status", "--coordinator", server, "--wait", "--interval", "0.05"]
+        assert main([*argv, "--beta-star", str(tmp_path / "beta.json")]) == 0
+    finally:
+        agent.join(60)
+    assert codes == [0]
+    out, err = capsys.readouterr()
+    final = out.strip().splitlines()[-1]
+    assert final.startswith(f"run {run_id}: final error ")
+    assert "after 2 rounds (trivial error of beta = 0: 3.0000" in final
+    assert f"run {run_id}: finished, round 2/2" in err
+
+
+def test_run_status_without_runs_or_with_a_bad_beta_star(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "status", "--coordinator", server]) == 2
+    assert capsys.readouterr().err.strip() == f"ldpem run: error: no run on {server} yet"
+    httpx.post(
+        f"{server}/v1/runs",
+        json=run_request(hospitals=1, d=2),
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    (tmp_path / "b.json").write_text('{"beta_star": [1, 2, 3]}')
+    argv = ["run", "status", "--coordinator", server, "--beta-star", str(tmp_path / "b.json")]
+    assert main(argv) == 2
+    assert "beta_star has 3 entries, the run d=2" in capsys.readouterr().err
