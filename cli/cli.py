@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from ldpem import __version__
 from ldpem.errors import UserError
@@ -19,15 +20,40 @@ from ldpem.errors import UserError
 __all__ = ["build_parser", "main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def _command_modules() -> list[ModuleType]:
     # Imported here so that `ldpem --help` does not pay for numpy/fastapi imports twice.
-    from ldpem import cmd_client, cmd_coordinator, cmd_generate, cmd_run
+    from ldpem import (
+        cmd_audit,
+        cmd_client,
+        cmd_coordinator,
+        cmd_demo,
+        cmd_experiment,
+        cmd_generate,
+        cmd_run,
+        cmd_simulate,
+    )
 
-    return [cmd_coordinator, cmd_client, cmd_run, cmd_generate]
+    return [
+        cmd_simulate,
+        cmd_experiment,
+        cmd_coordinator,
+        cmd_client,
+        cmd_run,
+        cmd_demo,
+        cmd_audit,
+        cmd_generate,
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ldpem",
         description="Federated gradient EM under local differential privacy.",
     )

@@ -131,11 +131,15 @@ class Mechanism(ABC):
             reports += rng.normal(0.0, self.noise_std, reports.shape)
         return reports
 
-    def aggregate_noise(self, d: int, rng: np.random.Generator) -> FloatArray:
-        """Noise the aggregator adds to the average of all contributions, shape (d,)."""
+    def aggregate_noise(
+        self, d: int, rng: np.random.Generator, draws: int | None = None
+    ) -> FloatArray:
+        """Noise the aggregator adds to the average of all contributions: shape (d,), or
+        (draws, d) independent draws when ``draws`` is given (used by the privacy audit)."""
+        shape = (d,) if draws is None else (draws, d)
         if self.is_local or self.noise_std == 0.0:
-            return np.zeros(d)
-        return rng.normal(0.0, self.noise_std, d)
+            return np.zeros(shape)
+        return rng.normal(0.0, self.noise_std, shape)
 
 
 class LocalTruncation(Mechanism):

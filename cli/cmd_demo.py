@@ -1,0 +1,96 @@
+"""``ldpem demo``: see a federated local-DP run work, end to end, in under a minute."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ldpem.demo import DemoConfig, run_demo
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="run a coordinator and K hospital agents on 127.0.0.1 and compare with baselines",
+        description=(
+            "Start a coordinator and K hospital agents as separate processes on 127.0.0.1, "
+            "each hospital with its own synthetic records (unequal sizes), run federated "
+            "gradient EM under local differential privacy, and compare the result with "
+            "non-private and clipped gradient EM on the same records. Writes result.json and "
+            "convergence.png to the work directory."
+        ),
+    )
+    defaults = DemoConfig()
+    parser.add_argument("--hospitals", type=int, default=defaults.hospitals, metavar="K")
+    parser.add_argument(
+        "--records", type=int, default=defaults.records, metavar="N", help="records in all"
+    )
+    parser.add_argument("--model", choices=["gmm", "mrm", "rmc"], default=defaults.model)
+    parser.add_argument("--d", type=int, default=defaults.d, help="dimension")
+    parser.add_argument("--rounds", type=int, default=defaults.rounds, metavar="T")
+    parser.add_argument("--epsilon", type=float, default=defaults.epsilon)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--workdir", type=Path, help="empty directory for state, logs and results (default: temp)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    config = DemoConfig(
+        hospitals=args.hospitals,
+        records=args.records,
+        model=args.model,
+        d=args.d,
+        rounds=args.rounds,
+        epsilon=args.epsilon,
+        seed=args.seed,
+        workdir=args.workdir,
+    )
+    result = run_demo(config, quiet=args.json)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print_summary(result, sys.stdout)
+    return 0
+
+
+def print_summary(result: dict[str, Any], out: Any) -> None:
+    print(file=out)
+    print(
+        f"final error ‖β − β*‖ after {result['rounds']} rounds ({result['model']}, "
+        f"n={result['n']}, d={result['d']}):",
+        file=out,
+    )
+    rows = [
+        (f"federated, local DP (ε={result['epsilon']:g})", result["error"]),
+        ("clipped DP gradient EM, C=1 (in-process)", result["baselines"]["local-clip"]),
+        ("non-private gradient EM (in-process)", result["baselines"]["none"]),
+        ("trivial estimate β = 0", result["trivial_error"]),
+    ]
+    for label, value in rows:
+        print(f"  {label:<44}{value:>8.3f}", file=out)
+    print(file=out)
+    print(f"  {'hospital':<10}{'records':>9}{'rounds':>8}{'ε spent':>10}", file=out)
+    for h in result["hospitals"]:
+        print(
+            f"  {h['name']:<10}{h['records']:>9}{h['rounds_reported']:>8}"
+            f"{h['epsilon_spent']:>10.3f}",
+            file=out,
+        )
+    print(file=out)
+    print(
+        f"wall time {result['seconds']:.1f} s; results in {result['workdir']}/result.json"
+        + (
+            f", plot {result['plot']}"
+            if result.get("plot")
+            else " (install ldpem[plot] for the convergence plot)"
+        ),
+        file=out,
+    )

@@ -1,0 +1,40 @@
+"""``ldpem experiment``: reproduce the paper's figures (CSV + PNG per figure)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ldpem.experiment import FIGURES, run_experiments
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "experiment",
+        help="reproduce the paper's experiments (central and local model)",
+        description=(
+            "Reproduce Figures 1-8 of the paper and a robustness study (fig9), each in the "
+            "central and the local model; write a CSV and a PNG per figure."
+        ),
+    )
+    parser.add_argument(
+        "--figure", default="all", help=f"one of {', '.join(FIGURES)}, or all (default)"
+    )
+    parser.add_argument("--seeds", type=int, default=10, help="seeds per point (default 10)")
+    parser.add_argument("--out", type=Path, default=Path("docs/results"), help="output folder")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: check the pipeline")
+    parser.add_argument("--no-plot", action="store_true", help="write the CSVs only")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    names = list(FIGURES) if args.figure == "all" else [args.figure]
+    written = run_experiments(
+        names, seeds=args.seeds, out=args.out, quick=args.quick, plot=not args.no_plot
+    )
+    for path in written:
+        print(path)
+    return 0

@@ -1,0 +1,136 @@
+"""``ldpem simulate``: run the whole gradient EM in one process and report the accuracy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldpem.common.accounting import ACCOUNTING_MODES
+from ldpem.common.calibration import DEFAULT_ZETA
+from ldpem.common.mechanisms import MECHANISM_NAMES
+from ldpem.common.models import MODEL_NAMES
+from ldpem.simulate import RoundCallback, SimulationConfig, SimulationOutcome, simulate
+
+__all__ = ["config_from_args", "progress_reporter", "register", "summary"]
+
+_DEFAULTS = SimulationConfig()
+_BAR_WIDTH = 30
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="simulate a private gradient EM run in one process",
+        description=(
+            "Run the whole federated gradient EM in one process (each simulated hospital "
+            "runs the same round code as the agent) and report the estimate and its error."
+        ),
+    )
+    add = parser.add_argument
+    add("--model", choices=MODEL_NAMES, default=_DEFAULTS.model)
+    add("--mechanism", choices=MECHANISM_NAMES, default=_DEFAULTS.mechanism)
+    add("--n", type=int, default=_DEFAULTS.n, help="records (default %(default)s)")
+    add("--d", type=int, default=_DEFAULTS.d, help="dimension (default %(default)s)")
+    add("--epsilon", type=float, default=_DEFAULTS.epsilon, help="ε per record")
+    add("--delta", type=float, default=None, help="δ per record (default n^-1.1)")
+    add("--rounds", type=int, default=_DEFAULTS.rounds, help="EM rounds T")
+    add("--clip", type=float, default=_DEFAULTS.clip, help="C for the clipped baselines")
+    add("--snr", type=float, default=_DEFAULTS.snr, help="‖β*‖/σ of the synthetic data")
+    add("--sigma", type=float, default=_DEFAULTS.sigma, help="noise level σ of the model")
+    add("--missing", type=float, default=None, help="rmc: share of missing covariates (0.1)")
+    add("--accounting", choices=ACCOUNTING_MODES, default=_DEFAULTS.accounting)
+    add("--reuse", action="store_true", help="use every record in every round (budget split)")
+    add("--hospitals", type=int, default=_DEFAULTS.hospitals, help="data holders K")
+    add("--seed", type=int, default=_DEFAULTS.seed)
+    add("--tau", type=float, default=None, help="second-moment bound τ (default from B, σ, d)")
+    add("--beta-bound", type=float, default=None, help="declared bound B on ‖β‖ (snr·σ)")
+    add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
+    add("--eta", type=float, default=_DEFAULTS.eta, help="step size η")
+    add("--outliers", type=float, default=0.0, help="share of records made gross outliers")
+    add("--data", type=Path, default=None, help="CSV of records instead of synthetic data")
+    add("--json", action="store_true", help="print one JSON object instead of a summary")
+    parser.set_defaults(handler=run)
+
+
+def config_from_args(args: argparse.Namespace) -> SimulationConfig:
+    return SimulationConfig(
+        model=args.model,
+        mechanism=args.mechanism,
+        n=args.n,
+        d=args.d,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        rounds=args.rounds,
+        clip=args.clip,
+        snr=args.snr,
+        sigma=args.sigma,
+        missing=args.missing,
+        accounting=args.accounting,
+        reuse=args.reuse,
+        hospitals=args.hospitals,
+        seed=args.seed,
+        tau=args.tau,
+        beta_bound=args.beta_bound,
+        zeta=args.zeta,
+        eta=args.eta,
+        outliers=args.outliers,
+        data=args.data,
+    )
+
+
+def progress_reporter(rounds: int, stream: TextIO) -> RoundCallback:
+    """A callback drawing a bar on a terminal, or writing one line per round elsewhere."""
+    interactive = stream.isatty()
+
+    def on_round(t: int, beta: NDArray[np.float64], error: float | None) -> None:
+        shown = "" if error is None else f"  error {error:.4g}"
+        if interactive:
+            filled = round(_BAR_WIDTH * t / rounds)
+            bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
+            end = "\n" if t == rounds else ""
+            stream.write(f"\r[{bar}] round {t}/{rounds}{shown}{end}")
+        else:
+            stream.write(f"round {t}/{rounds}{shown}\n")
+        stream.flush()
+
+    return on_round
+
+
+def summary(outcome: SimulationOutcome) -> str:
+    """A short human-readable account of a run."""
+    privacy = (
+        "no privacy"
+        if outcome["mechanism"] == "none"
+        else f"ε = {outcome['epsilon']:g}, δ = {outcome['delta']:.3g} per record"
+    )
+    beta = ", ".join(f"{v:.3f}" for v in outcome["beta"])
+    lines = [
+        f"{outcome['model']} with mechanism {outcome['mechanism']}: n = {outcome['n']}, "
+        f"d = {outcome['d']}, {outcome['rounds']} rounds, {privacy}",
+        f"final β = [{beta}]",
+    ]
+    sizes = outcome["hospital_sizes"]
+    if len(sizes) > 1:
+        lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records")
+    if outcome["error"] is not None:
+        lines.append(
+            f"error ‖β − β*‖ = {outcome['error']:.4g} (from {outcome['initial_error']:.4g} at β⁰)"
+        )
+    lines.append(f"took {outcome['seconds']:.2f} s")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    if args.json:
+        print(json.dumps(simulate(config)))
+        return 0
+    outcome = simulate(config, on_round=progress_reporter(config.rounds, sys.stderr))
+    print(summary(outcome))
+    return 0

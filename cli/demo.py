@@ -1,0 +1,471 @@
+"""``ldpem demo``: a coordinator and K hospital agents as real processes on 127.0.0.1.
+
+The demo runs the same commands an operator and the hospitals would run
+(``ldpem coordinator``, ``POST /v1/runs``, ``ldpem client``), shows the rounds as they
+close, then compares the federated local-DP estimate with non-private and clipped gradient
+EM run in-process on the same records, and writes ``result.json`` and ``convergence.png``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+import httpx
+import numpy as np
+
+from ldpem.client.ledger import Ledger
+from ldpem.common.accounting import epsilon_for_ratio
+from ldpem.common.configure import make_mechanism
+from ldpem.common.models import Records, get_model
+from ldpem.common.simulation import run_gradient_em
+from ldpem.errors import UserError
+
+__all__ = ["DemoConfig", "hospital_sizes", "run_demo"]
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    hospitals: int = 4
+    records: int = 200_000
+    model: str = "gmm"
+    d: int = 10
+    rounds: int = 10
+    epsilon: float = 1.0
+    seed: int = 0
+    workdir: Path | None = None
+    timeout: float = 300.0
+
+
+def hospital_sizes(total: int, hospitals: int, rounds: int, rng: np.random.Generator) -> list[int]:
+    """Unequal shares of ``total`` records (Dirichlet(2) proportions), each ≥ 2·rounds."""
+    floor = 2 * rounds
+    if total < hospitals * floor:
+        raise UserError(
+            f"--records must be at least {hospitals * floor} for {hospitals} hospitals and "
+            f"{rounds} rounds, got {total}"
+        )
+    shares = rng.dirichlet(np.full(hospitals, 2.0))
+    sizes = floor + np.floor(shares * (total - hospitals * floor)).astype(int)
+    sizes[0] += total - int(sizes.sum())
+    return [int(s) for s in sizes]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class _Processes:
+    """Child processes of the demo; all are killed on exit, error, Ctrl-C or SIGTERM."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with (self.logs / f"{name}.log").open("wb") as log:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "ldpem", *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
+                start_new_session=True,
+            )
+        self.children.append((name, child))
+        return child
+
+    def failed(self) -> str | None:
+        """The first child that exited non-zero, with the last line of its log."""
+        for name, child in self.children:
+            if child.poll() not in (None, 0):
+                lines = (self.logs / f"{name}.log").read_text(errors="replace").strip()
+                last = lines.splitlines()[-1] if lines else "(no output)"
+                return f"{name} exited with status {child.returncode}: {last}"
+        return None
+
+    def stop(self) -> None:
+        for _, child in self.children:
+            if child.poll() is None:
+                child.terminate()
+        deadline = time.monotonic() + 5
+        for _, child in self.children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(max(0.0, deadline - time.monotonic()))
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+@contextlib.contextmanager
+def _terminate_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt so the same cleanup path runs."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_data(
+    config: DemoConfig, workdir: Path, rng: np.random.Generator
+) -> tuple[list[Path], list[Records], np.ndarray]:
+    model = get_model(config.model)
+    sizes = hospital_sizes(config.records, config.hospitals, config.rounds, rng)
+    records, beta_star = model.generate(
+        config.records, config.d, missing=0.1 if config.model == "rmc" else 0.0, rng=rng
+    )
+    paths, parts, start = [], [], 0
+    for i, size in enumerate(sizes):
+        part = records.take(slice(start, start + size))
+        start += size
+        table = part.x if part.y is None else np.column_stack([part.x, part.y])
+        path = workdir / f"hospital-{i + 1}" / "records.npy"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, table)
+        paths.append(path)
+        parts.append(part)
+    return paths, parts, beta_star
+
+
+class _Progress:
+    """One line per closed round on a non-TTY; a redrawn bar on a TTY."""
+
+    def __init__(self, stream: TextIO, rounds: int, names: list[str], quiet: bool) -> None:
+        self.stream, self.rounds, self.names, self.quiet = stream, rounds, names, quiet
+        self.shown = 0
+        self.tty = stream.isatty()
+
+    def update(self, closed: list[dict[str, Any]], open_round: dict[str, Any] | None) -> None:
+        if self.quiet:
+            return
+        for summary in closed[self.shown :]:
+            self._line(summary["round"] + 1, summary["reporters"], final=True)
+            self.shown += 1
+        if self.tty and open_round is not None:
+            self._line(open_round["round"] + 1, open_round["reporters"], final=False)
+
+    def _line(self, number: int, reporters: list[str], *, final: bool) -> None:
+        width = 20
+        filled = round(width * (number - (0 if final else 1)) / self.rounds)
+        bar = "#" * filled + "-" * (width - filled)
+        marks = " ".join(f"{name}{'✓' if name in reporters else '·'}" for name in self.names)
+        text = f"round {number:>3}/{self.rounds} [{bar}] {marks}"
+        if self.tty:
+            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
+        elif final:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
+    """Run the demo; returns the JSON-able result (also written to workdir/result.json)."""
+    if config.hospitals < 1:
+        raise UserError(f"--hospitals must be at least 1, got {config.hospitals}")
+    if config.rounds < 1:
+        raise UserError(f"--rounds must be at least 1, got {config.rounds}")
+    if not (config.epsilon > 0 and math.isfinite(config.epsilon)):
+        raise UserError(f"--epsilon must be > 0, got {config.epsilon}")
+    hospital_sizes(config.records, config.hospitals, config.rounds, np.random.default_rng(0))
+    started = time.perf_counter()
+    workdir = config.workdir or Path(tempfile.mkdtemp(prefix="ldpem-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    if any(workdir.iterdir()) and config.workdir is not None:
+        raise UserError(f"--workdir {workdir} is not empty; give an empty or new directory")
+    logs = workdir / "logs"
+    logs.mkdir()
+    rng = np.random.default_rng(config.seed)
+    paths, parts, beta_star = _write_data(config, workdir, rng)
+    names = [f"h{i + 1}" for i in range(config.hospitals)]
+    tokens = [secrets.token_urlsafe(24) for _ in names]
+    admin = secrets.token_urlsafe(24)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    delta = config.records**-1.1
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr)
+
+    processes = _Processes(logs)
+    try:
+        with _terminate_on_sigterm():
+            say(
+                f"ldpem demo: {config.hospitals} hospitals, {config.records} {config.model} "
+                f"records (d={config.d}), local model, ε={config.epsilon}, workdir {workdir}"
+            )
+            coordinator = processes.start(
+                "coordinator",
+                [
+                    "coordinator",
+                    "--port",
+                    str(port),
+                    "--state",
+                    str(workdir / "coordinator.sqlite"),
+                    "--log-level",
+                    "warning",
+                ],
+                {"LDPEM_ADMIN_TOKEN": admin, "LDPEM_TICK": "0.05"},
+            )
+            client = httpx.Client(base_url=url, timeout=30.0)
+            _wait_healthy(client, coordinator, processes)
+            request = {
+                "model": config.model,
+                "d": config.d,
+                "sigma": 1.0,
+                "rounds": config.rounds,
+                "mechanism": "local",
+                "epsilon": config.epsilon,
+                "delta": delta,
+                "seed": config.seed,
+                "missing": 0.1 if config.model == "rmc" else 0.0,
+                "hospitals": [
+                    {"name": n, "records": len(p), "token": t}
+                    for n, p, t in zip(names, parts, tokens, strict=True)
+                ],
+            }
+            response = client.post(
+                "/v1/runs", json=request, headers={"Authorization": f"Bearer {admin}"}
+            )
+            if response.status_code != 201:
+                raise UserError(f"the coordinator refused the run: {response.text}")
+            created = response.json()
+            run_id = created["run_id"]
+            say(f"run {run_id} created; status page {url}/runs/{run_id}")
+            if created.get("expected_error") is not None:
+                say(
+                    f"coordinator forecast: error ≈ {created['expected_error']:.3f} "
+                    f"(β = 0 would give {created['trivial_error']:.3f})"
+                )
+            if created.get("warning"):
+                say(f"warning: {created['warning']}")
+            for name, path, token in zip(names, paths, tokens, strict=True):
+                token_file = path.parent / "token"
+                token_file.write_text(token)
+                token_file.chmod(0o600)
+                processes.start(
+                    name,
+                    [
+                        "client",
+                        "--coordinator",
+                        url,
+                        "--token-file",
+                        str(token_file),
+                        "--data",
+                        str(path),
+                        "--state",
+                        str(path.parent / "state"),
+                        "--epsilon",
+                        str(config.epsilon),
+                        "--delta",
+                        repr(delta),
+                        "--seed",
+                        str(config.seed + names.index(name) + 1),
+                        "--log-level",
+                        "warning",
+                    ],
+                    {},
+                )
+            summary = _follow(client, run_id, config, names, processes, quiet)
+            trajectory = client.get(f"/v1/runs/{run_id}/trajectory").json()["betas"]
+            _wait_agents(processes, names)
+    finally:
+        processes.stop()
+
+    model = get_model(config.model)
+    betas = [np.array(b) for b in trajectory]
+    errors = [model.error(b, beta_star) for b in betas[1:]]
+    baselines = _baselines(config, parts, betas[0], beta_star, delta)
+    hospitals = _hospital_spend(names, parts, paths, delta)
+    result: dict[str, Any] = {
+        "run_id": run_id,
+        "model": config.model,
+        "mechanism": "local",
+        "n": config.records,
+        "d": config.d,
+        "rounds": config.rounds,
+        "epsilon": config.epsilon,
+        "delta": delta,
+        "status": summary["status"],
+        "beta": betas[-1].tolist(),
+        "beta_star": beta_star.tolist(),
+        "errors": errors,
+        "error": errors[-1] if errors else None,
+        "trivial_error": float(np.linalg.norm(beta_star)),
+        "expected_error": created.get("expected_error"),
+        "baselines": {name: b["error"] for name, b in baselines.items()},
+        "baseline_errors": {name: b["errors"] for name, b in baselines.items()},
+        "hospitals": hospitals,
+        "workdir": str(workdir),
+        "seconds": time.perf_counter() - started,
+    }
+    (workdir / "result.json").write_text(json.dumps(result, indent=2))
+    result["plot"] = _plot(result, workdir / "convergence.png")
+    (workdir / "result.json").write_text(json.dumps(result, indent=2))
+    if config.workdir is None:
+        # Keep the results, drop the bulky records and process state.
+        for path in paths:
+            shutil.rmtree(path.parent, ignore_errors=True)
+    return result
+
+
+def _wait_healthy(
+    client: httpx.Client, coordinator: subprocess.Popen[bytes], processes: _Processes
+) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if coordinator.poll() is not None:
+            raise UserError(processes.failed() or "the coordinator exited")
+        with contextlib.suppress(httpx.TransportError):
+            if client.get("/healthz").status_code == 200:
+                return
+        time.sleep(0.05)
+    raise UserError("the coordinator did not become healthy within 60 s")
+
+
+def _follow(
+    client: httpx.Client,
+    run_id: str,
+    config: DemoConfig,
+    names: list[str],
+    processes: _Processes,
+    quiet: bool,
+) -> dict[str, Any]:
+    """Show rounds as they close until the run ends; fail fast if a process dies."""
+    progress = _Progress(sys.stderr, config.rounds, names, quiet)
+    deadline = time.monotonic() + config.timeout
+    while True:
+        summary = client.get(f"/v1/runs/{run_id}").json()
+        rounds = client.get(f"/v1/runs/{run_id}/rounds").json()
+        closed = [r for r in rounds if r["status"] == "closed"]
+        open_rounds = [r for r in rounds if r["status"] == "open"]
+        progress.update(closed, open_rounds[0] if open_rounds else None)
+        if summary["status"] == "finished":
+            return dict(summary)
+        if summary["status"] == "failed":
+            raise UserError(f"the run failed: {summary.get('reason')}")
+        problem = processes.failed()
+        if problem is not None:
+            raise UserError(problem)
+        if time.monotonic() > deadline:
+            raise UserError(f"the run did not finish within {config.timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def _wait_agents(processes: _Processes, names: list[str]) -> None:
+    """Agents exit 0 once they have seen the end of the run."""
+    deadline = time.monotonic() + 30
+    for name, child in processes.children:
+        if name in names:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(max(0.1, deadline - time.monotonic()))
+    problem = processes.failed()
+    if problem is not None:
+        raise UserError(problem)
+
+
+def _baselines(
+    config: DemoConfig,
+    parts: list[Records],
+    beta0: np.ndarray,
+    beta_star: np.ndarray,
+    delta: float,
+) -> dict[str, dict[str, Any]]:
+    """Non-private and clipped (C = 1) gradient EM in-process, same records and start."""
+    model = get_model(config.model)
+    out = {}
+    for name in ("none", "local-clip"):
+        mechanism = make_mechanism(
+            name,
+            d=config.d,
+            records_per_round=max(config.records // config.rounds, 1),
+            epsilon=config.epsilon,
+            delta=delta,
+            clip=1.0,
+        )
+        result = run_gradient_em(
+            model=model,
+            holders=parts,
+            sigma=1.0,
+            mechanism=mechanism,
+            rounds=config.rounds,
+            beta0=beta0,
+            rng=np.random.default_rng(config.seed + 1000),
+            beta_star=beta_star,
+        )
+        out[name] = {"error": result.errors[-1], "errors": result.errors}
+    return out
+
+
+def _hospital_spend(
+    names: list[str], parts: list[Records], paths: list[Path], delta: float
+) -> list[dict[str, Any]]:
+    """Per hospital: records, rounds reported and ε spent, read from the agent's ledger."""
+    out = []
+    for name, part, path in zip(names, parts, paths, strict=True):
+        ledger = Ledger(path.parent / "state")
+        try:
+            entries = ledger.entries()
+        finally:
+            ledger.close()
+        mu = max((entry.mu for entry in entries), default=0.0)
+        out.append(
+            {
+                "name": name,
+                "records": part.n,
+                "rounds_reported": len(entries),
+                # Each record reports in one round only: its ε is that of the largest μ.
+                "epsilon_spent": epsilon_for_ratio(mu, delta) if mu > 0 else 0.0,
+            }
+        )
+    return out
+
+
+def _plot(result: dict[str, Any], path: Path) -> str | None:
+    """Convergence plot (needs matplotlib, the `plot` extra); returns its path or None."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axes = plt.subplots(figsize=(6, 4))
+    rounds = range(1, len(result["errors"]) + 1)
+    axes.plot(
+        rounds, result["errors"], marker="o", label=f"federated local DP (ε={result['epsilon']})"
+    )
+    labels = {"none": "non-private EM", "local-clip": "clipped DP EM (C = 1)"}
+    for name, errors in result["baseline_errors"].items():
+        axes.plot(rounds, errors, marker=".", linestyle="--", label=labels[name])
+    axes.axhline(result["trivial_error"], color="grey", linewidth=0.8, label="β = 0")
+    axes.set_yscale("log")
+    axes.set_xlabel("round")
+    axes.set_ylabel("‖β − β*‖")
+    axes.set_title(f"ldpem demo: {result['model']}, n={result['n']}, d={result['d']}")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return str(path)

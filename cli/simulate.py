@@ -1,0 +1,305 @@
+"""In-process simulation of a whole federated gradient EM run (``ldpem simulate``).
+
+Every data holder's round goes through ``ldpem.common.rounds.holder_round`` (called by
+``ldpem.common.simulation.run_gradient_em``), the same function the hospital agent runs,
+so there is one implementation of "a data holder's round".
+
+One seeded generator drives everything, in this order: the synthetic data, the gross
+outliers (if any), the starting point β⁰ ~ N(0, (B²/d) I_d), the split over hospitals
+(only when there are several), then the run itself (partition into rounds, noise).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldpem.client.data import load_records
+from ldpem.common.accounting import ACCOUNTING_MODES
+from ldpem.common.calibration import DEFAULT_ZETA, default_tau
+from ldpem.common.configure import make_mechanism
+from ldpem.common.mechanisms import MECHANISM_NAMES, Mechanism
+from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
+from ldpem.common.simulation import run_gradient_em
+from ldpem.errors import UserError
+
+__all__ = [
+    "OUTLIER_NORM",
+    "Dataset",
+    "RoundCallback",
+    "SimulationConfig",
+    "SimulationOutcome",
+    "add_outliers",
+    "hospital_sizes",
+    "records_per_round",
+    "simulate",
+]
+
+FloatArray = NDArray[np.float64]
+SimulationOutcome = dict[str, Any]
+#: Called after each M-step with (round t = 1..T, β^t, error at β^t or None).
+RoundCallback = Callable[[int, FloatArray, float | None], None]
+
+#: L2 norm of the gross outliers that ``outliers`` plants in the data.
+OUTLIER_NORM = 1e3
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Records to run on instead of synthetic data, with the true β* when it is known."""
+
+    records: Records
+    beta_star: FloatArray | None = None
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """Parameters of one simulated run. ``None`` means "the documented default":
+
+    delta: n^-1.1 (the paper's choice); missing: 0.1 for rmc, 0 otherwise;
+    beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: ``default_tau(model, B, σ, d)``.
+    ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
+    ``data``: a CSV (or .npy) file of records to use instead of synthetic ones (see
+    ``ldpem.client.data``); n and d are then the file's, snr and missing are unused, and
+    without a known β* the errors are None.
+    """
+
+    model: str = "gmm"
+    mechanism: str = "local"
+    n: int = 20_000
+    d: int = 10
+    epsilon: float = 1.0
+    delta: float | None = None
+    rounds: int = 10
+    clip: float = 1.0
+    snr: float = 3.0
+    sigma: float = 1.0
+    missing: float | None = None
+    accounting: str = "exact"
+    reuse: bool = False
+    hospitals: int = 1
+    seed: int = 0
+    tau: float | None = None
+    beta_bound: float | None = None
+    zeta: float = DEFAULT_ZETA
+    eta: float = 1.0
+    outliers: float = 0.0
+    data: Path | None = None
+
+
+def _fail(name: str, requirement: str, value: object) -> UserError:
+    return UserError(f"{name} must be {requirement}, got {value!r}")
+
+
+def _check_config(config: SimulationConfig) -> None:
+    if config.model not in MODEL_NAMES:
+        raise _fail("model", f"one of {', '.join(MODEL_NAMES)}", config.model)
+    if config.mechanism not in MECHANISM_NAMES:
+        raise _fail("mechanism", f"one of {', '.join(MECHANISM_NAMES)}", config.mechanism)
+    if config.accounting not in ACCOUNTING_MODES:
+        raise _fail("accounting", f"one of {', '.join(ACCOUNTING_MODES)}", config.accounting)
+    positive = {
+        "epsilon": config.epsilon,
+        "clip": config.clip,
+        "snr": config.snr,
+        "sigma": config.sigma,
+        "eta": config.eta,
+        "tau": 1.0 if config.tau is None else config.tau,
+        "beta-bound": 1.0 if config.beta_bound is None else config.beta_bound,
+    }
+    for name, value in positive.items():
+        if not (math.isfinite(value) and value > 0):
+            raise _fail(name, "a finite number > 0", value)
+    for name, count in {"n": config.n, "d": config.d, "rounds": config.rounds}.items():
+        if count < 1:
+            raise _fail(name, "an integer >= 1", count)
+    if config.hospitals < 1:
+        raise _fail("hospitals", "an integer >= 1", config.hospitals)
+    if config.delta is not None and not 0.0 < config.delta < 1.0:
+        raise _fail("delta", "in (0, 1)", config.delta)
+    if not 0.0 < config.zeta < 1.0:
+        raise _fail("zeta", "in (0, 1)", config.zeta)
+    if config.missing is not None and not 0.0 <= config.missing < 1.0:
+        raise _fail("missing", "in [0, 1)", config.missing)
+    if not 0.0 <= config.outliers <= 0.5:
+        raise _fail("outliers", "in [0, 0.5]", config.outliers)
+
+
+def _check_size(n: int, config: SimulationConfig) -> None:
+    """Every hospital needs a record in every round (partitioned: ``rounds`` records)."""
+    per_hospital = 1 if config.reuse else config.rounds
+    needed = config.hospitals * per_hospital
+    if n < max(needed, config.rounds):
+        raise UserError(
+            f"n must be at least {max(needed, config.rounds)} for {config.hospitals} "
+            f"hospital(s) and {config.rounds} rounds{'' if config.reuse else ' (partitioned)'}"
+            f", got {n}"
+        )
+
+
+def add_outliers(records: Records, fraction: float, rng: np.random.Generator) -> Records:
+    """``records`` with ⌊fraction·n⌋ random records replaced by gross outliers: covariates
+    (GMM: the observation) of norm ~``OUTLIER_NORM`` and, if there is one, a response of
+    size ~``OUTLIER_NORM``."""
+    count = int(fraction * records.n)
+    if count == 0:
+        return records
+    index = rng.choice(records.n, count, replace=False)
+    x = records.x.copy()
+    x[index] = rng.standard_normal((count, records.d)) * (OUTLIER_NORM / math.sqrt(records.d))
+    y = None
+    if records.y is not None:
+        y = records.y.copy()
+        y[index] = rng.standard_normal(count) * OUTLIER_NORM
+    return Records(x, y)
+
+
+def hospital_sizes(n: int, hospitals: int, minimum: int, rng: np.random.Generator) -> list[int]:
+    """Unequal sizes summing to n, each ≥ ``minimum``: the rest is shared out with
+    Dirichlet(1, …, 1) proportions."""
+    spare = n - hospitals * minimum
+    if spare < 0:
+        raise UserError(f"n must be at least {hospitals * minimum}, got {n}")
+    shares = rng.multinomial(spare, rng.dirichlet(np.ones(hospitals)))
+    return [minimum + int(share) for share in shares]
+
+
+def _split(records: Records, config: SimulationConfig, rng: np.random.Generator) -> list[Records]:
+    if config.hospitals == 1:
+        return [records]
+    minimum = 1 if config.reuse else config.rounds
+    sizes = hospital_sizes(records.n, config.hospitals, minimum, rng)
+    order = rng.permutation(records.n)
+    bounds = np.cumsum([0, *sizes])
+    return [records.take(np.sort(order[a:b])) for a, b in itertools.pairwise(bounds)]
+
+
+def _load(config: SimulationConfig, model: Model, rng: np.random.Generator) -> Dataset:
+    if config.data is not None:
+        return Dataset(load_records(config.data, model.name))
+    missing = config.missing
+    if missing is None:
+        missing = 0.1 if model.allows_missing else 0.0
+    if missing and not model.allows_missing:
+        raise UserError(f"missing must be 0 for model {model.name}, got {missing!r}")
+    records, beta_star = model.generate(
+        config.n, config.d, snr=config.snr, sigma=config.sigma, missing=missing, rng=rng
+    )
+    return Dataset(records, beta_star)
+
+
+def records_per_round(holders: list[Records], rounds: int, *, reuse: bool) -> int:
+    """m, the fewest records that report in any round (sets s and the central sensitivity)."""
+    if reuse:
+        return sum(h.n for h in holders)
+    return sum(h.n // rounds for h in holders)
+
+
+def _mechanism(config: SimulationConfig, *, d: int, m: int, delta: float, tau: float) -> Mechanism:
+    return make_mechanism(
+        config.mechanism,
+        d=d,
+        records_per_round=m,
+        epsilon=config.epsilon,
+        delta=delta,
+        participations=config.rounds if config.reuse else 1,
+        tau=tau,
+        zeta=config.zeta,
+        clip=config.clip,
+        accounting=config.accounting,
+    )
+
+
+def _mechanism_fields(mechanism: Mechanism) -> dict[str, float]:
+    fields = {"noise_std": mechanism.noise_std}
+    for name in ("scale", "smoothing", "clip"):
+        if hasattr(mechanism, name):
+            fields[name] = float(getattr(mechanism, name))
+    return fields
+
+
+def simulate(
+    config: SimulationConfig,
+    on_round: RoundCallback | None = None,
+    dataset: Dataset | None = None,
+) -> SimulationOutcome:
+    """Run the configured gradient EM in-process and return a JSON-able summary.
+
+    ``dataset`` (records and optionally β*) replaces the synthetic data and ``config.data``.
+    Returns the fields of ``ldpem simulate --json``: model, mechanism, n, d, epsilon,
+    delta, rounds, beta (final), errors (after each round; null without β*), error
+    (final), initial_error, seconds, and the mechanism's public parameters.
+    """
+    started = time.perf_counter()
+    _check_config(config)
+    model = get_model(config.model)
+    rng = np.random.default_rng(config.seed)
+    data = dataset if dataset is not None else _load(config, model, rng)
+    records = add_outliers(data.records, config.outliers, rng)
+    n, d = records.n, records.d
+    _check_size(n, config)
+    delta = config.delta if config.delta is not None else float(n) ** -1.1
+    bound = config.beta_bound if config.beta_bound is not None else config.snr * config.sigma
+    tau = (
+        config.tau
+        if config.tau is not None
+        else default_tau(model.name, beta_bound=bound, sigma=config.sigma, d=d)
+    )
+    beta0 = rng.standard_normal(d) * (bound / math.sqrt(d))
+    holders = _split(records, config, rng)
+    m = records_per_round(holders, config.rounds, reuse=config.reuse)
+    mechanism = _mechanism(config, d=d, m=m, delta=delta, tau=tau)
+    beta_star = data.beta_star
+
+    def report(t: int, beta: FloatArray) -> None:
+        if on_round is not None:
+            error = None if beta_star is None else model.error(beta, beta_star)
+            on_round(t, beta, error)
+
+    result = run_gradient_em(
+        model=model,
+        holders=holders,
+        sigma=config.sigma,
+        mechanism=mechanism,
+        rounds=config.rounds,
+        beta0=beta0,
+        rng=rng,
+        eta=config.eta,
+        reuse=config.reuse,
+        beta_star=beta_star,
+        on_round=report,
+    )
+    known = beta_star is not None
+    return {
+        "model": model.name,
+        "mechanism": config.mechanism,
+        "n": n,
+        "d": d,
+        "epsilon": config.epsilon,
+        "delta": delta,
+        "rounds": config.rounds,
+        "accounting": config.accounting,
+        "reuse": config.reuse,
+        "hospital_sizes": [h.n for h in holders],
+        "records_per_round": m,
+        "seed": config.seed,
+        "sigma": config.sigma,
+        "tau": tau,
+        "beta_bound": bound,
+        "outliers": config.outliers,
+        **_mechanism_fields(mechanism),
+        "beta": [float(v) for v in result.beta],
+        "beta_star": [float(v) for v in beta_star] if beta_star is not None else None,
+        "initial_error": model.error(beta0, beta_star) if beta_star is not None else None,
+        "errors": [float(e) for e in result.errors] if known else None,
+        "error": float(result.errors[-1]) if known else None,
+        "seconds": time.perf_counter() - started,
+    }

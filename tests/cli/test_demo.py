@@ -1,0 +1,149 @@
+"""`ldpem demo`: real processes on 127.0.0.1, the JSON contract, clean-up on every exit."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldpem.demo import hospital_sizes
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text`` (not this one)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_hospital_sizes_are_unequal_and_cover_every_record() -> None:
+    sizes = hospital_sizes(10_000, 4, 10, np.random.default_rng(0))
+    assert sum(sizes) == 10_000
+    assert min(sizes) >= 20
+    assert len(set(sizes)) == 4
+
+
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ldpem",
+            "demo",
+            "--hospitals",
+            "3",
+            "--records",
+            "30000",
+            "--rounds",
+            "5",
+            "--workdir",
+            str(workdir),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert len(payload["errors"]) == 5
+    assert len(payload["beta"]) == 10
+    assert payload["error"] == payload["errors"][-1]
+    # ‖β*‖ = 3; the local-DP estimate at n = 3·10⁴ must beat β = 0 clearly.
+    assert payload["error"] < 0.8 * payload["trivial_error"]
+    assert payload["baselines"]["none"] < 0.1
+    assert math.isfinite(payload["baselines"]["local-clip"])
+    hospitals = payload["hospitals"]
+    assert [h["name"] for h in hospitals] == ["h1", "h2", "h3"]
+    assert sum(h["records"] for h in hospitals) == 30_000
+    for h in hospitals:
+        assert h["rounds_reported"] == 5
+        assert h["epsilon_spent"] == pytest.approx(1.0, rel=1e-6)
+    assert payload["seconds"] > 0
+    assert (workdir / "result.json").is_file()
+    assert (workdir / "convergence.png").stat().st_size > 1000
+    assert processes_mentioning(str(workdir)) == []
+
+
+def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ldpem",
+            "demo",
+            "--hospitals",
+            "3",
+            "--records",
+            "30000",
+            "--rounds",
+            "200",
+            "--workdir",
+            str(workdir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if (workdir / "hospital-3" / "state").exists():
+                break
+            assert demo.poll() is None, demo.communicate()[1]
+            time.sleep(0.1)
+        assert len(processes_mentioning(str(workdir))) >= 4
+        demo.send_signal(signal.SIGINT)
+        _, stderr = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert demo.returncode == 130
+    assert "interrupted" in stderr
+    assert "Traceback" not in stderr
+    time.sleep(0.5)
+    assert processes_mentioning(str(workdir)) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["--records", "10"],
+            "--records must be at least 80 for 4 hospitals and 10 rounds, got 10",
+        ),
+        (["--epsilon", "0"], "--epsilon must be > 0, got 0.0"),
+        (["--hospitals", "0"], "--hospitals must be at least 1, got 0"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(arguments: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ldpem", "demo", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == f"ldpem demo: error: {message}"
+    assert "Traceback" not in result.stderr

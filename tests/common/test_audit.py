@@ -1,0 +1,187 @@
+"""The privacy audit: its statistics are valid, it passes honest mechanisms, and it catches
+broken ones."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ldpem.common.accounting import epsilon_for_ratio
+from ldpem.common.audit import (
+    audit_holder_round,
+    audit_mechanism,
+    clopper_pearson_upper,
+    epsilon_lower_bound,
+)
+from ldpem.common.configure import make_mechanism
+from ldpem.common.mechanisms import LocalTruncation
+from ldpem.common.models import get_model
+from ldpem.common.truncation import TRUNCATION_BOUND, catoni_phi
+
+# (ε, δ) at which a 10⁶-draw audit has the power to see a factor-2 noise error (measured).
+EPSILON, DELTA = 1.0, 1e-3
+
+
+def test_clopper_pearson_matches_closed_forms() -> None:
+    # No failures: the upper bound solves (1 − p)^n = 1 − confidence.
+    assert clopper_pearson_upper(0, 1000) == pytest.approx(1 - 0.025 ** (1 / 1000), rel=1e-9)
+    assert clopper_pearson_upper(10, 10) == 1.0
+    assert clopper_pearson_upper(30, 100) == pytest.approx(stats.beta.ppf(0.975, 31, 70))
+
+
+def test_lower_bound_is_below_the_truth_for_a_known_gaussian() -> None:
+    # N(μ, 1) vs N(0, 1) is exactly μ-GDP; the audit's bound must not exceed its true ε.
+    mu, delta = 1.5, 1e-4
+    rng = np.random.default_rng(0)
+    outcome = epsilon_lower_bound(
+        rng.normal(mu, 1.0, 1_000_000), rng.normal(0.0, 1.0, 1_000_000), delta
+    )
+    truth = epsilon_for_ratio(mu, delta)
+    assert 0.5 * truth < outcome.lower_bound <= truth
+
+
+def test_identical_distributions_prove_nothing() -> None:
+    rng = np.random.default_rng(1)
+    outcome = epsilon_lower_bound(rng.normal(size=100_000), rng.normal(size=100_000), 1e-5)
+    assert outcome.lower_bound < 0.1
+
+
+def honest_local(d: int = 1) -> LocalTruncation:
+    mechanism = make_mechanism(
+        "local", d=d, records_per_round=1000, epsilon=EPSILON, delta=DELTA, tau=1.0
+    )
+    assert isinstance(mechanism, LocalTruncation)
+    return mechanism
+
+
+class HalfNoise(LocalTruncation):
+    """Broken on purpose: states σ but draws σ/2 (noise for half the sensitivity)."""
+
+    def privatize(self, gradients, rng):  # type: ignore[no-untyped-def]
+        reports = self.contributions(np.asarray(gradients, dtype=np.float64))
+        return reports + rng.normal(0.0, self.noise_std / 2, reports.shape)
+
+
+class PaperClosedForm(LocalTruncation):
+    """Broken on purpose: eq. 13 evaluated as printed, unbounded for large inputs."""
+
+    def contributions(self, gradients):  # type: ignore[no-untyped-def]
+        with np.errstate(all="ignore"):
+            a = np.asarray(gradients, dtype=np.float64) / self.scale
+            b = np.abs(a) / math.sqrt(self.smoothing)
+            b = np.where(b == 0, 1e-300, b)
+            vm, vp = (math.sqrt(2) - a) / b, (math.sqrt(2) + a) / b
+            fm, fp = stats.norm.cdf(-vm), stats.norm.cdf(-vp)
+            em, ep = np.exp(-(vm**2) / 2), np.exp(-(vp**2) / 2)
+            r = math.sqrt(2 * math.pi)
+            c_hat = (
+                TRUNCATION_BOUND * (fm - fp)
+                - (a - a**3 / 6) * (fm + fp)
+                + b / r * (1 - a**2 / 2) * (ep - em)
+                + a * b**2 / 2 * (fp + fm + (vp * ep + vm * em) / r)
+                + b**3 / (6 * r) * ((2 + vm**2) * em - (2 + vp**2) * ep)
+            )
+            value = a * (1 - b**2 / 2) - a**3 / 6 + c_hat
+            return self.scale * np.where(np.isfinite(value), value, catoni_phi(a))
+
+
+def test_honest_local_mechanism_passes() -> None:
+    outcome, _ = audit_mechanism(
+        honest_local(),
+        d=1,
+        records_per_round=1000,
+        delta=DELTA,
+        draws=1_000_000,
+        rng=np.random.default_rng(1),
+    )
+    assert outcome.lower_bound <= EPSILON
+
+
+def test_noise_for_half_the_sensitivity_is_caught() -> None:
+    honest = honest_local()
+    broken = HalfNoise(scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std)
+    outcome, _ = audit_mechanism(
+        broken,
+        d=1,
+        records_per_round=1000,
+        delta=DELTA,
+        draws=1_000_000,
+        rng=np.random.default_rng(1),
+    )
+    assert outcome.lower_bound > EPSILON
+
+
+def test_unbounded_closed_form_is_caught() -> None:
+    honest = honest_local(d=3)
+    broken = PaperClosedForm(
+        scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std
+    )
+    outcome, distance = audit_mechanism(
+        broken, d=3, records_per_round=1000, delta=DELTA, draws=20_000, rng=np.random.default_rng(2)
+    )
+    assert distance > 10 * honest.sensitivity(3)
+    assert outcome.lower_bound > EPSILON
+
+
+@pytest.mark.parametrize("name", ["central", "central-clip", "local-clip"])
+def test_other_honest_mechanisms_pass(name: str) -> None:
+    mechanism = make_mechanism(
+        name, d=2, records_per_round=500, epsilon=EPSILON, delta=DELTA, tau=1.0, clip=1.0
+    )
+    outcome, distance = audit_mechanism(
+        mechanism,
+        d=2,
+        records_per_round=500,
+        delta=DELTA,
+        draws=200_000,
+        rng=np.random.default_rng(3),
+    )
+    assert outcome.lower_bound <= EPSILON
+    assert 0 < distance <= mechanism.sensitivity(2) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("model", ["gmm", "mrm", "rmc"])
+def test_holder_round_path_passes_and_measures_the_noise(model: str) -> None:
+    outcome, distance = audit_holder_round(
+        get_model(model),
+        honest_local(d=3),
+        d=3,
+        sigma=1.0,
+        delta=DELTA,
+        draws=4000,
+        rng=np.random.default_rng(4),
+    )
+    assert outcome.lower_bound <= EPSILON
+    assert 0 < distance <= honest_local(d=3).sensitivity(3) * (1 + 1e-9)
+    assert outcome.noise_ratio is not None
+    low, high = outcome.noise_ratio
+    assert low <= 1.0 <= high
+    assert high - low < 0.1
+
+
+class HalfHolderNoise(LocalTruncation):
+    """Broken on purpose in the agent's path only: the summed report gets σ/2."""
+
+    def holder_noise(self, count, d, rng):  # type: ignore[no-untyped-def]
+        return rng.normal(0.0, self.noise_std / 2 * math.sqrt(count), d)
+
+
+def test_holder_round_path_catches_too_little_noise() -> None:
+    honest = honest_local(d=3)
+    broken = HalfHolderNoise(
+        scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std
+    )
+    outcome, _ = audit_holder_round(
+        get_model("gmm"),
+        broken,
+        d=3,
+        sigma=1.0,
+        delta=DELTA,
+        draws=4000,
+        rng=np.random.default_rng(5),
+    )
+    assert outcome.noise_ratio is not None
+    assert outcome.noise_ratio[1] < 1.0
