@@ -35,6 +35,7 @@ def _command_modules() -> list[ModuleType]:
         cmd_coordinator,
         cmd_demo,
         cmd_experiment,
+        cmd_generate,
         cmd_run,
         cmd_simulate,
     )
@@ -47,6 +48,7 @@ def _command_modules() -> list[ModuleType]:
         cmd_run,
         cmd_demo,
         cmd_audit,
+        cmd_generate,
     ]
 
 

@@ -1,12 +1,17 @@
 """``ldpem run``: operator commands against a running coordinator.
 
     ldpem run create --coordinator URL --config run.json [--admin-token-file FILE]
-    ldpem run status --coordinator URL RUN_ID
+    ldpem run status --coordinator URL [RUN_ID] [--wait] [--beta-star FILE]
 
 ``create`` posts the run request (JSON, the fields of ``ldpem.common.wire.RunCreate``)
 with the admin token (``LDPEM_ADMIN_TOKEN`` or ``--admin-token-file``) and prints the
 response: run id, public parameters, expected error, warning and the generated hospital
 tokens (shown once). The same is ``POST /v1/runs`` with ``Authorization: Bearer <admin>``.
+
+``status`` prints a run (without RUN_ID: the run created last). ``--wait`` follows it,
+one line per closed round on stderr, until it finished (exit 0) or failed (exit 2);
+``--beta-star FILE`` (JSON from ``ldpem generate --beta-star-out``) also prints the
+estimation error of the run's β against β*, next to the trivial error ‖β*‖.
 """
 
 from __future__ import annotations
@@ -39,8 +44,17 @@ def register(subparsers: Any) -> None:
     create.set_defaults(handler=create_run)
     status = actions.add_parser("status", help="show a run")
     status.add_argument("--coordinator", required=True, metavar="URL")
-    status.add_argument("run_id")
+    status.add_argument("run_id", nargs="?", help="default: the run created last")
     status.add_argument("--ca-cert", type=Path)
+    status.add_argument(
+        "--wait", action="store_true", help="follow the run until it finished or failed"
+    )
+    status.add_argument(
+        "--interval", type=float, default=2.0, metavar="SECONDS", help="--wait poll interval"
+    )
+    status.add_argument(
+        "--beta-star", type=Path, help="JSON with the true beta_star: print the error"
+    )
     status.set_defaults(handler=show_status)
 
 
@@ -92,20 +106,72 @@ def create_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def show_status(args: argparse.Namespace) -> int:
+def _get(url: str, verify: Any, what: str) -> Any:
     import httpx
+
+    try:
+        response = httpx.get(url, timeout=30.0, verify=verify)
+    except httpx.HTTPError as error:
+        raise UserError(f"cannot reach {url}: {error}") from None
+    if response.status_code != 200:
+        raise _fail(response, what)
+    return response.json()
+
+
+def _beta_star(path: Path) -> list[float]:
+    try:
+        data = json.loads(path.read_text())
+        beta_star = [float(v) for v in data["beta_star"]]
+    except (ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{path}: expected JSON with a beta_star list ({error})") from None
+    return beta_star
+
+
+def _error_line(run: dict[str, Any], path: Path) -> str:
+    import numpy as np
+
+    from ldpem.common.models import get_model
+
+    beta_star = np.array(_beta_star(path))
+    beta = np.array(run["beta"], dtype=float)
+    if beta_star.shape != beta.shape:
+        raise UserError(f"{path}: beta_star has {beta_star.size} entries, the run d={beta.size}")
+    error = get_model(run["model"]).error(beta, beta_star)
+    expected = run.get("expected_error")
+    forecast = f", forecast {expected:.4f}" if expected is not None else ""
+    return (
+        f"run {run['run_id']}: final error {error:.4f} after {run['round']} rounds "
+        f"(trivial error of beta = 0: {float(np.linalg.norm(beta_star)):.4f}{forecast})"
+    )
+
+
+def show_status(args: argparse.Namespace) -> int:
+    import time
 
     from ldpem.client.agent import tls_context
 
     verify = tls_context(args.ca_cert)
-    try:
-        response = httpx.get(
-            f"{args.coordinator.rstrip('/')}/v1/runs/{args.run_id}", timeout=30.0, verify=verify
-        )
-    except httpx.HTTPError as error:
-        raise UserError(f"cannot reach {args.coordinator}: {error}") from None
-    if response.status_code != 200:
-        raise _fail(response, f"run {args.run_id}")
-    json.dump(response.json(), sys.stdout, indent=2)
+    base = f"{args.coordinator.rstrip('/')}/v1/runs"
+    run_id = args.run_id
+    if run_id is None:
+        runs = _get(base, verify, "runs")
+        if not runs:
+            raise UserError(f"no run on {args.coordinator} yet")
+        run_id = max(runs, key=lambda r: r["created_at"])["run_id"]
+    run = _get(f"{base}/{run_id}", verify, f"run {run_id}")
+    shown = -1
+    while args.wait:
+        if run["round"] != shown:
+            shown = run["round"]
+            print(f"run {run_id}: {run['status']}, round {shown}/{run['rounds']}", file=sys.stderr)
+        if run["status"] != "running":
+            break
+        time.sleep(args.interval)
+        run = _get(f"{base}/{run_id}", verify, f"run {run_id}")
+    json.dump(run, sys.stdout, indent=2)
     print()
+    if args.beta_star is not None:
+        print(_error_line(run, args.beta_star), flush=True)
+    if args.wait and run["status"] != "finished":
+        raise UserError(f"run {run_id} {run['status']}: {run.get('reason')}")
     return 0

@@ -1,0 +1,110 @@
+"""docker-compose.yml against the Compose Specification schema, and the demo's own rules."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from ldpem.common.wire import RunCreate
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+SCHEMA = Path(__file__).with_name("compose-spec.json")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    document = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def _hospitals(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: service
+        for name, service in compose["services"].items()
+        if "client" in " ".join(service.get("command", []))
+    }
+
+
+def test_compose_file_matches_the_compose_spec_schema(compose: dict[str, Any]) -> None:
+    schema = json.loads(SCHEMA.read_text())
+    validator = jsonschema.Draft201909Validator(
+        schema, format_checker=jsonschema.Draft201909Validator.FORMAT_CHECKER
+    )
+    errors = sorted(validator.iter_errors(compose), key=lambda e: list(e.absolute_path))
+    assert not errors, "\n".join(
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors
+    )
+
+
+def test_schema_rejects_a_broken_compose_file(compose: dict[str, Any]) -> None:
+    """The validation has teeth: an unknown service key and a bad depends_on fail."""
+    schema = json.loads(SCHEMA.read_text())
+    broken = json.loads(json.dumps(compose))
+    broken["services"]["coordinator"]["helthcheck"] = {}
+    broken["services"]["run"]["depends_on"]["coordinator"]["condition"] = "healthy"
+    errors = list(jsonschema.Draft201909Validator(schema).iter_errors(broken))
+    assert any("helthcheck" in e.message for e in errors)
+    assert ["services", "run", "depends_on"] in [list(e.absolute_path) for e in errors]
+
+
+def test_coordinator_has_a_healthcheck_and_the_others_wait_for_it(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    coordinator = services["coordinator"]
+    assert coordinator["command"][0] == "coordinator"
+    assert "/healthz" in " ".join(coordinator["healthcheck"]["test"])
+    assert services["run"]["depends_on"]["coordinator"]["condition"] == "service_healthy"
+    assert services["run"]["command"][:2] == ["run", "create"]
+    for name, service in _hospitals(compose).items():
+        condition = service["depends_on"]["run"]["condition"]
+        assert condition == "service_completed_successfully", name
+
+
+def test_every_service_uses_the_image_built_from_this_repository(
+    compose: dict[str, Any],
+) -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim$", dockerfile, re.MULTILINE)
+    assert re.search(r"^FROM \$\{BASE_IMAGE\}$", dockerfile, re.MULTILINE)
+    assert 'ENTRYPOINT ["ldpem"]' in dockerfile
+    assert re.search(r"^USER ldpem$", dockerfile, re.MULTILINE)
+    for name, service in compose["services"].items():
+        assert service["build"]["context"] == ".", name
+        assert "BASE_IMAGE" in service["build"]["args"], name
+
+
+def test_hospitals_are_one_study_with_their_own_tokens_and_volumes(
+    compose: dict[str, Any],
+) -> None:
+    hospitals = _hospitals(compose)
+    assert len(hospitals) >= 3
+    run = RunCreate.model_validate_json((ROOT / "deploy" / "run.json").read_text())
+    enrolled = {h.name: h for h in run.hospitals}
+    assert set(hospitals) == set(enrolled)
+    tokens = [service["environment"]["LDPEM_TOKEN"] for service in hospitals.values()]
+    assert len(set(tokens)) == len(tokens)
+    volumes = [tuple(service["volumes"]) for service in hospitals.values()]
+    assert len(set(volumes)) == len(volumes)
+    parts = set()
+    for name, service in hospitals.items():
+        assert service["environment"]["LDPEM_TOKEN"] == enrolled[name].token
+        words = shlex.split(service["command"][0].replace("$$", "$"))
+        generate = words[: words.index("&&")]
+        assert generate[:2] == ["ldpem", "generate"]
+        option = dict(zip(generate[2::2], generate[3::2], strict=True))
+        assert option["--model"] == run.model
+        assert int(option["--d"]) == run.d
+        assert int(option["--n"]) == enrolled[name].records
+        assert int(option["--parts"]) == len(hospitals)
+        parts.add(service["environment"]["LDPEM_PART"])
+    assert parts == {str(i) for i in range(1, len(hospitals) + 1)}
