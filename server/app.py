@@ -102,6 +102,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
             store,
             admin_token=settings.admin_token,
             range_sigmas=settings.range_sigmas,
+            max_noise_factor=settings.max_noise_factor,
             forecast_seeds=settings.forecast_seeds,
             forecast_max_records=settings.forecast_max_records,
         )

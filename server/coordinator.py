@@ -120,6 +120,22 @@ def public_parameters(request: RunCreate) -> PublicParameters:
     )
 
 
+def run_noise_std(params: PublicParameters) -> float:
+    """σ_r of a local report calibrated at the run's own budget (0 for non-local mechanisms)."""
+    if params.mechanism == "local" and params.scale is not None:
+        sensitivity = truncation_sensitivity(params.scale, params.d)
+    elif params.mechanism == "local-clip" and params.clip is not None:
+        sensitivity = 2.0 * params.clip
+    else:
+        return 0.0
+    return noise_std_for(
+        epsilon=params.epsilon,
+        delta=params.delta,
+        sensitivity=sensitivity,
+        accounting=params.accounting,
+    )
+
+
 def record_bound(params: PublicParameters) -> float:
     """Largest |coordinate| of one record's contribution before noise (inf for ``none``)."""
     if params.scale is not None:
@@ -144,6 +160,7 @@ class Coordinator:
         *,
         admin_token: str,
         range_sigmas: float = 10.0,
+        max_noise_factor: float = 10.0,
         forecast_seeds: int = 4,
         forecast_max_records: int = 200_000,
         clock: Callable[[], float] = time.time,
@@ -151,6 +168,7 @@ class Coordinator:
         self.store = store
         self._admin_hash = hash_token(admin_token)
         self.range_sigmas = range_sigmas
+        self.max_noise_factor = max_noise_factor
         self.forecast_seeds = forecast_seeds
         self.forecast_max_records = forecast_max_records
         self.clock = clock
@@ -445,6 +463,17 @@ class Coordinator:
             raise ProtocolError(422, f"mechanism {params.mechanism} needs noise_std > 0")
         if not local_noise and report.noise_std != 0:
             raise ProtocolError(422, f"mechanism {params.mechanism} takes noise_std = 0")
+        # The honest range grows with the stated σ_r, so an unbounded σ_r would let one
+        # enrolled hospital move β arbitrarily. An agent may be stricter than the run (more
+        # noise), but not beyond max_noise_factor × the σ_r of the run's own budget.
+        ceiling = self.max_noise_factor * run_noise_std(params)
+        if local_noise and report.noise_std > ceiling:
+            raise ProtocolError(
+                422,
+                f"noise_std {report.noise_std:.6g} exceeds {self.max_noise_factor:g}× the "
+                f"run's calibrated σ_r ({ceiling:.6g}): a budget that strict adds more noise "
+                "than this run accepts",
+            )
         bound = record_bound(params)
         limit = (
             report.count * bound + self.range_sigmas * math.sqrt(report.count) * report.noise_std

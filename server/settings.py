@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     forecast_max_records: int = Field(default=200_000, ge=1000)
     #: Multiple k of √count·σ_r allowed beyond count·bound in the honest-range check.
     range_sigmas: float = Field(default=10.0, gt=0)
+    #: Largest σ_r accepted, as a multiple of the σ_r of the run's own budget.
+    max_noise_factor: float = Field(default=10.0, ge=1)
     log_level: str = "info"
 
 

@@ -12,7 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ldpem.common.truncation import TRUNCATION_BOUND
-from ldpem.common.wire import expected_round_count
+from ldpem.common.wire import PublicParameters, expected_round_count
+from ldpem.server.coordinator import run_noise_std
 from tests.fedkit import TOKENS, admin_headers, hospital_headers, run_request
 
 RECORDS = 103  # 5 rounds: groups of 21, 21, 21, 20, 20
@@ -313,3 +314,20 @@ def test_streamed_body_too_large(client: TestClient, run_id: str) -> None:
     assert response.status_code == 413
     assert response.json()["detail"] == "request body larger than the limit of 1048576 bytes"
     assert snapshot(client, run_id) == before
+
+
+def test_noise_std_beyond_the_ceiling(client: TestClient, run_id: str) -> None:
+    # A huge stated σ_r would widen the honest range without bound (a σ_r of 1e300 would let
+    # totals of 1e250 through); the coordinator accepts at most 10× the run's own σ_r.
+    params = client.get(f"/v1/runs/{run_id}/round", headers=hospital_headers(0)).json()["params"]
+    ceiling = 10 * run_noise_std(PublicParameters(**params))
+    refused(
+        client,
+        run_id,
+        422,
+        "exceeds 10× the run's calibrated σ_r",
+        body=report(noise_std=1e300, total=[1e250, 0.0, 0.0, 0.0]),
+    )
+    refused(client, run_id, 422, "exceeds 10×", body=report(noise_std=ceiling * 1.001))
+    accepted = post(client, run_id, 0, report(2, noise_std=ceiling * 0.999), hospital_headers(2))
+    assert accepted.status_code == 200, accepted.text
