@@ -204,7 +204,10 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     delta = config.records**-1.1
-    say = (lambda text: None) if quiet else (lambda text: print(text, file=sys.stderr))
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr)
 
     processes = _Processes(logs)
     try:

@@ -242,6 +242,10 @@ def _leak(draws: int) -> AuditOutcome:
 BROADCAST_LEVELS = (0.5, 100.0, 1e4)
 
 
+def _identity(rows: FloatArray) -> FloatArray:
+    return rows
+
+
 def holder_candidates(model: Model, d: int) -> Records:
     """Candidate single records for ``model``: equal coordinates from 0 to ±1e150, spikes,
     responses ±|v| and 0, and for RMC records with missing covariates."""
@@ -287,10 +291,7 @@ def audit_holder_round(
             finite = np.all(np.isfinite(model.gradients(beta, records, sigma)), axis=1)
         pool = records.take(np.flatnonzero(finite))
         contributions = mechanism.contributions(model.gradients(beta, pool, sigma))
-        first, second, distance = farthest_pair(
-            np.arange(pool.n, dtype=np.float64),
-            lambda index, c=contributions: c[index.astype(np.intp)],
-        )
+        first, second, distance = farthest_pair(contributions, _identity)
         if not math.isfinite(distance):
             return _leak(draws), distance
         if best is None or distance > best[0]:
