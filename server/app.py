@@ -104,6 +104,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
             range_sigmas=settings.range_sigmas,
             forecast_seeds=settings.forecast_seeds,
             forecast_max_records=settings.forecast_max_records,
+            commit_window=settings.commit_window,
         )
         app.state.coordinator = coordinator
 

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     forecast_max_records: int = Field(default=200_000, ge=1000)
     #: Multiple k of √count·σ_r allowed beyond count·bound in the honest-range check.
     range_sigmas: float = Field(default=10.0, gt=0)
+    #: Seconds a report waits for others to share its durable commit (group commit).
+    commit_window: float = Field(default=0.002, ge=0, le=1)
     log_level: str = "info"
 
 
