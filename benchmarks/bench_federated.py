@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.quick:
-        args.records, args.hospitals, args.rounds = 6_000, 2, 3
+        args.records, args.hospitals, args.rounds = 6_000, 1, 3
         args.latency_records, args.latency_hospitals = 0, 0
         args.repeats, args.no_demo = 1, True
     say: Callable[[str], None] = (lambda s: None) if args.json else (lambda s: print(s, flush=True))
