@@ -81,6 +81,12 @@ def memory_kib(pid: int) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Processes:
     """Child ``python -m ldpem`` processes; ``stop`` ends those still running, by pid."""
 

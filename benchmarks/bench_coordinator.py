@@ -16,7 +16,8 @@ Per N it reports:
   round_s         closed_at − opened_at of each round (coordinator clock), p50 / p99
   broadcast_s     last report's ack of round t → an agent receives round t+1, over all agents
                   and rounds, p50 / p99; and the time until the LAST agent has it
-  coordinator     VmRSS / VmHWM of the coordinator process after the run (KiB)
+  coordinator     VmRSS / VmHWM of the coordinator process after the run (KiB), and its CPU
+                  per report (one POST and one long-poll answer), from /proc/PID/stat
   floor           an fsync of 4 KiB on the state file's disk (the cost of one durable commit)
 Targets: ≥ 500 reports/s; 1,000 agents per round in ≤ 3 s.
 """
@@ -39,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import (
     Processes,
+    cpu_seconds,
     create_run,
     machine,
     memory_kib,
@@ -189,9 +191,13 @@ def bench(agents: int, total_rounds: int, d: int, workdir: Path) -> dict[str, An
                 )
             )
 
+        coordinator_cpu = cpu_seconds(coordinator.pid)
+        client_cpu = time.process_time()
         started = time.perf_counter()
         asyncio.run(asyncio.wait_for(everyone(), timeout=1800))
         elapsed = time.perf_counter() - started
+        client_cpu = time.process_time() - client_cpu
+        coordinator_cpu = cpu_seconds(coordinator.pid) - coordinator_cpu
         table = rounds(url, run_id)
         after = memory_kib(coordinator.pid)
     finally:
@@ -215,6 +221,11 @@ def bench(agents: int, total_rounds: int, d: int, workdir: Path) -> dict[str, An
         "broadcast_s": summary(broadcast),
         "last_broadcast_s": summary(last_broadcast),
         "elapsed_s": elapsed,
+        # CPU over the rounds: the coordinator's per report (one POST + one long-poll
+        # answer), and the simulated agents' (they share the 2 cores with it).
+        "coordinator_cpu_ms_per_report": 1e3 * coordinator_cpu / (agents * total_rounds),
+        "agents_cpu_s": client_cpu,
+        "coordinator_cpu_s": coordinator_cpu,
         "coordinator_kib_before": before,
         "coordinator_kib_after": after,
     }
@@ -245,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"last report -> broadcast p50 {row['broadcast_s']['median'] * 1e3:.1f}ms "
                     f"p99 {row['broadcast_s']['p99'] * 1e3:.1f}ms (all agents p50 "
                     f"{row['last_broadcast_s']['median'] * 1e3:.1f}ms)  coordinator "
-                    f"VmHWM {row['coordinator_kib_after'].get('VmHWM', 0) / 1024:.0f} MiB",
+                    f"VmHWM {row['coordinator_kib_after'].get('VmHWM', 0) / 1024:.0f} MiB; "
+                    f"coordinator CPU {row['coordinator_cpu_ms_per_report']:.2f} ms/report, "
+                    f"agents' CPU {row['agents_cpu_s']:.1f}s of {row['elapsed_s']:.1f}s",
                     flush=True,
                 )
     result = {

@@ -6,6 +6,8 @@ Issue 8, items 2 and 3. Each repeat runs, interleaved:
 
   inprocess   ``ldpem simulate --data all.npy --hospitals K`` as a process, launch to exit
               (the same records, local model, T rounds)
+  start-up    1 + K interpreters importing what the coordinator and an agent import, started
+              together: the floor of any run of K + 1 Python processes on this machine
   federated   ``ldpem coordinator`` + K ``ldpem client`` processes on the same records split
               into K files: wall time from launching the coordinator to the last agent's
               exit, the run's time (created → finished) and, from ``GET /v1/runs/{id}/rounds``
@@ -157,6 +159,23 @@ def run_federated(
     }
 
 
+def process_floor(hospitals: int) -> float:
+    """Wall time for 1 + K interpreters importing what the coordinator and the agents import,
+    started together: the start-up a run of real processes cannot avoid on this machine."""
+    imports = {
+        "coordinator": "import ldpem.cli, ldpem.server.app, uvicorn",
+        "agent": "import ldpem.cli, ldpem.client.agent",
+    }
+    started = time.perf_counter()
+    children = [subprocess.Popen([sys.executable, "-c", imports["coordinator"]])]
+    children += [
+        subprocess.Popen([sys.executable, "-c", imports["agent"]]) for _ in range(hospitals)
+    ]
+    for child in children:
+        child.wait()
+    return time.perf_counter() - started
+
+
 def run_demo(workdir: Path, records: int, hospitals: int, rounds_: int) -> dict[str, Any]:
     command = [
         sys.executable,
@@ -269,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         latency_sizes = equal_sizes(args.latency_records, args.latency_hospitals)
     samples: dict[str, list[dict[str, Any]]] = {
         "inprocess": [],
+        "startup_floor": [],
         "federated": [],
         "latency": [],
         "demo": [],
@@ -282,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                 run_inprocess(root, data, args.hospitals, args.rounds, args.seed)
             )
             say(f"[{r + 1}] in-process {samples['inprocess'][-1]['wall']:.2f}s")
+            samples["startup_floor"].append({"wall": process_floor(args.hospitals)})
+            say(f"[{r + 1}] start-up floor {samples['startup_floor'][-1]['wall']:.2f}s")
             samples["federated"].append(
                 run_federated(root / f"fed-{r}", x, sizes, args.rounds, args.seed, forecast=False)
             )
@@ -324,6 +346,12 @@ def main(argv: list[str] | None = None) -> int:
             "inprocess_seconds": med("inprocess", "seconds"),
             "federated_wall": federated,
             "ratio": federated / inprocess,
+            "startup_floor": med("startup_floor", "wall"),
+            "ratio_beyond_startup": (federated - med("startup_floor", "wall")) / inprocess,
+            "later_rounds_over_inprocess_round": statistics.median(
+                [v for s in samples["federated"] for v in s["later_rounds"]]
+            )
+            / floor["holder_round"],
             "federated_coordinator_start": med("federated", "coordinator_start"),
             "federated_run": med("federated", "run"),
             "federated_round0": med("federated", "round0"),
@@ -367,7 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\noverhead  n={o['records']} K={o['hospitals']} d={o['d']} T={o['rounds']}: "
             f"in-process {o['inprocess_wall']:.2f}s, federated {o['federated_wall']:.2f}s "
-            f"= {o['ratio']:.2f}x (coordinator start {o['federated_coordinator_start']:.2f}s, "
+            f"= {o['ratio']:.2f}x; start-up floor of {o['hospitals'] + 1} interpreters "
+            f"{o['startup_floor']:.2f}s; a later round = "
+            f"{o['later_rounds_over_inprocess_round']:.2f}x the in-process round "
+            f"(coordinator start {o['federated_coordinator_start']:.2f}s, "
             f"round 0 {o['federated_round0']:.2f}s, later rounds median "
             f"{o['federated_later_rounds'].get('median', float('nan')):.3f}s; floor per round: "
             f"numpy {floor['numpy_floor']:.4f}s, holder_round {floor['holder_round']:.4f}s)"
