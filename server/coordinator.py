@@ -163,7 +163,9 @@ class Coordinator:
         self.clock = clock
         self._changed = asyncio.Event()
         #: RoundInfo per run for the long-poll, valid until the next ``_notify``: a round
-        #: closing wakes every waiting agent, and they all get the same answer.
+        #: closing wakes every waiting agent, and they all get the same answer. So every
+        #: change of a run's status, round or deadline must call ``_notify`` (as it must
+        #: anyway to wake the waiters).
         self._infos: dict[str, RoundInfo] = {}
 
     # --- authentication ---------------------------------------------------------------
