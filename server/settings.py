@@ -35,14 +35,14 @@ class Settings(BaseSettings):
     max_wait: float = Field(default=60.0, gt=0)
     #: How often round deadlines are checked, in seconds.
     tick: float = Field(default=0.5, gt=0)
+    #: Seconds a report waits for others to share its durable commit (group commit).
+    commit_window: float = Field(default=0.002, ge=0, le=1)
     #: Seeds of the accuracy forecast made when a run is created.
     forecast_seeds: int = Field(default=4, ge=1, le=64)
     #: Records simulated by the forecast at most (larger runs are scaled down).
     forecast_max_records: int = Field(default=200_000, ge=1000)
     #: Multiple k of √count·σ_r allowed beyond count·bound in the honest-range check.
     range_sigmas: float = Field(default=10.0, gt=0)
-    #: Seconds a report waits for others to share its durable commit (group commit).
-    commit_window: float = Field(default=0.002, ge=0, le=1)
     log_level: str = "info"
 
 
