@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from ldpem.common.accounting import ACCOUNTING_MODES
-from ldpem.common.audit import audit_holder_round, audit_mechanism
 from ldpem.common.calibration import default_tau
 from ldpem.common.configure import make_mechanism
 from ldpem.common.models import get_model
@@ -66,6 +65,10 @@ def run_audit(
     seed: int,
 ) -> list[dict[str, Any]]:
     """One result per (mechanism, accounting, path); see ``ldpem audit --help``."""
+    # Imported here: it pulls in scipy.stats (~1 s), which every other command (and every
+    # `ldpem client` process, whose parser registers this one) would otherwise pay for.
+    from ldpem.common.audit import audit_holder_round, audit_mechanism
+
     if draws < 100:
         raise UserError(f"--draws must be at least 100, got {draws}")
     if holder_draws < 100:

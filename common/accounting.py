@@ -20,11 +20,10 @@ target (ε, δ).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal, get_args
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from ldpem.common._validation import check_count, check_open_unit, check_positive
@@ -111,13 +110,63 @@ def gdp_delta(epsilon: float, mu: float) -> float:
     return max(first - second, 0.0)
 
 
+def _brentq(
+    f: Callable[[float], float], xa: float, xb: float, *, xtol: float, rtol: float
+) -> float:
+    """Root of f in [xa, xb] by Brent's method: a line-by-line port of scipy's C ``brentq``
+    (scipy/optimize/Zeros/brentq.c, 100 iterations), which gives bit-identical roots
+    (tests/common/test_brentq.py). Here because ``import scipy.optimize`` also loads
+    scipy.linalg, .sparse, .spatial and .fft: ~30 % of every agent's start-up for one call."""
+    maxiter = 100
+    xpre, xcur = xa, xb
+    xblk = fblk = spre = scur = 0.0
+    fpre, fcur = f(xpre), f(xcur)
+    if fpre == 0:
+        return xpre
+    if fcur == 0:
+        return xcur
+    if math.copysign(1.0, fpre) == math.copysign(1.0, fcur):
+        raise ValueError("f(a) and f(b) must have different signs")
+    for _ in range(maxiter):
+        if fpre != 0 and fcur != 0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + rtol * abs(xcur)) / 2
+        sbis = (xblk - xcur) / 2
+        if fcur == 0 or abs(sbis) < delta:
+            return xcur
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            if xpre == xblk:
+                stry = -fcur * (xcur - xpre) / (fcur - fpre)
+            else:
+                dpre = (fpre - fcur) / (xpre - xcur)
+                dblk = (fblk - fcur) / (xblk - xcur)
+                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):
+                spre, scur = scur, stry
+            else:
+                spre = scur = sbis
+        else:
+            spre = scur = sbis
+        xpre, fpre = xcur, fcur
+        if abs(scur) > delta:
+            xcur += scur
+        else:
+            xcur += delta if sbis > 0 else -delta
+        fcur = f(xcur)
+    raise ArithmeticError(f"brentq: no convergence after {maxiter} iterations")
+
+
 def _gdp_epsilon(mu: float, delta: float) -> float:
     if gdp_delta(0.0, mu) <= delta:
         return 0.0
     upper = 1.0
     while gdp_delta(upper, mu) > delta:
         upper *= 2.0
-    return float(brentq(lambda eps: gdp_delta(eps, mu) - delta, 0.0, upper, xtol=1e-12, rtol=1e-12))
+    return _brentq(lambda eps: gdp_delta(eps, mu) - delta, 0.0, upper, xtol=1e-12, rtol=1e-12)
 
 
 def epsilon_for_ratio(mu: float, delta: float, accounting: str = DEFAULT_ACCOUNTING) -> float:
@@ -142,9 +191,7 @@ def ratio_for_budget(epsilon: float, delta: float, accounting: str = DEFAULT_ACC
     upper = 1.0
     while gdp_delta(epsilon, upper) < delta:
         upper *= 2.0
-    return float(
-        brentq(lambda mu: gdp_delta(epsilon, mu) - delta, 0.0, upper, xtol=1e-14, rtol=1e-14)
-    )
+    return _brentq(lambda mu: gdp_delta(epsilon, mu) - delta, 0.0, upper, xtol=1e-14, rtol=1e-14)
 
 
 def noise_std_for(

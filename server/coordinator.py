@@ -3,7 +3,9 @@
 State lives in the Store only; this object keeps nothing that a restart would need. Every
 change is one transaction: accepting a report (and, if it is the last one, closing the
 round, taking the M-step and opening the next round) commits atomically, and only then is
-the report acknowledged. Waiters of the long-poll are woken after each commit.
+the report acknowledged. Reports that arrive together share one transaction (group commit,
+each in its own savepoint), so one fsync makes many durable. Waiters of the long-poll are
+woken when a round closes or the run ends.
 
 A round closes when every enrolled hospital reported, or at its deadline when at least the
 quorum did; short of quorum at the deadline it is extended by another deadline period or
@@ -164,8 +166,13 @@ class Coordinator:
         forecast_seeds: int = 4,
         forecast_max_records: int = 200_000,
         clock: Callable[[], float] = time.time,
+        commit_window: float = 0.002,
     ) -> None:
         self.store = store
+        #: Seconds a report waits for others to share its commit (see ``_durably``).
+        self.commit_window = commit_window
+        self._pending: list[tuple[Callable[[], str], asyncio.Future[str]]] = []
+        self._flusher: asyncio.Task[None] | None = None
         self._admin_hash = hash_token(admin_token)
         self.range_sigmas = range_sigmas
         self.max_noise_factor = max_noise_factor
@@ -173,6 +180,11 @@ class Coordinator:
         self.forecast_max_records = forecast_max_records
         self.clock = clock
         self._changed = asyncio.Event()
+        #: RoundInfo per run for the long-poll, valid until the next ``_notify``: a round
+        #: closing wakes every waiting agent, and they all get the same answer. So every
+        #: change of a run's status, round or deadline must call ``_notify`` (as it must
+        #: anyway to wake the waiters).
+        self._infos: dict[str, RoundInfo] = {}
 
     # --- authentication ---------------------------------------------------------------
     def is_admin(self, token: str | None) -> bool:
@@ -205,6 +217,7 @@ class Coordinator:
         return RunCreate.model_validate_json(run.request)
 
     def _notify(self) -> None:
+        self._infos.clear()
         event, self._changed = self._changed, asyncio.Event()
         event.set()
 
@@ -369,7 +382,9 @@ class Coordinator:
         end = time.monotonic() + wait
         while True:
             event = self._changed
-            info = self.round_info(run_id)
+            info = self._infos.get(run_id)
+            if info is None:
+                info = self._infos[run_id] = self.round_info(run_id)
             remaining = end - time.monotonic()
             if info.round > after or info.status != "running" or remaining <= 0:
                 return info
@@ -486,22 +501,16 @@ class Coordinator:
                 f"{worst:.6g} > count·bound + {self.range_sigmas:g}·√count·noise_std = {limit:.6g}",
             )
 
-    async def submit_report(
-        self, run_id: str, t: int, hospital: HospitalRow, report: ReportIn
-    ) -> ReportAck:
-        if hospital.run_id != run_id:
-            raise ProtocolError(403, f"the token is not enrolled in run {run_id}")
-        if report.hospital != hospital.name:
-            raise ProtocolError(
-                403, f"the token belongs to hospital {hospital.name}, not {report.hospital}"
-            )
+    def _check_open(
+        self, run_id: str, t: int, hospital: HospitalRow, digest: str
+    ) -> tuple[RunRow, bool]:
+        """The run, and whether this exact report was accepted before; ProtocolError (409)
+        when another report of this hospital was, or round t is not open."""
         run = self._run(run_id)
-        params = self._params(run)
-        digest = report_digest(report)
         previous = self.store.get_report(run_id, t, hospital.name)
         if previous is not None:
             if previous.digest == digest:
-                return ReportAck(run_id=run_id, round=t, hospital=hospital.name, duplicate=True)
+                return run, True
             raise ProtocolError(
                 409,
                 f"hospital {hospital.name} already reported round {t} with different contents",
@@ -513,9 +522,31 @@ class Coordinator:
                 else f"the open round is {run.current_round}"
             )
             raise ProtocolError(409, f"round {t} is not open ({state})")
+        return run, False
+
+    async def submit_report(
+        self, run_id: str, t: int, hospital: HospitalRow, report: ReportIn
+    ) -> ReportAck:
+        if hospital.run_id != run_id:
+            raise ProtocolError(403, f"the token is not enrolled in run {run_id}")
+        if report.hospital != hospital.name:
+            raise ProtocolError(
+                403, f"the token belongs to hospital {hospital.name}, not {report.hospital}"
+            )
+        digest = report_digest(report)
+        run, duplicate = self._check_open(run_id, t, hospital, digest)
+        if duplicate:
+            return ReportAck(run_id=run_id, round=t, hospital=hospital.name, duplicate=True)
+        params = self._params(run)
         self.check_report(run, params, hospital, t, report)
-        now = self.clock()
-        with self.store.transaction():
+
+        def accept() -> str:
+            # In the batch's transaction, checked again: a report earlier in the batch may
+            # have closed the round, or been this one (a retry).
+            current, again = self._check_open(run_id, t, hospital, digest)
+            if again:
+                return "duplicate"
+            now = self.clock()
             self.store.insert_report(
                 ReportRow(
                     run_id=run_id,
@@ -528,12 +559,59 @@ class Coordinator:
                     received_at=now,
                 )
             )
-            reports = self.store.reports(run_id, t)
-            if len(reports) == len(self.store.hospitals(run_id)):
-                self._close(run, params, reports, now)
-        log.info("run %s round %d: report from %s accepted", run_id, t, hospital.name)
-        self._notify()
-        return ReportAck(run_id=run_id, round=t, hospital=hospital.name, duplicate=False)
+            # Counted, not loaded: loading the round's reports on every report made a
+            # round of N hospitals cost O(N²) rows.
+            if self.store.report_count(run_id, t) == self.store.hospital_count(run_id):
+                self._close(current, params, self.store.reports(run_id, t), now)
+                return "closed"
+            return "accepted"
+
+        outcome = await self._durably(accept)
+        if outcome != "duplicate":
+            log.info("run %s round %d: report from %s accepted", run_id, t, hospital.name)
+        return ReportAck(
+            run_id=run_id, round=t, hospital=hospital.name, duplicate=outcome == "duplicate"
+        )
+
+    async def _durably(self, apply: Callable[[], str]) -> str:
+        """``apply()`` committed to disk, in one transaction with the other reports that
+        arrive within ``commit_window`` seconds (group commit: one fsync makes the batch
+        durable). Returns only after that commit; each ``apply`` runs in its own savepoint,
+        so a refused report does not undo the others."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending.append((apply, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(self.commit_window)
+        batch, self._pending = self._pending, []
+        outcomes: list[str | Exception] = []
+        try:
+            with self.store.transaction():
+                for apply, _ in batch:
+                    try:
+                        with self.store.savepoint():
+                            outcomes.append(apply())
+                    except Exception as error:
+                        outcomes.append(error)
+        except Exception as error:  # the commit failed: nothing of the batch is durable
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
+            if future.done():  # the request was cancelled (client gone); it is committed
+                continue
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        if "closed" in outcomes:
+            # Long-poll waiters only care about a new round or the end of the run: they are
+            # woken when a round closes, not on every report.
+            self._notify()
 
     def _close(
         self, run: RunRow, params: PublicParameters, reports: list[ReportRow], now: float

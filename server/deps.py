@@ -1,4 +1,8 @@
-"""FastAPI dependencies: the coordinator of the app, and who is calling (bearer tokens)."""
+"""FastAPI dependencies: the coordinator of the app, and who is calling (bearer tokens).
+
+They are ``async def`` so that FastAPI runs them on the event loop: a plain ``def``
+dependency is sent to a worker thread, a hand-off that cost more than the work.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from ldpem.server.store import HospitalRow
 __all__ = ["AdminDep", "CoordinatorDep", "HospitalDep", "OptionalTokenDep", "get_coordinator"]
 
 
-def get_coordinator(request: Request) -> Coordinator:
+async def get_coordinator(request: Request) -> Coordinator:
     coordinator: Coordinator = request.app.state.coordinator
     return coordinator
 
@@ -20,7 +24,7 @@ def get_coordinator(request: Request) -> Coordinator:
 CoordinatorDep = Annotated[Coordinator, Depends(get_coordinator)]
 
 
-def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
+async def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
     if authorization is None:
         return None
     scheme, _, token = authorization.partition(" ")
@@ -34,7 +38,7 @@ OptionalTokenDep = Annotated[str | None, Depends(bearer_token)]
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
-def require_admin(coordinator: CoordinatorDep, token: OptionalTokenDep) -> None:
+async def require_admin(coordinator: CoordinatorDep, token: OptionalTokenDep) -> None:
     if token is None:
         raise HTTPException(
             401, "missing bearer token (Authorization: Bearer <admin token>)", _CHALLENGE
@@ -46,7 +50,7 @@ def require_admin(coordinator: CoordinatorDep, token: OptionalTokenDep) -> None:
 AdminDep = Annotated[None, Depends(require_admin)]
 
 
-def require_hospital(coordinator: CoordinatorDep, token: OptionalTokenDep) -> HospitalRow:
+async def require_hospital(coordinator: CoordinatorDep, token: OptionalTokenDep) -> HospitalRow:
     if token is None:
         raise HTTPException(
             401, "missing bearer token (Authorization: Bearer <hospital token>)", _CHALLENGE

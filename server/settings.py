@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     max_wait: float = Field(default=60.0, gt=0)
     #: How often round deadlines are checked, in seconds.
     tick: float = Field(default=0.5, gt=0)
+    #: Seconds a report waits for others to share its durable commit (group commit).
+    commit_window: float = Field(default=0.002, ge=0, le=1)
     #: Seeds of the accuracy forecast made when a run is created.
     forecast_seeds: int = Field(default=4, ge=1, le=64)
     #: Records simulated by the forecast at most (larger runs are scaled down).

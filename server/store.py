@@ -172,6 +172,19 @@ class Store:
                 raise
             self._db.execute("COMMIT")
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """SAVEPOINT … RELEASE inside a transaction; ROLLBACK TO it if the block raises."""
+        with self._lock:
+            self._db.execute("SAVEPOINT item")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK TO item")
+                self._db.execute("RELEASE item")
+                raise
+            self._db.execute("RELEASE item")
+
     # --- runs -------------------------------------------------------------------------
     def insert_run(self, run: RunRow, hospitals: list[HospitalRow]) -> None:
         self._db.execute(
@@ -255,6 +268,13 @@ class Store:
                 "SELECT * FROM hospitals WHERE token_hash = ?", (token_hash,)
             ).fetchone()
         return None if row is None else self._hospital(row)
+
+    def hospital_count(self, run_id: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM hospitals WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return int(row[0])
 
     def hospitals(self, run_id: str) -> list[HospitalRow]:
         with self._lock:
@@ -365,6 +385,13 @@ class Store:
                 (run_id, t, hospital),
             ).fetchone()
         return None if row is None else self._report(row)
+
+    def report_count(self, run_id: str, t: int) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM reports WHERE run_id = ? AND t = ?", (run_id, t)
+            ).fetchone()
+        return int(row[0])
 
     def reports(self, run_id: str, t: int | None = None) -> list[ReportRow]:
         with self._lock:

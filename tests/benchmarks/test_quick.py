@@ -1,0 +1,58 @@
+"""Each benchmark runs with --quick --json and prints the fields its documentation names.
+
+No timing is asserted here: speed targets live in the benchmarks and docs/PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def run(script: str, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick", "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    assert {"when", "nproc", "machine", "cpu", "loadavg"} <= result["machine"].keys()
+    return result
+
+
+def test_bench_federated_quick() -> None:
+    overhead = run("bench_federated.py")["overhead"]
+    assert {"inprocess_wall", "federated_wall", "ratio", "federated_round0"} <= overhead.keys()
+    assert overhead["federated_later_rounds"]["n"] == overhead["rounds"] - 1
+    assert {"numpy_floor", "holder_round"} <= overhead["floor_per_round"].keys()
+
+
+def test_bench_coordinator_quick() -> None:
+    result = run("bench_coordinator.py")
+    assert result["fsync_floor_s"] > 0
+    assert [row["agents"] for row in result["rows"]] == [5, 20]
+    for row in result["rows"]:
+        assert {"reports_per_s", "round_s", "broadcast_s", "coordinator_kib_after"} <= row.keys()
+        assert {"median", "p99"} <= row["broadcast_s"].keys()
+        assert row["round_s"]["n"] == row["rounds"]
+
+
+def test_bench_memory_quick() -> None:
+    result = run("bench_memory.py")
+    assert {"peak_bytes", "vmhwm_kib", "chunk", "n"} <= result["agent"][0].keys()
+    assert {"kib_after", "records"} <= result["coordinator"][0].keys()
+
+
+def test_bench_scaling_quick(tmp_path: Path) -> None:
+    result = run("bench_scaling.py", "--plots", str(tmp_path))
+    for rows in (result["by_n"], result["by_d"]):
+        assert {"floor_s", "agent_s", "coordinator_s", "agent_ratio"} <= rows[0].keys()
+    assert (tmp_path / "scaling_n.png").stat().st_size > 0
+    assert (tmp_path / "scaling_d.png").stat().st_size > 0
