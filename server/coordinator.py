@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -130,11 +131,14 @@ def run_noise_std(params: PublicParameters) -> float:
         sensitivity = 2.0 * params.clip
     else:
         return 0.0
+    return _noise_std(params.epsilon, params.delta, sensitivity, params.accounting)
+
+
+@lru_cache(maxsize=256)
+def _noise_std(epsilon: float, delta: float, sensitivity: float, accounting: str) -> float:
+    # Cached: the exact accounting solves for a root, and every report of a run asks again.
     return noise_std_for(
-        epsilon=params.epsilon,
-        delta=params.delta,
-        sensitivity=sensitivity,
-        accounting=params.accounting,
+        epsilon=epsilon, delta=delta, sensitivity=sensitivity, accounting=accounting
     )
 
 
