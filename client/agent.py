@@ -241,16 +241,23 @@ class Agent:
         return RoundInfo.model_validate_json(response.content)
 
     # --- policy -----------------------------------------------------------------------
+    def limit(self, params: PublicParameters) -> tuple[float, float]:
+        """The agent's overall (ε, δ) per record, over all runs: its own, else the run's."""
+        cfg = self.config
+        epsilon = cfg.epsilon if cfg.epsilon is not None else params.epsilon
+        delta = cfg.delta if cfg.delta is not None else params.delta
+        return epsilon, delta
+
     def budget(self, params: PublicParameters) -> tuple[float, float]:
-        """This agent's (ε, δ), refusing a run less private than its configuration allows."""
+        """The (ε, δ) this run's reports are calibrated for, refusing a run less private than
+        the agent's configuration allows."""
         cfg = self.config
         if params.mechanism in ("none", "central") and not cfg.allow_weaker:
             raise AgentError(
                 f"the run uses mechanism {params.mechanism!r}: this agent's reports would not "
                 "be locally private; start the agent with --allow-weaker to take part anyway"
             )
-        epsilon = cfg.epsilon if cfg.epsilon is not None else params.epsilon
-        delta = cfg.delta if cfg.delta is not None else params.delta
+        epsilon, delta = self.limit(params)
         if (params.epsilon > epsilon or params.delta > delta) and not cfg.allow_weaker:
             raise AgentError(
                 f"the run's budget (epsilon {params.epsilon:g}, delta {params.delta:g}) is weaker "
@@ -267,6 +274,7 @@ class Agent:
         me = self.identity()
         params = me.params
         epsilon, delta = self.budget(params)
+        limit_epsilon, limit_delta = self.limit(params)
         records = self.loader(cfg.data, params.model)
         if records.n != me.records or records.d != params.d:
             raise AgentError(
@@ -325,13 +333,16 @@ class Agent:
             if entry is None:
                 if not (cfg.allow_weaker and math.isinf(mu)):
                     spent = self.ledger.spent_epsilon(
-                        data_key, delta=delta, accounting=cfg.accounting, extra=(me.run_id, mu)
+                        data_key,
+                        delta=limit_delta,
+                        accounting=cfg.accounting,
+                        extra=(me.run_id, mu),
                     )
-                    if spent > epsilon * (1.0 + 1e-9):
+                    if spent > limit_epsilon * (1.0 + 1e-9):
                         raise AgentError(
                             f"round {t} of run {me.run_id} would spend epsilon {spent:.4g} "
-                            f"(at delta {delta:g}) on some records of {cfg.data}, over this "
-                            f"agent's budget of {epsilon:g}; refusing"
+                            f"(at delta {limit_delta:g}) on some records of {cfg.data}, over "
+                            f"this agent's budget of {limit_epsilon:g}; refusing"
                         )
                 report = holder_round(
                     model=model,

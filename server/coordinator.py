@@ -301,7 +301,7 @@ class Coordinator:
         params = self._params(run)
         return RunSummary(
             run_id=run.id,
-            status=run.status,  # type: ignore[arg-type]
+            status=run.status,
             round=run.current_round,
             rounds=params.rounds,
             model=params.model,
@@ -337,7 +337,7 @@ class Coordinator:
             deadline = None if current is None else current.deadline
         return RoundInfo(
             run_id=run.id,
-            status=run.status,  # type: ignore[arg-type]
+            status=run.status,
             round=run.current_round,
             beta=run.beta,
             deadline=deadline,
@@ -369,7 +369,7 @@ class Coordinator:
             out.append(
                 RoundSummary(
                     round=r.t,
-                    status=r.status,  # type: ignore[arg-type]
+                    status=r.status,
                     opened_at=r.opened_at,
                     deadline=r.deadline,
                     closed_at=r.closed_at,

@@ -23,8 +23,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, cast
 
-__all__ = ["HospitalRow", "ReportRow", "RoundRow", "RunRow", "Store"]
+__all__ = ["HospitalRow", "ReportRow", "RoundRow", "RoundState", "RunRow", "RunState", "Store"]
+
+RunState = Literal["running", "finished", "failed"]
+RoundState = Literal["open", "closed"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -90,7 +94,7 @@ class RunRow:
     id: str
     request: str
     params: str
-    status: str
+    status: RunState
     current_round: int
     beta: list[float]
     quorum: int
@@ -114,7 +118,7 @@ class HospitalRow:
 class RoundRow:
     run_id: str
     t: int
-    status: str
+    status: RoundState
     beta: list[float]
     opened_at: float
     deadline: float
@@ -199,7 +203,7 @@ class Store:
             id=row["id"],
             request=row["request"],
             params=row["params"],
-            status=row["status"],
+            status=cast(RunState, row["status"]),
             current_round=row["current_round"],
             beta=_loads(row["beta"]),
             quorum=row["quorum"],
@@ -222,7 +226,13 @@ class Store:
         return [self._run(r) for r in rows]
 
     def update_run(
-        self, run_id: str, *, status: str, current_round: int, beta: list[float], reason: str | None
+        self,
+        run_id: str,
+        *,
+        status: RunState,
+        current_round: int,
+        beta: list[float],
+        reason: str | None,
     ) -> None:
         self._db.execute(
             "UPDATE runs SET status = ?, current_round = ?, beta = ?, reason = ? WHERE id = ?",
@@ -288,7 +298,7 @@ class Store:
         return RoundRow(
             run_id=row["run_id"],
             t=row["t"],
-            status=row["status"],
+            status=cast(RoundState, row["status"]),
             beta=_loads(row["beta"]),
             opened_at=row["opened_at"],
             deadline=row["deadline"],

@@ -18,6 +18,7 @@ from ldpem.client.agent import Agent, AgentConfig, AgentError
 from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.configure import local_noise_std
+from ldpem.common.models import get_model
 from ldpem.common.wire import PublicParameters, ReportIn
 from ldpem.server.app import create_app
 from tests.fedkit import (
@@ -361,3 +362,105 @@ def test_a_restart_must_keep_the_records_and_the_seed_of_the_run(
         other_records.run()
     other_records.close()
     assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
+
+
+@pytest.mark.parametrize(("model", "missing"), [("mrm", 0.0), ("rmc", 0.2)])
+def test_regression_models_from_csv_with_missing_covariates(
+    server: str, tmp_path: Path, model: str, missing: float
+) -> None:
+    records, _ = get_model(model).generate(
+        400, D, snr=3.0, sigma=1.0, missing=missing, rng=np.random.default_rng(3)
+    )
+    assert records.y is not None
+    paths = []
+    for i in range(2):
+        rows = slice(200 * i, 200 * (i + 1))
+        lines = ["x0,x1,y,x2"]
+        for x, y in zip(records.x[rows], records.y[rows], strict=True):
+            cells = ["" if np.isnan(v) else repr(float(v)) for v in x]
+            lines.append(",".join([cells[0], cells[1], repr(float(y)), cells[2]]))
+        path = tmp_path / f"hospital{i}.csv"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(path)
+    hospitals = [{"name": f"h{i}", "records": 200, "token": TOKENS[i]} for i in range(2)]
+    created = create_run(server, hospitals=hospitals, model=model, delta=1e-5)
+    assert run_agents([agent(server, tmp_path, i, p) for i, p in enumerate(paths)]) == [0, 0]
+    params = PublicParameters.model_validate(created["params"])
+    betas = httpx.get(f"{server}/v1/runs/{created['run_id']}/trajectory").json()["betas"]
+    assert len(betas) == ROUNDS + 1
+    expected = replay(
+        params,
+        created["run_id"],
+        betas[0],
+        paths,
+        [100, 101],
+        epsilon=params.epsilon,
+        delta=params.delta,
+    )
+    assert betas == expected
+
+
+def test_two_runs_fit_in_a_larger_lifetime_budget(server: str, tmp_path: Path) -> None:
+    # Two runs at ε = 1 compose (GDP) to μ = √2·μ(1) < μ(2.5) at δ = 1e-5: both fit in 2.5.
+    path, first = single(server, tmp_path, delta=1e-5)
+    limit = {"epsilon": 2.5, "delta": 1e-5, "allow_weaker": False}
+    assert run_agents([agent(server, tmp_path, 0, path, **limit)]) == [0]
+    second = create_run(
+        server,
+        hospitals=[{"name": "h0", "records": 90, "token": TOKENS[1]}],
+        delta=1e-5,
+    )
+    again = agent(server, tmp_path, 1, path, state=tmp_path / "state0", **limit)
+    assert run_agents([again]) == [0]
+    ledger = Ledger(tmp_path / "state0")
+    data = ledger.entries(first["run_id"])[0].data
+    spent = ledger.spent_epsilon(data, delta=1e-5, accounting="exact")
+    assert 1.0 < spent < 2.0
+    assert len(ledger.entries(second["run_id"])) == ROUNDS
+    ledger.close()
+
+
+def test_5xx_answers_are_retried_with_backoff(tmp_path: Path) -> None:
+    identity = {
+        "run_id": "r1",
+        "hospital": "h0",
+        "records": 100,
+        "params": {
+            "model": "gmm",
+            "d": 4,
+            "sigma": 1.0,
+            "rounds": 5,
+            "eta": 1.0,
+            "mechanism": "local",
+            "epsilon": 1.0,
+            "delta": 1e-5,
+            "accounting": "exact",
+            "tau": 1.0,
+            "zeta": 0.1,
+            "scale": 0.5,
+            "smoothing": 2.0,
+            "clip": None,
+            "records_per_round": 60,
+        },
+    }
+    answers = [503, 500, 200]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["Authorization"] == f"Bearer {TOKENS[0]}"
+        status = answers.pop(0)
+        return httpx.Response(status, json=identity if status == 200 else {"detail": "busy"})
+
+    sleeps: list[float] = []
+    a = Agent(
+        AgentConfig(
+            coordinator="http://coordinator",
+            token=TOKENS[0],
+            data=tmp_path / "d.npy",
+            state=tmp_path / "s",
+        ),
+        transport=httpx.MockTransport(handler),
+        sleep=sleeps.append,
+    )
+    assert a.identity().run_id == "r1"
+    a.close()
+    assert answers == [] and len(sleeps) == 2

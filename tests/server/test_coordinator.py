@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from ldpem.common.calibration import truncation_sensitivity
 from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
 from ldpem.server.app import create_app
 from ldpem.server.coordinator import Coordinator, ProtocolError
-from ldpem.server.store import Store
+from ldpem.server.store import ReportRow, Store
 from tests.fedkit import ADMIN, admin_headers, run_request, settings
 
 RECORDS = 50
@@ -282,3 +283,33 @@ def test_status_page_shows_progress_and_a_convergence_plot(tmp_path: Path) -> No
         points = page.split('points="')[1].split('"')[0].split()
         assert len(points) == 2  # one step per closed round
         assert "<td>h0</td><td>50</td><td>2</td>" in page
+
+
+def test_no_acknowledgement_without_a_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = create_app(settings(tmp_path))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        request = run_request(records=RECORDS, rounds=ROUNDS, d=2, beta0=[1.0, -1.0])
+        run_id = client.post("/v1/runs", json=request, headers=admin_headers()).json()["run_id"]
+        coordinator: Coordinator = app.state.coordinator
+
+        def disk_full(*args: object, **kwargs: object) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        # The failure strikes inside the transaction, after the report row was written.
+        insert = coordinator.store.insert_report
+
+        def insert_then_fail(row: ReportRow) -> None:
+            insert(row)
+            disk_full()
+
+        monkeypatch.setattr(coordinator.store, "insert_report", insert_then_fail)
+        headers = {"Authorization": f"Bearer {request['hospitals'][0]['token']}"}
+        body = report(0, 0, [0.5, 0.5]).model_dump()
+        response = client.post(f"/v1/runs/{run_id}/rounds/0/reports", json=body, headers=headers)
+        assert response.status_code == 500
+        assert coordinator.store.reports(run_id) == []  # rolled back: nothing half-written
+        monkeypatch.undo()
+        response = client.post(f"/v1/runs/{run_id}/rounds/0/reports", json=body, headers=headers)
+        assert response.status_code == 200 and response.json()["duplicate"] is False

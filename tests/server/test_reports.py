@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -295,3 +296,20 @@ def test_long_poll_needs_a_token_of_the_run(client: TestClient, run_id: str) -> 
     assert client.get(f"/v1/runs/{run_id}/round", headers=hospital_headers(0)).status_code == 200
     assert client.get(f"/v1/runs/{run_id}/round", headers=admin_headers()).status_code == 200
     assert TOKENS
+
+
+def test_streamed_body_too_large(client: TestClient, run_id: str) -> None:
+    before = snapshot(client, run_id)
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(300):
+            yield b" " * 4096  # no Content-Length: counted as it streams
+
+    response = client.post(
+        f"/v1/runs/{run_id}/rounds/0/reports",
+        content=chunks(),
+        headers={**hospital_headers(0), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert response.json()["detail"] == "request body larger than the limit of 1048576 bytes"
+    assert snapshot(client, run_id) == before
