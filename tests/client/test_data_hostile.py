@@ -6,13 +6,18 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ldpem.client.agent import Agent, AgentConfig
 from ldpem.client.data import load_records
 from ldpem.errors import UserError
+from ldpem.server.app import create_app
+from tests.fedkit import TOKENS, admin_headers, live_server, run_request
+from tests.fedkit import settings as app_settings
 
 CSV_CASES: dict[str, tuple[str, str]] = {
     # name: (contents, model)
@@ -147,7 +152,33 @@ def test_ten_million_rows(tmp_path: Path) -> None:
     records = load_records(path, "gmm")
     assert records.x.shape == (n, 2) and records.y is None
     np.testing.assert_array_equal(records.x[-3:], data[-3:])
-    # A wrong number of records against the enrolment is a clear refusal, not a crash.
+    del records
+    # A short federated run on it: one agent, 2 rounds of 5·10⁶ records each.
+    with live_server(create_app(app_settings(tmp_path))) as url:
+        request = run_request(hospitals=1, records=n, d=2, rounds=2)
+        created = httpx.post(f"{url}/v1/runs", json=request, headers=admin_headers(), timeout=60)
+        assert created.status_code == 201, created.text
+        agent = Agent(
+            AgentConfig(
+                coordinator=url,
+                token=TOKENS[0],
+                data=path,
+                state=tmp_path / "agent",
+                seed=1,
+                wait=5.0,
+                give_up=120.0,
+            )
+        )
+        try:
+            assert agent.run() == 0
+        finally:
+            agent.close()
+        run_id = created.json()["run_id"]
+        rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds", timeout=30).json()
+        assert [r["count"] for r in rounds] == [n // 2, n // 2]
+        beta = httpx.get(f"{url}/v1/runs/{run_id}", timeout=30).json()["beta"]
+        assert np.all(np.isfinite(beta))
+    # A NaN in the very last row is found and named.
     bad = data.copy()
     bad[n - 1, 1] = np.nan
     np.save(path, bad)
