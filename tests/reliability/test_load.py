@@ -55,21 +55,36 @@ async def send_all(url: str, run_id: str) -> tuple[Counter[str], float, list[flo
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=300) as client:
 
         async def one(i: int) -> None:
+            # As an agent does: a connection error is retried with the same bytes, so a
+            # report whose answer was lost comes back as a duplicate of the committed one.
+            retried = False
             async with semaphore:
                 started = time.monotonic()
-                response = await client.post(
-                    f"/v1/runs/{run_id}/rounds/0/reports",
-                    content=json.dumps(report(i)).encode(),
-                    headers={
-                        "Authorization": f"Bearer {token(i)}",
-                        "Content-Type": "application/json",
-                    },
-                )
+                for attempt in range(8):
+                    try:
+                        response = await client.post(
+                            f"/v1/runs/{run_id}/rounds/0/reports",
+                            content=json.dumps(report(i)).encode(),
+                            headers={
+                                "Authorization": f"Bearer {token(i)}",
+                                "Content-Type": "application/json",
+                            },
+                        )
+                        break
+                    except httpx.TransportError:
+                        outcome["connection errors, retried"] += 1
+                        retried = True
+                        await asyncio.sleep(0.2 * 2**attempt)
+                else:
+                    outcome["gave up"] += 1
+                    return
                 latencies.append(time.monotonic() - started)
             if response.status_code != 200:
                 outcome[f"HTTP {response.status_code}"] += 1
+            elif not response.json()["duplicate"]:
+                outcome["accepted"] += 1
             else:
-                outcome["duplicate" if response.json()["duplicate"] else "accepted"] += 1
+                outcome["accepted, answer lost" if retried else "duplicate"] += 1
 
         started = time.monotonic()
         await asyncio.gather(*(one(i) for i in range(HOSPITALS)))
@@ -109,7 +124,9 @@ def test_one_thousand_hospitals_in_one_round(procs: Processes, tmp_path: Path) -
     rss_before = peak_rss_mib(server.pid)
 
     outcome, elapsed, latencies = asyncio.run(send_all(cluster.url, run_id))
-    assert outcome == Counter({"accepted": HOSPITALS}), outcome
+    once = outcome["accepted"] + outcome["accepted, answer lost"]
+    assert once == HOSPITALS, outcome
+    assert set(outcome) <= {"accepted", "accepted, answer lost", "connection errors, retried"}
     rounds = cluster.get(f"/v1/runs/{run_id}/rounds")
     assert rounds[0]["status"] == "closed"
     assert sorted(rounds[0]["reporters"]) == [f"h{i:04d}" for i in range(HOSPITALS)]
@@ -124,7 +141,8 @@ def test_one_thousand_hospitals_in_one_round(procs: Processes, tmp_path: Path) -
 
     # Every report again (a retry storm): each a duplicate, nothing counted twice.
     again, _, _ = asyncio.run(send_all(cluster.url, run_id))
-    assert again == Counter({"duplicate": HOSPITALS}), again
+    assert again["duplicate"] + again["accepted, answer lost"] == HOSPITALS, again
+    assert again["accepted"] == 0, again
     assert cluster.get(f"/v1/runs/{run_id}/rounds")[0] == rounds[0]
 
     rss_peak = peak_rss_mib(server.pid)
@@ -133,5 +151,5 @@ def test_one_thousand_hospitals_in_one_round(procs: Processes, tmp_path: Path) -
         f"load: {HOSPITALS} reports in {elapsed:.2f} s = {HOSPITALS / elapsed:.0f} durable "
         f"reports/s (concurrency {CONCURRENCY}); latency p50 {latencies[len(latencies) // 2]:.3f}"
         f" s, p99 {latencies[int(len(latencies) * 0.99)]:.3f} s; coordinator VmHWM "
-        f"{rss_before:.0f} MiB before, {rss_peak:.0f} MiB after"
+        f"{rss_before:.0f} MiB before, {rss_peak:.0f} MiB after; {dict(outcome)}"
     )
