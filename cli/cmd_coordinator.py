@@ -11,9 +11,11 @@ Create runs with ``ldpem run create`` (or ``POST /v1/runs`` with the admin token
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import secrets
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +59,24 @@ def resolve_admin_token(
     if token_file is not None:
         raise UserError(f"{token_file}: no such file")
     value = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(value + "\n")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as error:
+        raise UserError(f"{path}: cannot write the admin token ({error.strerror})") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(value + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as error:
+        # No partial state: an empty token file would make the next start refuse it.
+        path.unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write the admin token ({error.strerror})") from None
     return value, path
+
+
+def _state_files(state: Path) -> list[Path]:
+    return [state, *(Path(f"{state}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     for path in (settings.tls_cert, settings.tls_key):
         if path is not None and not path.is_file():
             raise UserError(f"{path}: no such file")
+    fresh = [path for path in _state_files(settings.state) if not path.exists()]
     token, written = resolve_admin_token(
         settings.admin_token, settings.admin_token_file, settings.state
     )
@@ -97,7 +114,15 @@ def run(args: argparse.Namespace) -> int:
     log.info(
         "coordinator on %s://%s:%d, state %s", scheme, settings.host, settings.port, settings.state
     )
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except sqlite3.Error as error:
+        # Disk full, read-only directory, not a database: one line, and nothing left
+        # behind that this start created.
+        for path in [*fresh, *([written] if written is not None else [])]:
+            with contextlib.suppress(OSError):  # a read-only directory: nothing was created
+                path.unlink(missing_ok=True)
+        raise UserError(f"{settings.state}: cannot open the coordinator state ({error})") from None
     uvicorn.run(
         app,
         host=settings.host,

@@ -53,8 +53,9 @@ def _read_npy(path: Path, *, has_response: bool) -> tuple[NDArray[np.float64], l
         raise UserError(f"{path}: not a readable .npy array ({error})") from None
     if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
         raise UserError(f"{path}: expected a non-empty 2-D array, got shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.number):
-        raise UserError(f"{path}: expected a numeric array, got dtype {array.dtype}")
+    # Integers or floats only: a complex array would silently lose its imaginary part.
+    if not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise UserError(f"{path}: expected a real numeric array, got dtype {array.dtype}")
     width = array.shape[1]
     columns = [f"x{j}" for j in range(width)]
     if has_response:

@@ -104,6 +104,9 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell that runs this suite in the background starts it with SIGINT ignored, and
+        # children inherit that; give the demo the disposition a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120

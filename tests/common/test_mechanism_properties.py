@@ -1,0 +1,136 @@
+"""Property-based tests (hypothesis) of the mechanisms on arbitrary inputs.
+
+Any finite float array (±1e308, subnormals, zeros, mixed magnitudes), any scale s > 0 and
+smoothing β_s > 0, any clip C > 0: every record's contribution is finite and within the
+bound the privacy proof uses, the reports and the holder's sum are finite, and invalid
+parameters or non-finite gradients raise ValueError. RuntimeWarnings from ldpem are errors
+(pyproject), so an overflow inside a mechanism fails these tests too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from ldpem.common.mechanisms import CentralTruncation, LocalClipped, LocalTruncation, Mechanism
+from ldpem.common.truncation import TRUNCATION_BOUND
+
+EXAMPLES = settings(
+    max_examples=100,
+    deadline=None,  # the machine is shared and loaded: no per-example time limit
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,  # reproducible in CI
+)
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+special = st.sampled_from(
+    [0.0, -0.0, 5e-324, -5e-324, 2.2e-308, 1e-300, -1e-300, 1e300, -1e300, 1.7e308, -1.7e308]
+)
+values = st.one_of(finite, special)
+gradients = st.integers(1, 6).flatmap(
+    lambda d: arrays(np.float64, st.tuples(st.integers(1, 8), st.just(d)), elements=values)
+)
+positive = st.floats(min_value=5e-324, max_value=1.7e308, allow_nan=False, allow_infinity=False)
+# The mechanisms run on real data at scales within these, but accept the full positive range.
+noise = st.floats(min_value=0.0, max_value=1e6, allow_nan=False)
+not_positive = st.one_of(
+    st.floats(max_value=0.0), st.just(math.nan), st.just(math.inf), st.just(-math.inf)
+)
+
+
+def check(mechanism: Mechanism, g: np.ndarray) -> None:
+    d = g.shape[1]
+    bound = mechanism.record_bound(d)
+    contributions = mechanism.contributions(g)
+    assert contributions.shape == g.shape
+    assert np.all(np.isfinite(contributions))
+    assert np.all(np.abs(contributions) <= bound)
+    rng = np.random.default_rng(0)
+    reports = mechanism.privatize(g, rng)
+    assert reports.shape == g.shape and np.all(np.isfinite(reports))
+    if g.shape[0] * bound > 1e307:
+        return  # the sum of n bounded values may exceed the float range: nothing to check
+    total = mechanism.holder_sum(g, rng)
+    assert total.shape == (d,) and np.all(np.isfinite(total))
+    if mechanism.noise_std == 0.0:
+        assert np.all(np.abs(reports) <= bound)
+        assert np.all(np.abs(total) <= g.shape[0] * bound * (1 + 1e-12))
+
+
+@EXAMPLES
+@given(g=gradients, scale=positive, smoothing=positive, sigma=noise)
+def test_local_truncation_is_bounded_and_finite(
+    g: np.ndarray, scale: float, smoothing: float, sigma: float
+) -> None:
+    mechanism = LocalTruncation(scale=scale, smoothing=smoothing, noise_std=sigma)
+    assert mechanism.record_bound(g.shape[1]) == scale * TRUNCATION_BOUND
+    check(mechanism, g)
+
+
+@EXAMPLES
+@given(g=gradients, scale=positive, smoothing=positive)
+def test_central_truncation_is_bounded_and_finite(
+    g: np.ndarray, scale: float, smoothing: float
+) -> None:
+    check(CentralTruncation(scale=scale, smoothing=smoothing, noise_std=0.0), g)
+
+
+@EXAMPLES
+@given(g=gradients, clip=positive, sigma=noise)
+def test_local_clipped_is_bounded_and_finite(g: np.ndarray, clip: float, sigma: float) -> None:
+    mechanism = LocalClipped(clip=clip, noise_std=sigma)
+    check(mechanism, g)
+    if 1e-290 < clip < 1e290:  # relative precision of subnormal clips is meaningless
+        norms = np.sqrt(np.sum((mechanism.contributions(g) / clip) ** 2, axis=1))
+        assert np.all(norms <= 1.0 + 1e-9)
+
+
+@EXAMPLES
+@given(bad=not_positive, good=positive)
+def test_invalid_parameters_raise_value_error(bad: float, good: float) -> None:
+    with pytest.raises(ValueError):
+        LocalTruncation(scale=bad, smoothing=good, noise_std=1.0)
+    with pytest.raises(ValueError):
+        LocalTruncation(scale=good, smoothing=bad, noise_std=1.0)
+    with pytest.raises(ValueError):
+        CentralTruncation(scale=bad, smoothing=good, noise_std=0.0)
+    with pytest.raises(ValueError):
+        LocalClipped(clip=bad, noise_std=1.0)
+    if bad != 0.0:  # noise_std = 0 is allowed (no noise)
+        with pytest.raises(ValueError):
+            LocalTruncation(scale=good, smoothing=good, noise_std=bad)
+        with pytest.raises(ValueError):
+            LocalClipped(clip=good, noise_std=bad)
+
+
+@EXAMPLES
+@given(
+    g=gradients,
+    poison=st.sampled_from([math.nan, math.inf, -math.inf]),
+    where=st.integers(0, 1000),
+)
+def test_non_finite_gradients_raise_value_error(g: np.ndarray, poison: float, where: int) -> None:
+    g = g.copy()
+    g.flat[where % g.size] = poison
+    for mechanism in (
+        LocalTruncation(scale=1.0, smoothing=2.0, noise_std=1.0),
+        CentralTruncation(scale=1.0, smoothing=2.0, noise_std=0.0),
+        LocalClipped(clip=1.0, noise_std=1.0),
+    ):
+        with pytest.raises(ValueError):
+            mechanism.privatize(g, np.random.default_rng(0))
+        with pytest.raises(ValueError):
+            mechanism.holder_sum(g, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 2, 2), (0,)])
+def test_wrong_shapes_raise_value_error(shape: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError):
+        LocalTruncation(scale=1.0, smoothing=2.0, noise_std=1.0).privatize(
+            np.zeros(shape), np.random.default_rng(0)
+        )

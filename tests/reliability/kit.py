@@ -1,0 +1,134 @@
+"""Shared by the fault tests: a coordinator and agents as real processes, restartable."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ldpem.client.ledger import Ledger
+from ldpem.common.wire import PublicParameters, expected_round_count
+from tests.cli.procs import Processes, wait_healthy
+from tests.fedkit import TOKENS, admin_headers, free_port, replay
+
+AGENT_SEED = 100
+
+
+class Cluster:
+    """One coordinator (port and state file fixed, so it can be killed and restarted) and
+    the command lines of the agents."""
+
+    def __init__(self, procs: Processes, tmp_path: Path, *, log_level: str = "warning") -> None:
+        self.procs = procs
+        self.tmp_path = tmp_path
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.state = tmp_path / "coordinator.sqlite"
+        self.log_level = log_level
+        self.server: subprocess.Popen[bytes] | None = None
+
+    def start_coordinator(self) -> subprocess.Popen[bytes]:
+        self.server = self.procs.start(
+            "coordinator",
+            "coordinator",
+            "--port",
+            str(self.port),
+            "--state",
+            str(self.state),
+            "--log-level",
+            self.log_level,
+            env={"LDPEM_TICK": "0.1"},
+        )
+        wait_healthy(self.url, self.server, timeout=120)
+        return self.server
+
+    def kill_coordinator(self) -> None:
+        assert self.server is not None
+        self.server.kill()
+        self.server.wait(30)
+
+    def create(self, request: dict[str, Any]) -> dict[str, Any]:
+        response = httpx.post(
+            f"{self.url}/v1/runs", json=request, headers=admin_headers(), timeout=120
+        )
+        assert response.status_code == 201, response.text
+        created: dict[str, Any] = response.json()
+        return created
+
+    def agent(
+        self,
+        i: int,
+        data: Path,
+        *,
+        url: str | None = None,
+        give_up: float = 300,
+        wait: float = 5,
+        log_level: str = "info",
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        return self.procs.start(
+            f"agent{i}",
+            "client",
+            "--coordinator",
+            url or self.url,
+            "--token",
+            TOKENS[i],
+            "--data",
+            str(data),
+            "--state",
+            str(self.tmp_path / f"agent{i}"),
+            "--seed",
+            str(AGENT_SEED + i),
+            "--wait",
+            str(wait),
+            "--give-up",
+            str(give_up),
+            "--log-level",
+            log_level,
+            env=env,
+        )
+
+    def get(self, path: str) -> Any:
+        return httpx.get(f"{self.url}{path}", timeout=30).json()
+
+
+def check_exact_run(
+    cluster: Cluster, created: dict[str, Any], paths: list[Path], counts: list[int]
+) -> list[list[float]]:
+    """Finished; every round counts each hospital exactly once; β^0…β^T equal, bit for bit,
+    the offline recomputation (what an unkilled run produces); each agent's ledger holds
+    each round once, acknowledged."""
+    run_id = created["run_id"]
+    params = PublicParameters.model_validate(created["params"])
+    run = cluster.get(f"/v1/runs/{run_id}")
+    assert (run["status"], run["round"]) == ("finished", params.rounds)
+    rounds = cluster.get(f"/v1/runs/{run_id}/rounds")
+    assert len(rounds) == params.rounds
+    names = [f"h{i}" for i in range(len(counts))]
+    for t, r in enumerate(rounds):
+        assert sorted(r["reporters"]) == names and len(r["reporters"]) == len(names), (t, r)
+        assert r["count"] == sum(expected_round_count(c, params.rounds, t) for c in counts)
+    betas: list[list[float]] = cluster.get(f"/v1/runs/{run_id}/trajectory")["betas"]
+    expected = replay(
+        params,
+        run_id,
+        betas[0],
+        paths,
+        [AGENT_SEED + i for i in range(len(counts))],
+        epsilon=params.epsilon,
+        delta=params.delta,
+    )
+    assert betas == expected  # JSON floats: bit for bit
+    for i in range(len(counts)):
+        ledger = Ledger(cluster.tmp_path / f"agent{i}")
+        try:
+            entries = ledger.entries(run_id)
+            assert [e.round for e in entries] == list(range(params.rounds))
+            assert all(e.status == "acknowledged" for e in entries), [e.status for e in entries]
+            spent = ledger.spent_epsilon(entries[0].data, delta=params.delta, accounting="exact")
+            assert spent <= params.epsilon * (1 + 1e-9)
+        finally:
+            ledger.close()
+    return betas
