@@ -99,7 +99,7 @@ def check_exact_run(
 ) -> list[list[float]]:
     """Finished; every round counts each hospital exactly once; β^0…β^T equal, bit for bit,
     the offline recomputation (what an unkilled run produces); each agent's ledger holds
-    each round once, acknowledged."""
+    each round once, its budget spent once."""
     run_id = created["run_id"]
     params = PublicParameters.model_validate(created["params"])
     run = cluster.get(f"/v1/runs/{run_id}")
@@ -126,7 +126,12 @@ def check_exact_run(
         try:
             entries = ledger.entries(run_id)
             assert [e.round for e in entries] == list(range(params.rounds))
-            assert all(e.status == "acknowledged" for e in entries), [e.status for e in entries]
+            # "persisted": the agent was killed after the coordinator committed its report but
+            # before it recorded the answer, and the round had closed when it came back. The
+            # spend is in the ledger either way, and the rounds above show the report counted
+            # exactly once.
+            statuses = [e.status for e in entries]
+            assert all(s in ("acknowledged", "persisted") for s in statuses), statuses
             spent = ledger.spent_epsilon(entries[0].data, delta=params.delta, accounting="exact")
             assert spent <= params.epsilon * (1 + 1e-9)
         finally:
