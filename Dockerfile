@@ -11,16 +11,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/ldpem/bin:$PATH
 
-# Dependencies first, from pyproject.toml alone, so that a change of the code reuses them.
+# Dependencies first, the exact versions (and hashes) of requirements/runtime.lock, so that
+# a change of the code reuses them and every image has what CI tested.
 WORKDIR /src
-COPY pyproject.toml ./
+COPY requirements/runtime.lock ./
 RUN python3 -m venv /opt/ldpem \
- && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
- && pip install --requirement /tmp/requirements.txt \
- && rm /tmp/requirements.txt
+ && pip install --require-hashes --no-deps --requirement runtime.lock
 
 COPY . .
-RUN pip install --no-deps . \
+RUN pip install --no-deps --no-build-isolation . \
  && cd / && rm -rf /src \
  && ldpem --version
 

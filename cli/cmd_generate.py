@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
         "--missing", type=float, help="rmc: fraction of missing covariates (default 0.1)"
     )
     parser.add_argument("--out", required=True, type=Path, help="output file, .csv or .npy")
-    parser.add_argument("--beta-star-out", type=Path, help="write β* here (JSON)")
+    parser.add_argument("--beta-star-out", type=Path, help="write β* here (a .json file)")
     parser.set_defaults(handler=run)
 
 
@@ -63,6 +63,10 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"--part must be between 1 and --parts ({args.parts}), got {args.part}")
     if args.out.suffix.lower() not in _FORMATS:
         raise UserError(f"{args.out}: the output must end in .csv or .npy")
+    if args.beta_star_out is not None and args.beta_star_out.suffix.lower() != ".json":
+        raise UserError(
+            f"{args.beta_star_out}: --beta-star-out writes JSON, so the file must end in .json"
+        )
     if args.missing is not None and args.model != "rmc":
         raise UserError("--missing applies to model rmc only")
 

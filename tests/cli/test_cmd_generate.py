@@ -69,6 +69,10 @@ def test_response_models_write_y_last_and_rmc_missing_cells(tmp_path: Path) -> N
         (["--n", "0"], "--n must be at least 1, got 0"),
         (["--missing", "0.1"], "--missing applies to model rmc only"),
         (["--out", "x.txt"], "x.txt: the output must end in .csv or .npy"),
+        (
+            ["--beta-star-out", "bstar.npy"],
+            "bstar.npy: --beta-star-out writes JSON, so the file must end in .json",
+        ),
     ],
 )
 def test_bad_options_are_one_line_errors(
