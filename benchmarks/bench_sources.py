@@ -7,8 +7,11 @@ The same n records (d covariates and a response y, model mrm) are written as CSV
 floats), .npy, Parquet, a SQLite table and a PostgreSQL table (double precision). Each
 source is then read by ``ldpem.client.sources.Source.load`` in a FRESH subprocess, which
 prints its peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) before the read (after
-its imports) and after it. The records themselves take n·(d+1)·8 bytes; a source that
-streams in chunks stays within a small factor of that, whatever n.
+its imports) and after it, and VmHWM from /proc as a cross-check. Linux carries the peak
+of the process that started a child over into the child's ru_maxrss (across fork and
+exec), so the records are written by another subprocess and this one stays small.
+The records themselves take n·(d+1)·8 bytes; a source that streams in chunks stays within
+a small factor of that, whatever n.
 
 PostgreSQL: ``--postgres URL`` (password from the environment, as for the agent), else a
 throw-away server started with tests/client/postgres.py (Debian's postgresql package).
@@ -48,8 +51,11 @@ started = time.perf_counter()
 records = Source(location, query=query).load("mrm")
 seconds = time.perf_counter() - started
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines()
+              if ":" in line)
 print(json.dumps({"n": records.n, "d": records.d, "seconds": seconds,
-                  "kib_before": before, "kib_peak": peak}))
+                  "kib_before": before, "kib_peak": peak,
+                  "vmhwm_kib": int(status["VmHWM"].split()[0])}))
 """
 
 QUERY = "SELECT {columns} FROM records ORDER BY id"
@@ -134,10 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--d", type=int, default=10)
     parser.add_argument("--postgres", help="database URL (default: a throw-away server)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
+    parser.add_argument("--write", metavar="DIR", help=argparse.SUPPRESS)  # the writer child
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows = 2000
+    if args.write:
+        print(json.dumps(write_all(Path(args.write), args.rows, args.d, args.postgres)))
+        return 0
     before = machine()
     server = None
     url = args.postgres
@@ -155,7 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="ldpem-bench-sources-") as tmp:
             begun = time.perf_counter()
-            sources = write_all(Path(tmp), args.rows, args.d, url)
+            writer = [sys.executable, __file__, "--write", tmp, "--rows", str(args.rows)]
+            writer += ["--d", str(args.d), *(["--postgres", url] if url else [])]
+            written = subprocess.run(writer, capture_output=True, text=True, check=False)
+            if written.returncode != 0:
+                raise RuntimeError(f"writing the records failed: {written.stderr[-2000:]}")
+            sources = json.loads(written.stdout)
             if not args.json:
                 print(f"wrote {args.rows} rows in {time.perf_counter() - begun:.0f} s")
             for kind, (location, query) in sources.items():
@@ -183,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     for kind, row in results.items():
         print(
             f"{kind:>10}: peak RSS {row['kib_peak'] / 1024:6.0f} MiB "
-            f"(after imports {row['kib_before'] / 1024:4.0f} MiB), "
+            f"(after imports {row['kib_before'] / 1024:4.0f} MiB, VmHWM "
+            f"{row['vmhwm_kib'] / 1024:4.0f} MiB), "
             f"{row['ratio_to_csv']:.2f}x CSV, read in {row['seconds']:.1f} s"
         )
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
+from ldpem.client.data import load_records
 from ldpem.client.sources import Source
 from ldpem.errors import UserError
 from ldpem.server.app import create_app
@@ -345,3 +347,55 @@ def test_agent_runs_from_postgresql_without_the_password_anywhere(
     run = httpx.get(f"{coordinator}/v1/runs", timeout=10).text
     page = httpx.get(f"{coordinator}/", timeout=10).text
     assert PASSWORD not in run and PASSWORD not in page
+
+
+def test_compose_warehouse_init_and_query(
+    pg: Postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deploy/warehouse/init.sql (run with psql, as the postgres image does) and the query
+    of docker-compose.yml's hospital-d give the records `ldpem generate` wrote."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    csv = tmp_path / "records.csv"
+    argv = ["generate", "--model", "mrm", "--d", "3", "--n", "700", "--seed", "5"]
+    assert main([*argv, "--out", str(csv)]) == 0
+    with psycopg.connect(pg.conninfo(), autocommit=True) as db:
+        db.execute("CREATE DATABASE cdm")
+    script = tmp_path / "init.sql"
+    init = (root / "deploy" / "warehouse" / "init.sql").read_text()
+    script.write_text(init.replace("/seed/records.csv", str(csv)))
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    done = subprocess.run(
+        [str(pg.bin / "psql"), "-X", "-q", "-d", pg.url("cdm"), "-f", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    command = yaml.safe_load((root / "docker-compose.yml").read_text())["services"]["hospital-d"][
+        "command"
+    ]
+    option = dict(zip(command[1::2], command[2::2], strict=True))
+    monkeypatch.setenv("PGPASSWORD", "demo-warehouse-reader-NOT-SECRET")
+    source = Source(
+        pg.url("cdm", user="ldpem_reader"),
+        query=option["--query"],
+        columns=tuple(option["--columns"].split(",")),
+        target=option["--target"],
+    )
+    records = source.load("mrm")
+    expected = load_records(csv, "mrm")
+    assert same_bits(records.x, expected.x)
+    assert records.y is not None and expected.y is not None and same_bits(records.y, expected.y)
+    # The agent's transaction is read-only, whatever the role may do (here: the superuser).
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    deleting = "WITH gone AS (DELETE FROM cdm.person RETURNING person_id) SELECT * FROM gone"
+    with pytest.raises(UserError, match="DECLARE CURSOR must not contain data-modifying"):
+        Source(pg.url("cdm"), query=f"{deleting} ORDER BY 1").load("gmm")
+    sequence = "SELECT nextval('cdm.measurement_measurement_id_seq') AS x ORDER BY 1"
+    with pytest.raises(UserError, match=r"cannot execute nextval\(\) in a read-only transaction"):
+        Source(pg.url("cdm"), query=sequence).load("gmm")
+    with psycopg.connect(pg.url("cdm")) as db:
+        assert db.execute("SELECT count(*) FROM cdm.person").fetchone() == (700,)
