@@ -9,6 +9,7 @@ a password never shows in a message, a log or the ledger.
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -134,29 +135,18 @@ def _omop(conninfo: str) -> None:
             )
 
 
-#: The example query of docs/FEDERATED.md ("Where the records come from").
-OMOP_QUERY = """
-WITH latest AS (
-  SELECT DISTINCT ON (person_id, measurement_concept_id)
-         person_id, measurement_concept_id, value_as_number
-  FROM cdm.measurement
-  WHERE measurement_concept_id IN (3004410, 3038553, 3027018)
-  ORDER BY person_id, measurement_concept_id, measurement_date DESC, measurement_id DESC
-)
-SELECT p.person_id,
-       2024 - p.year_of_birth AS age,
-       max(value_as_number) FILTER (WHERE measurement_concept_id = 3038553) AS bmi,
-       max(value_as_number) FILTER (WHERE measurement_concept_id = 3027018) AS heart_rate,
-       max(value_as_number) FILTER (WHERE measurement_concept_id = 3004410) AS hba1c
-FROM cdm.person p LEFT JOIN latest l ON l.person_id = p.person_id
-GROUP BY p.person_id, p.year_of_birth
-ORDER BY p.person_id
-"""
+def docs_query() -> str:
+    """The example query of docs/FEDERATED.md ("Where the records come from")."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "FEDERATED.md").read_text()
+    section = text.split("## Where the records come from", 1)[1]
+    match = re.search(r"```sql\n(.*?)```", section, re.DOTALL)
+    assert match is not None, "no ```sql block in the section"
+    return match.group(1)
 
 
 def test_omop_pivot_query(pg: Postgres, password_env: None) -> None:
     source = Source(
-        pg.url(), query=OMOP_QUERY, columns=("age", "bmi", "heart_rate"), target="hba1c"
+        pg.url(), query=docs_query(), columns=("age", "bmi", "heart_rate"), target="hba1c"
     )
     records = source.load("rmc")
     assert records.n == 300 and records.d == 3
