@@ -177,7 +177,7 @@ def _to_records(
     infinite = np.isinf(table)
     if infinite.any():
         row, column = _first_bad(infinite)
-        raise UserError(f"{where(row, column)}: infinite value {table[row, column]!r}")
+        raise UserError(f"{where(row, column)}: infinite value {float(table[row, column])!r}")
 
     if response_index is not None:
         missing_y = np.isnan(table[:, response_index])

@@ -310,7 +310,7 @@ def _collect(
                 row, column = np.argwhere(infinite)[0]
                 raise UserError(
                     f"{label} row {n + row + 1}, column {names[column]!r}: infinite value "
-                    f"{block[row, column]!r}"
+                    f"{float(block[row, column])!r}"
                 )
             if response is not None:
                 missing_y = np.isnan(block[:, response])

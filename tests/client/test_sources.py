@@ -273,3 +273,29 @@ def test_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(UserError, match=r"pip install 'ldpem\[postgres\]'"):
         Source("postgresql:///cdm", query="SELECT 1 ORDER BY 1").load("gmm")
+
+
+@pytest.mark.parametrize(
+    ("select", "message"),
+    [
+        ("9e999", "row 1, column 'a': infinite value inf"),
+        ("-9e999", "row 1, column 'a': infinite value -inf"),
+        ("x'00ff'", "row 1, column 'a': not a number: b'\\x00\\xff' (bytes)"),
+        ("'1.5'", "row 1, column 'a': not a number: '1.5' (str)"),  # text, even if numeric
+        ("'" + "z" * 100 + "'", "not a number: '" + "z" * 36 + "..."),
+        ("NULL", "row 1, column 'a': missing value (NULL), but model gmm allows none"),
+    ],
+)
+def test_sqlite_hostile_values(tmp_path: Path, select: str, message: str) -> None:
+    url = _sqlite_db(tmp_path, [(1, 1.0, 2.0, 3.0)])
+    with pytest.raises(UserError) as caught:
+        Source(url, query=f"SELECT {select} AS a ORDER BY 1").load("gmm")
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_sqlite_huge_integers_and_zero_rows_edges(tmp_path: Path) -> None:
+    url = _sqlite_db(tmp_path, [(1, 1.0, 2.0, 3.0)])
+    records = Source(url, query="SELECT 9223372036854775807 AS a, 0 AS b ORDER BY 1").load("gmm")
+    assert records.x.tolist() == [[9.223372036854776e18, 0.0]]
+    with pytest.raises(UserError, match="no records"):
+        Source(url, query="SELECT x1 FROM t WHERE 0 ORDER BY 1").load("gmm")
