@@ -389,3 +389,30 @@ def test_compose_warehouse_init_and_query(
         Source(pg.url("cdm"), query=sequence).load("gmm")
     with psycopg.connect(pg.url("cdm")) as db:
         assert db.execute("SELECT count(*) FROM cdm.person").fetchone() == (700,)
+
+
+@pytest.mark.parametrize(
+    ("select", "message"),
+    [
+        ("'Infinity'::float8", "row 1, column 'a': infinite value inf"),
+        ("1e400::numeric", "row 1, column 'a': infinite value inf"),
+        ("'NaN'::numeric", "row 1, column 'a': missing value (NULL), but model gmm allows none"),
+        ("true", "row 1, column 'a': not a number: True (bool)"),
+        ("DATE '2024-01-01'", "row 1, column 'a': not a number: datetime.date(2024, 1, 1) (date)"),
+        ("'{1,2}'::float8[]", "row 1, column 'a': not a number: [1.0, 2.0] (list)"),
+    ],
+)
+def test_postgres_hostile_values(
+    pg: Postgres, password_env: None, select: str, message: str
+) -> None:
+    with pytest.raises(UserError) as caught:
+        Source(pg.url(), query=f"SELECT {select} AS a ORDER BY 1").load("gmm")
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_postgres_integers_and_numeric_convert_exactly_where_float_can(
+    pg: Postgres, password_env: None
+) -> None:
+    query = "SELECT 3::int2 AS a, -7::int8 AS b, 0.1::numeric AS c, 2.5::float4 AS d ORDER BY 1"
+    records = Source(pg.url(), query=query).load("gmm")
+    assert records.x.tolist() == [[3.0, -7.0, 0.1, 2.5]]
