@@ -3,6 +3,13 @@ round's report on this machine and never sends a record or an un-noised gradient
 
     ldpem client --coordinator URL --token TOKEN --data FILE [--state DIR]
                  [--epsilon E --delta D] [--allow-weaker]
+    ldpem client … --data postgresql://user@host/db --query "SELECT … ORDER BY …"
+                 [--columns a,b,c] [--target y] [--password-file FILE]
+
+--data: a CSV, .npy or .parquet file, or a database (postgresql://… or sqlite:///…) with
+--query; the database password comes from PGPASSWORD, ~/.pgpass, a libpq service or
+--password-file, never from the command line (docs/FEDERATED.md, "Where the records come
+from").
 
 The token may also come from ``--token-file`` or ``LDPEM_TOKEN``. Without --epsilon and
 --delta the agent adopts the run's published budget. Exit status 0 when the run finished.
@@ -14,11 +21,48 @@ import argparse
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ldpem.errors import UserError
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from ldpem.client.sources import Source
+
+__all__ = ["add_source_arguments", "register", "source_from_args"]
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """--data, --query, --columns, --target and --password-file (also for ``simulate``)."""
+    parser.add_argument(
+        "--data",
+        required=required,
+        metavar="FILE_OR_URL",
+        help="records: a .csv, .npy or .parquet file, or postgresql://… / sqlite:///… with --query",
+    )
+    parser.add_argument("--query", help='SQL giving one row per record, ending "ORDER BY <key>"')
+    parser.add_argument(
+        "--columns", metavar="A,B,C", help="covariate columns (default: all but the response)"
+    )
+    parser.add_argument("--target", metavar="NAME", help="response column (default y)")
+    parser.add_argument(
+        "--password-file",
+        type=Path,
+        metavar="FILE",
+        help="file holding the database password (or PGPASSWORD, ~/.pgpass, PGSERVICE)",
+    )
+
+
+def source_from_args(args: argparse.Namespace) -> Source:
+    """The ``ldpem.client.sources.Source`` the arguments describe (checked, not yet read)."""
+    from ldpem.client.sources import Source, parse_columns
+
+    return Source(
+        location=str(args.data),
+        query=args.query,
+        columns=parse_columns(args.columns),
+        target=args.target,
+        password_file=args.password_file,
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +75,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--coordinator", required=True, metavar="URL", help="coordinator base URL")
     parser.add_argument("--token", help="this hospital's bearer token")
     parser.add_argument("--token-file", type=Path, help="file holding the token")
-    parser.add_argument("--data", required=True, type=Path, help="records: CSV or .npy")
+    add_source_arguments(parser)
     parser.add_argument(
         "--state",
         type=Path,
@@ -93,12 +137,14 @@ def run(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    if not args.data.is_file():
-        raise UserError(f"{args.data}: no such file")
+    source = source_from_args(args)
+    if source.scheme is None and not Path(source.location).is_file():
+        raise UserError(f"{source.location}: no such file")
     config = AgentConfig(
         coordinator=args.coordinator,
         token=token,
-        data=args.data,
+        # Only named in the agent's messages (a URL as a Path would lose its "//").
+        data=Path(source.name),
         state=args.state,
         epsilon=args.epsilon,
         delta=args.delta,
@@ -109,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         ca_cert=args.ca_cert,
         seed=args.seed,
     )
-    agent = Agent(config)
+    agent = Agent(config, loader=source.loader)
     try:
         return agent.run()
     finally:

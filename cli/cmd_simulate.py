@@ -11,11 +11,13 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.cmd_client import add_source_arguments, source_from_args
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.mechanisms import MECHANISM_NAMES
 from ldpem.common.models import MODEL_NAMES
-from ldpem.simulate import RoundCallback, SimulationConfig, SimulationOutcome, simulate
+from ldpem.errors import UserError
+from ldpem.simulate import Dataset, RoundCallback, SimulationConfig, SimulationOutcome, simulate
 
 __all__ = ["config_from_args", "progress_reporter", "register", "summary"]
 
@@ -53,7 +55,8 @@ def register(subparsers: Any) -> None:
     add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
     add("--eta", type=float, default=_DEFAULTS.eta, help="step size η")
     add("--outliers", type=float, default=0.0, help="share of records made gross outliers")
-    add("--data", type=Path, default=None, help="CSV of records instead of synthetic data")
+    # Records instead of synthetic data: a file, or a database with --query (as `client`).
+    add_source_arguments(parser, required=False)
     add("--json", action="store_true", help="print one JSON object instead of a summary")
     parser.set_defaults(handler=run)
 
@@ -80,7 +83,8 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
         zeta=args.zeta,
         eta=args.eta,
         outliers=args.outliers,
-        data=args.data,
+        # A database is no Path: `run` reads every source through ldpem.client.sources.
+        data=Path(args.data) if args.data is not None and "://" not in args.data else None,
     )
 
 
@@ -128,9 +132,16 @@ def summary(outcome: SimulationOutcome) -> str:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    dataset = None
+    if args.data is not None:
+        dataset = Dataset(source_from_args(args).load(config.model))
+    elif args.query or args.columns or args.target or args.password_file:
+        raise UserError("--query, --columns, --target and --password-file need --data")
     if args.json:
-        print(json.dumps(simulate(config)))
+        print(json.dumps(simulate(config, dataset=dataset)))
         return 0
-    outcome = simulate(config, on_round=progress_reporter(config.rounds, sys.stderr))
+    outcome = simulate(
+        config, on_round=progress_reporter(config.rounds, sys.stderr), dataset=dataset
+    )
     print(summary(outcome))
     return 0

@@ -1,8 +1,11 @@
 """Load and validate a data holder's records (CSV or .npy), once, before anything runs.
 
+(Parquet files and SQL databases: ``ldpem.client.sources``, which calls this for CSV/.npy.)
+
 CSV: a header row, then one record per line, comma-separated.
   * GMM: every column is a coordinate of the observation y.
   * MRM, RMC: the column named ``y`` is the response; all other columns are covariates x.
+  ``columns``/``target`` (``--columns``/``--target``) choose other covariates and response.
     RMC only: an empty cell (or ``nan``/``NA``) is a missing covariate.
 .npy: a 2-D float array; for MRM/RMC the last column is the response y.
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 import csv
 import math
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +32,17 @@ RESPONSE_COLUMN = "y"
 _MISSING_TOKENS = frozenset({"", "nan", "NaN", "NA", "na", "N/A"})
 
 
-def load_records(path: str | Path, model: str) -> Records:
+def load_records(
+    path: str | Path,
+    model: str,
+    *,
+    columns: Sequence[str] | None = None,
+    target: str | None = None,
+) -> Records:
     """The records in ``path`` for ``model`` ("gmm", "mrm" or "rmc"), validated.
+
+    ``columns``: the covariate columns (GMM: the coordinates), default all but the response;
+    ``target``: the response column, default ``y``.
 
     Raises UserError with a one-line message naming the file, line and column of the first
     problem: unreadable file, no data rows, ragged rows, text in a numeric column,
@@ -40,10 +53,10 @@ def load_records(path: str | Path, model: str) -> Records:
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     if path.suffix.lower() == ".npy":
-        table, columns = _read_npy(path, has_response=spec.has_response)
+        table, names = _read_npy(path, has_response=spec.has_response)
     else:
-        table, columns = _read_csv(path)
-    return _to_records(path, table, columns, model=spec.name)
+        table, names = _read_csv(path)
+    return _to_records(path, table, names, model=spec.name, columns=columns, target=target)
 
 
 def _read_npy(path: Path, *, has_response: bool) -> tuple[NDArray[np.float64], list[str]]:
@@ -135,37 +148,47 @@ def _first_bad(mask: NDArray[np.bool_]) -> tuple[int, int]:
 
 
 def _to_records(
-    path: Path, table: NDArray[np.float64], columns: list[str], *, model: str
+    path: Path,
+    table: NDArray[np.float64],
+    names: list[str],
+    *,
+    model: str,
+    columns: Sequence[str] | None,
+    target: str | None,
 ) -> Records:
+    from ldpem.client.sources import resolve_columns
+
     spec = get_model(model)
 
     def where(row: int, column: int) -> str:
         # CSV line numbers count the header as line 1; for .npy this is the row index + 2.
-        return f"{path} line {row + 2}, column {columns[column]!r}"
+        return f"{path} line {row + 2}, column {names[column]!r}"
+
+    x_index, response_index = resolve_columns(
+        str(path), names, model=model, columns=columns, target=target
+    )
+    used = [*x_index, *([] if response_index is None else [response_index])]
+    if len(used) < len(names):
+        table = table[:, used]
+        names = [names[j] for j in used]
+        x_index = list(range(len(x_index)))
+        response_index = None if response_index is None else len(x_index)
 
     infinite = np.isinf(table)
     if infinite.any():
         row, column = _first_bad(infinite)
-        raise UserError(f"{where(row, column)}: infinite value {table[row, column]!r}")
+        raise UserError(f"{where(row, column)}: infinite value {float(table[row, column])!r}")
 
-    if spec.has_response:
-        if RESPONSE_COLUMN not in columns:
-            raise UserError(
-                f"{path}: model {model} needs a response column named {RESPONSE_COLUMN!r}, "
-                f"found columns {columns}"
-            )
-        if len(columns) < 2:
-            raise UserError(f"{path}: model {model} needs at least one covariate column")
-        response_index = columns.index(RESPONSE_COLUMN)
-        x_index = [j for j in range(len(columns)) if j != response_index]
+    if response_index is not None:
         missing_y = np.isnan(table[:, response_index])
         if missing_y.any():
             row = int(np.argmax(missing_y))
             raise UserError(f"{where(row, response_index)}: the response may not be missing")
         x, y = table[:, x_index], table[:, response_index].copy()
-    else:
-        x_index = list(range(len(columns)))
+    elif x_index == list(range(table.shape[1])):
         x, y = table, None
+    else:
+        x, y = table[:, x_index], None
 
     missing_x = np.isnan(x)
     if missing_x.any() and not spec.allows_missing:

@@ -56,3 +56,12 @@ def test_bench_scaling_quick(tmp_path: Path) -> None:
         assert {"floor_s", "agent_s", "coordinator_s", "agent_ratio"} <= rows[0].keys()
     assert (tmp_path / "scaling_n.png").stat().st_size > 0
     assert (tmp_path / "scaling_d.png").stat().st_size > 0
+
+
+def test_bench_sources_quick() -> None:
+    result = run("bench_sources.py")
+    sources = result["sources"]
+    assert {"csv", "npy", "parquet", "sqlite"} <= sources.keys()  # postgresql when installed
+    for row in sources.values():
+        assert row["n"] == result["rows"]
+        assert {"kib_before", "kib_peak", "ratio_to_csv", "seconds"} <= row.keys()

@@ -27,10 +27,11 @@ def compose() -> dict[str, Any]:
 
 
 def _hospitals(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The default study's hospitals (profile services, e.g. "warehouse", are apart)."""
     return {
         name: service
         for name, service in compose["services"].items()
-        if "client" in " ".join(service.get("command", []))
+        if "client" in " ".join(service.get("command", [])) and "profiles" not in service
     }
 
 
@@ -79,6 +80,8 @@ def test_every_service_uses_the_image_built_from_this_repository(
     assert 'ENTRYPOINT ["ldpem"]' in dockerfile
     assert re.search(r"^USER ldpem$", dockerfile, re.MULTILINE)
     for name, service in compose["services"].items():
+        if service.get("image", "").startswith("postgres:"):
+            continue  # the warehouse profile's database: the official postgres image
         assert service["build"]["context"] == ".", name
         assert "BASE_IMAGE" in service["build"]["args"], name
 
@@ -108,3 +111,32 @@ def test_hospitals_are_one_study_with_their_own_tokens_and_volumes(
         assert int(option["--parts"]) == len(hospitals)
         parts.add(service["environment"]["LDPEM_PART"])
     assert parts == {str(i) for i in range(1, len(hospitals) + 1)}
+
+
+def test_warehouse_profile_reads_postgresql_without_a_password_on_the_command_line(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    profile = {name for name, service in services.items() if "profiles" in service}
+    assert profile == {"warehouse-extract", "warehouse", "run-warehouse", "hospital-d"}
+    assert all(services[name]["profiles"] == ["warehouse"] for name in profile)
+    assert re.fullmatch(r"postgres:\d+", services["warehouse"]["image"])
+    assert (
+        "./deploy/warehouse/init.sql:/docker-entrypoint-initdb.d/init.sql:ro"
+        in (services["warehouse"]["volumes"])
+    )
+    hospital = services["hospital-d"]
+    command = hospital["command"]
+    option = dict(zip(command[1::2], command[2::2], strict=True))
+    assert command[0] == "client" and option["--data"].startswith("postgresql://ldpem_reader@")
+    assert ":" not in option["--data"].split("//", 1)[1].split("@", 1)[0]  # no inline password
+    assert "PGPASSWORD" in hospital["environment"] and "--password" not in command
+    assert "ORDER BY p.person_id" in option["--query"]
+    run = RunCreate.model_validate_json((ROOT / "deploy" / "run-warehouse.json").read_text())
+    assert [h.name for h in run.hospitals] == ["hospital-d"]
+    assert run.hospitals[0].token == hospital["environment"]["LDPEM_TOKEN"]
+    assert run.d == len(option["--columns"].split(","))
+    assert hospital["depends_on"]["warehouse"]["condition"] == "service_healthy"
+    extract = services["warehouse-extract"]["command"]
+    assert extract[extract.index("--n") + 1] == str(run.hospitals[0].records)
+    assert extract[extract.index("--model") + 1] == run.model
