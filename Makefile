@@ -8,7 +8,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # Exact versions with hashes: runtime + every extra the tests use (make test, make demo), and
-# runtime only (the Docker image). Both are written by `make lock`.
+# runtime + the data-source extras (the Docker image). Both are written by `make lock`.
 TEST_LOCK    := requirements/test.lock
 RUNTIME_LOCK := requirements/runtime.lock
 LATEST := .venv-latest
@@ -67,7 +67,8 @@ lock: | $(TOOLS)/bin/uv
 	$(TOOLS)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
 	  --extra test pyproject.toml requirements/build.in -o $(TEST_LOCK)
 	$(TOOLS)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
-	  --constraint $(TEST_LOCK) pyproject.toml requirements/build.in -o $(RUNTIME_LOCK)
+	  --extra parquet --extra postgres --constraint $(TEST_LOCK) pyproject.toml requirements/build.in \
+	  -o $(RUNTIME_LOCK)
 
 demo: $(STAMP)
 	$(BIN)/ldpem demo

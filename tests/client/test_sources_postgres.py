@@ -37,6 +37,8 @@ from tests.client.sourcekit import (
 )
 from tests.fedkit import TOKENS, admin_headers, live_server, run_request, settings
 
+pytestmark = pytest.mark.postgres
+
 psycopg = pytest.importorskip("psycopg", reason="psycopg (ldpem[postgres]) is not installed")
 
 N = 4000
