@@ -11,9 +11,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/ldpem/bin:$PATH
 
-# Dependencies first (with the Parquet and PostgreSQL readers), the exact versions and hashes
-# of requirements/runtime.lock, so that
-# a change of the code reuses them and every image has what CI tested.
+# Dependencies first (with the Parquet and PostgreSQL readers): the exact versions and hashes
+# of requirements/runtime.lock, so that a change of the code reuses them and every image has
+# what CI tested.
 WORKDIR /src
 COPY requirements/runtime.lock ./
 RUN python3 -m venv /opt/ldpem \
