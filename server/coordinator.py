@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from pydantic import ValidationError
 
 from ldpem.common.accounting import epsilon_spent, noise_std_for
 from ldpem.common.calibration import default_tau, smoothing_precision, truncation_sensitivity
@@ -45,6 +46,7 @@ from ldpem.common.wire import (
     RunCreated,
     RunSummary,
     Trajectory,
+    describe_errors,
     expected_round_count,
     report_digest,
 )
@@ -145,6 +147,30 @@ def report_sensitivity(mechanism: str, params: PublicParameters) -> float | None
     if mechanism == "local-clip" and params.clip is not None:
         return 2.0 * params.clip
     return None
+
+
+def usable_parameters(request: RunCreate) -> PublicParameters:
+    """``public_parameters(request)``, or ProtocolError 422 (one line) when extreme values
+    (ε = 5e-324, τ = 1e308, …) make a derived quantity zero or overflow float64: a run whose
+    σ_r or bounds are not finite positive numbers could accept no report."""
+    try:
+        params = public_parameters(request)
+        floor = noise_floor(params.mechanism, params, params.records_per_round)
+        usable = math.isfinite(run_noise_std(params)) and math.isfinite(floor)
+        if params.mechanism != "none":
+            usable = usable and 0 < record_bound(params) < math.inf
+    except ValidationError as error:
+        raise ProtocolError(
+            422, f"the run's derived parameters are out of range: {describe_errors(error.errors())}"
+        ) from None
+    except (ValueError, ArithmeticError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise ProtocolError(422, f"the run's parameters are out of range: {reason}") from None
+    if not usable:
+        raise ProtocolError(
+            422, "the run's parameters are out of range: its noise or record bound overflows"
+        )
+    return params
 
 
 def run_noise_std(params: PublicParameters) -> float:
@@ -282,7 +308,7 @@ class Coordinator:
 
     # --- runs -------------------------------------------------------------------------
     async def create_run(self, request: RunCreate) -> RunCreated:
-        params = public_parameters(request)
+        params = usable_parameters(request)
         self._check_tokens_free(request)
         seed = request.seed if request.seed is not None else secrets.randbits(62)
         if request.beta0 is not None:
@@ -292,6 +318,8 @@ class Coordinator:
             start = np.random.default_rng([seed, 0xB0]).standard_normal(request.d)
             beta0 = [float(v) for v in start / np.linalg.norm(start) * request.sigma]
         trivial = request.snr * request.sigma
+        if not math.isfinite(trivial):
+            raise ProtocolError(422, "snr × sigma overflows float64: the run is out of range")
         expected: float | None = None
         warning: str | None = None
         if request.forecast:
