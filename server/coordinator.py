@@ -232,6 +232,12 @@ def record_bound(params: PublicParameters) -> float:
     return math.inf
 
 
+def _shown(run_id: str) -> str:
+    """A run id from the URL as it may appear in a one-line message: quoted, escaped,
+    shortened."""
+    return repr(run_id[:40]) + ("…" if len(run_id) > 40 else "")
+
+
 @dataclass(frozen=True)
 class _Caller:
     run_id: str
@@ -290,7 +296,7 @@ class Coordinator:
     def _run(self, run_id: str) -> RunRow:
         run = self.store.get_run(run_id)
         if run is None:
-            raise ProtocolError(404, f"no run {run_id!r}")
+            raise ProtocolError(404, f"no run {_shown(run_id)}")
         return run
 
     @staticmethod
@@ -653,7 +659,7 @@ class Coordinator:
         self, run_id: str, t: int, hospital: HospitalRow, report: ReportIn
     ) -> ReportAck:
         if hospital.run_id != run_id:
-            raise ProtocolError(403, f"the token is not enrolled in run {run_id}")
+            raise ProtocolError(403, f"the token is not enrolled in run {_shown(run_id)}")
         if report.hospital != hospital.name:
             raise ProtocolError(
                 403, f"the token belongs to hospital {hospital.name}, not {report.hospital}"

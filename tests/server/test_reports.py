@@ -117,7 +117,7 @@ def test_token_of_another_run(client: TestClient, run_id: str) -> None:
         client,
         run_id,
         403,
-        f"the token is not enrolled in run {run_id}",
+        f"the token is not enrolled in run '{run_id}'",
         headers={"Authorization": f"Bearer {token}"},
     )
 
