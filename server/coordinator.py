@@ -200,7 +200,8 @@ def implied_epsilon(
     mechanism: str, params: PublicParameters, noise_std: float, count: int
 ) -> float | None:
     """ε per record at the run's δ of a report of ``count`` records declaring ``noise_std``
-    (tight accounting); None when the report carries no noise (central, none)."""
+    (tight accounting); None when the report carries no noise (central, none); infinity
+    when σ_r is so small that Δ/σ_r or ε overflows float64 (σ_r = 1e-300: no privacy)."""
     del count  # see noise_floor
     sensitivity = report_sensitivity(mechanism, params)
     if sensitivity is None or not noise_std > 0:
@@ -210,9 +211,13 @@ def implied_epsilon(
 
 @lru_cache(maxsize=1024)
 def _epsilon(sensitivity: float, noise_std: float, delta: float) -> float:
-    return epsilon_spent(
-        sensitivity=sensitivity, noise_std=noise_std, delta=delta, accounting="exact"
-    )
+    with np.errstate(over="ignore"):
+        try:
+            return epsilon_spent(
+                sensitivity=sensitivity, noise_std=noise_std, delta=delta, accounting="exact"
+            )
+        except (ValueError, ArithmeticError):  # μ = Δ/σ_r or ε beyond float64
+            return math.inf
 
 
 @lru_cache(maxsize=256)
@@ -601,6 +606,12 @@ class Coordinator:
         if report.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL):
             implied = implied_epsilon(report.mechanism, params, report.noise_std, report.count)
             shown = "n/a" if implied is None else f"{implied:.4g}"
+            if implied is not None and not math.isfinite(implied):
+                raise ProtocolError(
+                    422,
+                    f"noise_std {report.noise_std:.6g} is below the σ_r {floor:.6g} the run's "
+                    "budget needs and too small for any finite epsilon: refused in every run",
+                )
             if not self._request(run).allow_weaker_reports:
                 raise ProtocolError(
                     422,

@@ -7,10 +7,11 @@ answer NaN/Infinity in a non-float field with a 500, the input being unencodable
 them the run and the list of runs are unchanged and a valid report is still accepted.
 
 Classes: non-finite literals (NaN, ±Infinity) in every field; huge numbers (±1e999,
-10⁴⁰⁰ and 10⁵⁰⁰⁰ as integers); wrong types (true, false, null, "1", [], {}); fractions for
-ints; duplicate keys; missing and unknown fields; non-objects; deep nesting; invalid UTF-8
-and other encodings; malformed number syntax; seeded random byte mutations of a valid body;
-hostile run ids, rounds and query parameters in the URL.
+10⁴⁰⁰ and 10⁵⁰⁰⁰ as integers); tiny ones (a σ_r of 1e-300, 5e-324, -0.0); wrong types
+(true, false, null, "1", [], {}); fractions for ints; duplicate keys; missing and unknown
+fields; non-objects; deep nesting; invalid UTF-8 and other encodings; malformed number
+syntax; seeded random byte mutations of a valid body; hostile run ids, rounds and query
+parameters in the URL.
 
 Then the noise floor: a report declaring less noise than the run's budget needs is
 refused, and accepted in a run created with ``allow_weaker_reports``, whose status (JSON
@@ -46,6 +47,7 @@ WRONG_TYPE = ["true", "false", "null", '"1"', '"1.5"', "[]", "{}", '"NaN"']
 #: Classes whose detail may rightly quote "NaN": a run id in the URL, a string field.
 QUOTES_INPUT = {"url", "string"}
 NUMBER_SYNTAX = ["01", "+1", ".5", "1.", "0x10", "1e", "--1", "inf", "nan"]
+TINY = ["1e-300", "5e-324", "1e-320", "-0.0", "0", "-1e-300"]
 NON_FINITE_WORD = re.compile(r"\b(nan|-?inf|-?infinity)\b", re.IGNORECASE)
 
 
@@ -130,6 +132,8 @@ def report_bodies(valid: dict[str, Any], rng: random.Random) -> list[tuple[str, 
                 out.append((shown, substituted(valid, path, literal)))
     for literal in NUMBER_SYNTAX:
         out.append(("number syntax", substituted(valid, ("noise_std",), literal)))
+    for literal in TINY:  # a σ_r this small made ε overflow: a 500 before
+        out.append(("tiny number", substituted(valid, ("noise_std",), literal)))
     for path, literal in ((("round",), "0.0"), (("count",), f"{valid['count']}.0")):
         out.append(("fraction for an int", substituted(valid, path, literal)))
     out.append(("fraction for an int", substituted(valid, ("count",), f"{valid['count']}.5")))

@@ -415,6 +415,16 @@ def test_a_run_allowing_weaker_reports_accepts_and_shows_them(client: TestClient
     assert client.get(f"/v1/runs/{run_id}").json()["allow_weaker_reports"] is True
     page = client.get(f"/runs/{run_id}").text
     assert "declared σ_r" in page and f"{epsilon:.4g}" in page and "weaker than the run" in page
+    # A σ_r so small that ε overflows float64 is no privacy at all: refused even here.
+    for tiny in (1e-300, 5e-324):
+        refused(
+            client,
+            run_id,
+            422,
+            "too small for any finite epsilon",
+            body=report(1, noise_std=tiny),
+            headers=hospital_headers(1),
+        )
     # Another mechanism is refused even here.
     refused(
         client,
