@@ -33,10 +33,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from ldpem.client.ledger import Entry, Ledger
 from ldpem.common.accounting import noise_std_for
@@ -52,7 +53,15 @@ from ldpem.common.mechanisms import (
 from ldpem.common.models import Records, get_model
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
-from ldpem.common.wire import API_PREFIX, Identity, PublicParameters, ReportIn, RoundInfo
+from ldpem.common.wire import (
+    API_PREFIX,
+    Identity,
+    PublicParameters,
+    ReportAck,
+    ReportIn,
+    RoundInfo,
+    describe_errors,
+)
 from ldpem.errors import UserError
 
 __all__ = ["FAULT_ENV", "Agent", "AgentConfig", "AgentError", "agent_mechanism"]
@@ -64,6 +73,7 @@ log = logging.getLogger("ldpem.client")
 FAULT_ENV = "LDPEM_AGENT_FAULT"
 
 Loader = Callable[[Path, str], Records]
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 class AgentError(UserError):
@@ -214,10 +224,25 @@ class Agent:
     @staticmethod
     def _detail(response: httpx.Response) -> str:
         try:
-            detail = response.json().get("detail", response.text)
+            body = response.json()
         except ValueError:
-            detail = response.text
-        return detail if isinstance(detail, str) else json.dumps(detail)
+            body = response.text
+        detail = body.get("detail", body) if isinstance(body, dict) else body
+        text = detail if isinstance(detail, str) else json.dumps(detail)
+        # The coordinator's words end up in this agent's one-line error: one line, bounded.
+        text = " ".join(text.split())
+        return text if len(text) <= 300 else text[:300] + "…"
+
+    def _answer(self, model: type[Answer], response: httpx.Response, what: str) -> Answer:
+        """The coordinator's 200 answer as ``model`` (strict types); AgentError, one line,
+        when it is not one."""
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as error:
+            raise AgentError(
+                f"coordinator {self.base} sent an invalid answer to {what}: "
+                f"{describe_errors(error.errors())}"
+            ) from None
 
     def identity(self) -> Identity:
         response = self._request("GET", f"{API_PREFIX}/me")
@@ -226,7 +251,7 @@ class Agent:
                 f"coordinator {self.base} refused the token: HTTP {response.status_code} "
                 f"{self._detail(response)}"
             )
-        return Identity.model_validate_json(response.content)
+        return self._answer(Identity, response, "GET /me")
 
     def poll(self, run_id: str, after: int) -> RoundInfo:
         response = self._request(
@@ -238,7 +263,7 @@ class Agent:
             raise AgentError(
                 f"cannot follow run {run_id}: HTTP {response.status_code} {self._detail(response)}"
             )
-        return RoundInfo.model_validate_json(response.content)
+        return self._answer(RoundInfo, response, f"GET /runs/{run_id}/round")
 
     # --- policy -----------------------------------------------------------------------
     def limit(self, params: PublicParameters) -> tuple[float, float]:
@@ -394,12 +419,9 @@ class Agent:
         )
         detail = self._detail(response)
         if response.status_code == 200:
+            ack = self._answer(ReportAck, response, f"the report of round {t}")
             self.ledger.mark(run_id, t, "acknowledged")
-            log.info(
-                "round %d: report accepted%s",
-                t,
-                " (again)" if response.json().get("duplicate") else "",
-            )
+            log.info("round %d: report accepted%s", t, " (again)" if ack.duplicate else "")
             return
         if response.status_code == 409 and "is not open" in detail:
             self.ledger.mark(run_id, t, "late")

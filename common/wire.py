@@ -4,6 +4,12 @@ Every path is under ``/v1`` (``API_PREFIX``); a change that an older agent could
 gets a new prefix. Floats travel as JSON numbers (Python's repr, so they round-trip
 exactly); NaN and infinity are never valid in a report.
 
+Types are strict (pydantic strict mode, on the coordinator and in the agent alike): a number
+field takes a JSON number and nothing else (never ``true`` or ``"1"``), an int field takes
+no fraction (``1.5`` and ``1.0`` are refused; a float field takes ``1``), unknown fields are
+refused, and NaN or infinity is never valid anywhere. ``describe_errors`` turns validation
+errors into the one-line message both sides show.
+
 Round numbering: round t (0-based) starts from β^t and ends with the M-step that gives
 β^{t+1}; a run of T rounds ends with β^T. Under partition, a hospital enrolled with N
 records reports, in round t, the t-th of T disjoint groups of its records, whose size is
@@ -14,14 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "API_PREFIX",
     "HOSPITAL_NAME_PATTERN",
+    "INT_LIMIT",
     "FederatedMechanism",
     "HospitalEnrolment",
     "HospitalParticipation",
@@ -37,6 +44,7 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "Trajectory",
+    "describe_errors",
     "expected_round_count",
     "report_digest",
 ]
@@ -48,6 +56,8 @@ FederatedMechanism = Literal["local", "local-clip", "central", "none"]
 RunStatus = Literal["running", "finished", "failed"]
 ModelName = Literal["gmm", "mrm", "rmc"]
 AccountingName = Literal["exact", "paper"]
+#: Integers are stored as SQLite INTEGER (signed 64-bit): larger ones are refused up front.
+INT_LIMIT = 2**63
 
 
 def expected_round_count(records: int, rounds: int, t: int) -> int:
@@ -60,7 +70,46 @@ def expected_round_count(records: int, rounds: int, t: int) -> int:
 
 
 class _Schema(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def _location(loc: Sequence[Any]) -> str:
+    """``("body", "total", 1)`` → ``total[1]``; ``("query", "wait")`` → ``query wait``;
+    user-chosen parts (unknown keys) are shortened and escaped so they stay on one line."""
+    parts = list(loc)
+    prefix = ""
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        kind = parts.pop(0)
+        prefix = "" if kind == "body" else f"{kind} "
+    out = ""
+    for part in parts:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        else:
+            text = str(part)
+            if len(text) > 24 or not text.isprintable() or text != text.strip():
+                text = ascii(text[:24]) + ("…" if len(text) > 24 else "")
+            out += f".{text}" if out else text
+    return prefix + (out or "body")
+
+
+def describe_errors(errors: Sequence[Mapping[str, Any]]) -> str:
+    """One line for pydantic validation errors: the first error's location and reason, and
+    how many more there are. Never the input value (it may be huge, non-finite or secret)."""
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    reason = str(first.get("msg", "invalid")).replace("\n", " ").replace("\r", " ")
+    context = first.get("ctx") or {}
+    if first.get("type") == "json_invalid" and "error" in context:
+        reason = f"not valid JSON ({context['error']})"
+    elif first.get("type") == "extra_forbidden":
+        reason = "unknown field"
+    if len(reason) > 200:
+        reason = reason[:200] + "…"
+    more = len(errors) - 1
+    tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
+    return f"{_location(first.get('loc', ()))}: {reason}{tail}"
 
 
 class HospitalEnrolment(_Schema):
@@ -68,7 +117,7 @@ class HospitalEnrolment(_Schema):
     (otherwise the coordinator generates one and returns it once)."""
 
     name: str = Field(pattern=HOSPITAL_NAME_PATTERN)
-    records: int = Field(ge=1)
+    records: int = Field(ge=1, lt=INT_LIMIT)
     token: str | None = Field(default=None, min_length=16, max_length=256)
 
 
@@ -95,7 +144,7 @@ class RunCreate(_Schema):
     clip: float = Field(default=1.0, gt=0, allow_inf_nan=False)
     hospitals: list[HospitalEnrolment] = Field(min_length=1, max_length=1000)
     #: Reports needed to close a round at its deadline; default: every hospital.
-    quorum: int | None = Field(default=None, ge=1)
+    quorum: int | None = Field(default=None, ge=1, lt=INT_LIMIT)
     round_deadline: float = Field(default=600.0, gt=0, le=7 * 86400, allow_inf_nan=False)
     on_short: Literal["extend", "fail"] = "extend"
     beta0: list[float] | None = None
@@ -105,6 +154,10 @@ class RunCreate(_Schema):
     #: Fraction of missing covariates assumed by the forecast (RMC).
     missing: float = Field(default=0.0, ge=0, lt=1)
     forecast: bool = True
+    #: Accept reports declaring less noise than the run's budget needs (an agent started
+    #: with --allow-weaker): the run then shows each such hospital's weaker guarantee.
+    #: Default: refused (422), so every counted report meets the run's (epsilon, delta).
+    allow_weaker_reports: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
@@ -124,11 +177,8 @@ class RunCreate(_Schema):
                     f"hospital {h.name} has {h.records} records, fewer than the "
                     f"{self.rounds} rounds they are partitioned over"
                 )
-        if self.beta0 is not None:
-            if len(self.beta0) != self.d:
-                raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
-            if not all(math.isfinite(v) for v in self.beta0):
-                raise ValueError("beta0 must be finite")
+        if self.beta0 is not None and len(self.beta0) != self.d:
+            raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
         if self.model != "rmc" and self.missing:
             raise ValueError("missing is only meaningful for model rmc")
         return self
@@ -189,25 +239,18 @@ class RoundInfo(_Schema):
 class ReportIn(_Schema):
     """One hospital's report for one round: Σ of its privatized record vectors and their count."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True)
-
-    hospital: str = Field(max_length=64)
-    round: int = Field(ge=0)
+    hospital: str = Field(pattern=HOSPITAL_NAME_PATTERN)
+    round: int = Field(ge=0, lt=INT_LIMIT)
     mechanism: FederatedMechanism
-    count: int = Field(ge=0)
+    count: int = Field(ge=0, lt=INT_LIMIT)
     total: list[float] = Field(max_length=100_000)
     #: Per-record noise std σ_r the agent used (0 for central and none).
     noise_std: float = Field(ge=0)
 
-    @field_validator("total")
-    @classmethod
-    def _no_bool(cls, value: list[float]) -> list[float]:
-        return [float(v) for v in value]
-
 
 def report_digest(report: ReportIn) -> str:
     """SHA-256 of a report's canonical JSON: equal digests ⇔ the same report."""
-    canonical = json.dumps(report.model_dump(mode="python"), sort_keys=True, allow_nan=True)
+    canonical = json.dumps(report.model_dump(mode="python"), sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -244,6 +287,8 @@ class RunSummary(_Schema):
     warning: str | None
     reason: str | None
     beta: list[float]
+    #: Whether the run accepts reports weaker than its budget (see HospitalParticipation).
+    allow_weaker_reports: bool = False
 
 
 class RoundSummary(_Schema):
@@ -263,6 +308,15 @@ class HospitalParticipation(_Schema):
     records: int
     rounds_reported: list[int]
     last_report_at: float | None
+    #: The per-record noise std σ_r of this hospital's least private report (None: no
+    #: report carrying noise, as under central and none).
+    noise_std: float | None = None
+    #: The ε per record that report spends at the run's δ (tight Gaussian accounting).
+    epsilon: float | None = None
+    #: True when a report declared less noise than the run's budget needs (accepted only
+    #: in a run created with ``allow_weaker_reports``): that hospital's guarantee is
+    #: ``epsilon``, weaker than the run's.
+    weaker: bool = False
 
 
 class Trajectory(_Schema):

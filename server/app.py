@@ -15,10 +15,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ldpem import __version__
-from ldpem.common.wire import API_PREFIX
+from ldpem.common.wire import API_PREFIX, describe_errors
 from ldpem.server.coordinator import Coordinator, ProtocolError
 from ldpem.server.routes import rounds, runs, status
 from ldpem.server.settings import Settings
@@ -137,6 +138,12 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
     @app.exception_handler(ProtocolError)
     async def protocol_error(request: Request, error: ProtocolError) -> JSONResponse:
         return JSONResponse({"detail": error.message}, status_code=error.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input back: a NaN or infinity there cannot be
+        # encoded (a 500), and a huge or secret value would be sent back. One line instead.
+        return JSONResponse({"detail": describe_errors(error.errors())}, status_code=422)
 
     app.include_router(runs.router, prefix=API_PREFIX)
     app.include_router(rounds.router, prefix=API_PREFIX)

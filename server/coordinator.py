@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from pydantic import ValidationError
 
-from ldpem.common.accounting import noise_std_for
+from ldpem.common.accounting import epsilon_spent, noise_std_for
 from ldpem.common.calibration import default_tau, smoothing_precision, truncation_sensitivity
 from ldpem.common.configure import public_scale
 from ldpem.common.truncation import TRUNCATION_BOUND
@@ -45,13 +46,23 @@ from ldpem.common.wire import (
     RunCreated,
     RunSummary,
     Trajectory,
+    describe_errors,
     expected_round_count,
     report_digest,
 )
 from ldpem.server.forecast import forecast_error
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
-__all__ = ["Coordinator", "ProtocolError", "hash_token", "public_parameters"]
+__all__ = [
+    "NOISE_FLOOR_RTOL",
+    "Coordinator",
+    "ProtocolError",
+    "hash_token",
+    "implied_epsilon",
+    "noise_floor",
+    "public_parameters",
+    "run_noise_std",
+]
 
 log = logging.getLogger("ldpem.server")
 
@@ -123,15 +134,90 @@ def public_parameters(request: RunCreate) -> PublicParameters:
     )
 
 
+#: Relative slack of the noise floor. Agents compute σ_r themselves with the same code as
+#: ``noise_floor``, so an honest σ_r at the run's budget equals the floor up to rounding.
+NOISE_FLOOR_RTOL = 1e-6
+
+
+def report_sensitivity(mechanism: str, params: PublicParameters) -> float | None:
+    """L2 sensitivity of one record in a report noised with ``mechanism`` (None when the
+    report carries no noise: central, none)."""
+    if mechanism == "local" and params.scale is not None:
+        return truncation_sensitivity(params.scale, params.d)
+    if mechanism == "local-clip" and params.clip is not None:
+        return 2.0 * params.clip
+    return None
+
+
+def usable_parameters(request: RunCreate) -> PublicParameters:
+    """``public_parameters(request)``, or ProtocolError 422 (one line) when extreme values
+    (ε = 5e-324, τ = 1e308, …) make a derived quantity zero or overflow float64: a run whose
+    σ_r or bounds are not finite positive numbers could accept no report."""
+    try:
+        params = public_parameters(request)
+        floor = noise_floor(params.mechanism, params, params.records_per_round)
+        usable = math.isfinite(run_noise_std(params)) and math.isfinite(floor)
+        if params.mechanism != "none":
+            usable = usable and 0 < record_bound(params) < math.inf
+    except ValidationError as error:
+        raise ProtocolError(
+            422, f"the run's derived parameters are out of range: {describe_errors(error.errors())}"
+        ) from None
+    except (ValueError, ArithmeticError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise ProtocolError(422, f"the run's parameters are out of range: {reason}") from None
+    if not usable:
+        raise ProtocolError(
+            422, "the run's parameters are out of range: its noise or record bound overflows"
+        )
+    return params
+
+
 def run_noise_std(params: PublicParameters) -> float:
-    """σ_r of a local report calibrated at the run's own budget (0 for non-local mechanisms)."""
-    if params.mechanism == "local" and params.scale is not None:
-        sensitivity = truncation_sensitivity(params.scale, params.d)
-    elif params.mechanism == "local-clip" and params.clip is not None:
-        sensitivity = 2.0 * params.clip
-    else:
+    """σ_r of a local report calibrated at the run's own budget and accounting (0 for
+    non-local mechanisms): the reference of the ``max_noise_factor`` ceiling."""
+    sensitivity = report_sensitivity(params.mechanism, params)
+    if sensitivity is None:
         return 0.0
     return _noise_std(params.epsilon, params.delta, sensitivity, params.accounting)
+
+
+def noise_floor(mechanism: str, params: PublicParameters, count: int) -> float:
+    """The least noise std a report of ``count`` records under ``mechanism`` may declare and
+    still be (ε, δ)-DP per record at the run's budget: the σ_r that tight ("exact")
+    accounting needs for the mechanism's sensitivity, whatever accounting the run publishes
+    (an agent may calibrate with either; both meet the budget above this floor). 0 for
+    central and none, whose reports carry no noise. ``count`` is the report's number of
+    records: per-record mechanisms do not depend on it, a mechanism noising the sum may."""
+    del count  # per-record noise: the same floor for any number of records
+    sensitivity = report_sensitivity(mechanism, params)
+    if sensitivity is None:
+        return 0.0
+    return _noise_std(params.epsilon, params.delta, sensitivity, "exact")
+
+
+def implied_epsilon(
+    mechanism: str, params: PublicParameters, noise_std: float, count: int
+) -> float | None:
+    """ε per record at the run's δ of a report of ``count`` records declaring ``noise_std``
+    (tight accounting); None when the report carries no noise (central, none); infinity
+    when σ_r is so small that Δ/σ_r or ε overflows float64 (σ_r = 1e-300: no privacy)."""
+    del count  # see noise_floor
+    sensitivity = report_sensitivity(mechanism, params)
+    if sensitivity is None or not noise_std > 0:
+        return None
+    return _epsilon(sensitivity, noise_std, params.delta)
+
+
+@lru_cache(maxsize=1024)
+def _epsilon(sensitivity: float, noise_std: float, delta: float) -> float:
+    with np.errstate(over="ignore"):
+        try:
+            return epsilon_spent(
+                sensitivity=sensitivity, noise_std=noise_std, delta=delta, accounting="exact"
+            )
+        except (ValueError, ArithmeticError):  # μ = Δ/σ_r or ε beyond float64
+            return math.inf
 
 
 @lru_cache(maxsize=256)
@@ -149,6 +235,12 @@ def record_bound(params: PublicParameters) -> float:
     if params.clip is not None:
         return params.clip
     return math.inf
+
+
+def _shown(run_id: str) -> str:
+    """A run id from the URL as it may appear in a one-line message: quoted, escaped,
+    shortened."""
+    return repr(run_id[:40]) + ("…" if len(run_id) > 40 else "")
 
 
 @dataclass(frozen=True)
@@ -209,7 +301,7 @@ class Coordinator:
     def _run(self, run_id: str) -> RunRow:
         run = self.store.get_run(run_id)
         if run is None:
-            raise ProtocolError(404, f"no run {run_id!r}")
+            raise ProtocolError(404, f"no run {_shown(run_id)}")
         return run
 
     @staticmethod
@@ -227,7 +319,7 @@ class Coordinator:
 
     # --- runs -------------------------------------------------------------------------
     async def create_run(self, request: RunCreate) -> RunCreated:
-        params = public_parameters(request)
+        params = usable_parameters(request)
         self._check_tokens_free(request)
         seed = request.seed if request.seed is not None else secrets.randbits(62)
         if request.beta0 is not None:
@@ -237,6 +329,8 @@ class Coordinator:
             start = np.random.default_rng([seed, 0xB0]).standard_normal(request.d)
             beta0 = [float(v) for v in start / np.linalg.norm(start) * request.sigma]
         trivial = request.snr * request.sigma
+        if not math.isfinite(trivial):
+            raise ProtocolError(422, "snr × sigma overflows float64: the run is out of range")
         expected: float | None = None
         warning: str | None = None
         if request.forecast:
@@ -350,6 +444,7 @@ class Coordinator:
             warning=run.warning,
             reason=run.reason,
             beta=run.beta,
+            allow_weaker_reports=self._request(run).allow_weaker_reports,
         )
 
     def list_runs(self) -> list[RunSummary]:
@@ -432,17 +527,32 @@ class Coordinator:
         return Trajectory(run_id=run_id, betas=betas, steps=steps)
 
     def participation(self, run_id: str) -> list[HospitalParticipation]:
-        self._run(run_id)
+        """Per hospital: the rounds it reported and the weakest noise it declared, with the
+        ε per record that noise implies (``weaker`` when below the run's budget)."""
+        run = self._run(run_id)
+        params = self._params(run)
         reports = self.store.reports(run_id)
         out = []
         for h in self.store.hospitals(run_id):
             mine = [p for p in reports if p.hospital == h.name]
+            noise_std: float | None = None
+            epsilon: float | None = None
+            weaker = False
+            for p in mine:  # the report with the largest ε is the hospital's guarantee
+                spent = implied_epsilon(params.mechanism, params, p.noise_std, p.count)
+                if spent is not None and (epsilon is None or spent > epsilon):
+                    noise_std, epsilon = p.noise_std, spent
+                floor = noise_floor(params.mechanism, params, p.count)
+                weaker = weaker or p.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL)
             out.append(
                 HospitalParticipation(
                     hospital=h.name,
                     records=h.records,
                     rounds_reported=[p.t for p in mine],
                     last_report_at=max((p.received_at for p in mine), default=None),
+                    noise_std=noise_std,
+                    epsilon=epsilon,
+                    weaker=weaker,
                 )
             )
         return out
@@ -451,7 +561,8 @@ class Coordinator:
     def check_report(
         self, run: RunRow, params: PublicParameters, hospital: HospitalRow, t: int, report: ReportIn
     ) -> None:
-        """Raise ProtocolError unless ``report`` is one an honest agent could have sent."""
+        """Raise ProtocolError unless ``report`` is one an honest agent could have sent and
+        as private as the run promises (or the run was created to accept weaker reports)."""
         who = f"hospital {hospital.name}"
         if report.round != t:
             raise ProtocolError(
@@ -466,10 +577,6 @@ class Coordinator:
             raise ProtocolError(
                 422, f"total must have dimension d = {params.d}, got {len(report.total)}"
             )
-        bad = [i for i, v in enumerate(report.total) if not math.isfinite(v)]
-        if bad or not math.isfinite(report.noise_std):
-            where = f"total[{bad[0]}]" if bad else "noise_std"
-            raise ProtocolError(422, f"{where} is not a finite number (NaN or infinity)")
         expected = expected_round_count(hospital.records, params.rounds, t)
         if report.count != expected:
             raise ProtocolError(
@@ -492,6 +599,37 @@ class Coordinator:
                 f"noise_std {report.noise_std:.6g} exceeds {self.max_noise_factor:g}× the "
                 f"run's calibrated σ_r ({ceiling:.6g}): a budget that strict adds more noise "
                 "than this run accepts",
+            )
+        # The floor: a report declaring less noise than the run's budget needs would count
+        # near-noiseless sums in a run whose published guarantee is (ε, δ).
+        floor = noise_floor(report.mechanism, params, report.count)
+        if report.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL):
+            implied = implied_epsilon(report.mechanism, params, report.noise_std, report.count)
+            shown = "n/a" if implied is None else f"{implied:.4g}"
+            if implied is not None and not math.isfinite(implied):
+                raise ProtocolError(
+                    422,
+                    f"noise_std {report.noise_std:.6g} is below the σ_r {floor:.6g} the run's "
+                    "budget needs and too small for any finite epsilon: refused in every run",
+                )
+            if not self._request(run).allow_weaker_reports:
+                raise ProtocolError(
+                    422,
+                    f"noise_std {report.noise_std:.6g} is below the σ_r {floor:.6g} the run's "
+                    f"budget needs (epsilon {params.epsilon:g}, delta {params.delta:.3g}): "
+                    f"this report would spend epsilon {shown}; the run was not created with "
+                    "allow_weaker_reports",
+                )
+            log.warning(
+                "run %s round %d: %s declares noise_std %.6g below the run's %.6g "
+                "(epsilon %s per record, run's %g): accepted, the run allows weaker reports",
+                run.id,
+                t,
+                who,
+                report.noise_std,
+                floor,
+                shown,
+                params.epsilon,
             )
         bound = record_bound(params)
         limit = (
@@ -532,7 +670,7 @@ class Coordinator:
         self, run_id: str, t: int, hospital: HospitalRow, report: ReportIn
     ) -> ReportAck:
         if hospital.run_id != run_id:
-            raise ProtocolError(403, f"the token is not enrolled in run {run_id}")
+            raise ProtocolError(403, f"the token is not enrolled in run {_shown(run_id)}")
         if report.hospital != hospital.name:
             raise ProtocolError(
                 403, f"the token belongs to hospital {hospital.name}, not {report.hospital}"
@@ -623,7 +761,8 @@ class Coordinator:
         """M-step over ``reports`` and open the next round (inside a transaction)."""
         t = run.current_round
         beta = np.asarray(run.beta, dtype=np.float64)
-        total = np.sum([r.total for r in reports], axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below
+            total = np.sum([r.total for r in reports], axis=0)
         count = sum(r.count for r in reports)
         gradient = total / count
         noise: list[float] | None = None
@@ -638,7 +777,22 @@ class Coordinator:
             drawn = np.random.default_rng([run.seed, 0xCE, t]).normal(0.0, std, params.d)
             noise = [float(v) for v in drawn]
             gradient = gradient + drawn
-        beta_next = [float(v) for v in beta + params.eta * gradient]
+        with np.errstate(over="ignore", invalid="ignore"):
+            step = beta + params.eta * gradient
+            finite = bool(np.all(np.isfinite(step)) and np.isfinite(np.linalg.norm(step - beta)))
+        if not finite:
+            # Only reachable where the honest range is unbounded (mechanism none) or the run's
+            # η or σ is extreme: an infinite β could be neither stored nor sent.
+            reason = (
+                f"the M-step of round {t} overflowed float64 (the reports' totals are too "
+                "large); no estimate"
+            )
+            self.store.update_run(
+                run.id, status="failed", current_round=t, beta=run.beta, reason=reason
+            )
+            log.error("run %s failed: %s", run.id, reason)
+            return
+        beta_next = [float(v) for v in step]
         self.store.close_round(run.id, t, now=now, beta_next=beta_next, noise=noise)
         request = self._request(run)
         if t + 1 >= params.rounds:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 
-from ldpem.common.wire import Identity, ReportAck, ReportIn, RoundInfo
+from ldpem.common.wire import INT_LIMIT, Identity, ReportAck, ReportIn, RoundInfo
+from ldpem.server.bodies import StrictJSONRoute
 from ldpem.server.deps import CoordinatorDep, HospitalDep, OptionalTokenDep
 
-router = APIRouter(tags=["rounds"])
+router = APIRouter(tags=["rounds"], route_class=StrictJSONRoute)
 
 
 @router.get("/me", response_model=Identity)
@@ -24,8 +25,8 @@ async def open_round(
     request: Request,
     coordinator: CoordinatorDep,
     token: OptionalTokenDep,
-    after: Annotated[int, Query(ge=-1)] = -1,
-    wait: Annotated[float, Query(ge=0)] = 0.0,
+    after: Annotated[int, Query(ge=-1, lt=INT_LIMIT)] = -1,
+    wait: Annotated[float, Query(ge=0, allow_inf_nan=False)] = 0.0,
 ) -> RoundInfo:
     """β^t and the public parameters of the open round. Long-poll: with ``after`` = t and
     ``wait`` > 0, answers as soon as a round later than t opens or the run ends, or after
@@ -43,7 +44,11 @@ async def open_round(
 
 @router.post("/runs/{run_id}/rounds/{t}/reports", response_model=ReportAck)
 async def post_report(
-    run_id: str, t: int, report: ReportIn, coordinator: CoordinatorDep, hospital: HospitalDep
+    run_id: str,
+    t: Annotated[int, Path(ge=0, lt=INT_LIMIT)],
+    report: ReportIn,
+    coordinator: CoordinatorDep,
+    hospital: HospitalDep,
 ) -> ReportAck:
     """Accept one hospital's report for round t; 200 only once it is committed to disk.
     The same report again is an idempotent success (``duplicate: true``)."""

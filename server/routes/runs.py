@@ -12,9 +12,10 @@ from ldpem.common.wire import (
     RunSummary,
     Trajectory,
 )
+from ldpem.server.bodies import StrictJSONRoute
 from ldpem.server.deps import AdminDep, CoordinatorDep
 
-router = APIRouter(prefix="/runs", tags=["runs"])
+router = APIRouter(prefix="/runs", tags=["runs"], route_class=StrictJSONRoute)
 
 
 @router.post("", status_code=201, response_model=RunCreated)

@@ -7,7 +7,7 @@ import html
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from ldpem.common.wire import RunSummary, Trajectory
+from ldpem.common.wire import HospitalParticipation, RunSummary, Trajectory
 from ldpem.server.deps import CoordinatorDep
 
 router = APIRouter(tags=["status"])
@@ -70,7 +70,24 @@ def _summary_rows(run: RunSummary) -> str:
         ("trivial error (β = 0)", f"{run.trivial_error:.4g}"),
         ("β", ", ".join(f"{v:.4g}" for v in run.beta)),
     ]
+    if run.allow_weaker_reports:
+        rows.append(
+            (
+                "weaker reports",
+                "accepted (allow_weaker_reports): each hospital's ε is under Participation",
+            )
+        )
     return "".join(f"<tr><th>{k}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+
+
+def _guarantee(p: HospitalParticipation) -> str:
+    """The σ_r a hospital declared and the ε it implies; flagged when weaker than the run."""
+    if p.noise_std is None or p.epsilon is None:
+        return "<td>–</td><td>–</td>"
+    cell = f"{p.epsilon:.4g}"
+    if p.weaker:
+        cell = f'<span class="warn">{cell}: weaker than the run\'s budget</span>'
+    return f"<td>{p.noise_std:.4g}</td><td>{cell}</td>"
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -90,13 +107,14 @@ async def run_page(run_id: str, coordinator: CoordinatorDep) -> HTMLResponse:
     warning = f'<p class="warn">Warning: {html.escape(run.warning)}</p>' if run.warning else ""
     participation = "".join(
         f"<tr><td>{html.escape(p.hospital)}</td><td>{p.records}</td>"
-        f"<td>{len(p.rounds_reported)}</td></tr>"
+        f"<td>{len(p.rounds_reported)}</td>{_guarantee(p)}</tr>"
         for p in coordinator.participation(run_id)
     )
     body = (
         f"{warning}<table>{_summary_rows(run)}</table>"
         f"<h2>Convergence</h2>{_plot(coordinator.trajectory(run_id))}"
         "<h2>Participation</h2><table><tr><th>hospital</th><th>records</th>"
-        f"<th>rounds reported</th></tr>{participation}</table>"
+        "<th>rounds reported</th><th>declared σ_r</th><th>ε per record</th></tr>"
+        f"{participation}</table>"
     )
     return _page(f"run {run_id}", body, refresh=run.status == "running")

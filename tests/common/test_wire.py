@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from ldpem.common.wire import ReportIn, RunCreate, expected_round_count, report_digest
+from ldpem.common.wire import (
+    ReportIn,
+    RunCreate,
+    describe_errors,
+    expected_round_count,
+    report_digest,
+)
 from tests.fedkit import run_request
 
 
@@ -80,10 +86,73 @@ def test_report_digest_changes_with_any_field() -> None:
     assert report_digest(_report(noise_std=1.25)) != base
 
 
-def test_report_schema_lets_non_finite_numbers_through_to_the_coordinator_check() -> None:
-    # The coordinator rejects them with a message that names the coordinate.
-    report = ReportIn.model_validate_json(
-        '{"hospital":"h0","round":0,"mechanism":"local","count":1,'
-        '"total":[NaN, Infinity],"noise_std":1}'
-    )
-    assert math.isnan(report.total[0]) and math.isinf(report.total[1])
+REPORT = '{"hospital":"h0","round":0,"mechanism":"local","count":1,"total":[1.5, 2],'
+
+
+@pytest.mark.parametrize(
+    ("tail", "message"),
+    [
+        ('"noise_std": NaN}', "noise_std: Input should be a finite number"),
+        ('"noise_std": Infinity}', "noise_std: Input should be a finite number"),
+        ('"noise_std": 1e999}', "noise_std: Input should be a finite number"),
+        ('"noise_std": true}', "noise_std: Input should be a valid number"),
+        ('"noise_std": "1"}', "noise_std: Input should be a valid number"),
+        ('"noise_std": 1, "extra": 1}', "extra: unknown field"),
+    ],
+)
+def test_report_types_are_strict_and_errors_are_one_line(tail: str, message: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ReportIn.model_validate_json(REPORT + tail)
+    described = describe_errors(caught.value.errors())
+    assert described == message
+    assert "\n" not in described
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "where"),
+    [
+        ("round", "1.0", "round"),
+        ("round", "1.5", "round"),
+        ("round", "true", "round"),
+        ("round", '"1"', "round"),
+        ("count", str(2**63), "count"),
+        ("total", "[1, NaN]", "total[1]"),
+        ("total", "[true]", "total[0]"),
+        ("hospital", '"h0\\nX"', "hospital"),
+    ],
+)
+def test_report_fields_refuse_coercion(field: str, value: str, where: str) -> None:
+    values = {
+        "hospital": '"h0"',
+        "round": "0",
+        "mechanism": '"local"',
+        "count": "1",
+        "total": "[1.0]",
+        "noise_std": "1",
+    }
+    values[field] = value
+    text = "{" + ",".join(f'"{k}": {v}' for k, v in values.items()) + "}"
+    with pytest.raises(ValidationError) as caught:
+        ReportIn.model_validate_json(text)
+    assert describe_errors(caught.value.errors()).startswith(f"{where}: ")
+
+
+def test_a_float_field_takes_a_json_integer() -> None:
+    report = ReportIn.model_validate_json(REPORT + '"noise_std": 2}')
+    assert report.noise_std == 2.0 and isinstance(report.noise_std, float)
+    assert report.total == [1.5, 2.0] and isinstance(report.total[1], float)
+
+
+def test_errors_never_show_the_input_and_escape_odd_keys() -> None:
+    secret = "s3cr3t-value-that-must-not-come-back"
+    with pytest.raises(ValidationError) as caught:
+        ReportIn.model_validate_json(REPORT + f'"noise_std": "{secret}", "a\\nb": 1}}')
+    described = describe_errors(caught.value.errors())
+    assert secret not in described
+    assert "\n" not in described
+    assert described.endswith("(and 1 more error)")
+    with pytest.raises(ValidationError) as caught:
+        ReportIn.model_validate_json(REPORT + '"noise_std": 1, "' + "k" * 500 + '": 1}')
+    described = describe_errors(caught.value.errors())
+    assert len(described) < 80 and "…" in described
+    assert describe_errors([]) == "invalid request"

@@ -43,7 +43,7 @@ def report(i: int) -> dict[str, Any]:
         "mechanism": "local",
         "count": expected_round_count(RECORDS, ROUNDS, 0),
         "total": [float(v) for v in rng.uniform(-0.5, 0.5, D)],
-        "noise_std": 1.0,
+        "noise_std": 10.0,  # above the run's σ_r (8.87): a lower one is refused as weaker
     }
 
 

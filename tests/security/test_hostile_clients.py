@@ -39,7 +39,7 @@ def body(i: int = 0, t: int = 0, **change: Any) -> dict[str, Any]:
         "mechanism": "local",
         "count": expected_round_count(COUNTS[i], ROUNDS, t) if 0 <= t < ROUNDS else 1,
         "total": [0.5, -1.0, 2.0, 0.0],
-        "noise_std": 3.0,
+        "noise_std": 3.5,  # above the run's σ_r (3.07): a lower one is refused as weaker
     }
     report.update(change)
     return report

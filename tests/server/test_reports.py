@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from ldpem.common.accounting import noise_std_for
+from ldpem.common.configure import local_noise_std
 from ldpem.common.truncation import TRUNCATION_BOUND
 from ldpem.common.wire import PublicParameters, expected_round_count
-from ldpem.server.coordinator import run_noise_std
+from ldpem.server.coordinator import implied_epsilon, noise_floor, run_noise_std
 from tests.fedkit import TOKENS, admin_headers, hospital_headers, run_request
 
 RECORDS = 103  # 5 rounds: groups of 21, 21, 21, 20, 20
@@ -117,7 +119,7 @@ def test_token_of_another_run(client: TestClient, run_id: str) -> None:
         client,
         run_id,
         403,
-        f"the token is not enrolled in run {run_id}",
+        f"the token is not enrolled in run '{run_id}'",
         headers={"Authorization": f"Bearer {token}"},
     )
 
@@ -152,7 +154,7 @@ def test_round_already_closed(client: TestClient) -> None:
 def test_report_for_a_finished_run(client: TestClient) -> None:
     run_id = create(client, rounds=1, quorum=2, round_deadline=0.3)["run_id"]
     for i in (0, 1):
-        body = report(i, count=RECORDS)
+        body = report(i, count=RECORDS, noise_std=4.5)  # one round: the floor is 4.06
         assert post(client, run_id, 0, body, hospital_headers(i)).status_code == 200
     wait_for_round(client, run_id, 1)
     assert client.get(f"/v1/runs/{run_id}").json()["status"] == "finished"
@@ -161,7 +163,7 @@ def test_report_for_a_finished_run(client: TestClient) -> None:
         run_id,
         409,
         "round 0 is not open (the run is finished)",
-        body=report(2, count=RECORDS),
+        body=report(2, count=RECORDS, noise_std=4.5),
         headers=hospital_headers(2),
     )
 
@@ -198,12 +200,12 @@ def test_wrong_dimension(client: TestClient, run_id: str) -> None:
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_numbers(client: TestClient, run_id: str, literal: str) -> None:
     raw = json.dumps(report(), allow_nan=True).replace("-1.0", literal).encode()
-    refused(client, run_id, 422, "total[1] is not a finite number (NaN or infinity)", raw=raw)
+    refused(client, run_id, 422, "total[1]: Input should be a finite number", raw=raw)
 
 
 def test_non_finite_noise_std(client: TestClient, run_id: str) -> None:
     raw = json.dumps(report()).replace('"noise_std": 3.0', '"noise_std": Infinity').encode()
-    refused(client, run_id, 422, "noise_std is not a finite number", raw=raw)
+    refused(client, run_id, 422, "noise_std: Input should be a finite number", raw=raw)
 
 
 @pytest.mark.parametrize("count", [0, 20, 22, RECORDS])
@@ -261,7 +263,13 @@ def test_report_naming_another_round_than_its_path(client: TestClient, run_id: s
 
 
 def test_malformed_body(client: TestClient, run_id: str) -> None:
-    refused(client, run_id, 422, "total", body={"hospital": "h0", "round": 0})
+    refused(
+        client,
+        run_id,
+        422,
+        "mechanism: Field required (and 3 more errors)",
+        body={"hospital": "h0", "round": 0},
+    )
 
 
 def test_body_too_large(client: TestClient, run_id: str) -> None:
@@ -331,3 +339,115 @@ def test_noise_std_beyond_the_ceiling(client: TestClient, run_id: str) -> None:
     refused(client, run_id, 422, "exceeds 10×", body=report(noise_std=ceiling * 1.001))
     accepted = post(client, run_id, 0, report(2, noise_std=ceiling * 0.999), hospital_headers(2))
     assert accepted.status_code == 200, accepted.text
+
+
+def run_params(client: TestClient, run_id: str, i: int = 0) -> PublicParameters:
+    info = client.get(f"/v1/runs/{run_id}/round", headers=hospital_headers(i)).json()
+    return PublicParameters(**info["params"])
+
+
+def test_noise_std_below_the_floor(client: TestClient, run_id: str) -> None:
+    # The run's (ε, δ) needs σ_r ≥ the floor; a report declaring less would count a sum less
+    # private than the run's guarantee. Float slack: 1e-6 relative.
+    floor = noise_floor("local", run_params(client, run_id), 21)
+    assert floor == run_noise_std(run_params(client, run_id))  # the run uses exact accounting
+    refused(client, run_id, 422, "below the σ_r", body=report(noise_std=1.0))
+    refused(client, run_id, 422, "would spend epsilon", body=report(noise_std=floor * 0.9999))
+    within = post(client, run_id, 0, report(noise_std=floor * (1 - 1e-7)), hospital_headers(0))
+    assert within.status_code == 200, within.text
+    rows = client.get(f"/v1/runs/{run_id}/participation").json()
+    assert rows[0]["weaker"] is False and abs(rows[0]["epsilon"] - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("literal", ["true", '"3.5"', "1e999", "null"])
+def test_noise_std_must_be_a_finite_json_number(
+    client: TestClient, run_id: str, literal: str
+) -> None:
+    raw = json.dumps(report()).replace('"noise_std": 3.0', f'"noise_std": {literal}').encode()
+    refused(client, run_id, 422, "noise_std: Input should be a", raw=raw)
+
+
+def test_a_paper_run_accepts_the_smaller_exact_sigma(client: TestClient) -> None:
+    # The floor is the tight (exact) σ_r at the run's (ε, δ): an agent calibrating with the
+    # exact accounting meets a run published with the paper's (larger σ_r) accounting.
+    run_id = create(client, accounting="paper")["run_id"]
+    params = run_params(client, run_id)
+    exact = local_noise_std(
+        scale=params.scale or 0.0, d=params.d, epsilon=params.epsilon, delta=params.delta
+    )
+    assert exact < 0.9 * run_noise_std(params)
+    assert exact == noise_floor("local", params, 21)
+    accepted = post(client, run_id, 0, report(noise_std=exact), hospital_headers(0))
+    assert accepted.status_code == 200, accepted.text
+    refused(
+        client,
+        run_id,
+        422,
+        "below the σ_r",
+        body=report(1, noise_std=exact * 0.999),
+        headers=hospital_headers(1),
+    )
+
+
+def test_local_clip_floor_and_the_mechanisms_without_noise(client: TestClient) -> None:
+    run_id = create(client, mechanism="local-clip")["run_id"]
+    params = run_params(client, run_id)
+    floor = noise_floor("local-clip", params, 21)
+    assert floor == noise_std_for(epsilon=1.0, delta=params.delta, sensitivity=2.0)
+    body = report(mechanism="local-clip", noise_std=floor / 2)
+    refused(client, run_id, 422, "below the σ_r", body=body)
+    body = report(mechanism="local-clip", noise_std=floor * 1.5)
+    assert post(client, run_id, 0, body, hospital_headers(0)).status_code == 200
+    for mechanism in ("central", "none"):
+        assert noise_floor(mechanism, params.model_copy(update={"mechanism": mechanism}), 21) == 0
+
+
+def test_a_run_allowing_weaker_reports_accepts_and_shows_them(client: TestClient) -> None:
+    run_id = create(client, allow_weaker_reports=True)["run_id"]
+    params = run_params(client, run_id)
+    accepted = post(client, run_id, 0, report(noise_std=1.0), hospital_headers(0))
+    assert accepted.status_code == 200, accepted.text
+    rows = client.get(f"/v1/runs/{run_id}/participation").json()
+    epsilon = implied_epsilon("local", params, 1.0, 21)
+    assert epsilon is not None and epsilon > 2.0
+    assert (rows[0]["noise_std"], rows[0]["epsilon"], rows[0]["weaker"]) == (1.0, epsilon, True)
+    assert rows[1]["noise_std"] is None and rows[1]["weaker"] is False
+    assert client.get(f"/v1/runs/{run_id}").json()["allow_weaker_reports"] is True
+    page = client.get(f"/runs/{run_id}").text
+    assert "declared σ_r" in page and f"{epsilon:.4g}" in page and "weaker than the run" in page
+    # A σ_r so small that ε overflows float64 is no privacy at all: refused even here.
+    for tiny in (1e-300, 5e-324):
+        refused(
+            client,
+            run_id,
+            422,
+            "too small for any finite epsilon",
+            body=report(1, noise_std=tiny),
+            headers=hospital_headers(1),
+        )
+    # Another mechanism is refused even here.
+    refused(
+        client,
+        run_id,
+        422,
+        "report uses mechanism none",
+        body=report(1, mechanism="none", noise_std=0.0),
+        headers=hospital_headers(1),
+    )
+
+
+def test_an_overflowing_m_step_fails_the_run_instead_of_storing_infinity(
+    client: TestClient,
+) -> None:
+    # Mechanism none has no honest range: three finite totals of 1.5e308 sum to infinity.
+    run_id = create(client, mechanism="none")["run_id"]
+    for i in range(3):
+        body = report(i, mechanism="none", noise_std=0.0, total=[1.5e308, 0.0, 0.0, 0.0])
+        assert post(client, run_id, 0, body, hospital_headers(i)).status_code == 200
+    summary = client.get(f"/v1/runs/{run_id}").json()
+    assert summary["status"] == "failed" and "overflowed" in summary["reason"]
+    for suffix in ("/rounds", "/participation", "/trajectory"):
+        assert client.get(f"/v1/runs/{run_id}{suffix}").status_code == 200
+    assert client.get(f"/runs/{run_id}").status_code == 200
+    info = client.get(f"/v1/runs/{run_id}/round", headers=hospital_headers(0)).json()
+    assert info["status"] == "failed" and all(math.isfinite(v) for v in info["beta"])
