@@ -40,7 +40,6 @@ import numpy as np
 
 from ldpem.client.ledger import Entry, Ledger
 from ldpem.common.accounting import noise_std_for
-from ldpem.common.calibration import truncation_sensitivity
 from ldpem.common.configure import local_noise_std
 from ldpem.common.mechanisms import (
     CentralTruncation,
@@ -96,10 +95,15 @@ def agent_mechanism(
         if params.scale is None or params.smoothing is None:
             raise AgentError("the run publishes mechanism local without a scale s")
         sigma = local_noise_std(
-            scale=params.scale, d=params.d, epsilon=epsilon, delta=delta, accounting=accounting
+            scale=params.scale,
+            smoothing=params.smoothing,
+            d=params.d,
+            epsilon=epsilon,
+            delta=delta,
+            accounting=accounting,
         )
         mechanism = LocalTruncation(scale=params.scale, smoothing=params.smoothing, noise_std=sigma)
-        return mechanism, truncation_sensitivity(params.scale, params.d) / sigma
+        return mechanism, mechanism.sensitivity(params.d) / sigma
     if params.mechanism == "local-clip":
         if params.clip is None:
             raise AgentError("the run publishes mechanism local-clip without a clip norm")

@@ -31,7 +31,7 @@ import numpy as np
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.calibration import default_tau, smoothing_precision, truncation_sensitivity
 from ldpem.common.configure import public_scale
-from ldpem.common.truncation import TRUNCATION_BOUND
+from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import (
     HospitalParticipation,
     HospitalToken,
@@ -125,8 +125,8 @@ def public_parameters(request: RunCreate) -> PublicParameters:
 
 def run_noise_std(params: PublicParameters) -> float:
     """σ_r of a local report calibrated at the run's own budget (0 for non-local mechanisms)."""
-    if params.mechanism == "local" and params.scale is not None:
-        sensitivity = truncation_sensitivity(params.scale, params.d)
+    if params.mechanism == "local" and params.scale is not None and params.smoothing is not None:
+        sensitivity = truncation_sensitivity(params.scale, params.d, smoothing=params.smoothing)
     elif params.mechanism == "local-clip" and params.clip is not None:
         sensitivity = 2.0 * params.clip
     else:
@@ -144,8 +144,8 @@ def _noise_std(epsilon: float, delta: float, sensitivity: float, accounting: str
 
 def record_bound(params: PublicParameters) -> float:
     """Largest |coordinate| of one record's contribution before noise (inf for ``none``)."""
-    if params.scale is not None:
-        return params.scale * TRUNCATION_BOUND
+    if params.scale is not None and params.smoothing is not None:
+        return params.scale * truncation_bound(params.smoothing)
     if params.clip is not None:
         return params.clip
     return math.inf
@@ -628,11 +628,12 @@ class Coordinator:
         gradient = total / count
         noise: list[float] | None = None
         if params.mechanism == "central":
-            assert params.scale is not None
+            assert params.scale is not None and params.smoothing is not None
+            sensitivity = truncation_sensitivity(params.scale, params.d, smoothing=params.smoothing)
             std = noise_std_for(
                 epsilon=params.epsilon,
                 delta=params.delta,
-                sensitivity=truncation_sensitivity(params.scale, params.d) / count,
+                sensitivity=sensitivity / count,
                 accounting=params.accounting,
             )
             drawn = np.random.default_rng([run.seed, 0xCE, t]).normal(0.0, std, params.d)

@@ -32,6 +32,7 @@ def run_mechanism(params: PublicParameters) -> Mechanism:
             smoothing=params.smoothing,
             noise_std=local_noise_std(
                 scale=params.scale,
+                smoothing=params.smoothing,
                 d=params.d,
                 epsilon=params.epsilon,
                 delta=params.delta,

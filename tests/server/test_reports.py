@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ldpem.common.truncation import TRUNCATION_BOUND
+from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.server.coordinator import run_noise_std
 from tests.fedkit import TOKENS, admin_headers, hospital_headers, run_request
@@ -221,7 +221,10 @@ def test_count_that_does_not_match_enrolment(client: TestClient, run_id: str, co
 def test_outside_the_honest_range(client: TestClient, run_id: str) -> None:
     params = client.get(f"/v1/runs/{run_id}/round", headers=hospital_headers(0)).json()["params"]
     count, noise = 21, 3.0
-    limit = count * params["scale"] * TRUNCATION_BOUND + 10 * math.sqrt(count) * noise
+    limit = (
+        count * params["scale"] * truncation_bound(params["smoothing"])
+        + 10 * math.sqrt(count) * noise
+    )
     # Just inside is accepted by another hospital; just outside is refused.
     refused(
         client,
