@@ -27,7 +27,13 @@ from ldpem.common.mechanisms import (
     NoPrivacy,
 )
 
-__all__ = ["holder_records_per_round", "local_noise_std", "make_mechanism", "public_scale"]
+__all__ = [
+    "holder_records_per_round",
+    "hospital_scale",
+    "local_noise_std",
+    "make_mechanism",
+    "public_scale",
+]
 
 
 def public_scale(
@@ -60,6 +66,31 @@ def holder_records_per_round(records: int, rounds: int, *, reuse: bool = False) 
     records = check_count("records", records)
     rounds = check_count("rounds", rounds)
     return records if reuse else max(1, records // rounds)
+
+
+def hospital_scale(
+    *,
+    records: int,
+    rounds: int,
+    d: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    zeta: float = DEFAULT_ZETA,
+) -> float:
+    """The scale s_k of a holder enrolled with ``records`` records in a partitioned run of
+    the ``hospital`` mechanism: Algorithm 2's central rule with m_k = ⌊records/rounds⌋, at
+    the run's public (ε, δ). The holder and the coordinator both compute it from public
+    values and the enrolled count, so it need not be sent (docs/HOSPITAL.md)."""
+    return public_scale(
+        "hospital",
+        d=d,
+        records_per_round=holder_records_per_round(records, rounds),
+        epsilon=epsilon,
+        delta=delta,
+        tau=tau,
+        zeta=zeta,
+    )
 
 
 def local_noise_std(

@@ -30,7 +30,7 @@ import numpy as np
 
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.calibration import default_tau, smoothing_precision, truncation_sensitivity
-from ldpem.common.configure import public_scale
+from ldpem.common.configure import hospital_scale, public_scale
 from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import (
     HospitalParticipation,
@@ -102,6 +102,11 @@ def public_parameters(request: RunCreate) -> PublicParameters:
             )
         )
         smoothing = smoothing_precision(request.d, request.zeta)
+    elif request.mechanism == "hospital":
+        # Each holder derives its own s_k from its enrolled count (hospital_scale) unless
+        # the operator fixed one s for all.
+        scale = request.scale
+        smoothing = smoothing_precision(request.d, request.zeta)
     elif request.mechanism == "local-clip":
         clip = request.clip
     return PublicParameters(
@@ -123,10 +128,29 @@ def public_parameters(request: RunCreate) -> PublicParameters:
     )
 
 
-def run_noise_std(params: PublicParameters) -> float:
-    """σ_r of a local report calibrated at the run's own budget (0 for non-local mechanisms)."""
-    if params.mechanism == "local" and params.scale is not None and params.smoothing is not None:
-        sensitivity = truncation_sensitivity(params.scale, params.d, smoothing=params.smoothing)
+def holder_scale(params: PublicParameters, records: int) -> float | None:
+    """The scale a holder enrolled with ``records`` records truncates with: the published s,
+    or for ``hospital`` without one, its own s_k (``configure.hospital_scale``)."""
+    if params.mechanism == "hospital" and params.scale is None:
+        return hospital_scale(
+            records=records,
+            rounds=params.rounds,
+            d=params.d,
+            epsilon=params.epsilon,
+            delta=params.delta,
+            tau=params.tau,
+            zeta=params.zeta,
+        )
+    return params.scale
+
+
+def run_noise_std(params: PublicParameters, records: int = 1) -> float:
+    """σ_r of a local report (for ``hospital``: of the one draw on the sum of a holder
+    enrolled with ``records`` records) calibrated at the run's own budget; 0 for mechanisms
+    without holder noise."""
+    scale = holder_scale(params, records)
+    if params.mechanism in ("local", "hospital") and scale is not None and params.smoothing:
+        sensitivity = truncation_sensitivity(scale, params.d, smoothing=params.smoothing)
     elif params.mechanism == "local-clip" and params.clip is not None:
         sensitivity = 2.0 * params.clip
     else:
@@ -142,10 +166,12 @@ def _noise_std(epsilon: float, delta: float, sensitivity: float, accounting: str
     )
 
 
-def record_bound(params: PublicParameters) -> float:
-    """Largest |coordinate| of one record's contribution before noise (inf for ``none``)."""
-    if params.scale is not None and params.smoothing is not None:
-        return params.scale * truncation_bound(params.smoothing)
+def record_bound(params: PublicParameters, records: int = 1) -> float:
+    """Largest |coordinate| of one record's contribution before noise (inf for ``none``), for
+    a holder enrolled with ``records`` records (only ``hospital`` depends on it)."""
+    scale = holder_scale(params, records)
+    if scale is not None and params.smoothing is not None:
+        return scale * truncation_bound(params.smoothing)
     if params.clip is not None:
         return params.clip
     return math.inf
@@ -477,7 +503,7 @@ class Coordinator:
                 f"count {report.count} does not match enrolment: {who} enrolled "
                 f"{hospital.records} records, {expected} in round {t}",
             )
-        local_noise = params.mechanism in ("local", "local-clip")
+        local_noise = params.mechanism in ("local", "local-clip", "hospital")
         if local_noise and report.noise_std <= 0:
             raise ProtocolError(422, f"mechanism {params.mechanism} needs noise_std > 0")
         if not local_noise and report.noise_std != 0:
@@ -485,7 +511,7 @@ class Coordinator:
         # The honest range grows with the stated σ_r, so an unbounded σ_r would let one
         # enrolled hospital move β arbitrarily. An agent may be stricter than the run (more
         # noise), but not beyond max_noise_factor × the σ_r of the run's own budget.
-        ceiling = self.max_noise_factor * run_noise_std(params)
+        ceiling = self.max_noise_factor * run_noise_std(params, hospital.records)
         if local_noise and report.noise_std > ceiling:
             raise ProtocolError(
                 422,
@@ -493,16 +519,18 @@ class Coordinator:
                 f"run's calibrated σ_r ({ceiling:.6g}): a budget that strict adds more noise "
                 "than this run accepts",
             )
-        bound = record_bound(params)
-        limit = (
-            report.count * bound + self.range_sigmas * math.sqrt(report.count) * report.noise_std
-        )
+        bound = record_bound(params, hospital.records)
+        # Local noise is one draw per record (std √count·σ_r on the sum); hospital-level
+        # noise is one draw on the whole sum (std σ).
+        draws = 1 if params.mechanism == "hospital" else report.count
+        limit = report.count * bound + self.range_sigmas * math.sqrt(draws) * report.noise_std
         worst = max((abs(v) for v in report.total), default=0.0)
         if worst > limit:
+            spread = "" if params.mechanism == "hospital" else "√count·"
             raise ProtocolError(
                 422,
-                f"total is outside the range an honest client can produce: |total| = "
-                f"{worst:.6g} > count·bound + {self.range_sigmas:g}·√count·noise_std = {limit:.6g}",
+                f"total is outside the range an honest client can produce: |total| = {worst:.6g}"
+                f" > count·bound + {self.range_sigmas:g}·{spread}noise_std = {limit:.6g}",
             )
 
     def _check_open(
