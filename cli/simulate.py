@@ -28,6 +28,7 @@ from ldpem.common.calibration import DEFAULT_ZETA, default_tau
 from ldpem.common.configure import holder_records_per_round, make_mechanism
 from ldpem.common.mechanisms import MECHANISM_NAMES, Mechanism
 from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
+from ldpem.common.planning import Problem, final_errors
 from ldpem.common.simulation import run_gradient_em
 from ldpem.errors import UserError
 
@@ -331,6 +332,7 @@ def simulate(
         holder_mechanisms=holder_mechanisms,
     )
     known = beta_star is not None
+    warning = None if known else _data_warning(config, holders, d=d, delta=delta, tau=tau)
     return {
         "model": model.name,
         "mechanism": config.mechanism,
@@ -354,5 +356,43 @@ def simulate(
         "initial_error": model.error(beta0, beta_star) if beta_star is not None else None,
         "errors": [float(e) for e in result.errors] if known else None,
         "error": float(result.errors[-1]) if known else None,
+        "warning": warning,
         "seconds": time.perf_counter() - started,
     }
+
+
+#: Simulations behind the warning of a run on records without a known β*.
+WARNING_SEEDS = 2
+
+
+def _data_warning(
+    config: SimulationConfig, holders: list[Records], *, d: int, delta: float, tau: float
+) -> str | None:
+    """On records without β*, what the planning simulations expect for this size, budget
+    and declared ‖β‖ ≤ B: a warning when the mechanism cannot beat β = 0 (``ldpem plan``)."""
+    bound = config.beta_bound if config.beta_bound is not None else config.snr * config.sigma
+    problem = Problem(
+        model=config.model,
+        d=d,
+        sizes=tuple(h.n for h in holders),
+        sigma=config.sigma,
+        epsilon=config.epsilon,
+        delta=delta,
+        rounds=config.rounds,
+        snr=bound / config.sigma,
+        tau=tau,
+        zeta=config.zeta,
+        accounting=config.accounting,
+        clip=config.clip,
+        eta=config.eta,
+    )
+    errors = final_errors(problem, config.mechanism, WARNING_SEEDS, max_records=200_000)
+    expected = float(np.mean(errors))
+    if expected <= problem.useful_error:
+        return None
+    return (
+        f"on synthetic {config.model} data of this size with ‖β*‖ = {bound:g}, mechanism "
+        f"{config.mechanism} reaches a mean error of {expected:.3g}, not below half the error "
+        f"of the trivial estimate β = 0 ({problem.trivial_error:.3g}): this estimate is "
+        "probably no better than β = 0; see `ldpem plan` for what would be"
+    )

@@ -23,11 +23,11 @@ import httpx
 import numpy as np
 import pytest
 
+from ldpem.client.agent import agent_mechanism
 from ldpem.client.ledger import Ledger
 from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
-from ldpem.server.forecast import run_mechanism
 from tests.cli.procs import Processes, coordinator, wait_for
 from tests.fedkit import TOKENS, free_port, replay, write_gmm_data
 
@@ -165,7 +165,9 @@ def test_three_hospitals_sixty_thousand_records_epsilon_one(
             model=model,
             holders=holders,
             sigma=1.0,
-            mechanism=run_mechanism(params),
+            mechanism=agent_mechanism(
+                params, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+            )[0],
             rounds=rounds,
             beta0=np.array(betas[0]),
             rng=np.random.default_rng(seed),
