@@ -132,13 +132,8 @@ def test_run_forecast_is_the_planning_estimate() -> None:
 
 def test_simulate_on_data_warns_when_beta_zero_is_as_good(tmp_path: Path) -> None:
     model_records = tmp_path / "rmc.csv"
-    assert (
-        main(
-            ["generate", "--model", "rmc", "--d", "10", "--n", "20000", "--seed", "1"]
-            + ["--out", str(model_records)]
-        )
-        == 0
-    )
+    generate = ["generate", "--model", "rmc", "--d", "10", "--n", "20000", "--seed", "1"]
+    assert main([*generate, "--out", str(model_records)]) == 0
     local = simulate(SimulationConfig(model="rmc", data=model_records))
     assert local["error"] is None
     assert "probably no better than β = 0" in str(local["warning"])
