@@ -31,6 +31,7 @@ import numpy as np
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.calibration import default_tau, smoothing_precision, truncation_sensitivity
 from ldpem.common.configure import hospital_scale, public_scale
+from ldpem.common.planning import BEAT_FRACTION
 from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import (
     HospitalParticipation,
@@ -280,11 +281,14 @@ class Coordinator:
             if expected is not None and not math.isfinite(expected):
                 expected = None
                 warning = "the simulated run diverges: expect no useful estimate"
-            elif expected is not None and expected >= trivial:
+            elif expected is not None and expected > BEAT_FRACTION * trivial:
+                # The same criterion as `ldpem plan`: the run starts at a random β of norm σ,
+                # already about ‖β*‖ away, so only a clearly lower error shows learning.
                 warning = (
-                    f"expected error {expected:.3g} is no better than the trivial estimate "
-                    f"beta = 0 (error {trivial:.3g} at snr {request.snr:g}): more records, a "
-                    "larger epsilon or fewer rounds are needed"
+                    f"expected error {expected:.3g} is not below half the error of beta = 0 "
+                    f"({trivial:.3g} at snr {request.snr:g}): the estimate will probably be no "
+                    "better than the trivial estimate beta = 0; more records, a larger epsilon, "
+                    "fewer rounds or another mechanism are needed (see `ldpem plan`)"
                 )
         run_id = uuid.uuid4().hex[:12]
         tokens: list[HospitalToken] = []
