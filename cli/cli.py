@@ -36,12 +36,14 @@ def _command_modules() -> list[ModuleType]:
         cmd_demo,
         cmd_experiment,
         cmd_generate,
+        cmd_plan,
         cmd_run,
         cmd_simulate,
     )
 
     return [
         cmd_simulate,
+        cmd_plan,
         cmd_experiment,
         cmd_coordinator,
         cmd_client,

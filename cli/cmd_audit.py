@@ -18,7 +18,7 @@ from ldpem.errors import UserError
 
 __all__ = ["register", "run_audit"]
 
-AUDITED = ("local", "local-clip", "central", "central-clip")
+AUDITED = ("local", "hospital", "local-clip", "central", "central-clip")
 
 
 def register(subparsers: Any) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.cmd_client import add_source_arguments, source_from_args
+from ldpem.cmd_plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.mechanisms import MECHANISM_NAMES
@@ -49,6 +50,12 @@ def register(subparsers: Any) -> None:
     add("--accounting", choices=ACCOUNTING_MODES, default=_DEFAULTS.accounting)
     add("--reuse", action="store_true", help="use every record in every round (budget split)")
     add("--hospitals", type=int, default=_DEFAULTS.hospitals, help="data holders K")
+    add(
+        "--hospitals-sizes",
+        default=None,
+        metavar="N1,N2,...",
+        help="explicit records per hospital (summing to n) instead of a random split",
+    )
     add("--seed", type=int, default=_DEFAULTS.seed)
     add("--tau", type=float, default=None, help="second-moment bound τ (default from B, σ, d)")
     add("--beta-bound", type=float, default=None, help="declared bound B on ‖β‖ (snr·σ)")
@@ -85,6 +92,7 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
         outliers=args.outliers,
         # A database is no Path: `run` reads every source through ldpem.client.sources.
         data=Path(args.data) if args.data is not None and "://" not in args.data else None,
+        sizes=None if args.hospitals_sizes is None else parse_sizes(args.hospitals_sizes),
     )
 
 
@@ -144,4 +152,6 @@ def run(args: argparse.Namespace) -> int:
         config, on_round=progress_reporter(config.rounds, sys.stderr), dataset=dataset
     )
     print(summary(outcome))
+    if outcome.get("warning"):
+        print(f"warning: {outcome['warning']}", file=sys.stderr)
     return 0

@@ -32,7 +32,9 @@ import numpy as np
 
 from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import epsilon_for_ratio
-from ldpem.common.configure import make_mechanism
+from ldpem.common.calibration import default_tau
+from ldpem.common.configure import holder_records_per_round, make_mechanism
+from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
 from ldpem.errors import UserError
@@ -50,6 +52,8 @@ class DemoConfig:
     epsilon: float = 1.0
     seed: int = 0
     workdir: Path | None = None
+    #: The federated run's mechanism: "local" (per record) or "hospital" (docs/HOSPITAL.md).
+    mechanism: str = "local"
     timeout: float = 300.0
 
 
@@ -214,7 +218,8 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         with _terminate_on_sigterm():
             say(
                 f"ldpem demo: {config.hospitals} hospitals, {config.records} {config.model} "
-                f"records (d={config.d}), local model, ε={config.epsilon}, workdir {workdir}"
+                f"records (d={config.d}), {config.mechanism} mechanism, ε={config.epsilon}, "
+                f"workdir {workdir}"
             )
             coordinator = processes.start(
                 "coordinator",
@@ -240,7 +245,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 "d": config.d,
                 "sigma": 1.0,
                 "rounds": config.rounds,
-                "mechanism": "local",
+                "mechanism": config.mechanism,
                 "epsilon": config.epsilon,
                 "delta": delta,
                 "seed": config.seed,
@@ -306,7 +311,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     result: dict[str, Any] = {
         "run_id": run_id,
         "model": config.model,
-        "mechanism": "local",
+        "mechanism": config.mechanism,
         "n": config.records,
         "d": config.d,
         "rounds": config.rounds,
@@ -397,18 +402,29 @@ def _baselines(
     beta_star: np.ndarray,
     delta: float,
 ) -> dict[str, dict[str, Any]]:
-    """Non-private and clipped (C = 1) gradient EM in-process, same records and start."""
+    """Non-private, clipped (C = 1) and hospital-level gradient EM in-process, same records
+    and start (hospital-level: each holder's own scale and noise, docs/HOSPITAL.md)."""
     model = get_model(config.model)
+    # τ as the coordinator derives it for the run: the default declared bound snr·σ = 3.
+    tau = default_tau(config.model, beta_bound=3.0, sigma=1.0, d=config.d)
     out = {}
-    for name in ("none", "local-clip"):
-        mechanism = make_mechanism(
-            name,
-            d=config.d,
-            records_per_round=max(config.records // config.rounds, 1),
-            epsilon=config.epsilon,
-            delta=delta,
-            clip=1.0,
-        )
+    for name in ("none", "local-clip", "hospital"):
+
+        def build(records_per_round: int, name: str = name) -> Mechanism:
+            return make_mechanism(
+                name,
+                d=config.d,
+                records_per_round=records_per_round,
+                epsilon=config.epsilon,
+                delta=delta,
+                clip=1.0,
+                tau=tau,
+            )
+
+        mechanism = build(max(config.records // config.rounds, 1))
+        holder_mechanisms = None
+        if name == "hospital":
+            holder_mechanisms = [build(holder_records_per_round(p.n, config.rounds)) for p in parts]
         result = run_gradient_em(
             model=model,
             holders=parts,
@@ -418,6 +434,7 @@ def _baselines(
             beta0=beta0,
             rng=np.random.default_rng(config.seed + 1000),
             beta_star=beta_star,
+            holder_mechanisms=holder_mechanisms,
         )
         out[name] = {"error": result.errors[-1], "errors": result.errors}
     return out
@@ -471,10 +488,15 @@ def _plot(result: dict[str, Any], path: Path) -> str | None:
     FigureCanvasAgg(figure)
     axes = figure.subplots()
     rounds = range(1, len(result["errors"]) + 1)
+    kind = "hospital-level" if result["mechanism"] == "hospital" else "local"
     axes.plot(
-        rounds, result["errors"], marker="o", label=f"federated local DP (ε={result['epsilon']})"
+        rounds, result["errors"], marker="o", label=f"federated {kind} DP (ε={result['epsilon']})"
     )
-    labels = {"none": "non-private EM", "local-clip": "clipped DP EM (C = 1)"}
+    labels = {
+        "none": "non-private EM",
+        "local-clip": "clipped DP EM (C = 1)",
+        "hospital": "hospital-level DP (in-process)",
+    }
     for name, errors in result["baseline_errors"].items():
         axes.plot(rounds, errors, marker=".", linestyle="--", label=labels[name])
     axes.axhline(result["trivial_error"], color="grey", linewidth=0.8, label="β = 0")

@@ -25,9 +25,10 @@ from numpy.typing import NDArray
 from ldpem.client.data import load_records
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA, default_tau
-from ldpem.common.configure import make_mechanism
+from ldpem.common.configure import holder_records_per_round, make_mechanism
 from ldpem.common.mechanisms import MECHANISM_NAMES, Mechanism
 from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
+from ldpem.common.planning import Problem, final_errors
 from ldpem.common.simulation import run_gradient_em
 from ldpem.errors import UserError
 
@@ -67,7 +68,8 @@ class SimulationConfig:
     delta: n^-1.1 (the paper's choice); missing: 0.1 for rmc, 0 otherwise;
     beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: ``default_tau(model, B, σ, d)``.
     ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
-    ``data``: a CSV (or .npy) file of records to use instead of synthetic ones (see
+    ``sizes``: the hospitals' record counts (they must sum to n; ``hospitals`` is then
+    ignored). ``data``: a CSV (or .npy) file of records to use instead of synthetic ones (see
     ``ldpem.client.data``); n and d are then the file's, snr and missing are unused, and
     without a known β* the errors are None.
     """
@@ -93,6 +95,8 @@ class SimulationConfig:
     eta: float = 1.0
     outliers: float = 0.0
     data: Path | None = None
+    #: Explicit hospital sizes (summing to n) instead of a random split into ``hospitals``.
+    sizes: tuple[int, ...] | None = None
 
 
 def _fail(name: str, requirement: str, value: object) -> UserError:
@@ -123,6 +127,11 @@ def _check_config(config: SimulationConfig) -> None:
             raise _fail(name, "an integer >= 1", count)
     if config.hospitals < 1:
         raise _fail("hospitals", "an integer >= 1", config.hospitals)
+    if config.sizes is not None:
+        if not config.sizes or min(config.sizes) < 1:
+            raise _fail("hospital sizes", "a non-empty list of integers >= 1", config.sizes)
+        if config.data is None and sum(config.sizes) != config.n:
+            raise _fail("hospital sizes", f"a list summing to n = {config.n}", config.sizes)
     if config.delta is not None and not 0.0 < config.delta < 1.0:
         raise _fail("delta", "in (0, 1)", config.delta)
     if not 0.0 < config.zeta < 1.0:
@@ -136,6 +145,11 @@ def _check_config(config: SimulationConfig) -> None:
 def _check_size(n: int, config: SimulationConfig) -> None:
     """Every hospital needs a record in every round (partitioned: ``rounds`` records)."""
     per_hospital = 1 if config.reuse else config.rounds
+    if config.sizes is not None:
+        if sum(config.sizes) != n:
+            raise _fail("hospital sizes", f"a list summing to the {n} records", config.sizes)
+        if min(config.sizes) < per_hospital:
+            raise _fail("hospital sizes", f"each at least {per_hospital}", config.sizes)
     needed = config.hospitals * per_hospital
     if n < max(needed, config.rounds):
         raise UserError(
@@ -173,10 +187,13 @@ def hospital_sizes(n: int, hospitals: int, minimum: int, rng: np.random.Generato
 
 
 def _split(records: Records, config: SimulationConfig, rng: np.random.Generator) -> list[Records]:
-    if config.hospitals == 1:
+    if config.sizes is not None:
+        sizes = list(config.sizes)
+    elif config.hospitals == 1:
         return [records]
-    minimum = 1 if config.reuse else config.rounds
-    sizes = hospital_sizes(records.n, config.hospitals, minimum, rng)
+    else:
+        minimum = 1 if config.reuse else config.rounds
+        sizes = hospital_sizes(records.n, config.hospitals, minimum, rng)
     order = rng.permutation(records.n)
     bounds = np.cumsum([0, *sizes])
     return [records.take(np.sort(order[a:b])) for a, b in itertools.pairwise(bounds)]
@@ -203,9 +220,11 @@ def records_per_round(holders: list[Records], rounds: int, *, reuse: bool) -> in
     return sum(h.n // rounds for h in holders)
 
 
-def _mechanism(config: SimulationConfig, *, d: int, m: int, delta: float, tau: float) -> Mechanism:
+def _mechanism(
+    config: SimulationConfig, *, d: int, m: int, delta: float, tau: float, name: str | None = None
+) -> Mechanism:
     return make_mechanism(
-        config.mechanism,
+        config.mechanism if name is None else name,
         d=d,
         records_per_round=m,
         epsilon=config.epsilon,
@@ -218,8 +237,36 @@ def _mechanism(config: SimulationConfig, *, d: int, m: int, delta: float, tau: f
     )
 
 
-def _mechanism_fields(mechanism: Mechanism) -> dict[str, float]:
-    fields = {"noise_std": mechanism.noise_std}
+def _holder_mechanisms(
+    config: SimulationConfig, holders: list[Records], *, d: int, delta: float, tau: float
+) -> list[Mechanism] | None:
+    """Each holder's own mechanism for ``hospital`` (its scale and noise follow from its own
+    records per round, ``configure.holder_records_per_round``); None for the others."""
+    if config.mechanism != "hospital":
+        return None
+    return [
+        _mechanism(
+            config,
+            d=d,
+            m=holder_records_per_round(h.n, config.rounds, reuse=config.reuse),
+            delta=delta,
+            tau=tau,
+        )
+        for h in holders
+    ]
+
+
+def _mechanism_fields(
+    mechanism: Mechanism, holder_mechanisms: list[Mechanism] | None
+) -> dict[str, Any]:
+    """The public parameters; for ``hospital`` those of the largest holder, plus each
+    holder's scale and noise std (of its one draw on its sum)."""
+    fields: dict[str, Any] = {"noise_std": mechanism.noise_std}
+    if holder_mechanisms:
+        mechanism = max(holder_mechanisms, key=lambda m: float(getattr(m, "scale", 0.0)))
+        fields["noise_std"] = mechanism.noise_std
+        fields["holder_scales"] = [float(getattr(m, "scale", math.nan)) for m in holder_mechanisms]
+        fields["holder_noise_stds"] = [m.noise_std for m in holder_mechanisms]
     for name in ("scale", "smoothing", "clip"):
         if hasattr(mechanism, name):
             fields[name] = float(getattr(mechanism, name))
@@ -256,7 +303,13 @@ def simulate(
     beta0 = rng.standard_normal(d) * (bound / math.sqrt(d))
     holders = _split(records, config, rng)
     m = records_per_round(holders, config.rounds, reuse=config.reuse)
-    mechanism = _mechanism(config, d=d, m=m, delta=delta, tau=tau)
+    holder_mechanisms = _holder_mechanisms(config, holders, d=d, delta=delta, tau=tau)
+    # For hospital the aggregator adds nothing; this instance only names the mechanism.
+    mechanism = (
+        holder_mechanisms[0]
+        if holder_mechanisms
+        else _mechanism(config, d=d, m=m, delta=delta, tau=tau)
+    )
     beta_star = data.beta_star
 
     def report(t: int, beta: FloatArray) -> None:
@@ -276,8 +329,10 @@ def simulate(
         reuse=config.reuse,
         beta_star=beta_star,
         on_round=report,
+        holder_mechanisms=holder_mechanisms,
     )
     known = beta_star is not None
+    warning = None if known else _data_warning(config, holders, d=d, delta=delta, tau=tau)
     return {
         "model": model.name,
         "mechanism": config.mechanism,
@@ -295,11 +350,49 @@ def simulate(
         "tau": tau,
         "beta_bound": bound,
         "outliers": config.outliers,
-        **_mechanism_fields(mechanism),
+        **_mechanism_fields(mechanism, holder_mechanisms),
         "beta": [float(v) for v in result.beta],
         "beta_star": [float(v) for v in beta_star] if beta_star is not None else None,
         "initial_error": model.error(beta0, beta_star) if beta_star is not None else None,
         "errors": [float(e) for e in result.errors] if known else None,
         "error": float(result.errors[-1]) if known else None,
+        "warning": warning,
         "seconds": time.perf_counter() - started,
     }
+
+
+#: Simulations behind the warning of a run on records without a known β*.
+WARNING_SEEDS = 2
+
+
+def _data_warning(
+    config: SimulationConfig, holders: list[Records], *, d: int, delta: float, tau: float
+) -> str | None:
+    """On records without β*, what the planning simulations expect for this size, budget
+    and declared ‖β‖ ≤ B: a warning when the mechanism cannot beat β = 0 (``ldpem plan``)."""
+    bound = config.beta_bound if config.beta_bound is not None else config.snr * config.sigma
+    problem = Problem(
+        model=config.model,
+        d=d,
+        sizes=tuple(h.n for h in holders),
+        sigma=config.sigma,
+        epsilon=config.epsilon,
+        delta=delta,
+        rounds=config.rounds,
+        snr=bound / config.sigma,
+        tau=tau,
+        zeta=config.zeta,
+        accounting=config.accounting,
+        clip=config.clip,
+        eta=config.eta,
+    )
+    errors = final_errors(problem, config.mechanism, WARNING_SEEDS, max_records=200_000)
+    expected = float(np.mean(errors))
+    if expected <= problem.useful_error:
+        return None
+    return (
+        f"on synthetic {config.model} data of this size with ‖β*‖ = {bound:g}, mechanism "
+        f"{config.mechanism} reaches a mean error of {expected:.3g}, not below half the error "
+        f"of the trivial estimate β = 0 ({problem.trivial_error:.3g}): this estimate is "
+        "probably no better than β = 0; see `ldpem plan` for what would be"
+    )

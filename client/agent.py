@@ -41,10 +41,10 @@ from pydantic import BaseModel, ValidationError
 
 from ldpem.client.ledger import Entry, Ledger
 from ldpem.common.accounting import noise_std_for
-from ldpem.common.calibration import truncation_sensitivity
-from ldpem.common.configure import local_noise_std
+from ldpem.common.configure import hospital_scale, local_noise_std
 from ldpem.common.mechanisms import (
     CentralTruncation,
+    HospitalTruncation,
     LocalClipped,
     LocalTruncation,
     Mechanism,
@@ -98,18 +98,57 @@ class AgentConfig:
 
 
 def agent_mechanism(
-    params: PublicParameters, *, epsilon: float, delta: float, accounting: str
+    params: PublicParameters,
+    *,
+    epsilon: float,
+    delta: float,
+    accounting: str,
+    records: int | None = None,
 ) -> tuple[Mechanism, float]:
     """The mechanism this agent runs and its privacy ratio μ = Δ/σ_r per record (∞ when the
-    report is not locally private)."""
+    report is not locally private). ``records``: this agent's enrolled count, which sets
+    its own scale under the ``hospital`` mechanism (docs/HOSPITAL.md)."""
+    if params.mechanism == "hospital":
+        if params.smoothing is None:
+            raise AgentError("the run publishes mechanism hospital without a smoothing β_s")
+        scale = params.scale
+        if scale is None:
+            if records is None:
+                raise AgentError("mechanism hospital needs this agent's enrolled record count")
+            scale = hospital_scale(
+                records=records,
+                rounds=params.rounds,
+                d=params.d,
+                epsilon=params.epsilon,
+                delta=params.delta,
+                tau=params.tau,
+                zeta=params.zeta,
+            )
+        # The one draw on this agent's sum is calibrated from its OWN (ε, δ): replacing one
+        # record moves the sum by at most the sensitivity of that record's contribution.
+        sigma = local_noise_std(
+            scale=scale,
+            smoothing=params.smoothing,
+            d=params.d,
+            epsilon=epsilon,
+            delta=delta,
+            accounting=accounting,
+        )
+        hospital = HospitalTruncation(scale=scale, smoothing=params.smoothing, noise_std=sigma)
+        return hospital, hospital.sensitivity(params.d) / sigma
     if params.mechanism == "local":
         if params.scale is None or params.smoothing is None:
             raise AgentError("the run publishes mechanism local without a scale s")
         sigma = local_noise_std(
-            scale=params.scale, d=params.d, epsilon=epsilon, delta=delta, accounting=accounting
+            scale=params.scale,
+            smoothing=params.smoothing,
+            d=params.d,
+            epsilon=epsilon,
+            delta=delta,
+            accounting=accounting,
         )
         mechanism = LocalTruncation(scale=params.scale, smoothing=params.smoothing, noise_std=sigma)
-        return mechanism, truncation_sensitivity(params.scale, params.d) / sigma
+        return mechanism, mechanism.sensitivity(params.d) / sigma
     if params.mechanism == "local-clip":
         if params.clip is None:
             raise AgentError("the run publishes mechanism local-clip without a clip norm")
@@ -309,7 +348,7 @@ class Agent:
             )
         data_key = records_digest(records)
         mechanism, mu = agent_mechanism(
-            params, epsilon=epsilon, delta=delta, accounting=cfg.accounting
+            params, epsilon=epsilon, delta=delta, accounting=cfg.accounting, records=me.records
         )
         seed = cfg.seed if cfg.seed is not None else self.ledger.seed()
         bound_seed, bound_data = self.ledger.bind_run(me.run_id, seed=seed, data=data_key)

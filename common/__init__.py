@@ -3,8 +3,9 @@
 Nothing here does I/O. Public surface:
 
 * models: ``get_model``, ``Records``, ``MODEL_NAMES``
-* mechanisms: ``smoothed_truncation``, ``LocalTruncation``, ``CentralTruncation``,
-  ``LocalClipped``, ``CentralClipped``, ``NoPrivacy``, ``make_mechanism``
+* mechanisms: ``smoothed_truncation``, ``truncation_bound``, ``LocalTruncation``,
+  ``HospitalTruncation``, ``CentralTruncation``, ``LocalClipped``, ``CentralClipped``,
+  ``NoPrivacy``, ``make_mechanism``
 * accounting: ``noise_std_for``, ``epsilon_spent``, ``epsilon_tilde``
 * rounds: ``holder_round``; simulation: ``run_gradient_em``
 """
@@ -17,6 +18,7 @@ from ldpem.common.mechanisms import (
     MECHANISM_NAMES,
     CentralClipped,
     CentralTruncation,
+    HospitalTruncation,
     LocalClipped,
     LocalTruncation,
     Mechanism,
@@ -26,6 +28,7 @@ from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
 from ldpem.common.rounds import HolderReport, holder_round
 from ldpem.common.simulation import EMResult, run_gradient_em
 from ldpem.common.truncation import TRUNCATION_BOUND, smoothed_truncation
+from ldpem.common.truncation_bound import truncation_bound
 
 __all__ = [
     "MECHANISM_NAMES",
@@ -35,6 +38,7 @@ __all__ = [
     "CentralTruncation",
     "EMResult",
     "HolderReport",
+    "HospitalTruncation",
     "LocalClipped",
     "LocalTruncation",
     "Mechanism",
@@ -51,4 +55,5 @@ __all__ = [
     "public_scale",
     "run_gradient_em",
     "smoothed_truncation",
+    "truncation_bound",
 ]

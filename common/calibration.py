@@ -5,8 +5,10 @@ All formulas are Algorithm 2's, with the paper's notation:
 * ε̃ = √(log(1/δ) + ε) − √(log(1/δ)), β_s = √(log(d/ζ)), ζ the failure probability;
 * local model (Theorem new2):  s = m^{1/4} √(τ ε̃) / (2 log(d/ζ));
 * central model (Algorithm 2): s = √(m τ ε̃) / (2 log(d/ζ));
-* every coordinate of T(·) lies in [−s·2√2/3, s·2√2/3], so replacing a record moves its
-  report by at most Δ = (4√2/3)·s·√d in L2 (local); the average of m records by Δ/m.
+* every coordinate of T(·) lies in [−s·b, s·b] with b = (2√2/3)·erf(√(β_s/2)) the
+  certified bound of ``ldpem.common.truncation_bound`` (< 2√2/3, the paper's), so
+  replacing a record moves its report by at most Δ = 2·b·s·√d in L2 (local); the
+  average of m records by Δ/m.
 
 When a record takes part in k rounds (``--reuse``) its budget is split evenly: each round
 gets the zCDP share ρ/k, i.e. ε̃/√k in the scale formula.
@@ -22,7 +24,7 @@ import math
 
 from ldpem.common._validation import check_count, check_open_unit, check_positive
 from ldpem.common.accounting import epsilon_tilde
-from ldpem.common.truncation import TRUNCATION_BOUND
+from ldpem.common.truncation_bound import truncation_bound
 
 __all__ = [
     "DEFAULT_ZETA",
@@ -75,11 +77,12 @@ def central_scale(
     return math.sqrt(records * tau * eps_tilde) / (2.0 * _log_d_over_zeta(d, zeta))
 
 
-def truncation_sensitivity(s: float, d: int) -> float:
-    """L2 sensitivity (4√2/3)·s·√d of one record's truncated d-vector under replacement."""
+def truncation_sensitivity(s: float, d: int, *, smoothing: float) -> float:
+    """L2 sensitivity 2·b(β_s)·s·√d of one record's truncated d-vector under replacement,
+    b(β_s) = (2√2/3)·erf(√(β_s/2)) the certified bound of the smoothed truncation."""
     s = check_positive("s", s)
     d = check_count("d", d)
-    return 2.0 * TRUNCATION_BOUND * s * math.sqrt(d)
+    return 2.0 * truncation_bound(smoothing) * s * math.sqrt(d)
 
 
 def default_tau(model: str, *, beta_bound: float, sigma: float, d: int) -> float:

@@ -20,13 +20,20 @@ from ldpem.common.mechanisms import (
     MECHANISM_NAMES,
     CentralClipped,
     CentralTruncation,
+    HospitalTruncation,
     LocalClipped,
     LocalTruncation,
     Mechanism,
     NoPrivacy,
 )
 
-__all__ = ["local_noise_std", "make_mechanism", "public_scale"]
+__all__ = [
+    "holder_records_per_round",
+    "hospital_scale",
+    "local_noise_std",
+    "make_mechanism",
+    "public_scale",
+]
 
 
 def public_scale(
@@ -40,17 +47,56 @@ def public_scale(
     participations: int = 1,
     zeta: float = DEFAULT_ZETA,
 ) -> float:
-    """The truncation scale s of Algorithm 2 for the ``local`` or ``central`` mechanism."""
-    if mechanism not in ("local", "central"):
-        raise ValueError(f"mechanism must be 'local' or 'central' for a scale, got {mechanism!r}")
+    """The truncation scale s of Algorithm 2 for the ``local``, ``central`` or ``hospital``
+    mechanism. ``hospital`` uses the central rule with m = ``records_per_round`` the
+    records ONE holder reports per round (``holder_records_per_round``), so each holder
+    has its own scale, computable from the run's public values and its enrolled count."""
+    if mechanism not in ("local", "central", "hospital"):
+        raise ValueError(
+            f"mechanism must be 'local', 'central' or 'hospital' for a scale, got {mechanism!r}"
+        )
     eps_tilde = round_epsilon_tilde(epsilon, delta, participations)
     scale_fn = local_scale if mechanism == "local" else central_scale
     return scale_fn(records=records_per_round, tau=tau, eps_tilde=eps_tilde, d=d, zeta=zeta)
 
 
+def holder_records_per_round(records: int, rounds: int, *, reuse: bool = False) -> int:
+    """m_k, the records a holder with ``records`` records reports in its smallest round:
+    ⌊records/rounds⌋ partitioned (at least 1), all of them with ``reuse``."""
+    records = check_count("records", records)
+    rounds = check_count("rounds", rounds)
+    return records if reuse else max(1, records // rounds)
+
+
+def hospital_scale(
+    *,
+    records: int,
+    rounds: int,
+    d: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    zeta: float = DEFAULT_ZETA,
+) -> float:
+    """The scale s_k of a holder enrolled with ``records`` records in a partitioned run of
+    the ``hospital`` mechanism: Algorithm 2's central rule with m_k = ⌊records/rounds⌋, at
+    the run's public (ε, δ). The holder and the coordinator both compute it from public
+    values and the enrolled count, so it need not be sent (docs/HOSPITAL.md)."""
+    return public_scale(
+        "hospital",
+        d=d,
+        records_per_round=holder_records_per_round(records, rounds),
+        epsilon=epsilon,
+        delta=delta,
+        tau=tau,
+        zeta=zeta,
+    )
+
+
 def local_noise_std(
     *,
     scale: float,
+    smoothing: float,
     d: int,
     epsilon: float,
     delta: float,
@@ -58,11 +104,14 @@ def local_noise_std(
     accounting: str = DEFAULT_ACCOUNTING,
 ) -> float:
     """σ of each local report of T(·) at scale s so that ``participations`` reports of one
-    record are together (ε, δ)-DP. A data holder computes this itself from its own budget."""
+    record are together (ε, δ)-DP. A data holder computes this itself from its own budget.
+
+    It is also the σ of the hospital-level mechanism's one draw on a holder's sum: replacing
+    one record moves that sum by at most as much as it moves the record's own report."""
     return noise_std_for(
         epsilon=epsilon,
         delta=delta,
-        sensitivity=truncation_sensitivity(scale, d),
+        sensitivity=truncation_sensitivity(scale, d, smoothing=smoothing),
         participations=participations,
         accounting=accounting,
     )
@@ -86,7 +135,9 @@ def make_mechanism(
     (ε, δ)-DP under ``accounting``.
 
     ``records_per_round`` is m, the number of records averaged in one round (it sets s in
-    Algorithm 2 and the sensitivity of the central average). ``scale`` overrides s.
+    Algorithm 2 and the sensitivity of the central average); for ``hospital`` it is m_k,
+    the records of ONE holder per round, and the mechanism is that holder's.
+    ``scale`` overrides s.
     """
     if name not in MECHANISM_NAMES:
         raise ValueError(f"mechanism must be one of {MECHANISM_NAMES}, got {name!r}")
@@ -128,12 +179,14 @@ def make_mechanism(
             zeta=zeta,
         )
     smoothing = smoothing_precision(d, zeta)
-    if name == "local":
-        return LocalTruncation(
+    if name in ("local", "hospital"):
+        kind = LocalTruncation if name == "local" else HospitalTruncation
+        return kind(
             scale=scale,
             smoothing=smoothing,
             noise_std=local_noise_std(
                 scale=scale,
+                smoothing=smoothing,
                 d=d,
                 epsilon=epsilon,
                 delta=delta,
@@ -141,5 +194,5 @@ def make_mechanism(
                 accounting=accounting,
             ),
         )
-    sensitivity = truncation_sensitivity(scale, d) / records_per_round
+    sensitivity = truncation_sensitivity(scale, d, smoothing=smoothing) / records_per_round
     return CentralTruncation(scale=scale, smoothing=smoothing, noise_std=noise(sensitivity))

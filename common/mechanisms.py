@@ -28,12 +28,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ldpem.common._validation import check_positive
-from ldpem.common.truncation import TRUNCATION_BOUND, smoothed_truncation
+from ldpem.common.truncation import smoothed_truncation
+from ldpem.common.truncation_bound import truncation_bound
 
 __all__ = [
     "MECHANISM_NAMES",
     "CentralClipped",
     "CentralTruncation",
+    "HospitalTruncation",
     "LocalClipped",
     "LocalTruncation",
     "Mechanism",
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
-MechanismName = Literal["local", "central", "local-clip", "central-clip", "none"]
+MechanismName = Literal["local", "hospital", "central", "local-clip", "central-clip", "none"]
 MECHANISM_NAMES: tuple[str, ...] = get_args(MechanismName)
 
 
@@ -164,7 +166,7 @@ class LocalTruncation(Mechanism):
         return smoothed_truncation(gradients, self.scale, self.smoothing)
 
     def record_bound(self, d: int) -> float:
-        return self.scale * TRUNCATION_BOUND
+        return self.scale * truncation_bound(self.smoothing)
 
     def sensitivity(self, d: int) -> float:
         return 2.0 * self.record_bound(d) * math.sqrt(d)
@@ -189,6 +191,29 @@ class CentralTruncation(LocalTruncation):
 
     def __repr__(self) -> str:
         return super().__repr__().replace("LocalTruncation", "CentralTruncation", 1)
+
+
+class HospitalTruncation(LocalTruncation):
+    """Hospital-level mechanism (docs/HOSPITAL.md): the data holder is the curator of its
+    own records. Each record is truncated as in the local model, the holder sums them and
+    adds ONE draw of N(0, σ² I_d) to the sum, σ calibrated to the replace-one sensitivity
+    of the sum, 2·record_bound·√d — the same as that of one record's report.
+
+    The scale is Algorithm 2's central rule with the holder's own records per round, so it
+    differs between holders; ``privatize`` gives what a holder of a single record would
+    send (its contribution plus one draw), the tightest case for the privacy audit.
+    """
+
+    name: MechanismName = "hospital"
+
+    def holder_noise(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
+        """One draw N(0, σ² I_d) for the whole sum, whatever ``count`` (none for count 0)."""
+        if self.noise_std == 0.0 or count == 0:
+            return np.zeros(d)
+        return rng.normal(0.0, self.noise_std, d)
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("LocalTruncation", "HospitalTruncation", 1)
 
 
 class LocalClipped(Mechanism):

@@ -65,28 +65,38 @@ def run_gradient_em(
     reuse: bool = False,
     beta_star: FloatArray | None = None,
     on_round: Callable[[int, FloatArray], None] | None = None,
+    holder_mechanisms: Sequence[Mechanism] | None = None,
 ) -> EMResult:
     """Run T rounds of (private) gradient EM over the ``holders``' records.
 
     beta0: (d,) starting point. ``on_round(t, beta)`` is called after each M-step (t = 1..T).
+    ``holder_mechanisms``: one mechanism per holder when they differ (the ``hospital``
+    mechanism's scale depends on the holder's size); ``mechanism`` then only supplies the
+    aggregator's noise.
     """
     rounds = check_count("rounds", rounds)
     eta = check_positive("eta", eta)
     if not holders:
         raise ValueError("at least one data holder is needed")
+    if holder_mechanisms is not None and len(holder_mechanisms) != len(holders):
+        raise ValueError(
+            f"holder_mechanisms must have one entry per holder ({len(holders)}), "
+            f"got {len(holder_mechanisms)}"
+        )
+    mechanisms = list(holder_mechanisms) if holder_mechanisms else [mechanism] * len(holders)
     groups = [round_groups(records, rounds, reuse=reuse, rng=rng) for records in holders]
     beta = np.array(beta0, dtype=np.float64)
     result = EMResult(betas=[beta.copy()])
     for t in range(rounds):
         total = np.zeros_like(beta)
         count = 0
-        for holder_groups in groups:
+        for holder_groups, holder_mechanism in zip(groups, mechanisms, strict=True):
             report = holder_round(
                 model=model,
                 beta=beta,
                 records=holder_groups[t],
                 sigma=sigma,
-                mechanism=mechanism,
+                mechanism=holder_mechanism,
                 rng=rng,
             )
             total += report.total

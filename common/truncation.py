@@ -49,6 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr
 
 from ldpem.common._validation import check_positive
+from ldpem.common.truncation_bound import truncation_bound
 
 __all__ = ["TRUNCATION_BOUND", "catoni_phi", "smoothed_truncation"]
 
@@ -121,7 +122,7 @@ def smoothed_truncation(values: ArrayLike, s: float, beta_s: float) -> NDArray[n
             a = flat[start:stop] / s
         out[start:stop] = _expected_phi_fast(a, sqrt_beta)
     out *= s
-    bound = s * TRUNCATION_BOUND
+    bound = s * truncation_bound(beta_s)  # certified sup |T|/s (truncation_bound.py)
     np.clip(out, -bound, bound, out=out)
     return out.reshape(x.shape)
 

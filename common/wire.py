@@ -52,7 +52,7 @@ __all__ = [
 API_PREFIX = "/v1"
 HOSPITAL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
-FederatedMechanism = Literal["local", "local-clip", "central", "none"]
+FederatedMechanism = Literal["local", "hospital", "local-clip", "central", "none"]
 RunStatus = Literal["running", "finished", "failed"]
 ModelName = Literal["gmm", "mrm", "rmc"]
 AccountingName = Literal["exact", "paper"]
@@ -198,9 +198,10 @@ class PublicParameters(_Schema):
     accounting: AccountingName
     tau: float
     zeta: float
-    #: Truncation scale s (local, central); None for local-clip and none.
+    #: Truncation scale s (local, central); None for local-clip and none. For hospital: None
+    #: means each holder's own s_k from its enrolled count (``configure.hospital_scale``).
     scale: float | None
-    #: Smoothing precision β_s (local, central).
+    #: Smoothing precision β_s (local, central, hospital).
     smoothing: float | None
     #: Clip norm C (local-clip).
     clip: float | None
@@ -244,7 +245,8 @@ class ReportIn(_Schema):
     mechanism: FederatedMechanism
     count: int = Field(ge=0, lt=INT_LIMIT)
     total: list[float] = Field(max_length=100_000)
-    #: Per-record noise std σ_r the agent used (0 for central and none).
+    #: Per-record noise std σ_r the agent used (0 for central and none); for hospital the
+    #: std of the one draw on the whole sum.
     noise_std: float = Field(ge=0)
 
 

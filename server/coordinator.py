@@ -31,8 +31,9 @@ from pydantic import ValidationError
 
 from ldpem.common.accounting import epsilon_spent, noise_std_for
 from ldpem.common.calibration import default_tau, smoothing_precision, truncation_sensitivity
-from ldpem.common.configure import public_scale
-from ldpem.common.truncation import TRUNCATION_BOUND
+from ldpem.common.configure import hospital_scale, public_scale
+from ldpem.common.planning import BEAT_FRACTION
+from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import (
     HospitalParticipation,
     HospitalToken,
@@ -113,6 +114,11 @@ def public_parameters(request: RunCreate) -> PublicParameters:
             )
         )
         smoothing = smoothing_precision(request.d, request.zeta)
+    elif request.mechanism == "hospital":
+        # Each holder derives its own s_k from its enrolled count (hospital_scale) unless
+        # the operator fixed one s for all.
+        scale = request.scale
+        smoothing = smoothing_precision(request.d, request.zeta)
     elif request.mechanism == "local-clip":
         clip = request.clip
     return PublicParameters(
@@ -139,11 +145,29 @@ def public_parameters(request: RunCreate) -> PublicParameters:
 NOISE_FLOOR_RTOL = 1e-6
 
 
-def report_sensitivity(mechanism: str, params: PublicParameters) -> float | None:
-    """L2 sensitivity of one record in a report noised with ``mechanism`` (None when the
-    report carries no noise: central, none)."""
-    if mechanism == "local" and params.scale is not None:
-        return truncation_sensitivity(params.scale, params.d)
+def holder_scale(params: PublicParameters, records: int) -> float | None:
+    """The scale a holder enrolled with ``records`` records truncates with: the published s,
+    or for ``hospital`` without one, its own s_k (``configure.hospital_scale``)."""
+    if params.mechanism == "hospital" and params.scale is None:
+        return hospital_scale(
+            records=records,
+            rounds=params.rounds,
+            d=params.d,
+            epsilon=params.epsilon,
+            delta=params.delta,
+            tau=params.tau,
+            zeta=params.zeta,
+        )
+    return params.scale
+
+
+def report_sensitivity(mechanism: str, params: PublicParameters, records: int) -> float | None:
+    """L2 sensitivity, for one record, of a report noised with ``mechanism`` by a holder
+    enrolled with ``records`` records (only ``hospital`` depends on it); None when the
+    report carries no noise (central, none)."""
+    scale = holder_scale(params, records)
+    if mechanism in ("local", "hospital") and scale is not None and params.smoothing:
+        return truncation_sensitivity(scale, params.d, smoothing=params.smoothing)
     if mechanism == "local-clip" and params.clip is not None:
         return 2.0 * params.clip
     return None
@@ -155,10 +179,13 @@ def usable_parameters(request: RunCreate) -> PublicParameters:
     σ_r or bounds are not finite positive numbers could accept no report."""
     try:
         params = public_parameters(request)
-        floor = noise_floor(params.mechanism, params, params.records_per_round)
-        usable = math.isfinite(run_noise_std(params)) and math.isfinite(floor)
-        if params.mechanism != "none":
-            usable = usable and 0 < record_bound(params) < math.inf
+        usable = True
+        for hospital in request.hospitals:
+            floor = noise_floor(params.mechanism, params, hospital.records)
+            noise = run_noise_std(params, hospital.records)
+            usable = usable and math.isfinite(noise) and math.isfinite(floor)
+            if params.mechanism != "none":
+                usable = usable and 0 < record_bound(params, hospital.records) < math.inf
     except ValidationError as error:
         raise ProtocolError(
             422, f"the run's derived parameters are out of range: {describe_errors(error.errors())}"
@@ -173,37 +200,36 @@ def usable_parameters(request: RunCreate) -> PublicParameters:
     return params
 
 
-def run_noise_std(params: PublicParameters) -> float:
-    """σ_r of a local report calibrated at the run's own budget and accounting (0 for
-    non-local mechanisms): the reference of the ``max_noise_factor`` ceiling."""
-    sensitivity = report_sensitivity(params.mechanism, params)
+def run_noise_std(params: PublicParameters, records: int = 1) -> float:
+    """σ_r of a local report (for ``hospital``: of the one draw on the sum of a holder
+    enrolled with ``records`` records) calibrated at the run's own budget and accounting; 0
+    for mechanisms without holder noise: the reference of the ``max_noise_factor`` ceiling."""
+    sensitivity = report_sensitivity(params.mechanism, params, records)
     if sensitivity is None:
         return 0.0
     return _noise_std(params.epsilon, params.delta, sensitivity, params.accounting)
 
 
-def noise_floor(mechanism: str, params: PublicParameters, count: int) -> float:
-    """The least noise std a report of ``count`` records under ``mechanism`` may declare and
-    still be (ε, δ)-DP per record at the run's budget: the σ_r that tight ("exact")
-    accounting needs for the mechanism's sensitivity, whatever accounting the run publishes
-    (an agent may calibrate with either; both meet the budget above this floor). 0 for
-    central and none, whose reports carry no noise. ``count`` is the report's number of
-    records: per-record mechanisms do not depend on it, a mechanism noising the sum may."""
-    del count  # per-record noise: the same floor for any number of records
-    sensitivity = report_sensitivity(mechanism, params)
+def noise_floor(mechanism: str, params: PublicParameters, records: int) -> float:
+    """The least noise std a report under ``mechanism`` by a holder enrolled with
+    ``records`` records may declare and still be (ε, δ)-DP per record at the run's budget:
+    the σ_r that tight ("exact") accounting needs for the mechanism's sensitivity, whatever
+    accounting the run publishes (an agent may calibrate with either; both meet the budget
+    above this floor). 0 for central and none, whose reports carry no noise."""
+    sensitivity = report_sensitivity(mechanism, params, records)
     if sensitivity is None:
         return 0.0
     return _noise_std(params.epsilon, params.delta, sensitivity, "exact")
 
 
 def implied_epsilon(
-    mechanism: str, params: PublicParameters, noise_std: float, count: int
+    mechanism: str, params: PublicParameters, noise_std: float, records: int
 ) -> float | None:
-    """ε per record at the run's δ of a report of ``count`` records declaring ``noise_std``
-    (tight accounting); None when the report carries no noise (central, none); infinity
-    when σ_r is so small that Δ/σ_r or ε overflows float64 (σ_r = 1e-300: no privacy)."""
-    del count  # see noise_floor
-    sensitivity = report_sensitivity(mechanism, params)
+    """ε per record at the run's δ of a report declaring ``noise_std`` by a holder enrolled
+    with ``records`` records (tight accounting); None when the report carries no noise
+    (central, none); infinity when σ_r is so small that Δ/σ_r or ε overflows float64
+    (σ_r = 1e-300: no privacy)."""
+    sensitivity = report_sensitivity(mechanism, params, records)
     if sensitivity is None or not noise_std > 0:
         return None
     return _epsilon(sensitivity, noise_std, params.delta)
@@ -228,10 +254,12 @@ def _noise_std(epsilon: float, delta: float, sensitivity: float, accounting: str
     )
 
 
-def record_bound(params: PublicParameters) -> float:
-    """Largest |coordinate| of one record's contribution before noise (inf for ``none``)."""
-    if params.scale is not None:
-        return params.scale * TRUNCATION_BOUND
+def record_bound(params: PublicParameters, records: int = 1) -> float:
+    """Largest |coordinate| of one record's contribution before noise (inf for ``none``), for
+    a holder enrolled with ``records`` records (only ``hospital`` depends on it)."""
+    scale = holder_scale(params, records)
+    if scale is not None and params.smoothing is not None:
+        return scale * truncation_bound(params.smoothing)
     if params.clip is not None:
         return params.clip
     return math.inf
@@ -348,11 +376,14 @@ class Coordinator:
             if expected is not None and not math.isfinite(expected):
                 expected = None
                 warning = "the simulated run diverges: expect no useful estimate"
-            elif expected is not None and expected >= trivial:
+            elif expected is not None and expected > BEAT_FRACTION * trivial:
+                # The same criterion as `ldpem plan`: the run starts at a random β of norm σ,
+                # already about ‖β*‖ away, so only a clearly lower error shows learning.
                 warning = (
-                    f"expected error {expected:.3g} is no better than the trivial estimate "
-                    f"beta = 0 (error {trivial:.3g} at snr {request.snr:g}): more records, a "
-                    "larger epsilon or fewer rounds are needed"
+                    f"expected error {expected:.3g} is not below half the error of beta = 0 "
+                    f"({trivial:.3g} at snr {request.snr:g}): the estimate will probably be no "
+                    "better than the trivial estimate beta = 0; more records, a larger epsilon, "
+                    "fewer rounds or another mechanism are needed (see `ldpem plan`)"
                 )
         run_id = uuid.uuid4().hex[:12]
         tokens: list[HospitalToken] = []
@@ -539,10 +570,10 @@ class Coordinator:
             epsilon: float | None = None
             weaker = False
             for p in mine:  # the report with the largest ε is the hospital's guarantee
-                spent = implied_epsilon(params.mechanism, params, p.noise_std, p.count)
+                spent = implied_epsilon(params.mechanism, params, p.noise_std, h.records)
                 if spent is not None and (epsilon is None or spent > epsilon):
                     noise_std, epsilon = p.noise_std, spent
-                floor = noise_floor(params.mechanism, params, p.count)
+                floor = noise_floor(params.mechanism, params, h.records)
                 weaker = weaker or p.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL)
             out.append(
                 HospitalParticipation(
@@ -584,7 +615,7 @@ class Coordinator:
                 f"count {report.count} does not match enrolment: {who} enrolled "
                 f"{hospital.records} records, {expected} in round {t}",
             )
-        local_noise = params.mechanism in ("local", "local-clip")
+        local_noise = params.mechanism in ("local", "local-clip", "hospital")
         if local_noise and report.noise_std <= 0:
             raise ProtocolError(422, f"mechanism {params.mechanism} needs noise_std > 0")
         if not local_noise and report.noise_std != 0:
@@ -592,7 +623,7 @@ class Coordinator:
         # The honest range grows with the stated σ_r, so an unbounded σ_r would let one
         # enrolled hospital move β arbitrarily. An agent may be stricter than the run (more
         # noise), but not beyond max_noise_factor × the σ_r of the run's own budget.
-        ceiling = self.max_noise_factor * run_noise_std(params)
+        ceiling = self.max_noise_factor * run_noise_std(params, hospital.records)
         if local_noise and report.noise_std > ceiling:
             raise ProtocolError(
                 422,
@@ -602,9 +633,9 @@ class Coordinator:
             )
         # The floor: a report declaring less noise than the run's budget needs would count
         # near-noiseless sums in a run whose published guarantee is (ε, δ).
-        floor = noise_floor(report.mechanism, params, report.count)
+        floor = noise_floor(report.mechanism, params, hospital.records)
         if report.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL):
-            implied = implied_epsilon(report.mechanism, params, report.noise_std, report.count)
+            implied = implied_epsilon(report.mechanism, params, report.noise_std, hospital.records)
             shown = "n/a" if implied is None else f"{implied:.4g}"
             if implied is not None and not math.isfinite(implied):
                 raise ProtocolError(
@@ -631,16 +662,18 @@ class Coordinator:
                 shown,
                 params.epsilon,
             )
-        bound = record_bound(params)
-        limit = (
-            report.count * bound + self.range_sigmas * math.sqrt(report.count) * report.noise_std
-        )
+        bound = record_bound(params, hospital.records)
+        # Local noise is one draw per record (std √count·σ_r on the sum); hospital-level
+        # noise is one draw on the whole sum (std σ).
+        draws = 1 if params.mechanism == "hospital" else report.count
+        limit = report.count * bound + self.range_sigmas * math.sqrt(draws) * report.noise_std
         worst = max((abs(v) for v in report.total), default=0.0)
         if worst > limit:
+            spread = "" if params.mechanism == "hospital" else "√count·"
             raise ProtocolError(
                 422,
-                f"total is outside the range an honest client can produce: |total| = "
-                f"{worst:.6g} > count·bound + {self.range_sigmas:g}·√count·noise_std = {limit:.6g}",
+                f"total is outside the range an honest client can produce: |total| = {worst:.6g}"
+                f" > count·bound + {self.range_sigmas:g}·{spread}noise_std = {limit:.6g}",
             )
 
     def _check_open(
@@ -767,11 +800,12 @@ class Coordinator:
         gradient = total / count
         noise: list[float] | None = None
         if params.mechanism == "central":
-            assert params.scale is not None
+            assert params.scale is not None and params.smoothing is not None
+            sensitivity = truncation_sensitivity(params.scale, params.d, smoothing=params.smoothing)
             std = noise_std_for(
                 epsilon=params.epsilon,
                 delta=params.delta,
-                sensitivity=truncation_sensitivity(params.scale, params.d) / count,
+                sensitivity=sensitivity / count,
                 accounting=params.accounting,
             )
             drawn = np.random.default_rng([run.seed, 0xCE, t]).normal(0.0, std, params.d)

@@ -122,11 +122,17 @@ def replay(
     """β^0 … β^T recomputed offline exactly as the agents and the coordinator do (local
     mechanisms): a run whose coordinator lost or double-counted a report cannot match."""
     model = get_model(params.model)
-    mechanism, _ = agent_mechanism(params, epsilon=epsilon, delta=delta, accounting="exact")
     run_number = int(hashlib.sha256(run_id.encode()).hexdigest()[:15], 16)
     groups = []
+    mechanisms = []
     for path, seed in zip(data, seeds, strict=True):
         records = load_records(path, params.model)
+        # Per holder: the hospital mechanism's scale depends on the enrolled count.
+        mechanisms.append(
+            agent_mechanism(
+                params, epsilon=epsilon, delta=delta, accounting="exact", records=records.n
+            )[0]
+        )
         groups.append(
             round_groups(
                 records, params.rounds, reuse=False, rng=np.random.default_rng([seed, run_number])
@@ -137,7 +143,7 @@ def replay(
     for t in range(params.rounds):
         totals = []
         count = 0
-        for seed, holder in zip(seeds, groups, strict=True):
+        for seed, holder, mechanism in zip(seeds, groups, mechanisms, strict=True):
             report = holder_round(
                 model=model,
                 beta=beta,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -14,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpem.demo import hospital_sizes
+from ldpem.cmd_demo import print_summary
+from ldpem.common.models import get_model
+from ldpem.demo import DemoConfig, _baselines, hospital_sizes
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -38,6 +41,47 @@ def test_hospital_sizes_are_unequal_and_cover_every_record() -> None:
     assert sum(sizes) == 10_000
     assert min(sizes) >= 20
     assert len(set(sizes)) == 4
+
+
+def test_summary_table_has_the_hospital_level_row() -> None:
+    result = {
+        "rounds": 5,
+        "model": "gmm",
+        "n": 1000,
+        "d": 3,
+        "epsilon": 1.0,
+        "mechanism": "local",
+        "error": 0.9,
+        "baselines": {"local-clip": 0.5, "none": 0.02, "hospital": 0.0456},
+        "trivial_error": 3.0,
+        "hospitals": [],
+        "seconds": 1.0,
+        "workdir": "/tmp/x",
+        "plot": None,
+    }
+    out = io.StringIO()
+    print_summary(result, out)
+    text = out.getvalue()
+    row = next(line for line in text.splitlines() if "hospital-level DP, same trust" in line)
+    assert row.split()[-1] == "0.046"
+    assert "federated, local DP (ε=1)" in text
+    out = io.StringIO()
+    print_summary({**result, "mechanism": "hospital"}, out)
+    assert "federated, hospital-level DP (ε=1)" in out.getvalue()
+
+
+def test_in_process_baselines_include_hospital_level() -> None:
+    config = DemoConfig(hospitals=3, records=30_000, d=4, rounds=5)
+    model = get_model("gmm")
+    rng = np.random.default_rng(0)
+    records, beta_star = model.generate(30_000, 4, snr=3.0, sigma=1.0, missing=0.0, rng=rng)
+    parts = [records.take(slice(a, b)) for a, b in ((0, 15_000), (15_000, 24_000), (24_000, None))]
+    beta0 = np.array([1.0, 0.0, 0.0, 0.0])
+    baselines = _baselines(config, parts, beta0, beta_star, 30_000**-1.1)
+    assert set(baselines) == {"none", "local-clip", "hospital"}
+    # Hospital-level noise on 3 sums of ~2000 records: close to non-private, far below β = 0.
+    assert baselines["hospital"]["error"] < 0.1 * float(np.linalg.norm(beta_star))
+    assert len(baselines["hospital"]["errors"]) == 5
 
 
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:

@@ -23,11 +23,11 @@ import httpx
 import numpy as np
 import pytest
 
+from ldpem.client.agent import agent_mechanism
 from ldpem.client.ledger import Ledger
 from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
-from ldpem.server.forecast import run_mechanism
 from tests.cli.procs import Processes, coordinator, wait_for
 from tests.fedkit import TOKENS, free_port, replay, write_gmm_data
 
@@ -165,7 +165,9 @@ def test_three_hospitals_sixty_thousand_records_epsilon_one(
             model=model,
             holders=holders,
             sigma=1.0,
-            mechanism=run_mechanism(params),
+            mechanism=agent_mechanism(
+                params, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+            )[0],
             rounds=rounds,
             beta0=np.array(betas[0]),
             rng=np.random.default_rng(seed),
@@ -180,6 +182,55 @@ def test_three_hospitals_sixty_thousand_records_epsilon_one(
     assert error < 0.5 * 3.0  # far better than the trivial estimate β = 0 (error ‖β*‖ = 3)
     # The forecast stated at creation is of the same order.
     assert 0.5 * mean < created["expected_error"] < 2.0 * mean
+    assert created["warning"] is None
+
+
+def test_three_hospitals_hospital_level_mechanism(procs: Processes, tmp_path: Path) -> None:
+    """--mechanism hospital with three real agents of different sizes: each truncates at its
+    own scale and adds one draw to its sum; the run matches the offline replay exactly and
+    its error is one more draw from the simulator's distribution."""
+    counts = [30_000, 20_000, 10_000]
+    d, rounds = 10, 10
+    paths, beta_star = write_gmm_data(tmp_path, counts, d)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    coordinator(procs, port, tmp_path / "coordinator.sqlite")
+    created = create_run(
+        tmp_path, url, counts, d=d, rounds=rounds, epsilon=1.0, mechanism="hospital"
+    )
+    params = PublicParameters.model_validate(created["params"])
+    assert params.mechanism == "hospital" and params.scale is None
+    # Agents started without --allow-weaker: the noise is still added on their machines.
+    finish(procs, [agent(procs, url, i, p, tmp_path) for i, p in enumerate(paths)])
+    betas = check_exact(url, created, paths, counts)
+    model = get_model("gmm")
+    error = model.error(np.array(betas[-1]), beta_star)
+
+    holders = [Records(np.load(p)) for p in paths]
+    mechanisms = [
+        agent_mechanism(
+            params, epsilon=params.epsilon, delta=params.delta, accounting="exact", records=c
+        )[0]
+        for c in counts
+    ]
+    errors = [
+        run_gradient_em(
+            model=model,
+            holders=holders,
+            sigma=1.0,
+            mechanism=mechanisms[0],
+            holder_mechanisms=mechanisms,
+            rounds=rounds,
+            beta0=np.array(betas[0]),
+            rng=np.random.default_rng(seed),
+            beta_star=beta_star,
+        ).errors[-1]
+        for seed in range(20)
+    ]
+    mean, sd = float(np.mean(errors)), float(np.std(errors, ddof=1))
+    # Within 4 sd of the simulator's mean (Chebyshev: a chance below 1/16 whatever the law).
+    assert mean - 4 * sd <= error <= mean + 4 * sd, (error, mean, sd)
+    assert error < 0.2  # local DP gives ~1 at this n; hospital-level, central-like accuracy
     assert created["warning"] is None
 
 

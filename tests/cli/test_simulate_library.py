@@ -88,6 +88,8 @@ def _allowance(outcome: SimulationOutcome) -> float:
     noise_std = float(outcome["noise_std"])
     if outcome["mechanism"] in ("local", "local-clip"):
         noise_std /= math.sqrt(int(outcome["records_per_round"]))
+    if outcome["mechanism"] == "hospital":  # one draw on a sum of m records
+        noise_std /= int(outcome["records_per_round"])
     beta_star = np.asarray(outcome["beta_star"])
     return 0.15 * float(np.linalg.norm(beta_star)) + 3.0 * noise_std * math.sqrt(d)
 

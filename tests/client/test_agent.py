@@ -159,9 +159,14 @@ def test_a_weaker_budget_is_refused_unless_allowed_and_then_own_noise_is_used(
     report = ReportIn.model_validate_json(entry.body)
     params = PublicParameters.model_validate(created["params"])
     assert params.scale is not None
-    own = local_noise_std(scale=params.scale, d=D, epsilon=1.0, delta=1e-6)
+    assert params.smoothing is not None
+    own = local_noise_std(
+        scale=params.scale, smoothing=params.smoothing, d=D, epsilon=1.0, delta=1e-6
+    )
     assert report.noise_std == own
-    assert own > local_noise_std(scale=params.scale, d=D, epsilon=2.0, delta=params.delta)
+    assert own > local_noise_std(
+        scale=params.scale, smoothing=params.smoothing, d=D, epsilon=2.0, delta=params.delta
+    )
     ledger.close()
 
 

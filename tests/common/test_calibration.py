@@ -42,7 +42,9 @@ def test_reuse_splits_the_zcdp_budget_evenly() -> None:
 
 
 def test_sensitivity_is_twice_the_bound_times_sqrt_d() -> None:
-    assert truncation_sensitivity(1.5, 9) == pytest.approx(4 * math.sqrt(2) / 3 * 1.5 * 3)
+    assert truncation_sensitivity(1.5, 9, smoothing=2.0) == pytest.approx(
+        2 * (2 * math.sqrt(2) / 3) * math.erf(1.0) * 1.5 * 3
+    )
 
 
 def test_default_tau_per_model() -> None:
@@ -65,7 +67,10 @@ def test_default_tau_per_model() -> None:
             "tau must be a finite number > 0, got -1.0",
         ),
         (lambda: default_tau("lda", beta_bound=1.0, sigma=1.0, d=2), "model must be one of"),
-        (lambda: truncation_sensitivity(0.0, 3), "s must be a finite number > 0, got 0.0"),
+        (
+            lambda: truncation_sensitivity(0.0, 3, smoothing=1.0),
+            "s must be a finite number > 0, got 0.0",
+        ),
     ],
 )
 def test_validation(call: object, message: str) -> None:

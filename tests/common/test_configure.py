@@ -46,7 +46,7 @@ def test_central_mechanism_calibrates_the_average() -> None:
     mech = make_mechanism("central", d=10, records_per_round=2000, tau=1.9, **BUDGET)
     assert isinstance(mech, CentralTruncation)
     spent = epsilon_spent(
-        sensitivity=truncation_sensitivity(mech.scale, 10) / 2000,
+        sensitivity=truncation_sensitivity(mech.scale, 10, smoothing=mech.smoothing) / 2000,
         noise_std=mech.noise_std,
         delta=BUDGET["delta"],
     )
@@ -70,7 +70,9 @@ def test_explicit_scale_overrides_tau() -> None:
     mech = make_mechanism("local", d=4, records_per_round=10, scale=2.5, **BUDGET)
     assert isinstance(mech, LocalTruncation)
     assert mech.scale == 2.5
-    assert mech.noise_std == pytest.approx(local_noise_std(scale=2.5, d=4, epsilon=1.0, delta=1e-6))
+    assert mech.noise_std == pytest.approx(
+        local_noise_std(scale=2.5, smoothing=mech.smoothing, d=4, epsilon=1.0, delta=1e-6)
+    )
 
 
 def test_public_scale_matches_the_mechanism() -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from ldpem.common.mechanisms import CentralTruncation, LocalClipped, LocalTruncation, Mechanism
-from ldpem.common.truncation import TRUNCATION_BOUND
+from ldpem.common.truncation_bound import truncation_bound
 
 EXAMPLES = settings(
     max_examples=100,
@@ -68,7 +68,7 @@ def test_local_truncation_is_bounded_and_finite(
     g: np.ndarray, scale: float, smoothing: float, sigma: float
 ) -> None:
     mechanism = LocalTruncation(scale=scale, smoothing=smoothing, noise_std=sigma)
-    assert mechanism.record_bound(g.shape[1]) == scale * TRUNCATION_BOUND
+    assert mechanism.record_bound(g.shape[1]) == scale * truncation_bound(smoothing)
     check(mechanism, g)
 
 

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.configure import local_noise_std
-from ldpem.common.truncation import TRUNCATION_BOUND
+from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.server.coordinator import implied_epsilon, noise_floor, run_noise_std
 from tests.fedkit import TOKENS, admin_headers, hospital_headers, run_request
@@ -223,7 +223,10 @@ def test_count_that_does_not_match_enrolment(client: TestClient, run_id: str, co
 def test_outside_the_honest_range(client: TestClient, run_id: str) -> None:
     params = client.get(f"/v1/runs/{run_id}/round", headers=hospital_headers(0)).json()["params"]
     count, noise = 21, 3.0
-    limit = count * params["scale"] * TRUNCATION_BOUND + 10 * math.sqrt(count) * noise
+    limit = (
+        count * params["scale"] * truncation_bound(params["smoothing"])
+        + 10 * math.sqrt(count) * noise
+    )
     # Just inside is accepted by another hospital; just outside is refused.
     refused(
         client,
@@ -373,7 +376,11 @@ def test_a_paper_run_accepts_the_smaller_exact_sigma(client: TestClient) -> None
     run_id = create(client, accounting="paper")["run_id"]
     params = run_params(client, run_id)
     exact = local_noise_std(
-        scale=params.scale or 0.0, d=params.d, epsilon=params.epsilon, delta=params.delta
+        scale=params.scale or 0.0,
+        smoothing=params.smoothing or 0.0,
+        d=params.d,
+        epsilon=params.epsilon,
+        delta=params.delta,
     )
     assert exact < 0.9 * run_noise_std(params)
     assert exact == noise_floor("local", params, 21)

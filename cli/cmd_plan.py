@@ -1,0 +1,164 @@
+"""``ldpem plan``: what error each mechanism should reach on a federated problem, before any
+data moves, and which mechanism to use."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from ldpem.common.accounting import ACCOUNTING_MODES
+from ldpem.common.calibration import DEFAULT_ZETA
+from ldpem.common.models import MODEL_NAMES
+from ldpem.common.planning import PLAN_MECHANISMS, Plan, Problem, make_plan
+from ldpem.errors import UserError
+
+__all__ = ["format_plan", "parse_sizes", "problem_from_args", "register"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="expected error of each mechanism for a consortium, and a recommendation",
+        description=(
+            "Simulate the run in-process (seeded, synthetic data of the model at the given "
+            "SNR, split over the hospitals) for each mechanism, report the expected final "
+            "error with its 10-90%% band, the trivial estimate beta = 0, the smallest n at "
+            "which local DP beats it (mean error at most half of beta = 0's), and which "
+            "mechanism to use."
+        ),
+    )
+    add = parser.add_argument
+    add("--model", choices=MODEL_NAMES, default="gmm")
+    add("--d", type=int, default=10, help="dimension")
+    add("--sigma", type=float, default=1.0, help="noise level σ of the model")
+    add("--epsilon", type=float, default=1.0, help="ε per record")
+    add("--delta", type=float, default=None, help="δ per record (default n^-1.1)")
+    add("--rounds", type=int, default=10, help="EM rounds T")
+    add("--snr", type=float, default=3.0, help="assumed ‖β*‖/σ (β = 0 has error snr·σ)")
+    add("--tau", type=float, default=None, help="second-moment bound τ (default from snr·σ)")
+    add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
+    add("--accounting", choices=ACCOUNTING_MODES, default="exact")
+    add("--missing", type=float, default=None, help="rmc: share of missing covariates (0.1)")
+    add("--clip", type=float, default=1.0, help="C for local-clip")
+    add("--hospitals-sizes", default=None, metavar="N1,N2,...", help="records per hospital")
+    add("--n", type=int, default=None, help="records in all (with --hospitals)")
+    add("--hospitals", type=int, default=None, metavar="K", help="K equal hospitals (with --n)")
+    add("--seeds", type=int, default=3, help="simulations per mechanism (default %(default)s)")
+    add(
+        "--crossover-limit",
+        type=int,
+        default=4_000_000,
+        help="largest n the local crossover search tries (default %(default)s)",
+    )
+    add("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=handle)
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(
+            f"--hospitals-sizes must be comma-separated integers, got {text!r}"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise UserError(f"--hospitals-sizes must be integers >= 1, got {text!r}")
+    return sizes
+
+
+def problem_from_args(args: argparse.Namespace) -> Problem:
+    if args.hospitals_sizes is not None:
+        if args.n is not None or args.hospitals is not None:
+            raise UserError("give either --hospitals-sizes or --n with --hospitals, not both")
+        sizes = parse_sizes(args.hospitals_sizes)
+    else:
+        if args.n is None or args.hospitals is None:
+            raise UserError("give --hospitals-sizes, or --n and --hospitals")
+        if args.hospitals < 1:
+            raise UserError(f"--hospitals must be >= 1, got {args.hospitals}")
+        if args.n < args.hospitals:
+            raise UserError(f"--n must be at least --hospitals ({args.hospitals}), got {args.n}")
+        base, extra = divmod(args.n, args.hospitals)
+        sizes = tuple(base + (1 if i < extra else 0) for i in range(args.hospitals))
+    for name in ("epsilon", "sigma", "snr", "clip"):
+        value = getattr(args, name)
+        if not (math.isfinite(value) and value > 0):
+            raise UserError(f"--{name} must be > 0, got {value}")
+    if args.seeds < 1:
+        raise UserError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.delta is not None and not 0 < args.delta < 1:
+        raise UserError(f"--delta must be in (0, 1), got {args.delta}")
+    try:
+        return Problem(
+            model=args.model,
+            d=args.d,
+            sizes=sizes,
+            sigma=args.sigma,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            rounds=args.rounds,
+            snr=args.snr,
+            tau=args.tau,
+            zeta=args.zeta,
+            accounting=args.accounting,
+            missing=args.missing,
+            clip=args.clip,
+        )
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
+_LABELS = {
+    "local": "local DP (per record)",
+    "hospital": "hospital-level DP (same trust boundary)",
+    "central": "central DP (trusted curator)",
+    "local-clip": "clipped local DP, C = --clip",
+    "none": "non-private EM",
+}
+
+
+def format_plan(plan: Plan) -> str:
+    p = plan.problem
+    seeds = len(plan.estimates[0].errors)
+    lines = [
+        f"{p.model}, d = {p.d}, σ = {p.sigma:g}, snr {p.snr:g}, ε = {p.epsilon:g}, "
+        f"δ = {p.resolved_delta:.3g}, {p.rounds} rounds, {len(p.sizes)} hospital(s), "
+        f"n = {p.n:,}",
+        f"expected final error ‖β − β*‖ (mean and 10–90% band over {seeds} seeds):",
+    ]
+    for e in plan.estimates:
+        lines.append(
+            f"  {_LABELS.get(e.mechanism, e.mechanism):<42}{e.mean:>9.3g}"
+            f"   [{e.low:.3g}, {e.high:.3g}]"
+        )
+    lines.append(f"  {'trivial estimate β = 0':<42}{p.trivial_error:>9.3g}")
+    beat = f"beat β = 0 (mean error ≤ {p.useful_error:.3g}, half of β = 0's)"
+    local = next((e for e in plan.estimates if e.mechanism == "local"), None)
+    if local is not None:
+        verdict = "does" if local.mean <= p.useful_error else "does NOT"
+        lines.append(f"at n = {p.n:,} local DP {verdict} {beat}")
+    if plan.local_crossover is not None:
+        lines.append(f"local DP beats β = 0 from about n = {plan.local_crossover:,}")
+    else:
+        lines.append(f"local DP does not beat β = 0 at any n up to {plan.crossover_limit:,}")
+    lines.append(f"recommendation: {plan.recommendation}")
+    return "\n".join(lines)
+
+
+def handle(args: argparse.Namespace) -> int:
+    problem = problem_from_args(args)
+    if args.crossover_limit < 1000:
+        raise UserError(f"--crossover-limit must be >= 1000, got {args.crossover_limit}")
+    plan = make_plan(
+        problem,
+        mechanisms=PLAN_MECHANISMS,
+        seeds=args.seeds,
+        crossover_limit=args.crossover_limit,
+    )
+    if args.json:
+        print(json.dumps(plan.as_dict()))
+    else:
+        print(format_plan(plan))
+    return 0
