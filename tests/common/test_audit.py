@@ -128,9 +128,10 @@ def test_unbounded_closed_form_is_caught() -> None:
     broken = PaperClosedForm(
         scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std
     )
-    # Eq. 13 loses ~a³·1e-16 to cancellation: its error exceeds the bound throughout
-    # 1e6 ≲ |a| ≲ 1e100 (past that a³ overflows and the fallback takes over), hundreds of
-    # the audit's grid points, wherever a given numpy/scipy build rounds.
+    # Eq. 13 loses ~a³·1e-16 to cancellation: with numpy 2.4.6 / scipy 1.17.1 its output
+    # exceeds 10× the bound for |x| from 2e5 to 4e15 (493 candidate rows: ~80 grid points
+    # per sign and row pattern), so no build's rounding can make the whole-range grid miss
+    # it, whereas a grid stepping 1e4 → 1e12 → 1e20 depended on where the garbage landed.
     outcome, distance = audit_mechanism(
         broken, d=3, records_per_round=1000, delta=DELTA, draws=20_000, rng=np.random.default_rng(2)
     )
