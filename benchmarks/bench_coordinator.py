@@ -49,6 +49,9 @@ from _fedkit import (
     summary,
 )
 
+from ldpem.common.wire import PublicParameters
+from ldpem.server.coordinator import run_noise_std
+
 
 class Connection:
     """One keep-alive HTTP/1.1 connection (requests in sequence, Content-Length bodies)."""
@@ -93,6 +96,7 @@ async def agent(
     records: int,
     total_rounds: int,
     d: int,
+    noise_std: float,
     log: dict[str, Any],
 ) -> None:
     """Follow the run; log per round: received (broadcast), sent, acked (perf_counter)."""
@@ -122,7 +126,8 @@ async def agent(
                 "count": count,
                 # A valid-range sum: what the coordinator checks (count, dimension, range).
                 "total": [0.01 * ((i + t) % 7 - 3) for i in range(d)],
-                "noise_std": 1.0,
+                # The run's own σ_r: the coordinator refuses less noise than its budget needs.
+                "noise_std": noise_std,
             }
             sent = time.perf_counter()
             status, body = await connection.request(
@@ -177,7 +182,9 @@ def bench(agents: int, total_rounds: int, d: int, workdir: Path) -> dict[str, An
                 {"name": name, "records": records, "token": token} for name, token in tokens.items()
             ],
         }
-        run_id = create_run(url, request)["run_id"]
+        created = create_run(url, request)
+        run_id = created["run_id"]
+        noise_std = run_noise_std(PublicParameters.model_validate(created["params"]))
         before = memory_kib(coordinator.pid)
         split = urlsplit(url)
         host, port = split.hostname or "127.0.0.1", split.port or 80
@@ -186,7 +193,18 @@ def bench(agents: int, total_rounds: int, d: int, workdir: Path) -> dict[str, An
         async def everyone() -> None:
             await asyncio.gather(
                 *(
-                    agent(host, port, run_id, name, token, records, total_rounds, d, logs[name])
+                    agent(
+                        host,
+                        port,
+                        run_id,
+                        name,
+                        token,
+                        records,
+                        total_rounds,
+                        d,
+                        noise_std,
+                        logs[name],
+                    )
                     for name, token in tokens.items()
                 )
             )

@@ -39,6 +39,9 @@ from _fedkit import (
     start_coordinator,
 )
 
+from ldpem.common.wire import PublicParameters
+from ldpem.server.coordinator import run_noise_std
+
 CHILD = """
 import json, sys, time, tracemalloc
 import numpy as np
@@ -116,8 +119,11 @@ def coordinator(workdir: Path, total: int) -> dict[str, Any]:
             ],
         }
         begun = time.perf_counter()
-        run_id = create_run(url, request)["run_id"]
+        created = create_run(url, request)
+        run_id = created["run_id"]
         create_seconds = time.perf_counter() - begun
+        # The run's own σ_r: the coordinator refuses less noise than its budget needs.
+        noise_std = run_noise_std(PublicParameters.model_validate(created["params"]))
         for i, size in enumerate(sizes):
             count = size // rounds + (1 if size % rounds else 0)
             body = {
@@ -126,7 +132,7 @@ def coordinator(workdir: Path, total: int) -> dict[str, Any]:
                 "mechanism": "local",
                 "count": count,
                 "total": [0.0] * 10,
-                "noise_std": 1.0,
+                "noise_std": noise_std,
             }
             response = httpx.post(
                 f"{url}/v1/runs/{run_id}/rounds/0/reports",

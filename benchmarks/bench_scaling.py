@@ -38,7 +38,7 @@ from ldpem.common.configure import make_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.rounds import holder_round
 from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
-from ldpem.server.coordinator import Coordinator
+from ldpem.server.coordinator import Coordinator, run_noise_std
 from ldpem.server.store import Store
 
 HOSPITALS = 3
@@ -81,7 +81,10 @@ class CoordinatorRounds:
                 "hospitals": [{"name": f"h{i}", "records": self.records} for i in range(HOSPITALS)],
             }
         )
-        self.run_id = asyncio.run(self.coordinator.create_run(request)).run_id
+        created = asyncio.run(self.coordinator.create_run(request))
+        self.run_id = created.run_id
+        # The run's own σ_r: the coordinator refuses less noise than its budget needs.
+        self.noise_std = run_noise_std(created.params)
         self.hospitals = self.coordinator.store.hospitals(self.run_id)
         self.t = 0
 
@@ -95,7 +98,7 @@ class CoordinatorRounds:
                 mechanism="local",
                 count=count,
                 total=[0.01] * self.d,
-                noise_std=1.0,
+                noise_std=self.noise_std,
             )
             for h in self.hospitals
         ]

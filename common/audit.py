@@ -10,8 +10,11 @@ If it exceeds the claim, the implementation leaks more than it says.
 Procedure (Jagielski et al. 2020; Nasr et al. 2021), per audited pair:
 
 1. The pair: the two inputs whose noiseless outputs are farthest apart in L2, found by
-   searching a pool of candidates (zeros, magnitudes from 1e-3 to 1e300, the maximiser
-   of T, single-coordinate spikes, and for models missing covariates).
+   an exact search over a pool of candidates: zero, ± a magnitude in every 1/8 decade
+   from the smallest normal float (2.2e-308) to 1.7e308 (so every binade) plus seeded
+   log-uniform draws between them, a dense grid around the maximiser of T; as rows with
+   all coordinates equal, one spike, alternating signs and seeded random mixed signs and
+   magnitudes; and for models responses of both signs and missing covariates.
 2. The statistic: the projection of each output on the direction between the two
    noiseless outputs — the likelihood-ratio test for Gaussian noise.
 3. Half the draws choose the threshold; the other half, fresh, give the rates, so the
@@ -27,14 +30,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import beta as beta_distribution
-from scipy.stats import chi2
+from scipy.stats import chi2, norm
 
-from ldpem.common._validation import check_count, check_open_unit
+from ldpem.common._validation import check_count, check_open_unit, check_positive
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Model, Records
 from ldpem.common.rounds import holder_round
 
 __all__ = [
+    "NOISE_TOLERANCE",
     "AuditOutcome",
     "audit_holder_round",
     "audit_mechanism",
@@ -42,6 +46,8 @@ __all__ = [
     "clopper_pearson_upper",
     "epsilon_lower_bound",
     "farthest_pair",
+    "noise_is_sufficient",
+    "reference_noise_std",
     "run_distinguisher",
 ]
 
@@ -59,9 +65,54 @@ class AuditOutcome:
     false_negative_rate: float
     threshold: float
     draws: int
-    #: 95% interval for (measured noise std)/(calibrated σ) along the test direction, where
-    #: measured (holder_round path); an upper end below 1 means less noise than claimed.
+    #: 95% interval for (measured noise std)/(reference σ) along the test direction, where
+    #: measured (holder_round path). The reference is an independently computed σ when the
+    #: caller gives one (``reference_noise_std``), else the mechanism's own; an upper end
+    #: below 1 − ``NOISE_TOLERANCE`` means less noise than the reference requires.
     noise_ratio: tuple[float, float] | None = None
+
+
+#: How far below the reference σ the measured noise may be before the noise check fails:
+#: the reference and the calibration are both exact, so 2% only absorbs sampling error.
+NOISE_TOLERANCE = 0.02
+
+
+def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> float:
+    """The smallest σ for which one Gaussian release of L2 sensitivity Δ is (ε, δ)-DP.
+
+    From the analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): N(0, σ²I) added to
+    a query of sensitivity Δ is (ε, δ)-DP iff Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ; the
+    left side decreases in σ, and σ is found by bisection on log σ. Written apart from
+    ``ldpem.common.accounting`` (which calibrates the mechanisms) so that an error in the
+    calibration cannot also be in the audit's yardstick; tests/common/test_audit.py checks
+    it against Google's dp_accounting (privacy loss distributions).
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_open_unit("delta", delta)
+    sensitivity = check_positive("sensitivity", sensitivity)
+
+    def excess(log_ratio: float) -> float:
+        ratio = math.exp(log_ratio)  # σ/Δ
+        first = float(norm.cdf(0.5 / ratio - epsilon * ratio))
+        second = math.exp(epsilon + float(norm.logcdf(-0.5 / ratio - epsilon * ratio)))
+        return first - second - delta
+
+    low, high = -20.0, 20.0  # σ/Δ from 2e-9 to 5e8: any (ε, δ) with ε ≤ 1e8, δ ≥ 1e-300
+    if excess(low) <= 0.0 or excess(high) > 0.0:
+        raise ValueError(f"no sigma/sensitivity in [e^-20, e^20] fits epsilon={epsilon!r}")
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if excess(middle) > 0.0:
+            low = middle
+        else:
+            high = middle
+    return sensitivity * math.exp(high)
+
+
+def noise_is_sufficient(noise_ratio: tuple[float, float] | None) -> bool:
+    """Whether a measured 95% interval of noise/reference σ allows the reference noise:
+    its upper end is at least 1 − NOISE_TOLERANCE (True when nothing was measured)."""
+    return noise_ratio is None or noise_ratio[1] >= 1.0 - NOISE_TOLERANCE
 
 
 def clopper_pearson_upper(
@@ -129,12 +180,59 @@ def epsilon_lower_bound(positives: FloatArray, negatives: FloatArray, delta: flo
     )
 
 
-def candidate_values() -> FloatArray:
-    """Scalar magnitudes for worst-case gradient coordinates: 0, ±1e-3 … ±1e300."""
-    magnitudes = np.concatenate(
-        [10.0 ** np.arange(-3, 4, 0.25), 10.0 ** np.arange(4, 301, 8.0), [1.7e308]]
+#: Seed of the random magnitudes and sign patterns: every audit, on every machine, tries
+#: the same pool, so a result can be reproduced.
+CANDIDATE_SEED = 20_251_126
+#: Grid magnitudes per decade: a step of 10^(1/8) ≈ 1.33 < 2 puts a grid point in every
+#: binade [2^k, 2^(k+1)) of the normal floats.
+PER_DECADE = 8
+#: Log-uniform random magnitudes added to the grid (between its points, seeded).
+RANDOM_MAGNITUDES = 2048
+#: Random mixed-sign, mixed-magnitude rows added for d > 1.
+RANDOM_ROWS = 4096
+#: Entries of the (chunk, k) block of pair distances ``farthest_pair`` holds at once: 32 MiB.
+PAIR_BLOCK = 1 << 22
+
+_TINY = float(np.finfo(np.float64).tiny)  # 2.2e-308, the smallest normal float
+_HUGE = float(np.finfo(np.float64).max)  # 1.8e308
+
+
+def _magnitudes() -> FloatArray:
+    """Positive magnitudes from the smallest subnormal to the largest float: every 1/8
+    decade from 2.2e-308 to 1.7e308 (so every binade), both ends, and seeded log-uniform
+    draws between the grid points."""
+    exponents = np.arange(
+        math.ceil(PER_DECADE * math.log10(_TINY)), math.floor(PER_DECADE * math.log10(_HUGE)) + 1
     )
+    grid = 10.0 ** (exponents / PER_DECADE)
+    rng = np.random.default_rng(CANDIDATE_SEED)
+    # 2^u for u uniform in [−1022, 1024): log-uniform over the normal range, never inf.
+    drawn = np.exp2(rng.uniform(-1022.0, np.nextafter(1024.0, 0.0), RANDOM_MAGNITUDES))
+    ends = np.array([5e-324, _TINY, _HUGE])
+    return np.unique(np.concatenate([grid, drawn, ends]))
+
+
+def candidate_values() -> FloatArray:
+    """Scalar values for worst-case gradient coordinates: 0 and ± every magnitude of
+    ``_magnitudes`` (about 7,000: each 1/8 decade over the whole float range plus seeded
+    log-uniform draws), so no binade a mechanism could misbehave in goes untried."""
+    magnitudes = _magnitudes()
     return np.concatenate([[0.0], magnitudes, -magnitudes])
+
+
+def _patterns(values: FloatArray, d: int) -> FloatArray:
+    """Rows (k, d) built from scalar ``values``: all coordinates equal, a single non-zero
+    coordinate, alternating signs (+v, −v, +v, …), and seeded random rows whose coordinates
+    have independent random signs and magnitudes drawn from ``values``."""
+    equal = np.repeat(values[:, None], d, axis=1)
+    if d == 1:
+        return equal
+    spikes = np.zeros((values.size, d))
+    spikes[:, 0] = values
+    alternating = equal * np.where(np.arange(d) % 2 == 0, 1.0, -1.0)
+    rng = np.random.default_rng(CANDIDATE_SEED + d)
+    mixed = rng.choice(values, size=(RANDOM_ROWS, d)) * rng.choice([-1.0, 1.0], (RANDOM_ROWS, d))
+    return np.concatenate([equal, spikes, alternating, mixed])
 
 
 def farthest_pair(
@@ -143,6 +241,13 @@ def farthest_pair(
     """Indices (i, j) of the two candidate rows whose transforms are farthest apart in L2.
 
     candidates: (k, d) inputs; transform maps them to (k, d') noiseless outputs.
+
+    Exact, in bounded memory: identical outputs are merged first (many candidates saturate
+    to the same value); a pair found by two farthest-point sweeps gives a lower bound L on
+    the diameter, and since ‖o_i − o_j‖ ≤ ‖o_i − c‖ + max_k ‖o_k − c‖ for the centroid c,
+    only outputs with ‖o_i − c‖ + max ≥ L can belong to the farthest pair. The distances
+    among those are computed in blocks of at most ``PAIR_BLOCK`` entries (32 MiB), so the
+    memory is O(PAIR_BLOCK + k·d') for any k, and the time O(k'²·d') for the k' outputs kept.
     """
     outputs = transform(candidates)
     finite = np.all(np.isfinite(outputs), axis=1)
@@ -151,11 +256,31 @@ def farthest_pair(
         bad = int(np.argmin(finite))
         return bad, (bad + 1) % len(candidates), math.inf
     peak = float(np.max(np.abs(outputs))) or 1.0
-    scaled = outputs / peak
-    squared = np.sum(scaled**2, axis=1)
-    distances = squared[:, None] + squared[None, :] - 2.0 * scaled @ scaled.T
-    i, j = np.unravel_index(int(np.argmax(distances)), distances.shape)
-    return int(i), int(j), peak * math.sqrt(max(float(distances[i, j]), 0.0))
+    distinct, first_seen = np.unique(outputs / peak, axis=0, return_index=True)
+    if len(distinct) == 1:
+        return 0, 0, 0.0
+    centre = distinct.mean(axis=0)
+    radius = np.sqrt(np.sum((distinct - centre) ** 2, axis=1))
+    start = int(np.argmax(radius))
+    end = int(np.argmax(np.sum((distinct - distinct[start]) ** 2, axis=1)))
+    other = int(np.argmax(np.sum((distinct - distinct[end]) ** 2, axis=1)))
+    lower = math.sqrt(float(np.sum((distinct[end] - distinct[other]) ** 2)))
+    # The slack covers rounding in the radii (outputs are scaled to |entry| ≤ 1).
+    kept = np.flatnonzero(radius + radius.max() >= lower - 1e-9)
+    points = distinct[kept]
+    squared = np.sum(points**2, axis=1)
+    best, best_i, best_j = -1.0, end, other
+    rows = max(1, PAIR_BLOCK // len(points))
+    for begin in range(0, len(points), rows):
+        block = points[begin : begin + rows]
+        distances = squared[begin : begin + rows, None] + squared[None, :] - 2.0 * block @ points.T
+        flat = int(np.argmax(distances))
+        i, j = divmod(flat, len(points))
+        if distances[i, j] > best:
+            best, best_i, best_j = float(distances[i, j]), int(kept[begin + i]), int(kept[j])
+    i, j = int(first_seen[best_i]), int(first_seen[best_j])
+    difference = outputs[i] / peak - outputs[j] / peak
+    return i, j, peak * math.sqrt(float(np.sum(difference**2)))
 
 
 def run_distinguisher(
@@ -176,14 +301,11 @@ def run_distinguisher(
 
 
 def mechanism_candidates(d: int) -> FloatArray:
-    """Candidate per-record gradients (k, d): every coordinate equal to one candidate value,
-    or a single non-zero coordinate, plus a dense grid around the truncation's extremum."""
+    """Candidate per-record gradients (k, d): the ``_patterns`` of every candidate value
+    and of a dense grid around the truncation's extremum."""
     d = check_count("d", d)
     values = np.concatenate([candidate_values(), np.linspace(-25.0, 25.0, 401)])
-    equal = np.repeat(values[:, None], d, axis=1)
-    spikes = np.zeros((values.size, d))
-    spikes[:, 0] = values
-    return np.concatenate([equal, spikes])
+    return _patterns(values, d)
 
 
 def audit_mechanism(
@@ -247,13 +369,10 @@ def _identity(rows: FloatArray) -> FloatArray:
 
 
 def holder_candidates(model: Model, d: int) -> Records:
-    """Candidate single records for ``model``: equal coordinates from 0 to ±1e150, spikes,
+    """Candidate single records for ``model``: the ``_patterns`` of every candidate value
+    (the whole float range, as for the mechanism path) and spikes on each coordinate;
     responses ±|v| and 0, and for RMC records with missing covariates."""
-    values = candidate_values()
-    # Up to 1e150: products such as y·⟨β, x⟩ stay finite, so every candidate is a record an
-    # honest holder could hold (larger ones are refused by holder_round as non-finite).
-    values = values[np.abs(values) <= 1e150]
-    rows = np.concatenate([np.repeat(values[:, None], d, axis=1), np.eye(d) * 1e6])
+    rows = np.concatenate([_patterns(candidate_values(), d), np.eye(d) * 1e6])
     if not model.has_response:
         return Records(rows)
     x = np.concatenate([rows, rows, rows])
@@ -275,31 +394,42 @@ def audit_holder_round(
     delta: float,
     draws: int,
     rng: np.random.Generator,
+    reference_noise_std: float | None = None,
 ) -> tuple[AuditOutcome, float]:
     """Audit what a data holder sends — the (sum, count) report of ``holder_round`` — for a
     holder whose one record is either of the worst-case pair of model records.
 
     One record per holder makes the report exactly that record's release, the tightest
     case; every output field (the sum and the count) enters the test: a count that
-    differed between the pair would be a perfect distinguisher.
+    differed between the pair would be a perfect distinguisher. Records whose gradients
+    overflow to ±inf or NaN stay in the pool: the mechanism must give them a bounded
+    report like any other (a refusal, or an unbounded report, is what the audit looks for).
+
+    ``reference_noise_std``: an independently computed σ (e.g. ``reference_noise_std``
+    from ε, δ and the mechanism's sensitivity) that the measured noise is compared with;
+    without it the mechanism's own ``noise_std`` is used, which cannot catch a wrong
+    calibration formula.
     """
-    records = holder_candidates(model, d)
-    best: tuple[float, int, int, FloatArray, Records] | None = None
+    reference = mechanism.noise_std if reference_noise_std is None else reference_noise_std
+    reference = check_positive("reference_noise_std", reference)
+    pool = holder_candidates(model, d)
+    best: tuple[float, int, int, FloatArray] | None = None
     for level in BROADCAST_LEVELS:
         beta = np.full(d, level)
-        with np.errstate(all="ignore"):  # candidates whose gradient overflows are dropped
-            finite = np.all(np.isfinite(model.gradients(beta, records, sigma)), axis=1)
-        pool = records.take(np.flatnonzero(finite))
-        contributions = mechanism.contributions(model.gradients(beta, pool, sigma))
+        with np.errstate(all="ignore"):  # hostile records overflow: that is the point
+            gradients = model.gradients(beta, pool, sigma)
+        contributions = mechanism.contributions(gradients)
         first, second, distance = farthest_pair(contributions, _identity)
         if not math.isfinite(distance):
             return _leak(draws), distance
         if best is None or distance > best[0]:
-            best = (distance, first, second, beta, pool)
+            best = (distance, first, second, beta)
     assert best is not None
-    distance, first, second, beta, pool = best
-    gradients = mechanism.contributions(model.gradients(beta, pool, sigma))
-    direction = np.append(gradients[first] - gradients[second], 0.0)
+    distance, first, second, beta = best
+    with np.errstate(all="ignore"):
+        gradients = model.gradients(beta, pool, sigma)
+    contributions = mechanism.contributions(gradients)
+    direction = np.append(contributions[first] - contributions[second], 0.0)
 
     def sampler(index: int) -> Callable[[int], FloatArray]:
         holder = pool.take(slice(index, index + 1))
@@ -333,6 +463,6 @@ def audit_holder_round(
     residuals = np.concatenate([positives - positives.mean(), negatives - negatives.mean()])
     freedom = residuals.size - 2
     squares = float(np.sum(residuals**2))
-    low = math.sqrt(squares / chi2.ppf(ONE_SIDED_CONFIDENCE, freedom)) / mechanism.noise_std
-    high = math.sqrt(squares / chi2.ppf(1 - ONE_SIDED_CONFIDENCE, freedom)) / mechanism.noise_std
+    low = math.sqrt(squares / chi2.ppf(ONE_SIDED_CONFIDENCE, freedom)) / reference
+    high = math.sqrt(squares / chi2.ppf(1 - ONE_SIDED_CONFIDENCE, freedom)) / reference
     return replace(outcome, noise_ratio=(low, high)), distance

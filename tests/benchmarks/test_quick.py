@@ -65,3 +65,17 @@ def test_bench_sources_quick() -> None:
     for row in sources.values():
         assert row["n"] == result["rows"]
         assert {"kib_before", "kib_peak", "ratio_to_csv", "seconds"} <= row.keys()
+
+
+def test_bench_timing_quick() -> None:
+    result = run("bench_timing.py")
+    cases = {"inliers", "outliers", "nonfinite", "subnormal"}
+    for field in (
+        "median_seconds",
+        "median_cpu_seconds",
+        "ratio_to_inliers",
+        "cpu_ratio_to_inliers",
+    ):
+        assert set(result[field]) == cases
+    assert result["ratio_to_inliers"]["inliers"] == 1.0
+    assert result["records"] == 5_000 and result["repeats"] == 3

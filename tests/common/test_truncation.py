@@ -14,10 +14,13 @@ from hypothesis import strategies as st
 from scipy import integrate
 from scipy.special import ndtr
 
+from ldpem.common.calibration import smoothing_precision
 from ldpem.common.truncation import (
     TRUNCATION_BOUND,
     _expected_phi,
+    _far_table,
     _table,
+    _tables,
     catoni_phi,
     smoothed_truncation,
 )
@@ -158,10 +161,19 @@ def test_zero_and_tiny_inputs(value: float) -> None:
     assert out == pytest.approx(value, rel=1e-12, abs=0.0)
 
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_non_finite_input_is_refused(bad: float) -> None:
-    with pytest.raises(ValueError, match="finite values"):
-        smoothed_truncation(np.array([1.0, bad]), 1.0, 2.0)
+@pytest.mark.parametrize("s", [1e-300, 1.5, 1e300])
+@pytest.mark.parametrize("beta_s", [0.01, 2.0, 1e4])
+def test_non_finite_inputs_map_to_the_limit_and_to_zero(s: float, beta_s: float) -> None:
+    # ±inf is where huge finite values tend: the Gaussian tail average; NaN carries nothing.
+    out = smoothed_truncation(np.array([math.inf, -math.inf, math.nan, -math.nan]), s, beta_s)
+    limit = TRUNCATION_BOUND * (2 * float(ndtr(math.sqrt(beta_s))) - 1)
+    assert out[0] / s == pytest.approx(limit, abs=1e-12)
+    assert out[1] == -out[0]
+    assert out[2] == 0.0 and out[3] == 0.0
+    # and the value of the largest finite input (a = 1.7e8 only for s = 1e300: O(1/a²) off).
+    assert out[0] == pytest.approx(
+        smoothed_truncation(np.array([1.7e308]), s, beta_s)[0], rel=1e-14
+    )
 
 
 @pytest.mark.parametrize(
@@ -197,13 +209,11 @@ def test_continuous_across_branch_boundaries() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    values=st.lists(
-        st.floats(allow_nan=False, allow_infinity=False, width=64), min_size=1, max_size=20
-    ),
+    values=st.lists(st.floats(width=64), min_size=1, max_size=20),
     s=st.floats(min_value=1e-300, max_value=1e300, allow_nan=False),
     beta_s=st.floats(min_value=1e-300, max_value=1e300, allow_nan=False),
 )
-def test_any_finite_input_gives_bounded_finite_output(
+def test_any_input_nan_and_inf_included_gives_bounded_finite_output(
     values: list[float], s: float, beta_s: float
 ) -> None:
     out = smoothed_truncation(np.array(values), s, beta_s)
@@ -221,6 +231,40 @@ def test_fast_path_agrees_with_the_exact_form_on_a_dense_grid(beta_s: float) -> 
     fast = smoothed_truncation(a, 1.0, beta_s)
     exact = _expected_phi(a, sqrt_beta)
     assert np.max(np.abs(fast - exact)) <= 1e-12
+
+
+@pytest.mark.parametrize("beta_s", [0.5, 1.0, 2.146, 6.3, 100.0])
+def test_far_table_agrees_with_the_exact_form_up_to_infinity(beta_s: float) -> None:
+    # |a| ≥ 16 goes through the table in t = 1/|a|: check it from 16 to the float range,
+    # at inf (t = 0), and at the points where the two tables meet.
+    sqrt_beta = math.sqrt(beta_s)
+    assert _far_table(sqrt_beta) is not None
+    a = np.concatenate(
+        [
+            np.geomspace(16.0, 1.7e308, 200_001),
+            np.nextafter(16.0, 0.0) + np.arange(3) * 1e-15,
+            [math.inf, 1e4 * math.pi],
+        ]
+    )
+    a = np.concatenate([a, -a])
+    fast = smoothed_truncation(a, 1.0, beta_s)
+    with np.errstate(divide="ignore"):
+        exact = _expected_phi(a, sqrt_beta)
+    assert np.max(np.abs(fast - exact)) <= 1e-12
+
+
+@pytest.mark.parametrize("a", [16.0, 17.5, 40.0, 300.0, 1e5])
+def test_far_table_matches_high_precision_quadrature(a: float) -> None:
+    beta_s = 2.146
+    b = a / math.sqrt(beta_s)
+    assert truncation_at(a, b) == pytest.approx(expected_phi_mpmath(a, b), abs=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 10, 1000, 100_000])
+@pytest.mark.parametrize("zeta", [1e-12, 1e-6, 0.5])
+def test_both_tables_verify_for_every_calibrated_smoothing(d: int, zeta: float) -> None:
+    # β_s = √log(d/ζ) ∈ [0.83, 6.3] here: the fast, constant-cost path always applies.
+    assert _tables(math.sqrt(smoothing_precision(d, zeta))) is not None
 
 
 @pytest.mark.parametrize("beta_s", [1e-3, 0.1, 1e4])
