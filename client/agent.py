@@ -304,8 +304,11 @@ def _canonical(value: Any) -> str:
 
 
 def _first_difference(bound: Any, now: Any, path: str = "") -> str:
+    """``path.key was X, now Y`` for the first differing key; the coordinator's parameters
+    are compared before the agent's values derived from them."""
     if isinstance(bound, dict) and isinstance(now, dict):
-        for key in sorted(set(bound) | set(now)):
+        keys = sorted(set(bound) | set(now), key=lambda key: (key != "params", key))
+        for key in keys:
             if bound.get(key) != now.get(key):
                 return _first_difference(bound.get(key), now.get(key), f"{path}{key}.")
     return f"{path.rstrip('.')} was {bound!r}, now {now!r}"

@@ -66,7 +66,7 @@ def agent(url: str, tmp_path: Path, i: int, data: Path, **change: Any) -> Agent:
         "seed": 100 + i,
         # Looser than every run here: the agent calibrates to the run's own budget.
         "epsilon": 100.0,
-        "delta": 0.1,
+        "delta": 0.5,
         "wait": 5.0,
         "give_up": 20.0,
     }
