@@ -10,8 +10,11 @@ If it exceeds the claim, the implementation leaks more than it says.
 Procedure (Jagielski et al. 2020; Nasr et al. 2021), per audited pair:
 
 1. The pair: the two inputs whose noiseless outputs are farthest apart in L2, found by
-   searching a pool of candidates (zeros, magnitudes from 1e-3 to 1e300, the maximiser
-   of T, single-coordinate spikes, and for models missing covariates).
+   an exact search over a pool of candidates: zero, ± a magnitude in every 1/8 decade
+   from the smallest normal float (2.2e-308) to 1.7e308 (so every binade) plus seeded
+   log-uniform draws between them, a dense grid around the maximiser of T; as rows with
+   all coordinates equal, one spike, alternating signs and seeded random mixed signs and
+   magnitudes; and for models responses of both signs and missing covariates.
 2. The statistic: the projection of each output on the direction between the two
    noiseless outputs — the likelihood-ratio test for Gaussian noise.
 3. Half the draws choose the threshold; the other half, fresh, give the rates, so the
@@ -129,12 +132,59 @@ def epsilon_lower_bound(positives: FloatArray, negatives: FloatArray, delta: flo
     )
 
 
-def candidate_values() -> FloatArray:
-    """Scalar magnitudes for worst-case gradient coordinates: 0, ±1e-3 … ±1e300."""
-    magnitudes = np.concatenate(
-        [10.0 ** np.arange(-3, 4, 0.25), 10.0 ** np.arange(4, 301, 8.0), [1.7e308]]
+#: Seed of the random magnitudes and sign patterns: every audit, on every machine, tries
+#: the same pool, so a result can be reproduced.
+CANDIDATE_SEED = 20_251_126
+#: Grid magnitudes per decade: a step of 10^(1/8) ≈ 1.33 < 2 puts a grid point in every
+#: binade [2^k, 2^(k+1)) of the normal floats.
+PER_DECADE = 8
+#: Log-uniform random magnitudes added to the grid (between its points, seeded).
+RANDOM_MAGNITUDES = 2048
+#: Random mixed-sign, mixed-magnitude rows added for d > 1.
+RANDOM_ROWS = 4096
+#: Entries of the (chunk, k) block of pair distances ``farthest_pair`` holds at once: 32 MiB.
+PAIR_BLOCK = 1 << 22
+
+_TINY = float(np.finfo(np.float64).tiny)  # 2.2e-308, the smallest normal float
+_HUGE = float(np.finfo(np.float64).max)  # 1.8e308
+
+
+def _magnitudes() -> FloatArray:
+    """Positive magnitudes from the smallest subnormal to the largest float: every 1/8
+    decade from 2.2e-308 to 1.7e308 (so every binade), both ends, and seeded log-uniform
+    draws between the grid points."""
+    exponents = np.arange(
+        math.ceil(PER_DECADE * math.log10(_TINY)), math.floor(PER_DECADE * math.log10(_HUGE)) + 1
     )
+    grid = 10.0 ** (exponents / PER_DECADE)
+    rng = np.random.default_rng(CANDIDATE_SEED)
+    # 2^u for u uniform in [−1022, 1024): log-uniform over the normal range, never inf.
+    drawn = np.exp2(rng.uniform(-1022.0, np.nextafter(1024.0, 0.0), RANDOM_MAGNITUDES))
+    ends = np.array([5e-324, _TINY, _HUGE])
+    return np.unique(np.concatenate([grid, drawn, ends]))
+
+
+def candidate_values() -> FloatArray:
+    """Scalar values for worst-case gradient coordinates: 0 and ± every magnitude of
+    ``_magnitudes`` (about 7,000: each 1/8 decade over the whole float range plus seeded
+    log-uniform draws), so no binade a mechanism could misbehave in goes untried."""
+    magnitudes = _magnitudes()
     return np.concatenate([[0.0], magnitudes, -magnitudes])
+
+
+def _patterns(values: FloatArray, d: int) -> FloatArray:
+    """Rows (k, d) built from scalar ``values``: all coordinates equal, a single non-zero
+    coordinate, alternating signs (+v, −v, +v, …), and seeded random rows whose coordinates
+    have independent random signs and magnitudes drawn from ``values``."""
+    equal = np.repeat(values[:, None], d, axis=1)
+    if d == 1:
+        return equal
+    spikes = np.zeros((values.size, d))
+    spikes[:, 0] = values
+    alternating = equal * np.where(np.arange(d) % 2 == 0, 1.0, -1.0)
+    rng = np.random.default_rng(CANDIDATE_SEED + d)
+    mixed = rng.choice(values, size=(RANDOM_ROWS, d)) * rng.choice([-1.0, 1.0], (RANDOM_ROWS, d))
+    return np.concatenate([equal, spikes, alternating, mixed])
 
 
 def farthest_pair(
@@ -143,6 +193,13 @@ def farthest_pair(
     """Indices (i, j) of the two candidate rows whose transforms are farthest apart in L2.
 
     candidates: (k, d) inputs; transform maps them to (k, d') noiseless outputs.
+
+    Exact, in bounded memory: identical outputs are merged first (many candidates saturate
+    to the same value); a pair found by two farthest-point sweeps gives a lower bound L on
+    the diameter, and since ‖o_i − o_j‖ ≤ ‖o_i − c‖ + max_k ‖o_k − c‖ for the centroid c,
+    only outputs with ‖o_i − c‖ + max ≥ L can belong to the farthest pair. The distances
+    among those are computed in blocks of at most ``PAIR_BLOCK`` entries (32 MiB), so the
+    memory is O(PAIR_BLOCK + k·d') for any k, and the time O(k'²·d') for the k' outputs kept.
     """
     outputs = transform(candidates)
     finite = np.all(np.isfinite(outputs), axis=1)
@@ -151,11 +208,31 @@ def farthest_pair(
         bad = int(np.argmin(finite))
         return bad, (bad + 1) % len(candidates), math.inf
     peak = float(np.max(np.abs(outputs))) or 1.0
-    scaled = outputs / peak
-    squared = np.sum(scaled**2, axis=1)
-    distances = squared[:, None] + squared[None, :] - 2.0 * scaled @ scaled.T
-    i, j = np.unravel_index(int(np.argmax(distances)), distances.shape)
-    return int(i), int(j), peak * math.sqrt(max(float(distances[i, j]), 0.0))
+    distinct, first_seen = np.unique(outputs / peak, axis=0, return_index=True)
+    if len(distinct) == 1:
+        return 0, 0, 0.0
+    centre = distinct.mean(axis=0)
+    radius = np.sqrt(np.sum((distinct - centre) ** 2, axis=1))
+    start = int(np.argmax(radius))
+    end = int(np.argmax(np.sum((distinct - distinct[start]) ** 2, axis=1)))
+    other = int(np.argmax(np.sum((distinct - distinct[end]) ** 2, axis=1)))
+    lower = math.sqrt(float(np.sum((distinct[end] - distinct[other]) ** 2)))
+    # The slack covers rounding in the radii (outputs are scaled to |entry| ≤ 1).
+    kept = np.flatnonzero(radius + radius.max() >= lower - 1e-9)
+    points = distinct[kept]
+    squared = np.sum(points**2, axis=1)
+    best, best_i, best_j = -1.0, end, other
+    rows = max(1, PAIR_BLOCK // len(points))
+    for begin in range(0, len(points), rows):
+        block = points[begin : begin + rows]
+        distances = squared[begin : begin + rows, None] + squared[None, :] - 2.0 * block @ points.T
+        flat = int(np.argmax(distances))
+        i, j = divmod(flat, len(points))
+        if distances[i, j] > best:
+            best, best_i, best_j = float(distances[i, j]), int(kept[begin + i]), int(kept[j])
+    i, j = int(first_seen[best_i]), int(first_seen[best_j])
+    difference = outputs[i] / peak - outputs[j] / peak
+    return i, j, peak * math.sqrt(float(np.sum(difference**2)))
 
 
 def run_distinguisher(
@@ -176,14 +253,11 @@ def run_distinguisher(
 
 
 def mechanism_candidates(d: int) -> FloatArray:
-    """Candidate per-record gradients (k, d): every coordinate equal to one candidate value,
-    or a single non-zero coordinate, plus a dense grid around the truncation's extremum."""
+    """Candidate per-record gradients (k, d): the ``_patterns`` of every candidate value
+    and of a dense grid around the truncation's extremum."""
     d = check_count("d", d)
     values = np.concatenate([candidate_values(), np.linspace(-25.0, 25.0, 401)])
-    equal = np.repeat(values[:, None], d, axis=1)
-    spikes = np.zeros((values.size, d))
-    spikes[:, 0] = values
-    return np.concatenate([equal, spikes])
+    return _patterns(values, d)
 
 
 def audit_mechanism(
@@ -247,13 +321,10 @@ def _identity(rows: FloatArray) -> FloatArray:
 
 
 def holder_candidates(model: Model, d: int) -> Records:
-    """Candidate single records for ``model``: equal coordinates from 0 to ±1e150, spikes,
+    """Candidate single records for ``model``: the ``_patterns`` of every candidate value
+    (the whole float range, as for the mechanism path) and spikes on each coordinate;
     responses ±|v| and 0, and for RMC records with missing covariates."""
-    values = candidate_values()
-    # Up to 1e150: products such as y·⟨β, x⟩ stay finite, so every candidate is a record an
-    # honest holder could hold (larger ones are refused by holder_round as non-finite).
-    values = values[np.abs(values) <= 1e150]
-    rows = np.concatenate([np.repeat(values[:, None], d, axis=1), np.eye(d) * 1e6])
+    rows = np.concatenate([_patterns(candidate_values(), d), np.eye(d) * 1e6])
     if not model.has_response:
         return Records(rows)
     x = np.concatenate([rows, rows, rows])
@@ -290,7 +361,9 @@ def audit_holder_round(
         with np.errstate(all="ignore"):  # candidates whose gradient overflows are dropped
             finite = np.all(np.isfinite(model.gradients(beta, records, sigma)), axis=1)
         pool = records.take(np.flatnonzero(finite))
-        contributions = mechanism.contributions(model.gradients(beta, pool, sigma))
+        with np.errstate(all="ignore"):  # intermediate overflows with a finite gradient
+            gradients = model.gradients(beta, pool, sigma)
+        contributions = mechanism.contributions(gradients)
         first, second, distance = farthest_pair(contributions, _identity)
         if not math.isfinite(distance):
             return _leak(draws), distance
@@ -298,8 +371,10 @@ def audit_holder_round(
             best = (distance, first, second, beta, pool)
     assert best is not None
     distance, first, second, beta, pool = best
-    gradients = mechanism.contributions(model.gradients(beta, pool, sigma))
-    direction = np.append(gradients[first] - gradients[second], 0.0)
+    with np.errstate(all="ignore"):
+        gradients = model.gradients(beta, pool, sigma)
+    contributions = mechanism.contributions(gradients)
+    direction = np.append(contributions[first] - contributions[second], 0.0)
 
     def sampler(index: int) -> Callable[[int], FloatArray]:
         holder = pool.take(slice(index, index + 1))

@@ -51,8 +51,7 @@ def _as_gradients(gradients: ArrayLike) -> FloatArray:
     array = np.asarray(gradients, dtype=np.float64)
     if array.ndim != 2:
         raise ValueError(f"gradients must be an (n, d) array, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        raise ValueError("gradients must be finite, got NaN or inf")
+    # NaN and ±inf are accepted: every bounded mechanism maps them to a bounded contribution.
     return array
 
 
@@ -68,13 +67,24 @@ def clip_rows(gradients: FloatArray, clip: float) -> FloatArray:
 
     Norms are taken of rows divided by their largest |entry|, so rows near the float range
     (where ‖g‖² overflows) keep their direction instead of collapsing to zero.
+
+    Non-finite entries give a bounded row too (a refusal would leak, see
+    ``smoothed_truncation``): NaN counts as 0, and a row with infinite entries becomes
+    their direction (±1 on each, 0 elsewhere) at norm C, the limit of its finite
+    neighbours. gradients: (n, d); returns (n, d).
     """
+    gradients = np.where(np.isnan(gradients), 0.0, gradients)
+    infinite = np.isinf(gradients)
+    has_infinite: NDArray[np.bool_] = np.any(infinite, axis=1)
+    gradients = np.where(
+        has_infinite[:, None], np.where(infinite, np.sign(gradients), 0.0), gradients
+    )
     peak = np.max(np.abs(gradients), axis=1)
     peak[peak == 0.0] = 1.0
     scaled = gradients / peak[:, None]
     scaled_norm = np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
     with np.errstate(over="ignore"):  # ‖g‖ = inf is fine: min(inf, C) = C
-        norm = peak * scaled_norm
+        norm = np.where(has_infinite, math.inf, peak * scaled_norm)
     length = np.minimum(norm, clip)
     safe = np.where(scaled_norm > 0.0, scaled_norm, 1.0)
     shrunk = scaled * (length / safe)[:, None]
@@ -224,13 +234,20 @@ class CentralClipped(LocalClipped):
 
 
 class NoPrivacy(Mechanism):
-    """Non-private gradient EM: contributions are the raw gradients, no noise."""
+    """Non-private gradient EM: contributions are the raw gradients, no noise.
+
+    Unlike the private mechanisms it refuses NaN and ±inf gradients (ValueError): it has no
+    bound to map them to, its output reveals the records anyway, and a silent 0 or inf
+    would corrupt the estimate of a run that makes no privacy claim.
+    """
 
     name: MechanismName = "none"
     is_local = True
     noise_std = 0.0
 
     def contributions(self, gradients: FloatArray) -> FloatArray:
+        if not np.all(np.isfinite(gradients)):
+            raise ValueError("mechanism 'none' needs finite gradients, got NaN or inf")
         return gradients
 
     def record_bound(self, d: int) -> float:

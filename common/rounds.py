@@ -7,6 +7,7 @@ records a holder has; the local noise of the whole sum is drawn once at the end.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,10 @@ __all__ = ["DEFAULT_CHUNK", "HolderReport", "holder_round"]
 
 #: Records per chunk: (chunk × d) float64 intermediates stay at a few MiB for d ≤ 50.
 DEFAULT_CHUNK = 1 << 15
+#: Largest |total| a round may reach: half the float range, a margin for rounding.
+_SUM_LIMIT = float(np.finfo(np.float64).max) / 2.0
+#: Gaussian draws beyond 64 standard deviations have probability below 1e-890.
+_NOISE_TAIL = 64.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,14 @@ def holder_round(
     """Privatized sum of the per-record gradients ∇q_i(β; β) of ``records`` at ``beta``.
 
     beta: (d,). Returns HolderReport(total (d,), count = records.n).
+
+    Total for every mechanism with a bound (all but ``none``): a gradient that overflows
+    or is NaN, whatever β and σ the (untrusted) coordinator chose, gets the bounded
+    contribution the mechanism assigns it, and the report is sent as usual. Raising
+    instead would make the sending of a report depend on the records. Validation uses
+    public values only (β, σ, the count, d, the mechanism's bound and noise) and happens
+    before any gradient is computed: it refuses a round whose sum of ``count`` bounded
+    contributions plus noise could leave the float range, so the total is always finite.
     """
     sigma = check_positive("sigma", sigma)
     chunk = check_count("chunk", chunk)
@@ -51,15 +64,24 @@ def holder_round(
         raise ValueError(f"beta must have shape ({records.d},), got {beta.shape}")
     if not np.all(np.isfinite(beta)):
         raise ValueError("beta must be finite, got NaN or inf")
+    bound = mechanism.record_bound(records.d)
+    if math.isfinite(bound):
+        noise = mechanism.noise_std if mechanism.is_local else 0.0
+        largest = records.n * bound + _NOISE_TAIL * noise * math.sqrt(records.n)
+        if not largest <= _SUM_LIMIT:
+            raise ValueError(
+                f"{records.n} records with contributions bounded by {bound!r} and noise std "
+                f"{noise!r} could overflow the float range (limit {_SUM_LIMIT:.3g})"
+            )
     total = np.zeros(records.d)
     for start in range(0, records.n, chunk):
         part = records.take(slice(start, start + chunk))
-        gradients = model.gradients(beta, part, sigma)
-        if not np.all(np.isfinite(gradients)):
-            raise ValueError(
-                f"gradients at records {start}..{start + part.n - 1} are not finite; "
-                "check the data for NaN (outside RMC covariates) or overflowing values"
-            )
+        # Overflow and 0/0 inside the model are expected for hostile β or σ: the mechanism
+        # maps the resulting ±inf and NaN to bounded contributions.
+        with np.errstate(all="ignore"):
+            gradients = model.gradients(beta, part, sigma)
         total += mechanism.contributions(gradients).sum(axis=0)
     total += mechanism.holder_noise(records.n, records.d, rng)
+    if not np.all(np.isfinite(total)):  # only reachable without a bound (mechanism "none")
+        raise ValueError(f"the sum of the gradients of {records.n} records overflows")
     return HolderReport(total=total, count=records.n)

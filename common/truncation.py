@@ -98,27 +98,27 @@ def smoothed_truncation(values: ArrayLike, s: float, beta_s: float) -> NDArray[n
     -------
     ndarray of float64, same shape as ``values``.
 
+    Every value maps to a bounded output, non-finite ones included: ±inf to the limit
+    ±s·E φ at a = ±∞ (the value huge finite x tend to) and NaN to 0. A gradient that
+    overflows must not make the mechanism refuse: whether a report is sent would then
+    reveal whether the record met the condition a hostile coordinator encoded in β or σ.
+
     Raises
     ------
     ValueError
-        If ``s`` or ``beta_s`` is not a finite positive number, or any value is NaN or ±inf.
+        If ``s`` or ``beta_s`` is not a finite positive number (never for any ``values``).
     """
     s = check_positive("s", s)
     beta_s = check_positive("beta_s", beta_s)
     x = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(x)):
-        bad = x[~np.isfinite(x)].flat[0]
-        raise ValueError(
-            f"smoothed_truncation needs finite values, got {bad!r} "
-            f"(at {int(np.count_nonzero(~np.isfinite(x)))} position(s))"
-        )
     flat = x.ravel()
     out = np.empty_like(flat)
     sqrt_beta = math.sqrt(beta_s)
     for start in range(0, flat.size, _BLOCK):
         stop = min(start + _BLOCK, flat.size)
-        with np.errstate(over="ignore"):  # x/s may overflow to ±inf; handled exactly below
+        with np.errstate(over="ignore", invalid="ignore"):  # x/s = ±inf is handled exactly
             a = flat[start:stop] / s
+        a[np.isnan(a)] = 0.0
         out[start:stop] = _expected_phi_fast(a, sqrt_beta)
     out *= s
     bound = s * TRUNCATION_BOUND

@@ -13,8 +13,11 @@ from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.audit import (
     audit_holder_round,
     audit_mechanism,
+    candidate_values,
     clopper_pearson_upper,
     epsilon_lower_bound,
+    farthest_pair,
+    mechanism_candidates,
 )
 from ldpem.common.configure import make_mechanism
 from ldpem.common.mechanisms import LocalTruncation
@@ -119,11 +122,63 @@ def test_unbounded_closed_form_is_caught() -> None:
     broken = PaperClosedForm(
         scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std
     )
+    # Eq. 13 loses ~a³·1e-16 to cancellation: its error exceeds the bound throughout
+    # 1e6 ≲ |a| ≲ 1e100 (past that a³ overflows and the fallback takes over), hundreds of
+    # the audit's grid points, wherever a given numpy/scipy build rounds.
     outcome, distance = audit_mechanism(
         broken, d=3, records_per_round=1000, delta=DELTA, draws=20_000, rng=np.random.default_rng(2)
     )
     assert distance > 10 * honest.sensitivity(3)
     assert outcome.lower_bound > EPSILON
+
+
+#: Inputs on which ``NarrowBand`` misbehaves: 0.014 decades, between two points of a grid
+#: that steps 10^4 → 10^12 → 10^20 but containing 10^15.5 = 3.16e15.
+BAND = (3.1e15, 3.2e15)
+
+
+class NarrowBand(LocalTruncation):
+    """Broken on purpose on one narrow band of inputs only: there a coordinate's
+    contribution is 10·s·sign(x), about 11 times the bound; everywhere else it is honest."""
+
+    def contributions(self, gradients):  # type: ignore[no-untyped-def]
+        g = np.asarray(gradients, dtype=np.float64)
+        honest = super().contributions(g)
+        inside = (np.abs(g) >= BAND[0]) & (np.abs(g) <= BAND[1])
+        return np.where(inside, 10.0 * self.scale * np.sign(g), honest)
+
+
+def test_every_binade_of_the_float_range_is_tried() -> None:
+    magnitudes = np.abs(candidate_values())
+    exponents = np.unique(np.frexp(magnitudes[magnitudes >= np.finfo(np.float64).tiny])[1])
+    # frexp exponents of the normal floats run from −1021 to 1024: all of them present.
+    np.testing.assert_array_equal(exponents, np.arange(-1021, 1025))
+    assert 0.0 in candidate_values()
+
+
+def test_misbehaviour_on_a_narrow_band_of_inputs_is_found() -> None:
+    honest = honest_local(d=3)
+    broken = NarrowBand(scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std)
+    candidates = mechanism_candidates(3)
+    first, second, distance = farthest_pair(candidates, broken.contributions)
+    pair = np.abs(candidates[[first, second]])
+    assert np.any((pair >= BAND[0]) & (pair <= BAND[1]))
+    assert distance > 10 * honest.sensitivity(3)
+    outcome, _ = audit_mechanism(
+        broken, d=3, records_per_round=1000, delta=DELTA, draws=20_000, rng=np.random.default_rng(6)
+    )
+    assert outcome.lower_bound > EPSILON
+
+
+def test_farthest_pair_is_exact() -> None:
+    # Against the full k×k distance matrix, on clouds with ties, duplicates and scales.
+    rng = np.random.default_rng(7)
+    for k, d, spread in [(2, 1, 1.0), (50, 3, 1e-3), (300, 2, 1e5), (200, 4, 1.0)]:
+        points = np.round(rng.normal(size=(k, d)) * 3) * spread
+        first, second, distance = farthest_pair(points, lambda rows: rows)
+        full = np.sqrt(np.sum((points[:, None, :] - points[None, :, :]) ** 2, axis=2))
+        assert distance == pytest.approx(full.max(), rel=1e-12)
+        assert full[first, second] == pytest.approx(full.max(), rel=1e-12)
 
 
 @pytest.mark.parametrize("name", ["central", "central-clip", "local-clip"])

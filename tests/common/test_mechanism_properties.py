@@ -1,10 +1,12 @@
 """Property-based tests (hypothesis) of the mechanisms on arbitrary inputs.
 
-Any finite float array (±1e308, subnormals, zeros, mixed magnitudes), any scale s > 0 and
-smoothing β_s > 0, any clip C > 0: every record's contribution is finite and within the
-bound the privacy proof uses, the reports and the holder's sum are finite, and invalid
-parameters or non-finite gradients raise ValueError. RuntimeWarnings from ldpem are errors
-(pyproject), so an overflow inside a mechanism fails these tests too.
+Any float array (±1e308, subnormals, zeros, mixed magnitudes, NaN and ±inf), any scale
+s > 0 and smoothing β_s > 0, any clip C > 0: every record's contribution is finite and
+within the bound the privacy proof uses, the reports and the holder's sum are finite, and
+invalid parameters raise ValueError. Non-finite gradients are never refused by a bounded
+mechanism (a refusal would leak whether a record overflows); only ``none`` refuses them.
+RuntimeWarnings from ldpem are errors (pyproject), so an overflow inside a mechanism
+fails these tests too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from ldpem.common.mechanisms import CentralTruncation, LocalClipped, LocalTruncation, Mechanism
+from ldpem.common.mechanisms import (
+    CentralTruncation,
+    LocalClipped,
+    LocalTruncation,
+    Mechanism,
+    NoPrivacy,
+)
 from ldpem.common.truncation import TRUNCATION_BOUND
 
 EXAMPLES = settings(
@@ -31,7 +39,8 @@ finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 special = st.sampled_from(
     [0.0, -0.0, 5e-324, -5e-324, 2.2e-308, 1e-300, -1e-300, 1e300, -1e300, 1.7e308, -1.7e308]
 )
-values = st.one_of(finite, special)
+non_finite = st.sampled_from([math.nan, math.inf, -math.inf])
+values = st.one_of(finite, special, non_finite)
 gradients = st.integers(1, 6).flatmap(
     lambda d: arrays(np.float64, st.tuples(st.integers(1, 8), st.just(d)), elements=values)
 )
@@ -109,23 +118,34 @@ def test_invalid_parameters_raise_value_error(bad: float, good: float) -> None:
 
 
 @EXAMPLES
-@given(
-    g=gradients,
-    poison=st.sampled_from([math.nan, math.inf, -math.inf]),
-    where=st.integers(0, 1000),
-)
-def test_non_finite_gradients_raise_value_error(g: np.ndarray, poison: float, where: int) -> None:
+@given(g=gradients, poison=non_finite, where=st.integers(0, 1000), whole_row=st.booleans())
+def test_non_finite_gradients_give_bounded_contributions(
+    g: np.ndarray, poison: float, where: int, whole_row: bool
+) -> None:
     g = g.copy()
-    g.flat[where % g.size] = poison
+    if whole_row:
+        g[where % g.shape[0]] = poison
+    else:
+        g.flat[where % g.size] = poison
     for mechanism in (
         LocalTruncation(scale=1.0, smoothing=2.0, noise_std=1.0),
-        CentralTruncation(scale=1.0, smoothing=2.0, noise_std=0.0),
+        CentralTruncation(scale=1e-3, smoothing=0.7, noise_std=0.0),
         LocalClipped(clip=1.0, noise_std=1.0),
+        LocalClipped(clip=1e300, noise_std=0.0),
     ):
-        with pytest.raises(ValueError):
-            mechanism.privatize(g, np.random.default_rng(0))
-        with pytest.raises(ValueError):
-            mechanism.holder_sum(g, np.random.default_rng(0))
+        check(mechanism, g)
+    with pytest.raises(ValueError, match="mechanism 'none' needs finite gradients"):
+        NoPrivacy().holder_sum(g, np.random.default_rng(0))
+
+
+@EXAMPLES
+@given(g=gradients)
+def test_truncation_is_odd_and_clipping_is_sign_symmetric_on_any_input(g: np.ndarray) -> None:
+    # Non-finite inputs included: −NaN is NaN, and −inf maps to minus the image of inf.
+    truncation = LocalTruncation(scale=1.0, smoothing=2.0, noise_std=0.0)
+    clipped = LocalClipped(clip=1.0, noise_std=0.0)
+    for mechanism in (truncation, clipped):
+        np.testing.assert_array_equal(mechanism.contributions(-g), -mechanism.contributions(g))
 
 
 @pytest.mark.parametrize("shape", [(3,), (2, 2, 2), (0,)])

@@ -138,11 +138,30 @@ def test_keyword_only_parameters() -> None:
         LocalTruncation(1.0, 2.0, 3.0)  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf])
-def test_non_finite_gradients_are_refused(bad: float) -> None:
-    mech = LocalClipped(clip=1.0, noise_std=1.0)
-    with pytest.raises(ValueError, match="gradients must be finite"):
-        mech.privatize(np.array([[1.0, bad]]), np.random.default_rng(0))
+def test_clipping_maps_non_finite_rows_to_bounded_rows() -> None:
+    # NaN counts as 0; infinite entries give their direction at norm C.
+    rows = np.array(
+        [
+            [3.0, math.nan],
+            [math.inf, 5.0],
+            [-math.inf, math.inf],
+            [math.nan, math.nan],
+            [math.nan, -math.inf],
+            [1e308, math.inf],
+        ]
+    )
+    root = math.sqrt(2.0)
+    expected = np.array(
+        [[2.0, 0.0], [2.0, 0.0], [-root, root], [0.0, 0.0], [0.0, -2.0], [0.0, 2.0]]
+    )
+    np.testing.assert_allclose(clip_rows(rows, 2.0), expected, rtol=1e-15, atol=0.0)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_no_privacy_refuses_non_finite_gradients(bad: float) -> None:
+    # The one mechanism without a bound: nothing bounded to map NaN or inf to.
+    with pytest.raises(ValueError, match="mechanism 'none' needs finite gradients"):
+        NoPrivacy().privatize(np.array([[1.0, bad]]), np.random.default_rng(0))
 
 
 def test_gradients_must_be_two_dimensional() -> None:

@@ -158,10 +158,19 @@ def test_zero_and_tiny_inputs(value: float) -> None:
     assert out == pytest.approx(value, rel=1e-12, abs=0.0)
 
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_non_finite_input_is_refused(bad: float) -> None:
-    with pytest.raises(ValueError, match="finite values"):
-        smoothed_truncation(np.array([1.0, bad]), 1.0, 2.0)
+@pytest.mark.parametrize("s", [1e-300, 1.5, 1e300])
+@pytest.mark.parametrize("beta_s", [0.01, 2.0, 1e4])
+def test_non_finite_inputs_map_to_the_limit_and_to_zero(s: float, beta_s: float) -> None:
+    # ±inf is where huge finite values tend: the Gaussian tail average; NaN carries nothing.
+    out = smoothed_truncation(np.array([math.inf, -math.inf, math.nan, -math.nan]), s, beta_s)
+    limit = TRUNCATION_BOUND * (2 * float(ndtr(math.sqrt(beta_s))) - 1)
+    assert out[0] / s == pytest.approx(limit, abs=1e-12)
+    assert out[1] == -out[0]
+    assert out[2] == 0.0 and out[3] == 0.0
+    # and the value of the largest finite input (a = 1.7e8 only for s = 1e300: O(1/a²) off).
+    assert out[0] == pytest.approx(
+        smoothed_truncation(np.array([1.7e308]), s, beta_s)[0], rel=1e-14
+    )
 
 
 @pytest.mark.parametrize(
