@@ -208,9 +208,11 @@ def check_beta(beta: list[float], d: int) -> None:
         )
     values = np.asarray(beta, dtype=np.float64)
     peak = float(np.max(np.abs(values)))
-    # The norm as peak·‖β/peak‖ so that it cannot overflow for entries near the float range.
-    norm = peak * float(np.linalg.norm(values / peak)) if peak > 0.0 else 0.0
-    if not (math.isfinite(peak) and peak <= BETA_MAX and norm <= BETA_MAX):
+    norm = math.inf
+    if math.isfinite(peak):
+        # The norm as peak·‖β/peak‖: it cannot overflow for entries near the float range.
+        norm = peak * float(np.linalg.norm(values / peak)) if peak > 0.0 else 0.0
+    if not (peak <= BETA_MAX and norm <= BETA_MAX):
         raise AgentError(
             f"the coordinator sent a beta with max |beta_j| = {peak!r} and norm {norm!r}, which "
             f"must be finite and at most {BETA_MAX:g}; refusing"
