@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import random
+import re
 import signal
 import ssl
 import time
@@ -64,7 +65,14 @@ from ldpem.common.mechanisms import (
 from ldpem.common.models import Records, get_model
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
-from ldpem.common.wire import API_PREFIX, Identity, PublicParameters, ReportIn, RoundInfo
+from ldpem.common.wire import (
+    API_PREFIX,
+    HOSPITAL_NAME_PATTERN,
+    Identity,
+    PublicParameters,
+    ReportIn,
+    RoundInfo,
+)
 from ldpem.errors import UserError
 
 __all__ = [
@@ -170,6 +178,11 @@ def check_public(me: Identity) -> None:
 
     Called before any record is read, so a refusal depends on public values only."""
     p = me.params
+    # Both go into URLs, the ledger and the log: plain names only.
+    if not re.fullmatch(HOSPITAL_NAME_PATTERN, me.run_id):
+        raise _refuse("run_id", me.run_id[:80], f"a name matching {HOSPITAL_NAME_PATTERN}")
+    if not re.fullmatch(HOSPITAL_NAME_PATTERN, me.hospital):
+        raise _refuse("hospital", me.hospital[:80], f"a name matching {HOSPITAL_NAME_PATTERN}")
     if not 1 <= p.d <= D_MAX:
         raise _refuse("d", p.d, f"an integer in [1, {D_MAX}]")
     if not 1 <= p.rounds <= ROUNDS_MAX:

@@ -79,6 +79,16 @@ def test_values_at_the_edges_of_the_ranges_are_accepted(change: dict[str, Any]) 
 
 
 @pytest.mark.parametrize(
+    ("run_id", "hospital", "field"),
+    [("../admin", "h0", "run_id"), ("r" * 65, "h0", "run_id"), ("r", "h 0", "hospital")],
+)
+def test_names_that_are_not_plain_are_refused(run_id: str, hospital: str, field: str) -> None:
+    me = identity().model_copy(update={"run_id": run_id, "hospital": hospital})
+    with pytest.raises(AgentError, match=f"the coordinator sent {field} = "):
+        check_public(me)
+
+
+@pytest.mark.parametrize(
     ("change", "field"),
     [
         ({"sigma": 9.9e-101}, "sigma"),
