@@ -30,14 +30,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import beta as beta_distribution
-from scipy.stats import chi2
+from scipy.stats import chi2, norm
 
-from ldpem.common._validation import check_count, check_open_unit
+from ldpem.common._validation import check_count, check_open_unit, check_positive
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Model, Records
 from ldpem.common.rounds import holder_round
 
 __all__ = [
+    "NOISE_TOLERANCE",
     "AuditOutcome",
     "audit_holder_round",
     "audit_mechanism",
@@ -45,6 +46,8 @@ __all__ = [
     "clopper_pearson_upper",
     "epsilon_lower_bound",
     "farthest_pair",
+    "noise_is_sufficient",
+    "reference_noise_std",
     "run_distinguisher",
 ]
 
@@ -62,9 +65,54 @@ class AuditOutcome:
     false_negative_rate: float
     threshold: float
     draws: int
-    #: 95% interval for (measured noise std)/(calibrated σ) along the test direction, where
-    #: measured (holder_round path); an upper end below 1 means less noise than claimed.
+    #: 95% interval for (measured noise std)/(reference σ) along the test direction, where
+    #: measured (holder_round path). The reference is an independently computed σ when the
+    #: caller gives one (``reference_noise_std``), else the mechanism's own; an upper end
+    #: below 1 − ``NOISE_TOLERANCE`` means less noise than the reference requires.
     noise_ratio: tuple[float, float] | None = None
+
+
+#: How far below the reference σ the measured noise may be before the noise check fails:
+#: the reference and the calibration are both exact, so 2% only absorbs sampling error.
+NOISE_TOLERANCE = 0.02
+
+
+def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> float:
+    """The smallest σ for which one Gaussian release of L2 sensitivity Δ is (ε, δ)-DP.
+
+    From the analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): N(0, σ²I) added to
+    a query of sensitivity Δ is (ε, δ)-DP iff Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ; the
+    left side decreases in σ, and σ is found by bisection on log σ. Written apart from
+    ``ldpem.common.accounting`` (which calibrates the mechanisms) so that an error in the
+    calibration cannot also be in the audit's yardstick; tests/common/test_audit.py checks
+    it against Google's dp_accounting (privacy loss distributions).
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_open_unit("delta", delta)
+    sensitivity = check_positive("sensitivity", sensitivity)
+
+    def excess(log_ratio: float) -> float:
+        ratio = math.exp(log_ratio)  # σ/Δ
+        first = float(norm.cdf(0.5 / ratio - epsilon * ratio))
+        second = math.exp(epsilon + float(norm.logcdf(-0.5 / ratio - epsilon * ratio)))
+        return first - second - delta
+
+    low, high = -20.0, 20.0  # σ/Δ from 2e-9 to 5e8: any (ε, δ) with ε ≤ 1e8, δ ≥ 1e-300
+    if excess(low) <= 0.0 or excess(high) > 0.0:
+        raise ValueError(f"no sigma/sensitivity in [e^-20, e^20] fits epsilon={epsilon!r}")
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if excess(middle) > 0.0:
+            low = middle
+        else:
+            high = middle
+    return sensitivity * math.exp(high)
+
+
+def noise_is_sufficient(noise_ratio: tuple[float, float] | None) -> bool:
+    """Whether a measured 95% interval of noise/reference σ allows the reference noise:
+    its upper end is at least 1 − NOISE_TOLERANCE (True when nothing was measured)."""
+    return noise_ratio is None or noise_ratio[1] >= 1.0 - NOISE_TOLERANCE
 
 
 def clopper_pearson_upper(
@@ -346,31 +394,38 @@ def audit_holder_round(
     delta: float,
     draws: int,
     rng: np.random.Generator,
+    reference_noise_std: float | None = None,
 ) -> tuple[AuditOutcome, float]:
     """Audit what a data holder sends — the (sum, count) report of ``holder_round`` — for a
     holder whose one record is either of the worst-case pair of model records.
 
     One record per holder makes the report exactly that record's release, the tightest
     case; every output field (the sum and the count) enters the test: a count that
-    differed between the pair would be a perfect distinguisher.
+    differed between the pair would be a perfect distinguisher. Records whose gradients
+    overflow to ±inf or NaN stay in the pool: the mechanism must give them a bounded
+    report like any other (a refusal, or an unbounded report, is what the audit looks for).
+
+    ``reference_noise_std``: an independently computed σ (e.g. ``reference_noise_std``
+    from ε, δ and the mechanism's sensitivity) that the measured noise is compared with;
+    without it the mechanism's own ``noise_std`` is used, which cannot catch a wrong
+    calibration formula.
     """
-    records = holder_candidates(model, d)
-    best: tuple[float, int, int, FloatArray, Records] | None = None
+    reference = mechanism.noise_std if reference_noise_std is None else reference_noise_std
+    reference = check_positive("reference_noise_std", reference)
+    pool = holder_candidates(model, d)
+    best: tuple[float, int, int, FloatArray] | None = None
     for level in BROADCAST_LEVELS:
         beta = np.full(d, level)
-        with np.errstate(all="ignore"):  # candidates whose gradient overflows are dropped
-            finite = np.all(np.isfinite(model.gradients(beta, records, sigma)), axis=1)
-        pool = records.take(np.flatnonzero(finite))
-        with np.errstate(all="ignore"):  # intermediate overflows with a finite gradient
+        with np.errstate(all="ignore"):  # hostile records overflow: that is the point
             gradients = model.gradients(beta, pool, sigma)
         contributions = mechanism.contributions(gradients)
         first, second, distance = farthest_pair(contributions, _identity)
         if not math.isfinite(distance):
             return _leak(draws), distance
         if best is None or distance > best[0]:
-            best = (distance, first, second, beta, pool)
+            best = (distance, first, second, beta)
     assert best is not None
-    distance, first, second, beta, pool = best
+    distance, first, second, beta = best
     with np.errstate(all="ignore"):
         gradients = model.gradients(beta, pool, sigma)
     contributions = mechanism.contributions(gradients)
@@ -408,6 +463,6 @@ def audit_holder_round(
     residuals = np.concatenate([positives - positives.mean(), negatives - negatives.mean()])
     freedom = residuals.size - 2
     squares = float(np.sum(residuals**2))
-    low = math.sqrt(squares / chi2.ppf(ONE_SIDED_CONFIDENCE, freedom)) / mechanism.noise_std
-    high = math.sqrt(squares / chi2.ppf(1 - ONE_SIDED_CONFIDENCE, freedom)) / mechanism.noise_std
+    low = math.sqrt(squares / chi2.ppf(ONE_SIDED_CONFIDENCE, freedom)) / reference
+    high = math.sqrt(squares / chi2.ppf(1 - ONE_SIDED_CONFIDENCE, freedom)) / reference
     return replace(outcome, noise_ratio=(low, high)), distance

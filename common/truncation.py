@@ -28,12 +28,19 @@ well-conditioned:
 
 All three are evaluated at |a| and the sign restored, so T is exactly odd.
 
-Speed: for a given β_s, E φ depends on |a| alone. On first use of a β_s, the exact form
-above is sampled on [0, 16] (256 cells, 10 Chebyshev nodes each) and turned into a
-piecewise polynomial; the interpolant is checked against the exact form at 3 further
-points per cell and used only if it agrees to 1e-13 everywhere checked (it does for
-β_s ∈ [0.5, 100], which covers every ζ and d in practice). |a| ≥ 16 always takes the
-exact path. This is ~3× faster than evaluating the closed form per element.
+Speed and constant cost: for a given β_s, E φ depends on |a| alone. On first use of a
+β_s, the exact form above is tabulated twice as piecewise polynomials (10 Chebyshev nodes
+per cell): in |a| on [0, 16) (256 cells) and in t = 1/|a| on [0, 1/16] (16 cells; E φ is
+analytic in t there, by the by-parts form with P(U < u) = Φ(√β_s(u·t − 1)), and t = 0
+is a = ±∞). Each is checked against the exact form at both ends and 3 interior points
+per cell and used only if all agree to 1e-13 (they do for β_s ∈ [0.5, 100], which holds
+every β_s = √log(d/ζ) with d ≤ 10⁵ and ζ ∈ [1e-12, 0.5], i.e. [0.83, 6.3]). Every
+element then takes the same operations — one Horner pass on the cell of one table or
+the other, selected by np.where, and the near-zero series — so the time a holder takes
+does not reveal how many of its values are large, NaN or infinite (docs/PERFORMANCE.md).
+Where a table fails its check, the exact form is used instead, itself branch-free (all
+three forms on every element, selected): ~1 µs per element, 30–50× slower, but equally
+value-independent.
 
 The result is finally clipped to [−s·2√2/3, s·2√2/3]: mathematically a no-op, it makes
 the bound the privacy proof relies on hold under any floating-point rounding.
@@ -42,6 +49,7 @@ the bound the privacy proof relies on hold under any floating-point rounding.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -72,7 +80,11 @@ _BLOCK = 1 << 14
 _TABLE_DEGREE = 10  # coefficients per cell
 _TABLE_CELL = 1.0 / 16.0
 _TABLE_END = 16.0
+_CELLS = round(_TABLE_END / _TABLE_CELL)
 _TABLE_TOLERANCE = 1e-13
+# Second table, in t = 1/|a| on [0, 1/16] (|a| ≥ 16), 16 cells.
+_FAR_CELLS = 16
+_FAR_CELL = (1.0 / _TABLE_END) / _FAR_CELLS
 
 
 def catoni_phi(u: ArrayLike) -> NDArray[np.float64]:
@@ -118,7 +130,7 @@ def smoothed_truncation(values: ArrayLike, s: float, beta_s: float) -> NDArray[n
         stop = min(start + _BLOCK, flat.size)
         with np.errstate(over="ignore", invalid="ignore"):  # x/s = ±inf is handled exactly
             a = flat[start:stop] / s
-        a[np.isnan(a)] = 0.0
+        np.copyto(a, 0.0, where=np.isnan(a))
         out[start:stop] = _expected_phi_fast(a, sqrt_beta)
     out *= s
     bound = s * TRUNCATION_BOUND
@@ -127,17 +139,25 @@ def smoothed_truncation(values: ArrayLike, s: float, beta_s: float) -> NDArray[n
 
 
 def _expected_phi_fast(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.float64]:
-    """E φ(a + bZ) through the verified table where it applies, else the exact form."""
-    table = _table(sqrt_beta)
+    """E φ(a + bZ) for a 1-D block of ``a`` (±inf allowed, no NaN), at a cost per element
+    that does not depend on the values: both verified tables and the near-zero series are
+    evaluated for every element and the right one selected, so how long a holder takes
+    cannot tell a coordinator how many of its records are large. Without verified tables
+    (β_s outside their range) the exact form, itself branch-free, does the same."""
+    table = _tables(sqrt_beta)
     if table is None:
         return _expected_phi(a, sqrt_beta)
     abs_a = np.abs(a)
-    # Clamped so that huge |a| (recomputed exactly below) cannot overflow the polynomial.
-    scaled = np.minimum(abs_a, _TABLE_END) * (1.0 / _TABLE_CELL)
-    cells = table.shape[1]
-    index = np.minimum(scaled, cells - 1).astype(np.intp)
-    local = 2.0 * (scaled - index) - 1.0
-    result = table[_TABLE_DEGREE - 1].take(index)
+    # |a| < 16: cell and local variable of the table in |a|; min(|a|, 16) so that huge |a|
+    # cannot overflow. |a| ≥ 16: those of the table in t = 1/|a| ∈ [0, 1/16], whose cells
+    # follow (|a| = inf is t = 0, exactly). One Horner pass then serves both.
+    near_index, near_local = _cell(np.minimum(abs_a, _TABLE_END) * (1.0 / _TABLE_CELL), _CELLS)
+    t = 1.0 / np.maximum(abs_a, _TABLE_END)
+    far_index, far_local = _cell(t * (1.0 / _FAR_CELL), _FAR_CELLS)
+    inside = abs_a < _TABLE_END
+    index = np.where(inside, near_index, far_index + _CELLS)
+    local = np.where(inside, near_local, far_local)
+    result: NDArray[np.float64] = table[_TABLE_DEGREE - 1].take(index)
     for k in range(_TABLE_DEGREE - 2, -1, -1):
         result *= local
         result += table[k].take(index)
@@ -146,28 +166,68 @@ def _expected_phi_fast(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.f
     small = abs_a <= _SMALL * min(1.0, sqrt_beta)
     # Only the small entries enter the series (others use 0), so b = |a|/√β_s ≤ 0.1 there
     # and nothing overflows even for a subnormal β_s.
-    near = np.where(small, abs_a, 0.0)
-    b = near / sqrt_beta
-    series = near - near * (near * near + 3.0 * (b * b)) / 6.0
+    close = np.where(small, abs_a, 0.0)
+    b = close / sqrt_beta
+    series = close - close * (close * close + 3.0 * (b * b)) / 6.0
     result = np.where(small, series, result)
-    beyond = abs_a >= _TABLE_END
-    if beyond.any():
-        result[beyond] = _expected_phi(abs_a[beyond], sqrt_beta)
     signed: NDArray[np.float64] = np.copysign(result, a)
     return signed
 
 
+def _cell(scaled: NDArray[np.float64], cells: int) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """Cell ⌊scaled⌋ (the last one for scaled = cells) and the local variable in [−1, 1]
+    of ``scaled``, a position in cell units, 0 ≤ scaled ≤ cells."""
+    index = np.minimum(scaled, cells - 1).astype(np.intp)
+    local: NDArray[np.float64] = 2.0 * (scaled - index) - 1.0
+    return index, local
+
+
 @lru_cache(maxsize=32)
+def _tables(sqrt_beta: float) -> NDArray[np.float64] | None:
+    """Both verified tables of E φ for this β_s side by side, (degree, 256 + 16) — cells of
+    |a| on [0, 16), then cells of t = 1/|a| on [0, 1/16] — or None if either misses the
+    exact form by more than 1e-13 at a check point."""
+    near = _table(sqrt_beta)
+    far = _far_table(sqrt_beta)
+    if near is None or far is None:
+        return None
+    return np.ascontiguousarray(np.concatenate([near, far], axis=1))
+
+
 def _table(sqrt_beta: float) -> NDArray[np.float64] | None:
     """Monomial coefficients (degree, cells) of E φ on each cell of |a| ∈ [0, 16), in the
     cell's local variable t ∈ [−1, 1]; None if the interpolant misses the exact form by
     more than 1e-13 at any check point."""
+    return _build_table(
+        lambda points: _expected_phi(points, sqrt_beta),
+        round(_TABLE_END / _TABLE_CELL),
+        _TABLE_CELL,
+    )
+
+
+def _far_table(sqrt_beta: float) -> NDArray[np.float64] | None:
+    """As ``_table`` for E φ as a function of t = 1/|a| on [0, 1/16] (|a| ≥ 16): by parts,
+    E φ = 2√2/3 − ∫ (1 − u²/2) Φ(√β_s(u·t − 1)) du, analytic in t, and t = 0 is a = ∞."""
+
+    def exact(t: NDArray[np.float64]) -> NDArray[np.float64]:
+        with np.errstate(divide="ignore"):  # t = 0 is |a| = inf, which the exact form takes
+            return _expected_phi(1.0 / t, sqrt_beta)
+
+    return _build_table(exact, _FAR_CELLS, _FAR_CELL)
+
+
+def _build_table(
+    exact: Callable[[NDArray[np.float64]], NDArray[np.float64]], cells: int, width: float
+) -> NDArray[np.float64] | None:
+    """Chebyshev interpolants of ``exact`` on cells [k·width, (k+1)·width), k < ``cells``,
+    as monomial coefficients (degree, cells) in each cell's local variable in [−1, 1];
+    None unless they match ``exact`` to 1e-13 at both ends and 3 interior points of every
+    cell (points that are not interpolation nodes)."""
     cheb = np.polynomial.chebyshev
-    cells = round(_TABLE_END / _TABLE_CELL)
-    left = np.arange(cells) * _TABLE_CELL
+    left = np.arange(cells) * width
     nodes = np.cos(np.pi * (np.arange(_TABLE_DEGREE) + 0.5) / _TABLE_DEGREE)
-    points = left[:, None] + (nodes[None, :] + 1.0) * (_TABLE_CELL / 2.0)
-    values = _expected_phi(points.ravel(), sqrt_beta).reshape(cells, _TABLE_DEGREE)
+    points = left[:, None] + (nodes[None, :] + 1.0) * (width / 2.0)
+    values = exact(points.ravel()).reshape(cells, _TABLE_DEGREE)
     cheb_coefficients = np.linalg.solve(cheb.chebvander(nodes, _TABLE_DEGREE - 1), values.T)
     to_monomial = np.zeros((_TABLE_DEGREE, _TABLE_DEGREE))
     for k in range(_TABLE_DEGREE):
@@ -175,10 +235,10 @@ def _table(sqrt_beta: float) -> NDArray[np.float64] | None:
         to_monomial[: column.size, k] = column
     table = np.ascontiguousarray(to_monomial @ cheb_coefficients)
 
-    local = np.array([-0.5, 0.0, 0.5, 0.999])
-    check = (left[:, None] + (local[None, :] + 1.0) * (_TABLE_CELL / 2.0)).ravel()
+    local = np.array([-1.0, -0.5, 0.0, 0.5, 0.999, 1.0])
+    check = (left[:, None] + (local[None, :] + 1.0) * (width / 2.0)).ravel()
     interpolated = np.polynomial.polynomial.polyval(local, table).ravel()
-    if np.max(np.abs(interpolated - _expected_phi(check, sqrt_beta))) > _TABLE_TOLERANCE:
+    if not np.max(np.abs(interpolated - exact(check))) <= _TABLE_TOLERANCE:
         return None
     return table
 
@@ -188,23 +248,24 @@ def _expected_phi(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np.float6
 
     φ is odd and Z symmetric, so E φ(−a + bZ) = −E φ(a + bZ): evaluate at |a| and restore
     the sign, which makes T exactly odd (no rounding bias between ±x).
+
+    Branch-free: all three forms are evaluated for every element, each fed a harmless
+    stand-in where another form applies, and the right one selected; so the cost per
+    element does not depend on the values (see ``_expected_phi_fast``).
     """
     abs_a = np.abs(a)
     with np.errstate(over="ignore"):  # b = inf only routes the element to the quadrature
         b = abs_a / sqrt_beta
-    result = np.empty_like(a)
 
     small = (abs_a <= _SMALL) & (b <= _SMALL)
     closed = ~small & (abs_a <= _CLOSED_A) & (b <= _CLOSED_B)
     quad = ~(small | closed)
 
-    if np.any(small):
-        a_s, b_s = abs_a[small], b[small]
-        result[small] = a_s - a_s * (a_s * a_s + 3.0 * b_s * b_s) / 6.0
-    if np.any(closed):
-        result[closed] = _closed_form(abs_a[closed], b[closed])
-    if np.any(quad):
-        result[quad] = _by_parts_quadrature(abs_a[quad], sqrt_beta)
+    a_small, b_small = np.where(small, abs_a, 0.0), np.where(small, b, 0.0)
+    series = a_small - a_small * (a_small * a_small + 3.0 * b_small * b_small) / 6.0
+    closed_form = _closed_form(np.where(closed, abs_a, 1.0), np.where(closed, b, 1.0))
+    quadrature = _by_parts_quadrature(np.where(quad, abs_a, _TABLE_END), sqrt_beta)
+    result: NDArray[np.float64] = np.where(small, series, np.where(closed, closed_form, quadrature))
     result *= np.sign(a)
     return result
 
@@ -243,9 +304,8 @@ def _by_parts_quadrature(a: NDArray[np.float64], sqrt_beta: float) -> NDArray[np
     For a > 0, P(U < u) = Φ((u − a)/b) = Φ(u·√β_s/a − √β_s): small when E φ is near its
     bound, so the subtraction loses nothing there.
     """
-    inv_b = np.zeros_like(a)
-    finite = np.isfinite(a)
-    inv_b[finite] = sqrt_beta / a[finite]
+    # a = inf gives 1/b = 0, exactly the limit. Here a > 0.1·√β_s or a > 3, so no overflow.
+    inv_b = sqrt_beta / a
     z = _QUAD_U[None, :] * inv_b[:, None] - sqrt_beta
     integral: NDArray[np.float64] = ndtr(z) @ _QUAD_W
     return TRUNCATION_BOUND - integral

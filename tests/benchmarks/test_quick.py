@@ -56,3 +56,17 @@ def test_bench_scaling_quick(tmp_path: Path) -> None:
         assert {"floor_s", "agent_s", "coordinator_s", "agent_ratio"} <= rows[0].keys()
     assert (tmp_path / "scaling_n.png").stat().st_size > 0
     assert (tmp_path / "scaling_d.png").stat().st_size > 0
+
+
+def test_bench_timing_quick() -> None:
+    result = run("bench_timing.py")
+    cases = {"inliers", "outliers", "nonfinite", "subnormal"}
+    for field in (
+        "median_seconds",
+        "median_cpu_seconds",
+        "ratio_to_inliers",
+        "cpu_ratio_to_inliers",
+    ):
+        assert set(result[field]) == cases
+    assert result["ratio_to_inliers"]["inliers"] == 1.0
+    assert result["records"] == 5_000 and result["repeats"] == 3

@@ -41,6 +41,10 @@ def test_json_results_for_the_local_mechanism(capsys: pytest.CaptureFixture[str]
         assert row["claimed_epsilon"] == 1.0
         assert 0.0 <= row["lower_bound"] <= 1.0
         assert row["passed"] is True
+        # The holder path measures its noise against an independently computed σ.
+        assert (row["reference_noise_std"] is not None) == (row["path"] == "holder_round")
+        if row["path"] == "holder_round":
+            assert row["noise_std_ratio"][1] >= 0.98
 
 
 def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,10 +14,13 @@ from hypothesis import strategies as st
 from scipy import integrate
 from scipy.special import ndtr
 
+from ldpem.common.calibration import smoothing_precision
 from ldpem.common.truncation import (
     TRUNCATION_BOUND,
     _expected_phi,
+    _far_table,
     _table,
+    _tables,
     catoni_phi,
     smoothed_truncation,
 )
@@ -230,6 +233,40 @@ def test_fast_path_agrees_with_the_exact_form_on_a_dense_grid(beta_s: float) -> 
     fast = smoothed_truncation(a, 1.0, beta_s)
     exact = _expected_phi(a, sqrt_beta)
     assert np.max(np.abs(fast - exact)) <= 1e-12
+
+
+@pytest.mark.parametrize("beta_s", [0.5, 1.0, 2.146, 6.3, 100.0])
+def test_far_table_agrees_with_the_exact_form_up_to_infinity(beta_s: float) -> None:
+    # |a| ≥ 16 goes through the table in t = 1/|a|: check it from 16 to the float range,
+    # at inf (t = 0), and at the points where the two tables meet.
+    sqrt_beta = math.sqrt(beta_s)
+    assert _far_table(sqrt_beta) is not None
+    a = np.concatenate(
+        [
+            np.geomspace(16.0, 1.7e308, 200_001),
+            np.nextafter(16.0, 0.0) + np.arange(3) * 1e-15,
+            [math.inf, 1e4 * math.pi],
+        ]
+    )
+    a = np.concatenate([a, -a])
+    fast = smoothed_truncation(a, 1.0, beta_s)
+    with np.errstate(divide="ignore"):
+        exact = _expected_phi(a, sqrt_beta)
+    assert np.max(np.abs(fast - exact)) <= 1e-12
+
+
+@pytest.mark.parametrize("a", [16.0, 17.5, 40.0, 300.0, 1e5])
+def test_far_table_matches_high_precision_quadrature(a: float) -> None:
+    beta_s = 2.146
+    b = a / math.sqrt(beta_s)
+    assert truncation_at(a, b) == pytest.approx(expected_phi_mpmath(a, b), abs=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 10, 1000, 100_000])
+@pytest.mark.parametrize("zeta", [1e-12, 1e-6, 0.5])
+def test_both_tables_verify_for_every_calibrated_smoothing(d: int, zeta: float) -> None:
+    # β_s = √log(d/ζ) ∈ [0.83, 6.3] here: the fast, constant-cost path always applies.
+    assert _tables(math.sqrt(smoothing_precision(d, zeta))) is not None
 
 
 @pytest.mark.parametrize("beta_s", [1e-3, 0.1, 1e4])
