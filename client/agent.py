@@ -200,15 +200,20 @@ def check_public(me: Identity) -> None:
     _in("epsilon", p.epsilon, *BUDGET_EPSILON)
     _in("delta", p.delta, *BUDGET_DELTA)
     if p.mechanism in ("local", "central"):
-        if p.scale is None or p.smoothing is None:
+        if p.scale is None:
             raise _refuse("scale", p.scale, f"given for mechanism {p.mechanism}")
+        if p.smoothing is None:
+            raise _refuse("smoothing", p.smoothing, f"given for mechanism {p.mechanism}")
+    if p.mechanism == "local-clip" and p.clip is None:
+        raise _refuse("clip", p.clip, "given for mechanism local-clip")
+    # Whatever the mechanism: every value that is published is checked.
+    if p.scale is not None:
         _in("scale", p.scale, *SCALE_RANGE)
+    if p.smoothing is not None:
         own = smoothing_precision(p.d, p.zeta)
         if not (math.isfinite(p.smoothing) and abs(p.smoothing - own) <= 1e-12 * own):
             raise _refuse("smoothing", p.smoothing, f"sqrt(log(d/zeta)) = {own!r}")
-    if p.mechanism == "local-clip":
-        if p.clip is None:
-            raise _refuse("clip", p.clip, "given for mechanism local-clip")
+    if p.clip is not None:
         _in("clip", p.clip, *SCALE_RANGE)
 
 

@@ -121,6 +121,11 @@ def test_names_that_are_not_plain_are_refused(run_id: str, hospital: str, field:
         ({"mechanism": "local-clip", "clip": None}, "clip"),
         ({"mechanism": "local-clip", "clip": 1.01e100}, "clip"),
         ({"mechanism": "local-clip", "clip": -1.0}, "clip"),
+        # A value published for another mechanism is checked all the same.
+        ({"clip": math.inf}, "clip"),
+        ({"mechanism": "local-clip", "clip": 1.0, "scale": 1e300}, "scale"),
+        ({"mechanism": "local-clip", "clip": 1.0, "smoothing": 7.0}, "smoothing"),
+        ({"smoothing": None}, "smoothing"),
     ],
 )
 def test_values_outside_the_ranges_are_refused(change: dict[str, Any], field: str) -> None:
