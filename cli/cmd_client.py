@@ -1,8 +1,8 @@
 """``ldpem client``: the hospital agent. Holds this hospital's records, privatizes each
 round's report on this machine and never sends a record or an un-noised gradient.
 
-    ldpem client --coordinator URL --token TOKEN --data FILE [--state DIR]
-                 [--epsilon E --delta D] [--allow-weaker]
+    ldpem client --coordinator URL --token TOKEN --data FILE --epsilon E --delta D
+                 [--state DIR] [--dataset NAME] [--allow-weaker]
     ldpem client … --data postgresql://user@host/db --query "SELECT … ORDER BY …"
                  [--columns a,b,c] [--target y] [--password-file FILE]
 
@@ -11,15 +11,20 @@ round's report on this machine and never sends a record or an un-noised gradient
 --password-file, never from the command line (docs/FEDERATED.md, "Where the records come
 from").
 
-The token may also come from ``--token-file`` or ``LDPEM_TOKEN``. Without --epsilon and
---delta the agent adopts the run's published budget. Exit status 0 when the run finished.
+The token may also come from ``--token-file`` or ``LDPEM_TOKEN``. --epsilon and --delta are
+this hospital's own lifetime budget per record, over every run charged to the state
+directory's dataset; they are required: a budget is never taken from the coordinator.
+--dataset declares a disjoint population with a budget of its own (default "default").
+Exit status 0 when the run finished.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,8 +87,25 @@ def register(subparsers: Any) -> None:
         default=Path("ldpem-agent"),
         help="ledger directory (default ldpem-agent)",
     )
-    parser.add_argument("--epsilon", type=float, help="this hospital's privacy budget epsilon")
-    parser.add_argument("--delta", type=float, help="this hospital's privacy budget delta")
+    parser.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="this hospital's own privacy budget epsilon per record, over all runs (required)",
+    )
+    parser.add_argument(
+        "--delta",
+        type=float,
+        required=True,
+        help="this hospital's own privacy budget delta (required)",
+    )
+    parser.add_argument(
+        "--dataset",
+        default="default",
+        metavar="NAME",
+        help="the population the budget belongs to (default 'default'): declare another name "
+        "ONLY for records of patients disjoint from every other dataset of this --state",
+    )
     parser.add_argument(
         "--accounting", choices=("exact", "paper"), default="exact", help="privacy accounting"
     )
@@ -111,7 +133,10 @@ def register(subparsers: Any) -> None:
         "--ca-cert", type=Path, help="CA certificate to verify the coordinator's TLS"
     )
     parser.add_argument(
-        "--seed", type=int, help="random seed (default: drawn once, kept in --state)"
+        "--seed",
+        type=int,
+        help="research only: reproducible partition and noise; VOIDS the privacy guarantee "
+        "(default: partition seed drawn once and kept in --state, fresh noise per report)",
     )
     parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
     parser.set_defaults(handler=run)
@@ -119,18 +144,19 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ldpem.client.agent import Agent, AgentConfig
+    from ldpem.common.wire import HOSPITAL_NAME_PATTERN
 
     token = args.token or os.environ.get("LDPEM_TOKEN")
     if token is None and args.token_file is not None:
         token = args.token_file.read_text().strip()
     if not token:
         raise UserError("a token is needed: --token, --token-file or LDPEM_TOKEN")
-    if (args.epsilon is None) != (args.delta is None):
-        raise UserError("--epsilon and --delta go together")
-    if args.epsilon is not None and not args.epsilon > 0:
+    if not (math.isfinite(args.epsilon) and args.epsilon > 0):
         raise UserError(f"--epsilon must be > 0, got {args.epsilon}")
-    if args.delta is not None and not 0 < args.delta < 1:
+    if not 0 < args.delta < 1:
         raise UserError(f"--delta must be in (0, 1), got {args.delta}")
+    if not re.fullmatch(HOSPITAL_NAME_PATTERN, args.dataset):
+        raise UserError(f"--dataset must match {HOSPITAL_NAME_PATTERN}, got {args.dataset!r}")
     if args.give_up <= 0 or args.wait < 0:
         raise UserError("--give-up must be > 0 and --wait >= 0")
     logging.basicConfig(
@@ -154,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         wait=args.wait,
         ca_cert=args.ca_cert,
         seed=args.seed,
+        dataset=args.dataset,
     )
     agent = Agent(config, loader=source.loader)
     try:

@@ -290,6 +290,8 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                         str(config.epsilon),
                         "--delta",
                         repr(delta),
+                        # A reproducible demo: --seed fixes the agents' noise too, which
+                        # voids the privacy guarantee (each agent logs a warning saying so).
                         "--seed",
                         str(config.seed + names.index(name) + 1),
                         "--log-level",

@@ -1,20 +1,31 @@
 """The hospital agent: follow a run's rounds, privatize on this machine, report.
 
 Nothing leaves this process but, per round, the sum of the privatized vectors of that
-round's records, their count and the noise std used. The agent
+round's records, their count and the noise std used. The coordinator is an adversary: every
+value it sends is checked against documented ranges or bound at the first contact, and no
+refusal ever depends on the records (docs/PRIVACY.md, "What the agent takes from the
+coordinator"). The agent
 
-* learns its run and enrolment from its token (``GET /v1/me``), loads and validates its
-  records once, and checks that their number matches its enrolment;
-* refuses a run whose reports would be less private than its own configuration allows
-  (mechanism ``none`` or ``central``, or a published budget weaker than its own) unless it
-  was started with ``allow_weaker``; even then, local noise is always calibrated from the
-  agent's OWN (ε, δ) and the public scale s, never from a σ the coordinator chose;
-* partitions its records into T disjoint groups with a seeded permutation (each record
-  reports once), and in round t runs ``ldpem.common.rounds.holder_round`` (the same code as
-  the simulator) on group t at β^t;
+* learns its run and enrolment from its token (``GET /v1/me``) and validates every public
+  parameter (``check_public``) BEFORE reading any record: a refusal depends only on public
+  values, so it reveals nothing about the records;
+* refuses a run whose reports would be less private than its own budget allows (mechanism
+  ``none`` or ``central``, or a published budget weaker than its own) unless it was started
+  with ``allow_weaker``; local noise is always calibrated from the agent's OWN (ε, δ) (the
+  stricter of its own and the run's) and the public scale s, never from a σ the
+  coordinator chose; β_s is recomputed from d and ζ;
+* binds, at the first contact, the run's public parameters, its own derived values, the
+  partition seed, the dataset and the records to the run in its ledger, and refuses any
+  later change before anything is sent;
+* partitions its records into T disjoint groups with a permutation seeded by its partition
+  seed and the full SHA-256 of the run id (each record reports in one round), and in round
+  t runs ``ldpem.common.rounds.holder_round`` (the same code as the simulator) on group t
+  at β^t, with noise from a fresh 256-bit seed from the operating system (``--seed`` makes
+  it reproducible for research and voids the guarantee);
 * before sending, commits to its ledger the privacy the round spends and the exact report
-  bytes; a retry (after a timeout, a 5xx or a crash and restart) resends those bytes, and a
-  round that would take any record over the budget is refused;
+  bytes; a retry (after a timeout, a 5xx or a crash and restart) resends those bytes, a
+  second, different report for a round is never made, and a round that would take any
+  record over the budget is refused;
 * long-polls for the next round, retries connection errors and 5xx with exponential
   backoff, and gives up with a clear message after ``give_up`` seconds without success.
 """
@@ -27,6 +38,7 @@ import logging
 import math
 import os
 import random
+import re
 import signal
 import ssl
 import time
@@ -39,8 +51,9 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from ldpem.client.ledger import Entry, Ledger
+from ldpem.client.ledger import DEFAULT_DATASET, Binding, Entry, Ledger
 from ldpem.common.accounting import noise_std_for
+from ldpem.common.calibration import smoothing_precision
 from ldpem.common.configure import hospital_scale, local_noise_std
 from ldpem.common.mechanisms import (
     CentralTruncation,
@@ -55,6 +68,7 @@ from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
 from ldpem.common.wire import (
     API_PREFIX,
+    HOSPITAL_NAME_PATTERN,
     Identity,
     PublicParameters,
     ReportAck,
@@ -64,13 +78,62 @@ from ldpem.common.wire import (
 )
 from ldpem.errors import UserError
 
-__all__ = ["FAULT_ENV", "Agent", "AgentConfig", "AgentError", "agent_mechanism"]
+__all__ = [
+    "BETA_MAX",
+    "BUDGET_DELTA",
+    "BUDGET_EPSILON",
+    "D_MAX",
+    "ETA_MAX",
+    "FAULT_ENV",
+    "FLOAT_CEILING",
+    "RECORDS_MAX",
+    "ROUNDS_MAX",
+    "SCALE_RANGE",
+    "SIGMA_RANGE",
+    "TAU_MAX",
+    "ZETA_RANGE",
+    "Agent",
+    "AgentConfig",
+    "AgentError",
+    "agent_mechanism",
+    "check_beta",
+    "check_public",
+    "noise_rng",
+    "partition_rng",
+    "records_digest",
+    "run_digest",
+]
 
 log = logging.getLogger("ldpem.client")
 
 #: Fault injection for tests: "kill-after-persist:T" kills the agent with SIGKILL right after
 #: the report of round T is committed to the ledger and before it is sent.
 FAULT_ENV = "LDPEM_AGENT_FAULT"
+
+# The ranges every value from the coordinator must lie in (docs/PRIVACY.md). They keep every
+# quantity the agent computes from public values (σ², count·bound, the noise) far inside the
+# float range, so no public parameter can make the mechanism behave differently for
+# different records; the mechanism itself is total for any record value.
+#: |β_j| and ‖β‖₂ at most this.
+BETA_MAX = 1e100
+#: The model's σ (its square stays in [1e-200, 1e200]).
+SIGMA_RANGE = (1e-100, 1e100)
+#: The truncation scale s and the clip norm C.
+SCALE_RANGE = (1e-100, 1e100)
+#: The failure probability ζ behind β_s = √(log(d/ζ)).
+ZETA_RANGE = (1e-12, 0.5)
+#: τ (used by the coordinator only, for s) and the step size η.
+TAU_MAX = 1e200
+ETA_MAX = 1e3
+D_MAX = 100_000
+ROUNDS_MAX = 10_000
+#: Enrolled records and records per round.
+RECORDS_MAX = 10**9
+#: Any budget (the agent's own and a run's published one).
+BUDGET_EPSILON = (1e-6, 1e3)
+BUDGET_DELTA = (1e-100, 0.5)
+#: count · record bound + 64 √count · σ_r must stay below this (far inside 1.8e308).
+FLOAT_CEILING = 1e250
 
 Loader = Callable[[Path, str], Records]
 Answer = TypeVar("Answer", bound=BaseModel)
@@ -86,15 +149,95 @@ class AgentConfig:
     token: str
     data: Path
     state: Path
-    epsilon: float | None = None
-    delta: float | None = None
+    #: This hospital's own lifetime budget per record; never taken from the coordinator.
+    epsilon: float
+    delta: float
     accounting: str = "exact"
     allow_weaker: bool = False
     give_up: float = 600.0
     wait: float = 30.0
     #: CA certificate (PEM) to verify the coordinator's TLS certificate; default: system CAs.
     ca_cert: Path | None = None
+    #: Research only: reproducible partition AND noise. Voids the privacy guarantee.
     seed: int | None = None
+    #: The population the budget belongs to (docs/PRIVACY.md); one budget per state directory
+    #: unless another, disjoint population is declared.
+    dataset: str = DEFAULT_DATASET
+
+
+def _refuse(field: str, value: object, rule: str) -> AgentError:
+    return AgentError(
+        f"the coordinator sent {field} = {value!r}, which must be {rule}; refusing the run "
+        "before reading any record"
+    )
+
+
+def _in(field: str, value: float, low: float, high: float) -> None:
+    if not (math.isfinite(value) and low <= value <= high):
+        raise _refuse(field, value, f"a finite number in [{low:g}, {high:g}]")
+
+
+def check_public(me: Identity) -> None:
+    """Every public parameter of ``me`` within the documented ranges; AgentError otherwise.
+
+    Called before any record is read, so a refusal depends on public values only."""
+    p = me.params
+    # Both go into URLs, the ledger and the log: plain names only.
+    if not re.fullmatch(HOSPITAL_NAME_PATTERN, me.run_id):
+        raise _refuse("run_id", me.run_id[:80], f"a name matching {HOSPITAL_NAME_PATTERN}")
+    if not re.fullmatch(HOSPITAL_NAME_PATTERN, me.hospital):
+        raise _refuse("hospital", me.hospital[:80], f"a name matching {HOSPITAL_NAME_PATTERN}")
+    if not 1 <= p.d <= D_MAX:
+        raise _refuse("d", p.d, f"an integer in [1, {D_MAX}]")
+    if not 1 <= p.rounds <= ROUNDS_MAX:
+        raise _refuse("rounds", p.rounds, f"an integer in [1, {ROUNDS_MAX}]")
+    if not p.rounds <= me.records <= RECORDS_MAX:
+        raise _refuse("records", me.records, f"an integer in [rounds = {p.rounds}, {RECORDS_MAX}]")
+    if not 1 <= p.records_per_round <= RECORDS_MAX:
+        raise _refuse("records_per_round", p.records_per_round, f"in [1, {RECORDS_MAX}]")
+    _in("sigma", p.sigma, *SIGMA_RANGE)
+    if not (math.isfinite(p.eta) and 0.0 < p.eta <= ETA_MAX):
+        raise _refuse("eta", p.eta, f"a finite number in (0, {ETA_MAX:g}]")
+    if not (math.isfinite(p.tau) and 0.0 < p.tau <= TAU_MAX):
+        raise _refuse("tau", p.tau, f"a finite number in (0, {TAU_MAX:g}]")
+    _in("zeta", p.zeta, *ZETA_RANGE)
+    _in("epsilon", p.epsilon, *BUDGET_EPSILON)
+    _in("delta", p.delta, *BUDGET_DELTA)
+    if p.mechanism in ("local", "central") and p.scale is None:
+        raise _refuse("scale", p.scale, f"given for mechanism {p.mechanism}")
+    if p.mechanism in ("local", "central", "hospital") and p.smoothing is None:
+        raise _refuse("smoothing", p.smoothing, f"given for mechanism {p.mechanism}")
+    if p.mechanism == "local-clip" and p.clip is None:
+        raise _refuse("clip", p.clip, "given for mechanism local-clip")
+    # Whatever the mechanism: every value that is published is checked.
+    if p.scale is not None:
+        _in("scale", p.scale, *SCALE_RANGE)
+    if p.smoothing is not None:
+        own = smoothing_precision(p.d, p.zeta)
+        if not (math.isfinite(p.smoothing) and abs(p.smoothing - own) <= 1e-12 * own):
+            raise _refuse("smoothing", p.smoothing, f"sqrt(log(d/zeta)) = {own!r}")
+    if p.clip is not None:
+        _in("clip", p.clip, *SCALE_RANGE)
+
+
+def check_beta(beta: list[float], d: int) -> None:
+    """β of a round: d finite entries, |β_j| and ‖β‖₂ at most BETA_MAX."""
+    if len(beta) != d:
+        raise AgentError(
+            f"the coordinator sent a beta with {len(beta)} entries for a run of dimension {d}; "
+            "refusing"
+        )
+    values = np.asarray(beta, dtype=np.float64)
+    peak = float(np.max(np.abs(values)))
+    norm = math.inf
+    if math.isfinite(peak):
+        # The norm as peak·‖β/peak‖: it cannot overflow for entries near the float range.
+        norm = peak * float(np.linalg.norm(values / peak)) if peak > 0.0 else 0.0
+    if not (peak <= BETA_MAX and norm <= BETA_MAX):
+        raise AgentError(
+            f"the coordinator sent a beta with max |beta_j| = {peak!r} and norm {norm!r}, which "
+            f"must be finite and at most {BETA_MAX:g}; refusing"
+        )
 
 
 def agent_mechanism(
@@ -106,13 +249,13 @@ def agent_mechanism(
     records: int | None = None,
 ) -> tuple[Mechanism, float]:
     """The mechanism this agent runs and its privacy ratio μ = Δ/σ_r per record (∞ when the
-    report is not locally private). ``records``: this agent's enrolled count, which sets
-    its own scale under the ``hospital`` mechanism (docs/HOSPITAL.md)."""
-    if params.mechanism == "hospital":
-        if params.smoothing is None:
-            raise AgentError("the run publishes mechanism hospital without a smoothing β_s")
+    report is not locally private). β_s is the agent's own √(log(d/ζ)), not the published
+    value (``check_public`` refuses a published value that differs). ``records``: this
+    agent's enrolled count, which sets its own scale under ``hospital`` (docs/HOSPITAL.md)."""
+    if params.mechanism in ("local", "central", "hospital"):
+        smoothing = smoothing_precision(params.d, params.zeta)
         scale = params.scale
-        if scale is None:
+        if scale is None and params.mechanism == "hospital":
             if records is None:
                 raise AgentError("mechanism hospital needs this agent's enrolled record count")
             scale = hospital_scale(
@@ -124,30 +267,24 @@ def agent_mechanism(
                 tau=params.tau,
                 zeta=params.zeta,
             )
-        # The one draw on this agent's sum is calibrated from its OWN (ε, δ): replacing one
-        # record moves the sum by at most the sensitivity of that record's contribution.
+            _in("scale (this hospital's own s_k)", scale, *SCALE_RANGE)
+        if scale is None:
+            raise AgentError(f"the run publishes mechanism {params.mechanism} without a scale s")
+        if params.mechanism == "central":
+            # The coordinator adds the noise: this agent's sum is truncated but not noised.
+            return CentralTruncation(scale=scale, smoothing=smoothing, noise_std=0.0), math.inf
+        # local: σ_r on each record's report; hospital: one draw on this agent's sum. Both
+        # from its OWN (ε, δ): replacing one record moves either by the same sensitivity.
         sigma = local_noise_std(
             scale=scale,
-            smoothing=params.smoothing,
+            smoothing=smoothing,
             d=params.d,
             epsilon=epsilon,
             delta=delta,
             accounting=accounting,
         )
-        hospital = HospitalTruncation(scale=scale, smoothing=params.smoothing, noise_std=sigma)
-        return hospital, hospital.sensitivity(params.d) / sigma
-    if params.mechanism == "local":
-        if params.scale is None or params.smoothing is None:
-            raise AgentError("the run publishes mechanism local without a scale s")
-        sigma = local_noise_std(
-            scale=params.scale,
-            smoothing=params.smoothing,
-            d=params.d,
-            epsilon=epsilon,
-            delta=delta,
-            accounting=accounting,
-        )
-        mechanism = LocalTruncation(scale=params.scale, smoothing=params.smoothing, noise_std=sigma)
+        kind = HospitalTruncation if params.mechanism == "hospital" else LocalTruncation
+        mechanism = kind(scale=scale, smoothing=smoothing, noise_std=sigma)
         return mechanism, mechanism.sensitivity(params.d) / sigma
     if params.mechanism == "local-clip":
         if params.clip is None:
@@ -157,13 +294,6 @@ def agent_mechanism(
             epsilon=epsilon, delta=delta, sensitivity=sensitivity, accounting=accounting
         )
         return LocalClipped(clip=params.clip, noise_std=sigma), sensitivity / sigma
-    if params.mechanism == "central":
-        if params.scale is None or params.smoothing is None:
-            raise AgentError("the run publishes mechanism central without a scale s")
-        # The coordinator adds the noise: this agent's sum is truncated but not noised.
-        return CentralTruncation(scale=params.scale, smoothing=params.smoothing, noise_std=0.0), (
-            math.inf
-        )
     return NoPrivacy(), math.inf
 
 
@@ -188,8 +318,8 @@ def _digest(values: list[float]) -> str:
 
 
 def records_digest(records: Records) -> str:
-    """SHA-256 of the records' values (not of the file): the same records spend from the
-    same budget whatever file or format they are loaded from."""
+    """SHA-256 of the records' values in order. Not a budget key (the budget belongs to the
+    state directory's dataset): it binds a run to its records, and warns of a change."""
     h = hashlib.sha256()
     x = np.ascontiguousarray(records.x, dtype=np.float64)
     h.update(repr(x.shape).encode())
@@ -199,8 +329,38 @@ def records_digest(records: Records) -> str:
     return h.hexdigest()
 
 
-def _run_number(run_id: str) -> int:
-    return int(hashlib.sha256(run_id.encode()).hexdigest()[:15], 16)
+def run_digest(run_id: str) -> int:
+    """The full SHA-256 of a run id as an integer (256 bits)."""
+    return int(hashlib.sha256(run_id.encode()).hexdigest(), 16)
+
+
+def partition_rng(seed: int, run_id: str) -> np.random.Generator:
+    """The generator of a run's partition: the agent's partition seed and the run id."""
+    return np.random.default_rng([seed, run_digest(run_id)])
+
+
+def noise_rng(seed: int | None, run_id: str, t: int) -> np.random.Generator:
+    """The generator of one report's noise: a fresh 256-bit seed from the operating system,
+    never derived from stored state, the run or the round; with a research ``seed``, the
+    reproducible stream of (seed, run, round), which voids the privacy guarantee."""
+    if seed is None:
+        return np.random.default_rng(int.from_bytes(os.urandom(32), "big"))
+    return np.random.default_rng([seed, run_digest(run_id), t])
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _first_difference(bound: Any, now: Any, path: str = "") -> str:
+    """``path.key was X, now Y`` for the first differing key; the coordinator's parameters
+    are compared before the agent's values derived from them."""
+    if isinstance(bound, dict) and isinstance(now, dict):
+        keys = sorted(set(bound) | set(now), key=lambda key: (key != "params", key))
+        for key in keys:
+            if bound.get(key) != now.get(key):
+                return _first_difference(bound.get(key), now.get(key), f"{path}{key}.")
+    return f"{path.rstrip('.')} was {bound!r}, now {now!r}"
 
 
 class Agent:
@@ -280,7 +440,7 @@ class Agent:
         except ValidationError as error:
             raise AgentError(
                 f"coordinator {self.base} sent an invalid answer to {what}: "
-                f"{describe_errors(error.errors())}"
+                f"{describe_errors(error.errors())}; refusing"
             ) from None
 
     def identity(self) -> Identity:
@@ -305,12 +465,9 @@ class Agent:
         return self._answer(RoundInfo, response, f"GET /runs/{run_id}/round")
 
     # --- policy -----------------------------------------------------------------------
-    def limit(self, params: PublicParameters) -> tuple[float, float]:
-        """The agent's overall (ε, δ) per record, over all runs: its own, else the run's."""
-        cfg = self.config
-        epsilon = cfg.epsilon if cfg.epsilon is not None else params.epsilon
-        delta = cfg.delta if cfg.delta is not None else params.delta
-        return epsilon, delta
+    def limit(self) -> tuple[float, float]:
+        """The agent's overall (ε, δ) per record, over all runs: always its own."""
+        return self.config.epsilon, self.config.delta
 
     def budget(self, params: PublicParameters) -> tuple[float, float]:
         """The (ε, δ) this run's reports are calibrated for, refusing a run less private than
@@ -321,7 +478,7 @@ class Agent:
                 f"the run uses mechanism {params.mechanism!r}: this agent's reports would not "
                 "be locally private; start the agent with --allow-weaker to take part anyway"
             )
-        epsilon, delta = self.limit(params)
+        epsilon, delta = self.limit()
         if (params.epsilon > epsilon or params.delta > delta) and not cfg.allow_weaker:
             raise AgentError(
                 f"the run's budget (epsilon {params.epsilon:g}, delta {params.delta:g}) is weaker "
@@ -331,14 +488,57 @@ class Agent:
         # A run asking for more privacy than the agent's limit gets it: the stricter of both.
         return min(epsilon, params.epsilon), min(delta, params.delta)
 
+    def _check_config(self) -> None:
+        cfg = self.config
+        low, high = BUDGET_EPSILON
+        if not (math.isfinite(cfg.epsilon) and low <= cfg.epsilon <= high):
+            raise AgentError(f"epsilon must be in [{low:g}, {high:g}], got {cfg.epsilon!r}")
+        low, high = BUDGET_DELTA
+        if not (math.isfinite(cfg.delta) and low <= cfg.delta <= high):
+            raise AgentError(f"delta must be in [{low:g}, {high:g}], got {cfg.delta!r}")
+        if cfg.seed is not None and cfg.seed < 0:
+            raise AgentError(f"seed must be >= 0, got {cfg.seed}")
+
     # --- the run ----------------------------------------------------------------------
     def run(self) -> int:
         """Follow the run to its end. 0 when it finished; AgentError otherwise."""
         cfg = self.config
+        self._check_config()
+        if cfg.seed is not None:
+            log.warning(
+                "--seed %d: the noise of every report is reproducible from the seed; this "
+                "VOIDS the privacy guarantee (research runs only)",
+                cfg.seed,
+            )
         me = self.identity()
         params = me.params
+        # Everything below up to the records' loading depends on public values only.
+        check_public(me)
         epsilon, delta = self.budget(params)
-        limit_epsilon, limit_delta = self.limit(params)
+        limit_epsilon, limit_delta = self.limit()
+        mechanism, mu = agent_mechanism(
+            params, epsilon=epsilon, delta=delta, accounting=cfg.accounting, records=me.records
+        )
+        self._check_float_range(me, mechanism)
+        binding = _canonical(
+            {
+                "hospital": me.hospital,
+                "records": me.records,
+                "params": params.model_dump(mode="json"),
+                "agent": {
+                    "epsilon": epsilon,
+                    "delta": delta,
+                    "accounting": cfg.accounting,
+                    "noise_std": mechanism.noise_std,
+                    "mu": mu,
+                    "allow_weaker": cfg.allow_weaker,
+                    "dataset": cfg.dataset,
+                },
+            }
+        )
+        bound = self.ledger.binding(me.run_id)
+        if bound is not None:
+            self._check_binding(me.run_id, bound, binding)
         records = self.loader(cfg.data, params.model)
         if records.n != me.records or records.d != params.d:
             raise AgentError(
@@ -347,57 +547,67 @@ class Agent:
                 f"dimension {params.d}"
             )
         data_key = records_digest(records)
-        mechanism, mu = agent_mechanism(
-            params, epsilon=epsilon, delta=delta, accounting=cfg.accounting, records=me.records
-        )
-        seed = cfg.seed if cfg.seed is not None else self.ledger.seed()
-        bound_seed, bound_data = self.ledger.bind_run(me.run_id, seed=seed, data=data_key)
-        if bound_data != data_key:
+        if bound is None:
+            last = self.ledger.last_records(cfg.dataset)
+            if last is not None and last != data_key:
+                log.warning(
+                    "%s: records changed since the last run; charged against the same budget "
+                    "(dataset %r)",
+                    cfg.data,
+                    cfg.dataset,
+                )
+            seed = cfg.seed if cfg.seed is not None else self.ledger.seed()
+            bound = self.ledger.bind_run(
+                me.run_id,
+                Binding(seed=seed, records=data_key, dataset=cfg.dataset, binding=binding),
+            )
+            self.ledger.remember_records(cfg.dataset, data_key)
+        if bound.records != data_key:
             raise AgentError(
                 f"{cfg.data}: run {me.run_id} was started with other records; a record "
                 "reported under one partition could report again under another"
             )
-        if cfg.seed is not None and cfg.seed != bound_seed:
+        if cfg.seed is not None and cfg.seed != bound.seed:
             raise AgentError(
-                f"run {me.run_id} was started with --seed {bound_seed}, not {cfg.seed}; "
+                f"run {me.run_id} was started with --seed {bound.seed}, not {cfg.seed}; "
                 "a different seed would partition the records differently"
             )
-        seed = bound_seed
-        run_number = _run_number(me.run_id)
         groups = round_groups(
-            records, params.rounds, reuse=False, rng=np.random.default_rng([seed, run_number])
+            records, params.rounds, reuse=False, rng=partition_rng(bound.seed, me.run_id)
         )
+        del records
         model = get_model(params.model)
         log.info(
             "hospital %s in run %s: %d records, %s mechanism, budget epsilon %g delta %g, "
             "noise std %.4g per record",
             me.hospital,
             me.run_id,
-            records.n,
+            me.records,
             params.mechanism,
             epsilon,
             delta,
             mechanism.noise_std,
         )
+        canonical_params = _canonical(params.model_dump(mode="json"))
         after = -1
         while True:
             info = self.poll(me.run_id, after)
+            self._check_round(me, info, canonical_params)
             if info.status == "finished":
-                log.info(
-                    "run %s finished after %d rounds; beta = %s", me.run_id, info.round, info.beta
-                )
+                log.info("run %s finished after %d rounds", me.run_id, params.rounds)
                 return 0
             if info.status == "failed":
-                raise AgentError(f"run {me.run_id} failed: {info.reason}")
+                raise AgentError(f"run {me.run_id} failed: {(info.reason or '')[:500]}")
             t = info.round
             if t <= after:
                 continue  # the long-poll timed out; ask again
+            check_beta(info.beta, params.d)
             beta_key = _digest(info.beta)
             entry = self.ledger.entry(me.run_id, t)
             if entry is None:
                 if not (cfg.allow_weaker and math.isinf(mu)):
                     spent = self.ledger.spent_epsilon(
-                        data_key,
+                        cfg.dataset,
                         delta=limit_delta,
                         accounting=cfg.accounting,
                         extra=(me.run_id, mu),
@@ -405,8 +615,9 @@ class Agent:
                     if spent > limit_epsilon * (1.0 + 1e-9):
                         raise AgentError(
                             f"round {t} of run {me.run_id} would spend epsilon {spent:.4g} "
-                            f"(at delta {limit_delta:g}) on some records of {cfg.data}, over "
-                            f"this agent's budget of {limit_epsilon:g}; refusing"
+                            f"(at delta {limit_delta:g}) on some records of dataset "
+                            f"{cfg.dataset!r} of {cfg.state}, over this agent's budget of "
+                            f"{limit_epsilon:g}; refusing"
                         )
                 report = holder_round(
                     model=model,
@@ -414,20 +625,28 @@ class Agent:
                     records=groups[t],
                     sigma=params.sigma,
                     mechanism=mechanism,
-                    rng=np.random.default_rng([seed, run_number, t]),
+                    rng=noise_rng(cfg.seed, me.run_id, t),
                 )
+                total = [float(v) for v in report.total]
+                if not all(math.isfinite(v) for v in total):
+                    # Unreachable with parameters inside the checked ranges (the mechanism
+                    # is total and bounded); never persist or send such a report.
+                    raise AgentError(
+                        f"round {t}: the report is not finite; nothing was sent (please report "
+                        "this as a bug)"
+                    )
                 body = ReportIn(
                     hospital=me.hospital,
                     round=t,
                     mechanism=params.mechanism,
                     count=report.count,
-                    total=[float(v) for v in report.total],
+                    total=total,
                     noise_std=mechanism.noise_std if mechanism.is_local else 0.0,
                 ).model_dump_json()
                 entry = Entry(
                     run_key=me.run_id,
                     round=t,
-                    data=data_key,
+                    data=cfg.dataset,
                     mu=mu,
                     epsilon=epsilon,
                     delta=delta,
@@ -448,6 +667,50 @@ class Agent:
             if entry.status == "persisted":
                 self._send(me.run_id, t, entry.body)
             after = t
+
+    def _check_float_range(self, me: Identity, mechanism: Mechanism) -> None:
+        """count·bound + 64·√count·σ_r far inside the float range, from public values."""
+        bound = mechanism.record_bound(me.params.d)
+        if math.isinf(bound):
+            return  # mechanism none (--allow-weaker): no privacy to protect
+        ceiling = me.records * bound + 64.0 * math.sqrt(me.records) * mechanism.noise_std
+        if not ceiling < FLOAT_CEILING:
+            raise AgentError(
+                f"the run's parameters allow reports as large as {ceiling:.3g} "
+                f"(over {FLOAT_CEILING:g}); refusing the run before reading any record"
+            )
+
+    def _check_binding(self, run_id: str, bound: Binding, binding: str) -> None:
+        if not bound.binding:
+            raise AgentError(
+                f"run {run_id} was started by an older agent that did not record its "
+                "parameters; it cannot be resumed safely (nothing was sent)"
+            )
+        if bound.binding != binding:
+            difference = _first_difference(json.loads(bound.binding), json.loads(binding))
+            raise AgentError(
+                f"run {run_id} changed since this agent first took part: {difference}; refusing "
+                "before sending anything (a changed parameter could make a record report twice "
+                "or change its noise)"
+            )
+
+    def _check_round(self, me: Identity, info: RoundInfo, canonical_params: str) -> None:
+        if info.run_id != me.run_id:
+            raise AgentError(
+                f"the coordinator answered for run {info.run_id[:80]!r}, not {me.run_id!r}; "
+                "refusing"
+            )
+        now = _canonical(info.params.model_dump(mode="json"))
+        if now != canonical_params:
+            difference = _first_difference(json.loads(canonical_params), json.loads(now))
+            raise AgentError(
+                f"run {me.run_id} changed its parameters during the run: {difference}; refusing"
+            )
+        if info.status == "running" and not 0 <= info.round < me.params.rounds:
+            raise AgentError(
+                f"the coordinator opened round {info.round} of a run of "
+                f"{me.params.rounds} rounds (0..{me.params.rounds - 1}); refusing"
+            )
 
     def _send(self, run_id: str, t: int, body: bytes) -> None:
         response = self._request(

@@ -1,16 +1,32 @@
-"""The hospital agent's privacy ledger: what each round spent, and the exact bytes it sent.
+"""The hospital agent's privacy ledger: what each run bound, what each round spent, and the
+exact bytes it sent.
 
-One SQLite file in the agent's state directory. For every (coordinator, run, round) the
-agent writes, in ONE committed transaction and BEFORE sending anything, the privacy spent
-by the records of that round (as the Gaussian privacy ratio μ = Δ/σ_r) and the exact report
-bytes. A retry after a crash or a timeout sends those bytes again, never a new draw: two
-different noisy reports for one round would spend the budget twice.
+One SQLite file in the agent's state directory (``ledger.sqlite``). Three things live here:
 
-Budget: under partition each record takes part in one round of a run, so the records of
-round t of run r have spent μ_{r,t}; a record's spend over all runs on the same data file
-composes as μ² = Σ_runs max_t μ_{r,t}² (Gaussian mechanisms compose in μ², exactly for
-GDP and as a sum of ρ = μ²/2 for zCDP). ``spent_epsilon`` converts that at the agent's δ.
-Rounds with no privacy (mechanism ``none``/``central``, μ = ∞) are recorded as such.
+* **The budget key.** A record's privacy spend is charged to a *dataset* of the state
+  directory: ``default`` unless the operator declares another population with
+  ``--dataset NAME``. The key is never derived from the records or the file: the same
+  patients reordered, re-exported or with one more row appended are charged against the
+  same budget. The digest of the records last used for each dataset is kept only to warn
+  when they changed (docs/PRIVACY.md, "Threat model").
+* **The run binding.** At the first contact with a run the agent stores everything the run
+  depends on: the coordinator's public parameters (canonical JSON: model, d, σ, T, η,
+  mechanism, s, β_s, C, records per round, published budget, accounting), its own derived
+  values (the budget it calibrates for, σ_r, μ), the dataset, the partition seed and the
+  digest of the records. A later contact that differs in any of them is refused before
+  anything is sent: a changed T or seed or record set would re-partition the records and
+  let a record report in two rounds.
+* **The rounds.** For every (run, round) the agent writes, in ONE committed transaction and
+  BEFORE sending anything, the privacy spent by that round's records (as the Gaussian
+  privacy ratio μ = Δ/σ_r) and the exact report bytes. A retry after a crash or a timeout
+  sends those bytes again, never a new draw: two different noisy reports for one round
+  would spend the budget twice. A second, different report for a round is never made.
+
+Budget: under partition each record takes part in one round of a run, so a record's spend
+over all runs charged to one dataset composes as μ² = Σ_runs max_t μ_{r,t}² (Gaussian
+mechanisms compose in μ², exactly for GDP and as a sum of ρ = μ²/2 for zCDP).
+``spent_epsilon`` converts that at the agent's δ. Rounds with no privacy (mechanism
+``none``/``central``, μ = ∞) are recorded as such.
 """
 
 from __future__ import annotations
@@ -25,14 +41,21 @@ from pathlib import Path
 
 from ldpem.common.accounting import epsilon_for_ratio
 
-__all__ = ["Entry", "Ledger"]
+__all__ = ["DEFAULT_DATASET", "Binding", "Entry", "Ledger"]
+
+#: The dataset every record is charged to unless the operator declares another population.
+DEFAULT_DATASET = "default"
+
+_SCHEMA_VERSION = "2"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
+CREATE TABLE IF NOT EXISTS bindings (
     run_key TEXT PRIMARY KEY,
-    seed INTEGER NOT NULL,
-    data TEXT NOT NULL
+    seed TEXT NOT NULL,
+    records TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    binding TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS rounds (
     run_key TEXT NOT NULL,
@@ -54,8 +77,9 @@ CREATE TABLE IF NOT EXISTS rounds (
 
 @dataclass(frozen=True)
 class Entry:
-    """One round's ledger entry. status: persisted (not yet acknowledged), acknowledged, or
-    late (the coordinator had closed the round; the budget counts as spent all the same)."""
+    """One round's ledger entry. ``data`` is the dataset the spend is charged to. status:
+    persisted (not yet acknowledged), acknowledged, or late (the coordinator had closed the
+    round; the budget counts as spent all the same)."""
 
     run_key: str
     round: int
@@ -69,6 +93,17 @@ class Entry:
     status: str
 
 
+@dataclass(frozen=True)
+class Binding:
+    """What a run was started with: partition seed, records digest, dataset, and the
+    canonical JSON of the public parameters and the agent's derived values."""
+
+    seed: int
+    records: str
+    dataset: str
+    binding: str
+
+
 class Ledger:
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
@@ -80,27 +115,85 @@ class Ledger:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """A ledger written before schema 2 keyed spends by a digest of the records: charge
+        all of them to the default dataset (never less than before). Its runs (table
+        ``runs``) have no binding and cannot be resumed: their parameters were never kept."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is not None:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("UPDATE rounds SET data = ?", (DEFAULT_DATASET,))
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         self._db.close()
 
     def seed(self) -> int:
-        """The agent's random seed: drawn once, then kept with the ledger."""
+        """The agent's partition seed: 128 bits drawn once from the operating system, then
+        kept with the ledger. It only decides which round each record reports in; the noise
+        of a report never comes from it (docs/PRIVACY.md)."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'seed'").fetchone()
         if row is not None:
             return int(row["value"])
-        value = secrets.randbits(62)
+        value = secrets.randbits(128)
         self._db.execute("INSERT OR IGNORE INTO meta VALUES ('seed', ?)", (str(value),))
         return self.seed()
 
-    def bind_run(self, run_key: str, *, seed: int, data: str) -> tuple[int, str]:
-        """The (seed, records digest) a run was started with: stored at the first call, then
-        returned unchanged, so that a restart partitions the same records the same way."""
-        self._db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?)", (run_key, seed, data))
+    def binding(self, run_key: str) -> Binding | None:
+        """What ``run_key`` was started with, or None at the first contact. A run started by
+        an agent older than schema 2 has an empty binding string."""
         row = self._db.execute(
-            "SELECT seed, data FROM runs WHERE run_key = ?", (run_key,)
+            "SELECT seed, records, dataset, binding FROM bindings WHERE run_key = ?", (run_key,)
         ).fetchone()
-        return int(row["seed"]), str(row["data"])
+        if row is not None:
+            return Binding(
+                seed=int(row["seed"]),
+                records=str(row["records"]),
+                dataset=str(row["dataset"]),
+                binding=str(row["binding"]),
+            )
+        legacy = self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+        ).fetchone()
+        if legacy is not None:
+            old = self._db.execute(
+                "SELECT seed, data FROM runs WHERE run_key = ?", (run_key,)
+            ).fetchone()
+            if old is not None:
+                return Binding(
+                    seed=int(old["seed"]), records=str(old["data"]), dataset="", binding=""
+                )
+        return None
+
+    def bind_run(self, run_key: str, bound: Binding) -> Binding:
+        """Store ``bound`` at the first call for ``run_key``; return what is stored."""
+        self._db.execute(
+            "INSERT OR IGNORE INTO bindings VALUES (?, ?, ?, ?, ?)",
+            (run_key, str(bound.seed), bound.records, bound.dataset, bound.binding),
+        )
+        stored = self.binding(run_key)
+        assert stored is not None
+        return stored
+
+    def last_records(self, dataset: str) -> str | None:
+        """Digest of the records last used for ``dataset`` (to warn when they change)."""
+        row = self._db.execute(
+            "SELECT value FROM meta WHERE key = ?", (f"records:{dataset}",)
+        ).fetchone()
+        return None if row is None else str(row["value"])
+
+    def remember_records(self, dataset: str, digest: str) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"records:{dataset}", digest)
+        )
 
     def entry(self, run_key: str, round: int) -> Entry | None:
         row = self._db.execute(
@@ -135,11 +228,11 @@ class Ledger:
             out.append(entry)
         return out
 
-    def mu_squared(self, data: str, *, extra: tuple[str, float] | None = None) -> float:
-        """Σ over runs of max over rounds of μ² for the records of ``data`` (see module doc),
-        with an ``extra`` (run_key, μ) round included."""
+    def mu_squared(self, dataset: str, *, extra: tuple[str, float] | None = None) -> float:
+        """Σ over runs of max over rounds of μ² for the records of ``dataset`` (see module
+        doc), with an ``extra`` (run_key, μ) round included."""
         worst: dict[str, float] = {}
-        rows = self._db.execute("SELECT run_key, mu FROM rounds WHERE data = ?", (data,))
+        rows = self._db.execute("SELECT run_key, mu FROM rounds WHERE data = ?", (dataset,))
         pairs = [(r["run_key"], float(r["mu"])) for r in rows]
         if extra is not None:
             pairs.append(extra)
@@ -149,14 +242,14 @@ class Ledger:
 
     def spent_epsilon(
         self,
-        data: str,
+        dataset: str = DEFAULT_DATASET,
         *,
         delta: float,
         accounting: str,
         extra: tuple[str, float] | None = None,
     ) -> float:
-        """ε (at ``delta``) spent by any one record of ``data`` so far (plus ``extra``)."""
-        total = self.mu_squared(data, extra=extra)
+        """ε (at ``delta``) spent by any one record of ``dataset`` so far (plus ``extra``)."""
+        total = self.mu_squared(dataset, extra=extra)
         if math.isinf(total):
             return math.inf
         if total == 0.0:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import socket
 import threading
 import time
@@ -16,7 +15,7 @@ import uvicorn
 from fastapi import FastAPI
 from numpy.typing import NDArray
 
-from ldpem.client.agent import agent_mechanism
+from ldpem.client.agent import agent_mechanism, noise_rng, partition_rng
 from ldpem.client.data import load_records
 from ldpem.common.models import get_model
 from ldpem.common.rounds import holder_round
@@ -26,6 +25,9 @@ from ldpem.server.settings import Settings
 
 ADMIN = "admin-token-for-tests-0123456789"
 TOKENS = [f"hospital-token-{i}-abcdefghijklmnop" for i in range(4)]
+#: An agent budget looser than any test run's: the agent calibrates to the run's own
+#: (stricter) budget, so that ``replay`` with the run's (ε, δ) is exact.
+AGENT_BUDGET = ("--epsilon", "100", "--delta", "0.5")
 
 
 def admin_headers() -> dict[str, str]:
@@ -120,9 +122,9 @@ def replay(
     delta: float,
 ) -> list[list[float]]:
     """β^0 … β^T recomputed offline exactly as the agents and the coordinator do (local
-    mechanisms): a run whose coordinator lost or double-counted a report cannot match."""
+    mechanisms): a run whose coordinator lost or double-counted a report cannot match.
+    Only agents started with a research ``--seed`` (reproducible noise) can be replayed."""
     model = get_model(params.model)
-    run_number = int(hashlib.sha256(run_id.encode()).hexdigest()[:15], 16)
     groups = []
     mechanisms = []
     for path, seed in zip(data, seeds, strict=True):
@@ -134,9 +136,7 @@ def replay(
             )[0]
         )
         groups.append(
-            round_groups(
-                records, params.rounds, reuse=False, rng=np.random.default_rng([seed, run_number])
-            )
+            round_groups(records, params.rounds, reuse=False, rng=partition_rng(seed, run_id))
         )
     beta = np.array(beta0)
     betas = [beta.tolist()]
@@ -150,7 +150,7 @@ def replay(
                 records=holder[t],
                 sigma=params.sigma,
                 mechanism=mechanism,
-                rng=np.random.default_rng([seed, run_number, t]),
+                rng=noise_rng(seed, run_id, t),
             )
             # What the wire carries: the JSON floats of the report.
             totals.append([float(v) for v in report.total])

@@ -19,7 +19,15 @@ from ldpem.cmd_coordinator import resolve_admin_token
 from ldpem.server.app import create_app
 from ldpem.server.settings import load_settings
 from tests.cli.procs import Processes, coordinator, wait_healthy
-from tests.fedkit import ADMIN, TOKENS, free_port, live_server, run_request, settings
+from tests.fedkit import (
+    ADMIN,
+    AGENT_BUDGET,
+    TOKENS,
+    free_port,
+    live_server,
+    run_request,
+    settings,
+)
 
 
 @pytest.fixture
@@ -44,6 +52,7 @@ def test_client_without_its_data_file(tmp_path: Path, capsys: pytest.CaptureFixt
             TOKENS[0],
             "--data",
             str(tmp_path / "nope.csv"),
+            *AGENT_BUDGET,
         ]
     )
     assert code == 2
@@ -73,6 +82,7 @@ def test_client_with_a_bad_csv_names_file_line_and_column(
             str(data),
             "--state",
             str(tmp_path / "s"),
+            *AGENT_BUDGET,
         ]
     )
     assert code == 2
@@ -83,24 +93,26 @@ def test_client_with_a_bad_csv_names_file_line_and_column(
     assert participation[0]["round"] == 0
 
 
-def test_client_epsilon_without_delta(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("budget", "missing"),
+    [
+        ([], "--epsilon, --delta"),
+        (["--epsilon", "1"], "--delta"),
+        (["--delta", "1e-6"], "--epsilon"),
+    ],
+)
+def test_client_without_its_own_budget_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], budget: list[str], missing: str
+) -> None:
+    """The budget is the hospital's own: never adopted from the coordinator."""
     data = tmp_path / "d.csv"
     data.write_text("a\n1\n")
-    code = main(
-        [
-            "client",
-            "--coordinator",
-            "http://x",
-            "--token",
-            "t",
-            "--data",
-            str(data),
-            "--epsilon",
-            "1",
-        ]
-    )
-    assert code == 2
-    assert one_error_line(capsys) == "ldpem client: error: --epsilon and --delta go together"
+    argv = ["client", "--coordinator", "http://x", "--token", "t", "--data", str(data)]
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, *budget])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: the following arguments are required: {missing}" in err
 
 
 def test_coordinator_tls_needs_certificate_and_key(
@@ -258,6 +270,7 @@ def test_coordinator_serves_tls_and_an_agent_verifies_it(tmp_path: Path) -> None
             str(cert),
             "--state",
             "agent",
+            *AGENT_BUDGET,
         )
         assert client.wait(120) == 0, procs.log(client)[-2000:]
         run = httpx.get(

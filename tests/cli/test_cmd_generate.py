@@ -15,7 +15,7 @@ from ldpem.cli import main
 from ldpem.client.data import load_records
 from ldpem.common.models import get_model
 from ldpem.server.app import create_app
-from tests.fedkit import ADMIN, TOKENS, live_server, run_request, settings
+from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, live_server, run_request, settings
 
 
 def generate(tmp_path: Path, name: str, *extra: str) -> Path:
@@ -106,7 +106,7 @@ def test_run_status_waits_for_the_latest_run_and_prints_its_error(
     )  # fmt: skip
     codes: list[int] = []
     client = ["client", "--coordinator", server, "--token", TOKENS[0], "--data", str(data)]
-    client += ["--state", str(tmp_path / "agent"), "--allow-weaker", "--wait", "1"]
+    client += ["--state", str(tmp_path / "agent"), "--allow-weaker", "--wait", "1", *AGENT_BUDGET]
     agent = threading.Thread(target=lambda: codes.append(main(client)))
     agent.start()
     try:

@@ -29,7 +29,7 @@ from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
 from tests.cli.procs import Processes, coordinator, wait_for
-from tests.fedkit import TOKENS, free_port, replay, write_gmm_data
+from tests.fedkit import AGENT_BUDGET, TOKENS, free_port, replay, write_gmm_data
 
 pytestmark = pytest.mark.slow
 
@@ -98,7 +98,8 @@ def agent(
         str(data),
         "--state",
         str(state / f"agent{i}"),
-        "--seed",
+        *AGENT_BUDGET,
+        "--seed",  # reproducible noise, so that check_exact can replay the run
         str(100 + i),
         "--wait",
         "10",

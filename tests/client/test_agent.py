@@ -64,6 +64,9 @@ def agent(url: str, tmp_path: Path, i: int, data: Path, **change: Any) -> Agent:
         "data": data,
         "state": tmp_path / f"state{i}",
         "seed": 100 + i,
+        # Looser than every run here: the agent calibrates to the run's own budget.
+        "epsilon": 100.0,
+        "delta": 0.5,
         "wait": 5.0,
         "give_up": 20.0,
     }
@@ -253,6 +256,8 @@ def test_an_unreachable_coordinator_gives_up_with_a_clear_message(tmp_path: Path
             token=TOKENS[0],
             data=path,
             state=tmp_path / "s",
+            epsilon=1.0,
+            delta=1e-5,
             give_up=30.0,
         ),
         sleep=sleep,
@@ -462,6 +467,8 @@ def test_5xx_answers_are_retried_with_backoff(tmp_path: Path) -> None:
             token=TOKENS[0],
             data=tmp_path / "d.npy",
             state=tmp_path / "s",
+            epsilon=1.0,
+            delta=1e-5,
         ),
         transport=httpx.MockTransport(handler),
         sleep=sleeps.append,

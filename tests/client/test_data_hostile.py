@@ -164,6 +164,8 @@ def test_ten_million_rows(tmp_path: Path) -> None:
                 token=TOKENS[0],
                 data=path,
                 state=tmp_path / "agent",
+                epsilon=100.0,
+                delta=0.5,
                 seed=1,
                 wait=5.0,
                 give_up=120.0,

@@ -52,6 +52,8 @@ def agent(tmp_path: Path, handler: Callable[[httpx.Request], httpx.Response]) ->
             token=TOKENS[0],
             data=tmp_path / "d.npy",
             state=tmp_path / "s",
+            epsilon=1.0,
+            delta=1e-5,
             give_up=1.0,
         ),
         transport=httpx.MockTransport(handler),

@@ -11,7 +11,7 @@ import httpx
 from ldpem.client.ledger import Ledger
 from ldpem.common.wire import PublicParameters, expected_round_count
 from tests.cli.procs import Processes, wait_healthy
-from tests.fedkit import TOKENS, admin_headers, free_port, replay
+from tests.fedkit import AGENT_BUDGET, TOKENS, admin_headers, free_port, replay
 
 AGENT_SEED = 100
 
@@ -79,7 +79,8 @@ class Cluster:
             str(data),
             "--state",
             str(self.tmp_path / f"agent{i}"),
-            "--seed",
+            *AGENT_BUDGET,
+            "--seed",  # reproducible noise, so that check_exact_run can replay the run
             str(AGENT_SEED + i),
             "--wait",
             str(wait),

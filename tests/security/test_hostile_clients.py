@@ -23,7 +23,7 @@ import pytest
 from ldpem.client.ledger import Ledger
 from ldpem.common.wire import expected_round_count
 from tests.cli.procs import Processes
-from tests.fedkit import ADMIN, TOKENS, run_request, write_gmm_data
+from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, run_request, write_gmm_data
 from tests.reliability.kit import Cluster, check_exact_run
 
 COUNTS = [100, 101, 102]
@@ -285,6 +285,7 @@ def test_agent_errors_do_not_show_its_token(procs: Processes, tmp_path: Path, to
         str(paths[0]),
         "--state",
         str(tmp_path / "agent"),
+        *AGENT_BUDGET,
         "--give-up",
         "3",
         "--log-level",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ldpem.client.agent import AgentError, agent_mechanism
+from ldpem.common.calibration import smoothing_precision
 from ldpem.common.configure import hospital_scale, local_noise_std
 from ldpem.common.mechanisms import HospitalTruncation
 from ldpem.common.truncation_bound import truncation_bound
@@ -81,9 +82,12 @@ def test_agent_computes_its_scale_and_its_noise_from_its_own_budget() -> None:
     assert mu == pytest.approx(mechanism.sensitivity(D) / mechanism.noise_std)
     with pytest.raises(AgentError, match="enrolled record count"):
         agent_mechanism(params, epsilon=1.0, delta=1e-6, accounting="exact")
-    broken = params.model_copy(update={"smoothing": None})
-    with pytest.raises(AgentError, match="without a smoothing"):
-        agent_mechanism(broken, epsilon=1.0, delta=1e-6, accounting="exact", records=2000)
+    # β_s is the agent's own √(log(d/ζ)), whatever is published (check_public refuses a
+    # published value that differs, before any record is read).
+    lying = params.model_copy(update={"smoothing": 50.0})
+    own, _ = agent_mechanism(lying, epsilon=0.5, delta=1e-7, accounting="exact", records=2000)
+    assert isinstance(own, HospitalTruncation)
+    assert own.smoothing == params.smoothing == smoothing_precision(D, params.zeta)
 
 
 def _submit(

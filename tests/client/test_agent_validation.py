@@ -1,0 +1,281 @@
+"""The agent's checks of what the coordinator sends, at the edges of every documented range,
+and the ledger's binding, budget key and noise source (docs/PRIVACY.md)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from ldpem.client import agent as agent_module
+from ldpem.client.agent import (
+    BETA_MAX,
+    Agent,
+    AgentConfig,
+    AgentError,
+    check_beta,
+    check_public,
+    noise_rng,
+    partition_rng,
+)
+from ldpem.client.ledger import DEFAULT_DATASET, Ledger
+from ldpem.common.calibration import smoothing_precision
+from ldpem.common.wire import Identity, PublicParameters
+
+
+def identity(**change: Any) -> Identity:
+    params: dict[str, Any] = {
+        "model": "gmm",
+        "d": 3,
+        "sigma": 1.0,
+        "rounds": 2,
+        "eta": 1.0,
+        "mechanism": "local",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "accounting": "exact",
+        "tau": 1.0,
+        "zeta": 0.1,
+        "scale": 1.0,
+        "smoothing": smoothing_precision(3, 0.1),
+        "clip": None,
+        "records_per_round": 20,
+    }
+    records = change.pop("records", 40)
+    params.update(change)
+    consistent = params["d"] >= 1 and 0 < params["zeta"] < 1
+    if "smoothing" not in change and params["smoothing"] is not None and consistent:
+        params["smoothing"] = smoothing_precision(params["d"], params["zeta"])
+    body = {"run_id": "r", "hospital": "h0", "records": records, "params": params}
+    try:
+        return Identity.model_validate(body)
+    except ValidationError:
+        # NaN, ±inf: the strict wire schema refuses them already when the agent parses the
+        # answer (tests/client/test_hostile_answers.py); check_public must refuse them too.
+        return Identity.model_construct(
+            **{**body, "params": PublicParameters.model_construct(**params)}
+        )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"sigma": 1e-100},
+        {"sigma": 1e100},
+        {"scale": 1e-100},
+        {"scale": 1e100},
+        {"eta": 1e3},
+        {"zeta": 0.5},
+        {"zeta": 1e-12},
+        {"d": 100_000},
+        {"rounds": 40},
+        {"records": 10**9, "rounds": 1},
+        {"epsilon": 1e3, "delta": 0.5},
+        {"mechanism": "local-clip", "clip": 1e100, "scale": None, "smoothing": None},
+    ],
+)
+def test_values_at_the_edges_of_the_ranges_are_accepted(change: dict[str, Any]) -> None:
+    check_public(identity(**change))
+
+
+@pytest.mark.parametrize(
+    ("run_id", "hospital", "field"),
+    [("../admin", "h0", "run_id"), ("r" * 65, "h0", "run_id"), ("r", "h 0", "hospital")],
+)
+def test_names_that_are_not_plain_are_refused(run_id: str, hospital: str, field: str) -> None:
+    me = identity().model_copy(update={"run_id": run_id, "hospital": hospital})
+    with pytest.raises(AgentError, match=f"the coordinator sent {field} = "):
+        check_public(me)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"sigma": 9.9e-101}, "sigma"),
+        ({"sigma": 1.01e100}, "sigma"),
+        ({"sigma": math.nan}, "sigma"),
+        ({"sigma": math.inf}, "sigma"),
+        ({"sigma": 0.0}, "sigma"),
+        ({"sigma": -1.0}, "sigma"),
+        ({"scale": 1.01e100}, "scale"),
+        ({"scale": 0.0}, "scale"),
+        ({"scale": None}, "scale"),
+        ({"eta": 1001.0}, "eta"),
+        ({"eta": 0.0}, "eta"),
+        ({"tau": math.inf}, "tau"),
+        ({"zeta": 0.51}, "zeta"),
+        ({"zeta": 0.0}, "zeta"),
+        ({"d": 0}, "d"),
+        ({"d": 100_001}, "d"),
+        ({"rounds": 0}, "rounds"),
+        ({"rounds": 10_001}, "rounds"),
+        ({"rounds": 41}, "records"),
+        ({"records": 10**9 + 1}, "records"),
+        ({"records_per_round": 0}, "records_per_round"),
+        ({"epsilon": 1e-7}, "epsilon"),
+        ({"epsilon": math.nan}, "epsilon"),
+        ({"delta": 0.6}, "delta"),
+        ({"delta": 0.0}, "delta"),
+        ({"smoothing": 2.0}, "smoothing"),
+        ({"smoothing": math.nan}, "smoothing"),
+        ({"mechanism": "local-clip", "clip": None}, "clip"),
+        ({"mechanism": "local-clip", "clip": 1.01e100}, "clip"),
+        ({"mechanism": "local-clip", "clip": -1.0}, "clip"),
+        # A value published for another mechanism is checked all the same.
+        ({"clip": math.inf}, "clip"),
+        ({"mechanism": "local-clip", "clip": 1.0, "scale": 1e300}, "scale"),
+        ({"mechanism": "local-clip", "clip": 1.0, "smoothing": 7.0}, "smoothing"),
+        ({"smoothing": None}, "smoothing"),
+    ],
+)
+def test_values_outside_the_ranges_are_refused(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(AgentError, match=f"the coordinator sent {field} = .* before reading"):
+        check_public(identity(**change))
+
+
+@pytest.mark.parametrize(
+    ("beta", "ok"),
+    [
+        ([BETA_MAX, 0.0, 0.0], True),
+        ([0.0, 0.0, 0.0], True),
+        ([-BETA_MAX, 0.0, 0.0], True),
+        ([BETA_MAX * 1.01, 0.0, 0.0], False),
+        ([BETA_MAX, BETA_MAX, 0.0], False),  # each entry in range, the norm is not
+        ([1.7e308, 1.7e308, 1.7e308], False),  # ‖β‖² would overflow: computed scaled
+        ([math.nan, 0.0, 0.0], False),
+        ([math.inf, 0.0, 0.0], False),
+        ([1.0, 2.0], False),
+    ],
+)
+def test_beta_edges(beta: list[float], ok: bool) -> None:
+    if ok:
+        check_beta(beta, 3)
+    else:
+        with pytest.raises(AgentError, match="beta"):
+            check_beta(beta, 3)
+
+
+def test_noise_is_fresh_unless_a_research_seed_is_given() -> None:
+    fresh = [noise_rng(None, "r", 0).normal(size=4) for _ in range(2)]
+    assert not np.array_equal(fresh[0], fresh[1])
+    seeded = [noise_rng(7, "r", 0).normal(size=4) for _ in range(2)]
+    np.testing.assert_array_equal(seeded[0], seeded[1])
+    assert not np.array_equal(seeded[0], noise_rng(7, "r", 1).normal(size=4))
+    # The partition uses every bit of the run id's SHA-256: two ids give two permutations.
+    assert not np.array_equal(
+        partition_rng(7, "r").permutation(50), partition_rng(7, "s").permutation(50)
+    )
+
+
+def test_a_new_ledger_draws_a_128_bit_partition_seed(tmp_path: Path) -> None:
+    seeds = []
+    for name in ("a", "b"):
+        ledger = Ledger(tmp_path / name)
+        seeds.append(ledger.seed())
+        assert ledger.seed() == seeds[-1]  # kept
+        ledger.close()
+    assert seeds[0] != seeds[1]
+    # 128 random bits: below 2^128, and above 2^100 except with probability 2^-28 each.
+    assert all(2**100 < s < 2**128 for s in seeds)
+
+
+def test_a_legacy_ledger_charges_every_spend_to_the_default_dataset(tmp_path: Path) -> None:
+    """A schema-1 ledger keyed spends by a records digest; opened now, they all count
+    against the default dataset, and its runs cannot be resumed."""
+    tmp_path.mkdir(exist_ok=True)
+    db = sqlite3.connect(tmp_path / "ledger.sqlite")
+    db.executescript(
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE runs (run_key TEXT PRIMARY KEY, seed INTEGER NOT NULL, data TEXT NOT NULL);
+        CREATE TABLE rounds (run_key TEXT NOT NULL, round INTEGER NOT NULL, data TEXT NOT NULL,
+            mu REAL NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL,
+            noise_std REAL NOT NULL, beta_digest TEXT NOT NULL, body BLOB NOT NULL,
+            status TEXT NOT NULL, persisted_at REAL NOT NULL, acknowledged_at REAL,
+            PRIMARY KEY (run_key, round));
+        INSERT INTO runs VALUES ('old', 5, 'abc123');
+        INSERT INTO rounds VALUES ('old', 0, 'abc123', 0.5, 1, 1e-5, 1, 'b', x'00',
+            'acknowledged', 0, NULL);
+        """
+    )
+    db.commit()
+    db.close()
+    ledger = Ledger(tmp_path)
+    assert ledger.mu_squared(DEFAULT_DATASET) == pytest.approx(0.25)
+    bound = ledger.binding("old")
+    assert bound is not None and bound.binding == ""
+    assert ledger.binding("new") is None
+    ledger.close()
+
+
+def _identity_transport(me: Identity) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/me":
+            return httpx.Response(200, content=me.model_dump_json())
+        return httpx.Response(500)
+
+    return httpx.MockTransport(handler)
+
+
+def config(tmp_path: Path, **change: Any) -> AgentConfig:
+    values: dict[str, Any] = {
+        "coordinator": "http://coordinator",
+        "token": "t" * 20,
+        "data": tmp_path / "never-read.csv",
+        "state": tmp_path / "state",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "give_up": 0.1,
+    }
+    values.update(change)
+    return AgentConfig(**values)
+
+
+def test_a_refused_run_never_calls_the_loader(tmp_path: Path) -> None:
+    def loader(path: Path, model: str) -> Any:
+        raise AssertionError("records read before the parameters were checked")
+
+    a = Agent(
+        config(tmp_path),
+        loader=loader,
+        transport=_identity_transport(identity(sigma=1e-170)),
+    )
+    with pytest.raises(AgentError, match="sigma = 1e-170"):
+        a.run()
+    a.close()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"epsilon": 0.0}, "epsilon must be in"),
+        ({"epsilon": math.inf}, "epsilon must be in"),
+        ({"delta": 0.9}, "delta must be in"),
+        ({"seed": -1}, "seed must be >= 0"),
+    ],
+)
+def test_the_agents_own_budget_is_checked(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    a = Agent(config(tmp_path, **change), transport=_identity_transport(identity()))
+    with pytest.raises(AgentError, match=message):
+        a.run()
+    a.close()
+
+
+def test_a_research_seed_warns_that_it_voids_the_guarantee(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = Agent(config(tmp_path, seed=3), transport=_identity_transport(identity(sigma=1e-170)))
+    with caplog.at_level(logging.WARNING, logger=agent_module.log.name), pytest.raises(AgentError):
+        a.run()
+    a.close()
+    assert "--seed 3: the noise of every report is reproducible" in caplog.text
+    assert "VOIDS the privacy guarantee" in caplog.text
