@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpem.errors import UserError
+from ldpem.logs import setup_logging
 
 __all__ = ["register"]
 
@@ -70,6 +71,12 @@ def register(subparsers: Any) -> None:
         "--seed", type=int, help="random seed (default: drawn once, kept in --state)"
     )
     parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: one object a line (ldpem.logs)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -89,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--delta must be in (0, 1), got {args.delta}")
     if args.give_up <= 0 or args.wait < 0:
         raise UserError("--give-up must be > 0 and --wait >= 0")
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
+    try:
+        setup_logging(args.log_level, args.log_format)
+    except ValueError as error:
+        raise UserError(f"--log-level: {error}") from None
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if not args.data.is_file():
         raise UserError(f"{args.data}: no such file")
