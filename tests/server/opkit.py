@@ -93,7 +93,8 @@ def start_run(
     **extra: Any,
 ) -> Study:
     """Create a run of ``hospitals`` × ``records`` GMM records (admin token)."""
-    request = run_request(hospitals=hospitals, records=records, d=d, rounds=rounds, **extra)
+    request = run_request(hospitals=hospitals, records=records, d=d, rounds=rounds)
+    request.update(extra)
     created = client.post("/v1/runs", json=request, headers=admin_headers())
     assert created.status_code == 201, created.text
     body = created.json()
