@@ -214,3 +214,10 @@ def test_run_status_reads_a_private_coordinator_with_the_admin_token(tmp_path: P
             )
             assert shown.returncode == 0, shown.stderr
             assert study.run_id in shown.stdout
+
+
+def test_the_compose_demo_serves_its_status_page_publicly() -> None:
+    import yaml
+
+    compose = yaml.safe_load((Path(__file__).parents[2] / "docker-compose.yml").read_text())
+    assert "--public-status" in compose["services"]["coordinator"]["command"]
