@@ -101,21 +101,34 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
-def setup_logging(level: str, log_format: str) -> logging.Handler:
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when the record is emitted, not as it was when the
+    handler was made (a command run in-process, as the tests do, sees a swapped stderr)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def setup_logging(level: str, log_format: str) -> logging.Handler | None:
     """Send every logger's records to stderr in ``log_format`` ("text" or "json") at
-    ``level``; returns the handler (installed on the root logger, replacing others)."""
+    ``level``; returns the handler installed on the root logger (in place of one an earlier
+    call installed). Like ``logging.basicConfig``, leaves alone a logging the embedding
+    program set up (pytest, when a test runs a command in-process): then returns None."""
     if log_format not in ("text", "json"):
         raise ValueError(f"log format must be 'text' or 'json', got {log_format!r}")
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise ValueError(f"log level must be debug, info, warning or error, got {level!r}")
-    handler = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    if any(not isinstance(h, _StderrHandler) for h in root.handlers):
+        return None
+    handler = _StderrHandler()
     handler.setFormatter(
         JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
     )
     handler.addFilter(ContextFilter())
     handler.addFilter(RedactTokens())
-    root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
