@@ -127,7 +127,7 @@ def test_running_run_page_renders_in_chromium(
         chromium,
         tmp_path / "profile-shot",
         f"--screenshot={shot}",
-        "--window-size=1100,2600",
+        "--window-size=1100,2400",
         "--hide-scrollbars",
         page,
     )
