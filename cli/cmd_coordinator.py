@@ -81,7 +81,10 @@ def resolve_token(
         return token, None
     path = token_file if token_file is not None else Path(f"{state}.{kind}-token")
     if path.exists():
-        value = path.read_text().strip()
+        try:
+            value = path.read_text().strip()
+        except OSError as error:
+            raise UserError(f"{path}: cannot read the {kind} token ({error.strerror})") from None
         if len(value) < 16:
             raise UserError(f"{path}: the {kind} token must be at least 16 characters")
         return value, None

@@ -221,3 +221,23 @@ def test_the_compose_demo_serves_its_status_page_publicly() -> None:
 
     compose = yaml.safe_load((Path(__file__).parents[2] / "docker-compose.yml").read_text())
     assert "--public-status" in compose["services"]["coordinator"]["command"]
+
+
+def test_a_start_that_fails_on_the_read_token_leaves_no_admin_token_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ldpem.cli import main
+
+    for name in list(os.environ):
+        if name.startswith("LDPEM_"):
+            monkeypatch.delenv(name)
+    state = tmp_path / "c.sqlite"
+    missing = tmp_path / "no-such-read-token"
+    code = main(["coordinator", "--state", str(state), "--read-token-file", str(missing)])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == f"ldpem coordinator: error: {missing}: no such file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    code = main(["coordinator", "--state", str(state), "--read-token-file", str(tmp_path)])
+    assert code == 2
+    assert "cannot read the read token (Is a directory)" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
