@@ -71,7 +71,7 @@ class Study:
             "mechanism": self.params.mechanism,
             "count": report.count,
             "total": [float(v) for v in report.total],
-            "noise_std": mechanism.noise_std,
+            "noise_std": mechanism.noise_std if mechanism.is_local else 0.0,
         }
         return self.client.post(
             f"/v1/runs/{self.run_id}/rounds/{t}/reports", json=body, headers=hospital_headers(i)

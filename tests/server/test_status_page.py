@@ -199,3 +199,33 @@ def test_a_round_closed_without_a_hospital_shows_it_missing(tmp_path: Path) -> N
 def test_unknown_run_page_is_404(tmp_path: Path) -> None:
     with TestClient(create_app(settings(tmp_path))) as client:
         assert client.get("/runs/nope").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "shown"),
+    [("central", "central: the coordinator&#x27;s noise"), ("none", "∞ (no privacy)")],
+)
+def test_runs_without_local_noise_say_so_instead_of_an_epsilon(
+    tmp_path: Path, mechanism: str, shown: str
+) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, records=200, rounds=2, mechanism=mechanism)
+        study.round(0, range(3))
+        page = client.get(f"/runs/{study.run_id}")
+    assert page.status_code == 200
+    hospitals = page.text.split('<table id="hospitals">')[1].split("</table>")[0]
+    assert hospitals.count(shown) == 3
+
+
+def test_a_failed_run_says_why(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, records=200, rounds=3, round_deadline=0.1, on_short="fail")
+        deadline = time.monotonic() + 20
+        while client.get(f"/v1/runs/{study.run_id}").json()["status"] != "failed":
+            assert time.monotonic() < deadline, "the run did not fail at its deadline"
+            time.sleep(0.05)
+        page = client.get(f"/runs/{study.run_id}").text
+        index = client.get("/").text
+    assert "the run failed: round 0 had 0 reports at its deadline" in page
+    assert 'http-equiv="refresh"' not in page and 'http-equiv="refresh"' not in index
+    assert 'class="status-failed">failed' in index
