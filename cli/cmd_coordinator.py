@@ -130,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_format=args.log_format,
     )
+    try:
+        setup_logging(settings.log_level, settings.log_format)
+    except ValueError as error:
+        raise UserError(f"--log-level/--log-format: {error}") from None
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise UserError("--tls-cert and --tls-key go together")
     for path in (settings.tls_cert, settings.tls_key):
@@ -153,10 +157,6 @@ def run(args: argparse.Namespace) -> int:
         update["read_token"] = read
         generated += [] if read_written is None else [read_written]
     settings = settings.model_copy(update=update)
-    try:
-        setup_logging(settings.log_level, settings.log_format)
-    except ValueError as error:
-        raise UserError(f"--log-level/--log-format: {error}") from None
     log = logging.getLogger("ldpem.server")
     for path in generated:
         log.info("token generated and written to %s", path)
