@@ -42,7 +42,6 @@ REFUSAL_REASONS = (
     "unknown_run",
     "round_not_open",
     "conflicting_report",
-    "malformed",
     "out_of_range",
     "invalid",
     "too_large",
@@ -137,8 +136,8 @@ def refusal_reason(status: int | None, detail: Any) -> str:
     if status == 413:
         return "too_large"
     if status == 422:
-        if not isinstance(detail, str):
-            return "malformed"  # request validation: detail is a list of errors
+        # Unparseable bodies and failed checks alike: only the range check, the one a
+        # hostile agent trying to move β would fail, has a reason of its own.
         return "out_of_range" if "outside the range" in text else "invalid"
     return "error"
 

@@ -65,7 +65,7 @@ def test_counters_match_a_demo_like_run(tmp_path: Path) -> None:
             ({}, hospital_headers(1), "unauthenticated"),
             ({**good, "count": 3}, hospital_headers(1), "invalid"),
             ({**good, "total": [1e12, 0, 0, 0]}, hospital_headers(1), "out_of_range"),
-            ({"hospital": "h1"}, hospital_headers(1), "malformed"),
+            ({"hospital": "h1"}, hospital_headers(1), "invalid"),  # not a report
             (good, hospital_headers(0), "wrong_hospital"),
             ({**good, "round": 3}, hospital_headers(1), "round_not_open"),
             ({**good, "total": [0.0] * 2000}, hospital_headers(1), "too_large"),
