@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ldpem.common.accounting import epsilon_for_ratio, ratio_for_budget
-from ldpem.common.wire import PublicParameters, RoundSummary, RunCreate, RunSummary
+from ldpem.common.wire import PublicParameters, RunCreate, RunSummary
 from ldpem.server.coordinator import Coordinator, run_noise_std
 from ldpem.server.store import ReportRow
 from ldpem.server.svg import (
@@ -157,11 +157,48 @@ class _HospitalState:
     in_open_round: str  # "reported", "waiting", "late" or "" (no open round)
 
 
-def _late_after(rounds: Sequence[RoundSummary]) -> float:
+@dataclass(frozen=True)
+class _Round:
+    t: int
+    status: str
+    opened_at: float
+    deadline: float
+    closed_at: float | None
+    #: Its reports by arrival.
+    reports: list[ReportRow]
+
+    @property
+    def reporters(self) -> set[str]:
+        return {p.hospital for p in self.reports}
+
+
+def _rounds(coordinator: Coordinator, run_id: str, reports: Sequence[ReportRow]) -> list[_Round]:
+    """The run's rounds with their reports, in one pass over each (a page of a long run
+    is rendered on the event loop: no round × report scans)."""
+    by_round: dict[int, list[ReportRow]] = {}
+    for p in sorted(reports, key=lambda p: p.received_at):
+        by_round.setdefault(p.t, []).append(p)
+    return [
+        _Round(r.t, r.status, r.opened_at, r.deadline, r.closed_at, by_round.get(r.t, []))
+        for r in coordinator.store.rounds(run_id)
+    ]
+
+
+def _late_after(rounds: Sequence[_Round]) -> float:
     durations = [r.closed_at - r.opened_at for r in rounds if r.closed_at is not None]
     if not durations:
         return math.inf
     return max(LATE_FLOOR, LATE_FACTOR * statistics.median(durations))
+
+
+def _extended(r: _Round, request: RunCreate) -> bool:
+    """Whether the round's deadline was moved: it had fewer reports than the quorum."""
+    return r.deadline - r.opened_at > request.round_deadline + 1e-6
+
+
+def _overdue(r: _Round, late_after: float, request: RunCreate, now: float) -> bool:
+    """Whether a hospital that has not reported in the open round ``r`` is late."""
+    return now - r.opened_at > late_after or _extended(r, request)
 
 
 def run_page(coordinator: Coordinator, run_id: str, *, now: float) -> str:
@@ -171,9 +208,9 @@ def run_page(coordinator: Coordinator, run_id: str, *, now: float) -> str:
     assert row is not None  # summary() found it
     params = PublicParameters.model_validate_json(row.params)
     request = RunCreate.model_validate_json(row.request)
-    rounds = coordinator.rounds(run_id)
     trajectory = coordinator.trajectory(run_id)
     reports = coordinator.store.reports(run_id)
+    rounds = _rounds(coordinator, run_id, reports)
     participation = coordinator.participation(run_id)
     open_round = next((r for r in rounds if r.status == "open"), None)
     if run.status != "running":
@@ -185,9 +222,7 @@ def run_page(coordinator: Coordinator, run_id: str, *, now: float) -> str:
         if open_round is not None:
             if p.hospital in open_round.reporters:
                 state = "reported"
-            elif now - open_round.opened_at > late_after or (
-                open_round.deadline - open_round.opened_at > request.round_deadline + 1e-6
-            ):
+            elif _overdue(open_round, late_after, request, now):
                 state = "late"
             else:
                 state = "waiting"
@@ -211,8 +246,8 @@ def run_page(coordinator: Coordinator, run_id: str, *, now: float) -> str:
             "<h2>Convergence</h2>",
             _step_plot(trajectory.steps, run),
             "<h2>Rounds</h2>",
-            _timeline(rounds, reports, [h.name for h in hospitals], run, now),
-            _round_table(rounds, reports, [h.name for h in hospitals], run, request, now),
+            _timeline(rounds, [h.name for h in hospitals], run, now),
+            _round_table(rounds, [h.name for h in hospitals], run, request, now),
             "<h2>Hospitals</h2>",
             _hospital_table(hospitals, params, now),
         ]
@@ -222,7 +257,7 @@ def run_page(coordinator: Coordinator, run_id: str, *, now: float) -> str:
 
 def _health(
     run: RunSummary,
-    open_round: RoundSummary | None,
+    open_round: _Round | None,
     hospitals: Sequence[_HospitalState],
     request: RunCreate,
     now: float,
@@ -234,12 +269,12 @@ def _health(
         problems.append(f"forecast warning: {run.warning}")
     late = [h.name for h in hospitals if h.in_open_round == "late"]
     if late:
-        problems.append(f"late in round {run.round}: {', '.join(late)}")
+        problems.append(f"late in round t = {run.round}: {', '.join(late)}")
     if open_round is not None:
-        if open_round.deadline - open_round.opened_at > request.round_deadline + 1e-6:
-            problems.append(f"round {open_round.round} was extended: short of quorum")
+        if _extended(open_round, request):
+            problems.append(f"round t = {open_round.t} was extended: short of quorum")
         if open_round.deadline < now:
-            problems.append(f"round {open_round.round} is past its deadline")
+            problems.append(f"round t = {open_round.t} is past its deadline")
     if problems:
         items = "".join(f"<li>{_e(p)}</li>" for p in problems)
         return (
@@ -249,7 +284,7 @@ def _health(
         text = f"finished all {run.rounds} rounds"
     else:
         waiting = [h.name for h in hospitals if h.in_open_round == "waiting"]
-        text = f"running, round {run.round + 1} of {run.rounds}" + (
+        text = f"running, round t = {run.round} open, {run.round} of {run.rounds} closed" + (
             f"; waiting for {', '.join(waiting)}" if waiting else ""
         )
     return f'<div id="health" class="health"><strong>Healthy</strong>: {_e(text)}</div>'
@@ -362,8 +397,7 @@ def _step_plot(steps: Sequence[float], run: RunSummary) -> str:
 
 
 def _timeline(
-    rounds: Sequence[RoundSummary],
-    reports: Sequence[ReportRow],
+    rounds: Sequence[_Round],
     names: Sequence[str],
     run: RunSummary,
     now: float,
@@ -376,7 +410,7 @@ def _timeline(
     origin = run.created_at
     end = max(
         [r.closed_at if r.closed_at is not None else now for r in shown]
-        + [p.received_at for p in reports]
+        + [p.received_at for r in shown for p in r.reports]
     )
     span_start = shown[0].opened_at - origin
     span = max(end - origin, span_start + 1e-3)
@@ -406,9 +440,6 @@ def _timeline(
             f'y2="{bottom + 5}" stroke="#333"/><text x="{x:.1f}" y="{bottom + 18}" '
             f'font-size="11" text-anchor="middle">{_e(format_number(tick, step))}</text></g>'
         )
-    by_round: dict[int, list[ReportRow]] = {}
-    for p in reports:
-        by_round.setdefault(p.t, []).append(p)
     for i, r in enumerate(shown):
         y = top + i * row
         closed = r.closed_at if r.closed_at is not None else now
@@ -416,9 +447,9 @@ def _timeline(
         fill = "#9ecae1" if r.status == "open" else "#d9d9d9"
         parts.append(
             f'<g class="round"><text x="{left - 8}" y="{y + 12}" font-size="11" '
-            f'text-anchor="end">t = {r.round}</text><rect x="{x1:.1f}" y="{y + 3}" '
+            f'text-anchor="end">t = {r.t}</text><rect x="{x1:.1f}" y="{y + 3}" '
             f'width="{max(x2 - x1, 1.5):.1f}" height="{row - 6}" fill="{fill}">'
-            f"<title>round {r.round}: {_e(_duration(closed - r.opened_at))}</title></rect>"
+            f"<title>round {r.t}: {_e(_duration(closed - r.opened_at))}</title></rect>"
         )
         if r.deadline <= end:
             xd = px(r.deadline)
@@ -426,7 +457,7 @@ def _timeline(
                 f'<line class="deadline" x1="{xd:.1f}" y1="{y + 1}" x2="{xd:.1f}" '
                 f'y2="{y + row - 1}" stroke="#b00" stroke-width="2"/>'
             )
-        for p in by_round.get(r.round, []):
+        for p in r.reports:
             parts.append(
                 f'<circle cx="{px(p.received_at):.1f}" cy="{y + row / 2:.1f}" r="3.5" '
                 f'fill="{colors.get(p.hospital, "#000")}"><title>{_e(p.hospital)} at +'
@@ -449,29 +480,23 @@ def _timeline(
 
 
 def _round_table(
-    rounds: Sequence[RoundSummary],
-    reports: Sequence[ReportRow],
+    rounds: Sequence[_Round],
     names: Sequence[str],
     run: RunSummary,
     request: RunCreate,
     now: float,
 ) -> str:
     late_after = _late_after(rounds)
-    by_round: dict[int, list[ReportRow]] = {}
-    for p in reports:
-        by_round.setdefault(p.t, []).append(p)
     rows = []
     for r in reversed(list(rounds)[-MAX_TIMELINE_ROUNDS:]):
-        mine = sorted(by_round.get(r.round, []), key=lambda p: p.received_at)
         reported = ", ".join(
-            f"{_e(p.hospital)} +{_e(_duration(p.received_at - r.opened_at))}" for p in mine
+            f"{_e(p.hospital)} +{_e(_duration(p.received_at - r.opened_at))}" for p in r.reports
         )
-        absent = [n for n in names if n not in r.reporters]
+        reporters = r.reporters
+        absent = [n for n in names if n not in reporters]
         is_open = r.status == "open" and run.status == "running"
         if is_open:
-            overdue = now - r.opened_at > late_after or (
-                r.deadline - r.opened_at > request.round_deadline + 1e-6
-            )
+            overdue = _overdue(r, late_after, request, now)
             label, css = ("late", "late") if overdue else ("waiting for", "waiting")
         else:
             label, css = "missing", "missing"
@@ -480,10 +505,10 @@ def _round_table(
         )
         closed = r.closed_at if r.closed_at is not None else now
         rows.append(
-            f'<tr class="{"open" if is_open else "closed"}"><td class="num">{r.round}</td>'
+            f'<tr class="{"open" if is_open else "closed"}"><td class="num">{r.t}</td>'
             f"<td>{_clock(r.opened_at)}</td><td>{_clock(r.closed_at)}</td>"
             f'<td class="num">{_duration(closed - r.opened_at)}{" so far" if is_open else ""}'
-            f'</td><td class="num">{len(r.reporters)}/{len(names)} (quorum {run.quorum})</td>'
+            f'</td><td class="num">{len(reporters)}/{len(names)} (quorum {run.quorum})</td>'
             f"<td>{_clock(r.deadline)}</td><td>{reported or '—'}</td>"
             f'<td class="{css if absent else ""}">{absent_cell}</td></tr>'
         )
