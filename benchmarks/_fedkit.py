@@ -142,7 +142,12 @@ def start_coordinator(
     child = processes.start(
         "coordinator",
         ["coordinator", "--port", str(port), "--state", str(state), "--log-level", "warning"],
-        {"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": str(tick), **(env or {})},
+        {
+            "LDPEM_ADMIN_TOKEN": ADMIN,
+            "LDPEM_TICK": str(tick),
+            "LDPEM_PUBLIC_STATUS": "1",  # the benchmarks read rounds without a token
+            **(env or {}),
+        },
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ldpem.errors import UserError
+from ldpem.logs import setup_logging
 
 if TYPE_CHECKING:
     from ldpem.client.sources import Source
@@ -139,6 +140,12 @@ def register(subparsers: Any) -> None:
         "(default: partition seed drawn once and kept in --state, fresh noise per report)",
     )
     parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: one object a line (ldpem.logs)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -159,9 +166,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--dataset must match {HOSPITAL_NAME_PATTERN}, got {args.dataset!r}")
     if args.give_up <= 0 or args.wait < 0:
         raise UserError("--give-up must be > 0 and --wait >= 0")
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
+    try:
+        setup_logging(args.log_level, args.log_format)
+    except ValueError as error:
+        raise UserError(f"--log-level: {error}") from None
     logging.getLogger("httpx").setLevel(logging.WARNING)
     source = source_from_args(args)
     if source.scheme is None and not Path(source.location).is_file():

@@ -2,13 +2,17 @@
 
     ldpem run create --coordinator URL --config run.json [--admin-token-file FILE]
     ldpem run status --coordinator URL [RUN_ID] [--wait] [--beta-star FILE]
+                     [--token-file FILE | --admin-token-file FILE]
 
 ``create`` posts the run request (JSON, the fields of ``ldpem.common.wire.RunCreate``)
 with the admin token (``LDPEM_ADMIN_TOKEN`` or ``--admin-token-file``) and prints the
 response: run id, public parameters, expected error, warning and the generated hospital
 tokens (shown once). The same is ``POST /v1/runs`` with ``Authorization: Bearer <admin>``.
 
-``status`` prints a run (without RUN_ID: the run created last). ``--wait`` follows it,
+``status`` prints a run (without RUN_ID: the run created last). It reads with the read
+token (``LDPEM_READ_TOKEN`` or ``--token-file``) or the admin token (``LDPEM_ADMIN_TOKEN``
+or ``--admin-token-file``); a coordinator started with ``--public-status`` needs neither.
+``--wait`` follows it,
 one line per closed round on stderr, until it finished (exit 0) or failed (exit 2);
 ``--beta-star FILE`` (JSON from ``ldpem generate --beta-star-out``) also prints the
 estimation error of the run's β against β*, next to the trivial error ‖β*‖.
@@ -46,6 +50,8 @@ def register(subparsers: Any) -> None:
     status.add_argument("--coordinator", required=True, metavar="URL")
     status.add_argument("run_id", nargs="?", help="default: the run created last")
     status.add_argument("--ca-cert", type=Path)
+    status.add_argument("--token-file", type=Path, help="file holding the read token")
+    status.add_argument("--admin-token-file", type=Path, help="file holding the admin token")
     status.add_argument(
         "--wait", action="store_true", help="follow the run until it finished or failed"
     )
@@ -106,11 +112,32 @@ def create_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _get(url: str, verify: Any, what: str) -> Any:
+def _read_headers(token_file: Path | None, admin_token_file: Path | None) -> dict[str, str]:
+    """Authorization for reading run state: the read token, else the admin token, else
+    none (a coordinator with --public-status)."""
+
+    def read(path: Path | None) -> str:
+        if path is None:
+            return ""
+        try:
+            return path.read_text().strip()
+        except OSError as error:
+            raise UserError(f"{path}: cannot read the token ({error.strerror})") from None
+
+    token = (
+        os.environ.get("LDPEM_READ_TOKEN", "")
+        or read(token_file)
+        or os.environ.get("LDPEM_ADMIN_TOKEN", "")
+        or read(admin_token_file)
+    )
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _get(url: str, verify: Any, what: str, headers: dict[str, str]) -> Any:
     import httpx
 
     try:
-        response = httpx.get(url, timeout=30.0, verify=verify)
+        response = httpx.get(url, timeout=30.0, verify=verify, headers=headers)
     except httpx.HTTPError as error:
         raise UserError(f"cannot reach {url}: {error}") from None
     if response.status_code != 200:
@@ -151,14 +178,15 @@ def show_status(args: argparse.Namespace) -> int:
     from ldpem.client.agent import tls_context
 
     verify = tls_context(args.ca_cert)
+    headers = _read_headers(args.token_file, args.admin_token_file)
     base = f"{args.coordinator.rstrip('/')}/v1/runs"
     run_id = args.run_id
     if run_id is None:
-        runs = _get(base, verify, "runs")
+        runs = _get(base, verify, "runs", headers)
         if not runs:
             raise UserError(f"no run on {args.coordinator} yet")
         run_id = max(runs, key=lambda r: r["created_at"])["run_id"]
-    run = _get(f"{base}/{run_id}", verify, f"run {run_id}")
+    run = _get(f"{base}/{run_id}", verify, f"run {run_id}", headers)
     shown = -1
     while args.wait:
         if run["round"] != shown:
@@ -167,7 +195,7 @@ def show_status(args: argparse.Namespace) -> int:
         if run["status"] != "running":
             break
         time.sleep(args.interval)
-        run = _get(f"{base}/{run_id}", verify, f"run {run_id}")
+        run = _get(f"{base}/{run_id}", verify, f"run {run_id}", headers)
     json.dump(run, sys.stdout, indent=2)
     print()
     if args.beta_star is not None:

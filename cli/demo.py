@@ -231,6 +231,8 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                     str(workdir / "coordinator.sqlite"),
                     "--log-level",
                     "warning",
+                    # A demo on 127.0.0.1 with throw-away data: its status page opens as is.
+                    "--public-status",
                 ],
                 # Two forecast seeds, not four: the demo waits for the forecast, and two
                 # already show what accuracy to expect.

@@ -32,6 +32,7 @@ coordinator"). The agent
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -77,6 +78,7 @@ from ldpem.common.wire import (
     describe_errors,
 )
 from ldpem.errors import UserError
+from ldpem.logs import log_context
 
 __all__ = [
     "BETA_MAX",
@@ -502,6 +504,10 @@ class Agent:
     # --- the run ----------------------------------------------------------------------
     def run(self) -> int:
         """Follow the run to its end. 0 when it finished; AgentError otherwise."""
+        with contextlib.ExitStack() as context:
+            return self._run(context)
+
+    def _run(self, context: contextlib.ExitStack) -> int:
         cfg = self.config
         self._check_config()
         if cfg.seed is not None:
@@ -514,6 +520,8 @@ class Agent:
         params = me.params
         # Everything below up to the records' loading depends on public values only.
         check_public(me)
+        # Structured logs (--log-format json) carry the run and hospital from here on.
+        context.enter_context(log_context(run=me.run_id, hospital=me.hospital))
         epsilon, delta = self.budget(params)
         limit_epsilon, limit_delta = self.limit()
         mechanism, mu = agent_mechanism(

@@ -20,7 +20,8 @@ from fastapi.responses import JSONResponse
 
 from ldpem import __version__
 from ldpem.common.wire import API_PREFIX, describe_errors
-from ldpem.server.coordinator import Coordinator, ProtocolError
+from ldpem.server.coordinator import Coordinator, ProtocolError, hash_token
+from ldpem.server.metrics import MeteredStore, Metrics, MetricsMiddleware
 from ldpem.server.routes import rounds, runs, status
 from ldpem.server.settings import Settings
 from ldpem.server.store import Store
@@ -92,10 +93,14 @@ async def _no_receive() -> Message:  # pragma: no cover - never called by JSONRe
 
 
 def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
-    """The coordinator app over ``settings.state`` (or an explicit ``store``)."""
+    """The coordinator app over ``settings.state`` (or an explicit ``store``, whose
+    commits are then not measured). Reads of run state need ``settings.read_token`` or the
+    admin token unless ``settings.public_status`` (see ``ldpem.server.deps``)."""
     if not settings.admin_token:
         raise ValueError("settings.admin_token must be set")
-    store = store if store is not None else Store(settings.state)
+    metrics = Metrics()
+    store = store if store is not None else MeteredStore(settings.state, metrics)
+    metrics.attach(store)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -134,6 +139,8 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.metrics = metrics
+    app.state.read_token_hash = hash_token(settings.read_token) if settings.read_token else None
 
     @app.exception_handler(ProtocolError)
     async def protocol_error(request: Request, error: ProtocolError) -> JSONResponse:
@@ -147,6 +154,9 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
 
     app.include_router(runs.router, prefix=API_PREFIX)
     app.include_router(rounds.router, prefix=API_PREFIX)
+    app.include_router(status.public)
     app.include_router(status.router)
     app.add_middleware(BodySizeLimit, limit=settings.max_body)
+    # Outermost, so that it also counts the reports the body limit refuses.
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

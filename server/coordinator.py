@@ -436,9 +436,10 @@ class Coordinator:
             request.mechanism,
             len(hospitals),
             "n/a" if expected is None else f"{expected:.4g}",
+            extra={"run": run_id},
         )
         if warning:
-            log.warning("run %s: %s", run_id, warning)
+            log.warning("run %s: %s", run_id, warning, extra={"run": run_id})
         self._notify()
         return RunCreated(
             run_id=run_id,
@@ -743,7 +744,13 @@ class Coordinator:
 
         outcome = await self._durably(accept)
         if outcome != "duplicate":
-            log.info("run %s round %d: report from %s accepted", run_id, t, hospital.name)
+            log.info(
+                "run %s round %d: report from %s accepted",
+                run_id,
+                t,
+                hospital.name,
+                extra={"run": run_id, "round": t, "hospital": hospital.name},
+            )
         return ReportAck(
             run_id=run_id, round=t, hospital=hospital.name, duplicate=outcome == "duplicate"
         )
@@ -833,7 +840,13 @@ class Coordinator:
             self.store.update_run(
                 run.id, status="finished", current_round=t + 1, beta=beta_next, reason=None
             )
-            log.info("run %s finished after %d rounds: beta = %s", run.id, t + 1, beta_next)
+            log.info(
+                "run %s finished after %d rounds: beta = %s",
+                run.id,
+                t + 1,
+                beta_next,
+                extra={"run": run.id, "round": t},
+            )
         else:
             self.store.update_run(
                 run.id, status="running", current_round=t + 1, beta=beta_next, reason=None
@@ -846,6 +859,7 @@ class Coordinator:
                 len(reports),
                 count,
                 t + 1,
+                extra={"run": run.id, "round": t},
             )
 
     # --- deadlines --------------------------------------------------------------------
@@ -871,7 +885,12 @@ class Coordinator:
                 request = self._request(run)
                 if len(reports) >= run.quorum:
                     self._close(run, self._params(run), reports, now)
-                    log.info("run %s round %d closed at its deadline", run.id, r.t)
+                    log.info(
+                        "run %s round %d closed at its deadline",
+                        run.id,
+                        r.t,
+                        extra={"run": run.id, "round": r.t},
+                    )
                 elif request.on_short == "extend":
                     self.store.set_deadline(run.id, r.t, now + request.round_deadline)
                     log.warning(
@@ -880,6 +899,7 @@ class Coordinator:
                         r.t,
                         len(reports),
                         run.quorum,
+                        extra={"run": run.id, "round": r.t},
                     )
                 else:
                     reason = (
@@ -893,7 +913,9 @@ class Coordinator:
                         beta=run.beta,
                         reason=reason,
                     )
-                    log.error("run %s failed: %s", run.id, reason)
+                    log.error(
+                        "run %s failed: %s", run.id, reason, extra={"run": run.id, "round": r.t}
+                    )
             changed = True
         if changed:
             self._notify()

@@ -7,7 +7,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -27,6 +27,12 @@ class Settings(BaseSettings):
     #: Admin bearer token; when empty, one is generated and written next to the state file.
     admin_token: str = ""
     admin_token_file: Path | None = None
+    #: Read bearer token: status pages, read API and /metrics. When empty, one is generated
+    #: and written next to the state file (``<state>.read-token``), like the admin token.
+    read_token: str = ""
+    read_token_file: Path | None = None
+    #: Serve the status pages, read API and /metrics to anyone who can reach the port.
+    public_status: bool = False
     tls_cert: Path | None = None
     tls_key: Path | None = None
     #: Largest accepted request body in bytes.
@@ -46,6 +52,8 @@ class Settings(BaseSettings):
     #: Largest σ_r accepted, as a multiple of the σ_r of the run's own budget.
     max_noise_factor: float = Field(default=10.0, ge=1)
     log_level: str = "info"
+    #: ``text`` or ``json`` (one JSON object per line; see ldpem.logs).
+    log_format: Literal["text", "json"] = "text"
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:

@@ -63,6 +63,9 @@ def settings(tmp_path: Path, **extra: Any) -> Settings:
         "state": tmp_path / "coordinator.sqlite",
         "tick": 0.05,
         "forecast_seeds": 2,
+        # Most tests read run state without a token; tests/server/test_read_auth.py covers
+        # the private default.
+        "public_status": True,
     }
     values.update(extra)
     return Settings(**values)

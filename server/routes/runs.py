@@ -1,4 +1,4 @@
-"""Runs: create (admin), list and inspect (read-only status)."""
+"""Runs: create (admin), list and inspect (read token, admin token or --public-status)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ldpem.common.wire import (
     Trajectory,
 )
 from ldpem.server.bodies import StrictJSONRoute
-from ldpem.server.deps import AdminDep, CoordinatorDep
+from ldpem.server.deps import AdminDep, CoordinatorDep, ReaderDep
 
 router = APIRouter(prefix="/runs", tags=["runs"], route_class=StrictJSONRoute)
 
@@ -25,27 +25,29 @@ async def create_run(request: RunCreate, coordinator: CoordinatorDep, _: AdminDe
     return await coordinator.create_run(request)
 
 
-@router.get("", response_model=list[RunSummary])
+@router.get("", dependencies=[ReaderDep], response_model=list[RunSummary])
 async def list_runs(coordinator: CoordinatorDep) -> list[RunSummary]:
     return coordinator.list_runs()
 
 
-@router.get("/{run_id}", response_model=RunSummary)
+@router.get("/{run_id}", dependencies=[ReaderDep], response_model=RunSummary)
 async def get_run(run_id: str, coordinator: CoordinatorDep) -> RunSummary:
     return coordinator.summary(run_id)
 
 
-@router.get("/{run_id}/rounds", response_model=list[RoundSummary])
+@router.get("/{run_id}/rounds", dependencies=[ReaderDep], response_model=list[RoundSummary])
 async def get_rounds(run_id: str, coordinator: CoordinatorDep) -> list[RoundSummary]:
     return coordinator.rounds(run_id)
 
 
-@router.get("/{run_id}/trajectory", response_model=Trajectory)
+@router.get("/{run_id}/trajectory", dependencies=[ReaderDep], response_model=Trajectory)
 async def get_trajectory(run_id: str, coordinator: CoordinatorDep) -> Trajectory:
     return coordinator.trajectory(run_id)
 
 
-@router.get("/{run_id}/participation", response_model=list[HospitalParticipation])
+@router.get(
+    "/{run_id}/participation", dependencies=[ReaderDep], response_model=list[HospitalParticipation]
+)
 async def get_participation(
     run_id: str, coordinator: CoordinatorDep
 ) -> list[HospitalParticipation]:

@@ -26,7 +26,9 @@ class Processes:
         self, name: str, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
         log = self.directory / f"{name}.log"
-        environment = {**os.environ, "LDPEM_ADMIN_TOKEN": ADMIN}
+        # Public status: these tests read run state without a token (the private default is
+        # covered by tests/server/test_read_auth.py).
+        environment = {**os.environ, "LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_PUBLIC_STATUS": "1"}
         environment.pop("LDPEM_AGENT_FAULT", None)
         environment.update(env or {})
         with log.open("ab") as out:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 ADMIN = "admin-token-for-tests-0123456789"
+READ = "read-token-for-tests-0123456789abcdef"
 
 
 def sh(*args: str) -> None:
@@ -24,8 +25,9 @@ def sh(*args: str) -> None:
 
 def start(state: Path, *, token: bool) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDPEM_")}
-    if token:
+    if token:  # both tokens given: nothing to write but the state
         env["LDPEM_ADMIN_TOKEN"] = ADMIN
+        env["LDPEM_READ_TOKEN"] = READ
     try:
         done = subprocess.run(
             [sys.executable, "-m", "ldpem", "coordinator", "--port", "0", "--state", str(state)],

@@ -282,10 +282,11 @@ def test_status_page_shows_progress_and_a_convergence_plot(tmp_path: Path) -> No
                 )
                 assert response.status_code == 200
         page = client.get(f"/runs/{run_id}").text
-        assert "<th>round</th><td>2 / 5</td>" in page
-        points = page.split('points="')[1].split('"')[0].split()
+        assert 'title="2 of 5 rounds"' in page
+        steps = page.split('<svg id="steps"')[1].split("</svg>")[0]
+        points = steps.split('class="series"')[1].split('points="')[1].split('"')[0].split()
         assert len(points) == 2  # one step per closed round
-        assert "<td>h0</td><td>50</td><td>2</td>" in page
+        assert '<td>h0</td><td class="num">50</td><td class="num">2/5</td>' in page
 
 
 def test_no_acknowledgement_without_a_commit(

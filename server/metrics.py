@@ -1,0 +1,246 @@
+"""Prometheus metrics of the coordinator (``GET /metrics``), one registry per app.
+
+A per-app ``CollectorRegistry`` (never the global one) so that several apps in one process
+(the tests) count separately. What is observed where:
+
+* reports accepted, duplicate and refused (by reason), and the open long-polls: by
+  ``MetricsMiddleware``, an ASGI middleware outside every other, so a refusal by the body
+  size limit, the token check or the request validation is counted like one by the
+  coordinator;
+* commit latency and group-commit batch size: by ``MeteredStore``, the store whose
+  ``transaction`` times the COMMIT (the fsync) and counts the savepoints in it, one per
+  report of a group commit (``Coordinator._flush``);
+* runs by status and round durations: read from the state file at each scrape
+  (``StateCollector``), so they include what happened before a restart.
+
+docs/FEDERATED.md ("Metrics") lists every metric.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ldpem.common.wire import API_PREFIX
+from ldpem.server.store import Store
+
+__all__ = ["REFUSAL_REASONS", "MeteredStore", "Metrics", "MetricsMiddleware", "refusal_reason"]
+
+#: Values of the ``reason`` label of ldpem_reports_refused_total.
+REFUSAL_REASONS = (
+    "unauthenticated",
+    "wrong_hospital",
+    "unknown_run",
+    "round_not_open",
+    "conflicting_report",
+    "out_of_range",
+    "invalid",
+    "too_large",
+    "error",
+)
+#: Seconds: a round lasts from well under a second (a demo) to its deadline (default 600 s).
+ROUND_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400)
+#: Seconds: an fsync of the WAL, from a RAM disk to a busy spinning disk.
+COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+#: Reports per group commit.
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+RUN_STATES = ("running", "finished", "failed")
+
+_ROUND_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/round")
+_REPORT_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/rounds/[^/]+/reports")
+
+
+class Metrics:
+    """The registry of one app and the metrics the middleware and the store update."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.reports_accepted = Counter(
+            "ldpem_reports_accepted",
+            "Reports accepted and committed (a retried duplicate is not counted again).",
+            registry=self.registry,
+        )
+        self.reports_duplicate = Counter(
+            "ldpem_reports_duplicate",
+            "Reports answered as an idempotent duplicate of one accepted before.",
+            registry=self.registry,
+        )
+        self.reports_refused = Counter(
+            "ldpem_reports_refused",
+            "Reports refused, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in REFUSAL_REASONS:
+            self.reports_refused.labels(reason=reason)
+        self.long_polls = Gauge(
+            "ldpem_long_polls_open",
+            "Requests waiting in the round long-poll now.",
+            registry=self.registry,
+        )
+        self.commit_seconds = Histogram(
+            "ldpem_commit_seconds",
+            "Duration of the COMMIT (with its fsync) of state transactions.",
+            buckets=COMMIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_batch = Histogram(
+            "ldpem_commit_batch_reports",
+            "Reports applied in one group commit (refused ones included).",
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+
+    def attach(self, store: Store) -> None:
+        """Also report runs by status and round durations from ``store`` at each scrape."""
+        self.registry.register(StateCollector(store))
+
+    def observe_report(self, status: int | None, body: bytes) -> None:
+        """Count one answered ``POST …/reports`` by its status and JSON body."""
+        detail: Any = None
+        try:
+            payload = json.loads(body) if body else None
+        except ValueError:
+            payload = None
+        if isinstance(payload, dict):
+            detail = payload.get("detail")
+        if status == 200:
+            if isinstance(payload, dict) and payload.get("duplicate") is True:
+                self.reports_duplicate.inc()
+            else:
+                self.reports_accepted.inc()
+            return
+        self.reports_refused.labels(reason=refusal_reason(status, detail)).inc()
+
+
+def refusal_reason(status: int | None, detail: Any) -> str:
+    """The ``reason`` label of a refused report, from its HTTP status and ``detail``."""
+    text = detail if isinstance(detail, str) else ""
+    if status == 401:
+        return "unauthenticated"
+    if status == 403:
+        return "wrong_hospital"
+    if status == 404:
+        return "unknown_run"
+    if status == 409:
+        return "conflicting_report" if "already reported" in text else "round_not_open"
+    if status == 413:
+        return "too_large"
+    if status == 422:
+        # Unparseable bodies and failed checks alike: only the range check, the one a
+        # hostile agent trying to move β would fail, has a reason of its own.
+        return "out_of_range" if "outside the range" in text else "invalid"
+    return "error"
+
+
+class StateCollector(Collector):
+    """Runs by status and the histogram of round durations, from the state file."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterable[Metric]:
+        runs = self.store.list_runs()
+        by_status = GaugeMetricFamily("ldpem_runs", "Runs by status.", labels=["status"])
+        for state in RUN_STATES:
+            by_status.add_metric([state], sum(r.status == state for r in runs))
+        yield by_status
+        durations = [
+            r.closed_at - r.opened_at
+            for run in runs
+            for r in self.store.rounds(run.id)
+            if r.closed_at is not None
+        ]
+        buckets = [
+            (_bucket_label(bound), float(sum(d <= bound for d in durations)))
+            for bound in ROUND_BUCKETS
+        ]
+        buckets.append(("+Inf", float(len(durations))))
+        yield HistogramMetricFamily(
+            "ldpem_round_duration_seconds",
+            "Time from a round's opening to its closing, over all closed rounds.",
+            buckets=buckets,
+            sum_value=float(sum(durations)),
+        )
+
+
+def _bucket_label(bound: float) -> str:
+    return repr(float(bound))
+
+
+class MeteredStore(Store):
+    """A Store whose transactions report their commit latency and group-commit size."""
+
+    def __init__(self, path: str | Path, metrics: Metrics) -> None:
+        super().__init__(path)
+        self._metrics = metrics
+        self._savepoints = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            self._savepoints = 0
+            with super().transaction():
+                yield
+                committing = time.perf_counter()
+            # Reached only when the COMMIT succeeded: a failed one raised out of the block.
+            self._metrics.commit_seconds.observe(time.perf_counter() - committing)
+            if self._savepoints:
+                self._metrics.commit_batch.observe(self._savepoints)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        with super().savepoint():
+            self._savepoints += 1
+            yield
+
+
+Scope = dict[str, Any]
+
+
+class MetricsMiddleware:
+    """ASGI middleware: counts report outcomes and the long-polls in flight."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path, method = scope.get("path", ""), scope.get("method", "")
+        if method == "GET" and _ROUND_PATH.fullmatch(path):
+            self.metrics.long_polls.inc()
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.metrics.long_polls.dec()
+            return
+        if method != "POST" or not _REPORT_PATH.fullmatch(path):
+            await self.app(scope, receive, send)
+            return
+        status: int | None = None
+        body = bytearray()
+
+        async def watch(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            elif message["type"] == "http.response.body" and len(body) < 65536:
+                body.extend(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            self.metrics.observe_report(status, bytes(body))

@@ -1,0 +1,194 @@
+"""``--log-format json``: one JSON object per line with run/round/hospital where known, and
+never a token, for the coordinator and the agent (ldpem.logs)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ldpem.logs import ContextFilter, JsonFormatter, RedactTokens, log_context, setup_logging
+from tests.fedkit import ADMIN, TOKENS, admin_headers, free_port, run_request
+from tests.server.opkit import READ, start_run
+
+
+@pytest.fixture
+def captured() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RedactTokens())
+    handler.addFilter(ContextFilter())
+    logger = logging.getLogger("ldpem.test-logs")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield logger, stream
+    finally:
+        logger.removeHandler(handler)
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_a_json_line_has_the_fields_and_the_context(
+    captured: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, stream = captured
+    logger.info("plain %d", 1)
+    logger.warning("with extra", extra={"run": "r1", "round": 3, "hospital": "h2"})
+    with log_context(run="r9", hospital="h7"):
+        logger.info("in context")
+        logger.info("extra wins", extra={"hospital": "h8"})
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        logger.exception("failed")
+    first, second, third, fourth, fifth = lines(stream)
+    assert set(first) == {"time", "level", "logger", "message"}
+    assert first["message"] == "plain 1" and first["level"] == "INFO"
+    assert first["logger"] == "ldpem.test-logs" and first["time"].endswith("Z")
+    assert {k: second[k] for k in ("run", "round", "hospital")} == {
+        "run": "r1",
+        "round": 3,
+        "hospital": "h2",
+    }
+    assert (third["run"], third["hospital"]) == ("r9", "h7") and "round" not in third
+    assert fourth["hospital"] == "h8"
+    assert "RuntimeError: boom" in fifth["error"]
+
+
+def test_log_context_takes_only_the_known_fields() -> None:
+    with (
+        pytest.raises(ValueError, match="log context fields must be among"),
+        log_context(token="x"),
+    ):
+        pass
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "GET /runs/abc?token=SECRET-123 HTTP/1.1",
+        "GET /runs/abc?x=1&token=SECRET-123&y=2",
+        "Authorization: Bearer SECRET-123",
+        "authorization: bearer SECRET-123",
+    ],
+)
+def test_tokens_are_redacted(captured: tuple[logging.Logger, io.StringIO], message: str) -> None:
+    logger, stream = captured
+    logger.info("%s", message)
+    text = lines(stream)[0]["message"]
+    assert "SECRET" not in text and "<redacted>" in text
+
+
+def test_setup_logging_refuses_unknown_levels_and_formats() -> None:
+    with pytest.raises(ValueError, match="log format must be"):
+        setup_logging("info", "xml")
+    with pytest.raises(ValueError, match="log level must be"):
+        setup_logging("loud", "json")
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            out.append(json.loads(line))  # every line is one JSON object
+    return out
+
+
+def test_coordinator_json_logs_carry_the_run_and_never_a_token(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "coordinator.log"
+    env = {**os.environ, "LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_READ_TOKEN": READ}
+    env.pop("LDPEM_PUBLIC_STATUS", None)
+    command = [sys.executable, "-m", "ldpem", "coordinator", "--port", str(port)]
+    command += ["--state", str(tmp_path / "c.sqlite"), "--log-format", "json"]
+    with log.open("wb") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the coordinator did not start"
+            time.sleep(0.1)
+        with httpx.Client(base_url=url, timeout=60) as client:
+            study = start_run(client, records=200, rounds=2)
+            study.round(0, range(3))
+            page = client.get(f"/runs/{study.run_id}?token={READ}", follow_redirects=True)
+            assert page.status_code == 200
+            created = client.post("/v1/runs", json=run_request(), headers=admin_headers())
+            assert created.status_code == 409  # the same tokens again: refused, logged
+    finally:
+        server.terminate()
+        server.wait(30)
+    text = log.read_text()
+    for secret in (ADMIN, READ, *TOKENS):
+        assert secret not in text
+    records = _json_lines(text)
+    accepted = [r for r in records if r["message"].endswith("report from h1 accepted")]
+    assert len(accepted) == 1
+    assert accepted[0]["run"] == study.run_id
+    assert accepted[0]["round"] == 0 and accepted[0]["hospital"] == "h1"
+    assert accepted[0]["logger"] == "ldpem.server" and accepted[0]["level"] == "INFO"
+    closed = [r for r in records if "round 0 closed" in r["message"]]
+    assert closed and closed[0]["run"] == study.run_id and closed[0]["round"] == 0
+    access = [r for r in records if r["logger"] == "uvicorn.access"]
+    assert any("token=<redacted>" in r["message"] for r in access), access
+
+
+def test_agent_json_logs(tmp_path: Path) -> None:
+    data = tmp_path / "records.csv"
+    data.write_text("0.5,1.0\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ldpem",
+            "client",
+            "--coordinator",
+            f"http://127.0.0.1:{free_port()}",
+            "--data",
+            str(data),
+            "--state",
+            str(tmp_path / "agent"),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--give-up",
+            "1",
+            "--log-format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LDPEM_TOKEN": TOKENS[0]},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    *logged, last = done.stderr.strip().splitlines()
+    assert last.startswith("ldpem client: error:")  # the one-line error, not a log record
+    records = _json_lines("\n".join(logged))
+    assert records and all(r["logger"] == "ldpem.client" for r in records)
+    assert any("retrying" in r["message"] for r in records)
+    assert TOKENS[0] not in done.stderr

@@ -1,0 +1,173 @@
+"""``GET /metrics``: Prometheus text that prometheus-client's own parser reads, and counts
+that match the run that produced them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from ldpem.client.agent import agent_mechanism
+from ldpem.server.app import create_app
+from ldpem.server.metrics import REFUSAL_REASONS
+from tests.fedkit import hospital_headers, live_server, settings
+from tests.server.opkit import READ, read_headers, start_run
+
+ROUNDS = 4
+HOSPITALS = 3
+
+
+def scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of /metrics by (sample name, sorted labels), parsed by
+    prometheus_client.parser."""
+    response = client.get("/metrics", headers=read_headers())
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def refused(samples: dict[Any, float], reason: str) -> float:
+    return samples[("ldpem_reports_refused_total", (("reason", reason),))]
+
+
+def test_counters_match_a_demo_like_run(tmp_path: Path) -> None:
+    app = create_app(settings(tmp_path, public_status=False, read_token=READ, max_body=4096))
+    with TestClient(app) as client:
+        study = start_run(client, hospitals=HOSPITALS, records=400, rounds=ROUNDS)
+        before = scrape(client)
+        assert before[("ldpem_reports_accepted_total", ())] == 0
+        assert before[("ldpem_runs", (("status", "running"),))] == 1
+        for reason in REFUSAL_REASONS:  # every reason is there from the start, at 0
+            assert refused(before, reason) == 0
+
+        first = study.report(0, 0)
+        again = study.report(0, 0)  # the same report: an idempotent duplicate
+        assert first.status_code == again.status_code == 200 and again.json()["duplicate"]
+        base = f"/v1/runs/{study.run_id}/rounds"
+        good = {
+            "hospital": "h1",
+            "round": 0,
+            "mechanism": "local",
+            "count": 400 // ROUNDS,
+            "total": [0.0] * 4,
+            "noise_std": agent_mechanism(
+                study.params,
+                epsilon=study.params.epsilon,
+                delta=study.params.delta,
+                accounting=study.params.accounting,
+            )[0].noise_std,
+        }
+        refusals = [
+            ({}, hospital_headers(1), "unauthenticated"),
+            ({**good, "count": 3}, hospital_headers(1), "invalid"),
+            ({**good, "total": [1e12, 0, 0, 0]}, hospital_headers(1), "out_of_range"),
+            ({"hospital": "h1"}, hospital_headers(1), "invalid"),  # not a report
+            (good, hospital_headers(0), "wrong_hospital"),
+            ({**good, "round": 3}, hospital_headers(1), "round_not_open"),
+            ({**good, "total": [0.0] * 2000}, hospital_headers(1), "too_large"),
+        ]
+        for body, headers, reason in refusals:
+            target = f"{base}/{body.get('round', 0)}/reports"
+            if reason == "unauthenticated":
+                headers = {}
+                body = good
+            response = client.post(target, json=body, headers=headers)
+            assert response.status_code >= 400, (reason, response.text)
+        study.round(0, [1, 2])
+        for t in range(1, ROUNDS):
+            study.round(t, range(HOSPITALS))
+        # A second, different report for a closed round.
+        conflict = client.post(
+            f"{base}/0/reports", json={**good, "hospital": "h0"}, headers=hospital_headers(0)
+        )
+        assert conflict.status_code == 409
+
+        after = scrape(client)
+        rounds = client.get(base, headers=read_headers()).json()
+        assert after[("ldpem_reports_accepted_total", ())] == HOSPITALS * ROUNDS
+        assert after[("ldpem_reports_duplicate_total", ())] == 1
+        expected = {reason: 0.0 for reason in REFUSAL_REASONS}
+        for _, _, reason in refusals:
+            expected[reason] += 1
+        expected["conflicting_report"] += 1
+        assert {r: refused(after, r) for r in REFUSAL_REASONS} == expected
+        assert after[("ldpem_runs", (("status", "finished"),))] == 1
+        assert after[("ldpem_runs", (("status", "running"),))] == 0
+        assert after[("ldpem_round_duration_seconds_count", ())] == ROUNDS
+        durations = [r["closed_at"] - r["opened_at"] for r in rounds]
+        assert abs(after[("ldpem_round_duration_seconds_sum", ())] - sum(durations)) < 1e-6
+        inf = after[("ldpem_round_duration_seconds_bucket", (("le", "+Inf"),))]
+        assert inf == ROUNDS
+        # Posted one at a time, each accepted report is its own group commit of one.
+        assert after[("ldpem_commit_batch_reports_sum", ())] == HOSPITALS * ROUNDS
+        assert after[("ldpem_commit_batch_reports_count", ())] == HOSPITALS * ROUNDS
+        commits = after[("ldpem_commit_seconds_count", ())]
+        assert commits >= HOSPITALS * ROUNDS + 1  # + the run's creation
+        assert after[("ldpem_commit_seconds_sum", ())] > 0
+        assert after[("ldpem_long_polls_open", ())] == 0
+
+
+def test_a_group_commit_is_one_observation_of_its_size(tmp_path: Path) -> None:
+    # A window long enough that the three reports, posted together, share one commit.
+    app = create_app(settings(tmp_path, commit_window=0.5))
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        study = start_run(client, hospitals=HOSPITALS, records=400, rounds=ROUNDS)
+        threads = [threading.Thread(target=study.round, args=(0, [i])) for i in range(HOSPITALS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        samples = scrape(client)
+    assert samples[("ldpem_reports_accepted_total", ())] == HOSPITALS
+    assert samples[("ldpem_commit_batch_reports_sum", ())] == HOSPITALS
+    assert samples[("ldpem_commit_batch_reports_count", ())] < HOSPITALS
+
+
+def test_open_long_polls_are_counted_while_they_wait(tmp_path: Path) -> None:
+    app = create_app(settings(tmp_path, max_wait=30))
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        study = start_run(client, hospitals=HOSPITALS, records=400, rounds=ROUNDS)
+        answers: list[int] = []
+
+        def poll(i: int) -> None:
+            answer = httpx.get(
+                f"{url}/v1/runs/{study.run_id}/round?after=0&wait=25",
+                headers=hospital_headers(i),
+                timeout=60,
+            )
+            answers.append(answer.json()["round"])
+
+        pollers = [threading.Thread(target=poll, args=(i,)) for i in range(2)]
+        for thread in pollers:
+            thread.start()
+        deadline = time.monotonic() + 20
+        while scrape(client)[("ldpem_long_polls_open", ())] != 2:
+            assert time.monotonic() < deadline, "the long-polls were not counted"
+            time.sleep(0.05)
+        study.round(0, range(HOSPITALS))  # round 1 opens: the waiters answer
+        for thread in pollers:
+            thread.join(30)
+        assert answers == [1, 1]
+        assert scrape(client)[("ldpem_long_polls_open", ())] == 0
+
+
+def test_each_app_has_its_own_registry(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = create_app(settings(tmp_path / "one"))
+    two = create_app(settings(tmp_path / "two"))
+    with TestClient(one) as first, TestClient(two) as second:
+        study = start_run(first, hospitals=HOSPITALS, records=400, rounds=ROUNDS)
+        study.round(0, range(HOSPITALS))
+        assert scrape(first)[("ldpem_reports_accepted_total", ())] == HOSPITALS
+        assert scrape(second)[("ldpem_reports_accepted_total", ())] == 0
+        assert scrape(second)[("ldpem_runs", (("status", "running"),))] == 0

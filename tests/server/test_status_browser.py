@@ -1,0 +1,140 @@
+"""The status page of a running run, opened in a real headless Chromium.
+
+Chromium is Debian's ``chromium`` package. When it is missing the test installs it with
+apt-get, but only as root and with CI=true or LDPEM_TEST_BROWSER=1; otherwise it is skipped
+with the reason in pytest's summary. The page is opened with ``?token=`` (the coordinator
+answers with a redirect that sets the read cookie, as for an operator's browser); the DOM
+after rendering must hold the plots with ticks, the round timeline and the hospital table,
+and a screenshot is saved under the test's tmp_path (docs/status-page.png is one).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ldpem.server.app import create_app
+from tests.fedkit import live_server, settings
+from tests.server.opkit import READ, start_run
+
+pytestmark = pytest.mark.browser
+
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _find() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = _find()
+    if found is not None:
+        return found
+    wanted = os.environ.get("CI") == "true" or os.environ.get("LDPEM_TEST_BROWSER") == "1"
+    if not wanted:
+        pytest.skip("chromium is not installed; CI=true or LDPEM_TEST_BROWSER=1 installs it")
+    if os.geteuid() != 0:
+        pytest.skip("chromium is not installed and installing it with apt-get needs root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stderr[-2000:]}"
+    found = _find()
+    assert found is not None, "apt-get installed chromium but no chromium binary is on PATH"
+    return found
+
+
+def _browse(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [chromium, *FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A live coordinator (private status) with a run in round 3: h2 is late in it (the
+    deadline passed short of quorum and was extended)."""
+    app = create_app(settings(tmp_path, public_status=False, read_token=READ))
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        study = start_run(client, rounds=8, forecast=True, round_deadline=1.0)
+        for t in range(3):
+            study.round(t, range(3))
+        study.round(3, [0, 1])
+        deadline = time.monotonic() + 30
+        while True:  # the tick extends round 3 once its 1 s deadline passed
+            rounds = client.get(
+                f"/v1/runs/{study.run_id}/rounds", headers={"Authorization": f"Bearer {READ}"}
+            ).json()
+            if rounds[-1]["deadline"] - rounds[-1]["opened_at"] > 1.5:
+                break
+            assert time.monotonic() < deadline, rounds[-1]
+            time.sleep(0.1)
+        yield url, study.run_id
+
+
+def test_running_run_page_renders_in_chromium(
+    chromium: str, running: tuple[str, str], tmp_path: Path
+) -> None:
+    url, run_id = running
+    page = f"{url}/runs/{run_id}?token={READ}"
+    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    assert f"<title>run {run_id}</title>" in dom, dom[:500]
+    # The redirect dropped the token from the address; the cookie opened the page.
+    assert READ not in dom
+    for chart in ("beta", "steps", "accuracy", "timeline"):
+        svg = re.search(rf'<svg id="{chart}".*?</svg>', dom, re.S)
+        assert svg is not None, f"no {chart} plot"
+        ticks = re.findall(r'<g class="tick[^"]*">.*?<text[^>]*>([^<]+)</text>', svg.group(0))
+        assert len(ticks) >= 2, f"{chart}: ticks {ticks}"
+    steps = re.search(r'<svg id="steps".*?</svg>', dom, re.S)
+    assert steps is not None
+    assert "forecast error (no band)" in steps.group(0)
+    assert "β = 0 error" in steps.group(0)
+    timeline = re.search(r'<svg id="timeline".*?</svg>', dom, re.S)
+    assert timeline is not None
+    assert len(re.findall(r'<g class="round">', timeline.group(0))) == 4
+    assert re.search(r'<table id="rounds">.*late: h2', dom, re.S)
+    hospitals = re.search(r'<table id="hospitals">.*?</table>', dom, re.S)
+    assert hospitals is not None
+    rows = re.findall(r"<tr class=\"(\w*)\"><td>(h\d)</td>", hospitals.group(0))
+    assert rows == [("reported", "h0"), ("reported", "h1"), ("late", "h2")]
+    assert 'id="health" class="health bad"' in dom and "late in round t = 3: h2" in dom
+
+    shot = tmp_path / "status-page.png"
+    taken = _browse(
+        chromium,
+        tmp_path / "profile-shot",
+        f"--screenshot={shot}",
+        "--window-size=1100,2400",
+        "--hide-scrollbars",
+        page,
+    )
+    assert taken.returncode == 0, taken.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+    if os.environ.get("LDPEM_SCREENSHOT_OUT"):
+        shutil.copy(shot, os.environ["LDPEM_SCREENSHOT_OUT"])

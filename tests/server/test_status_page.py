@@ -1,0 +1,236 @@
+"""The status pages' content (in-process) and the pieces they are built from: axis ticks,
+and the ε the coordinator infers from the stated σ_r."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ldpem.common.accounting import epsilon_for_ratio, ratio_for_budget
+from ldpem.common.wire import PublicParameters
+from ldpem.server.app import create_app
+from ldpem.server.coordinator import implied_epsilon, run_noise_std
+from ldpem.server.svg import format_number, linear_ticks, log_ticks
+from tests.fedkit import admin_headers, run_request, settings
+from tests.server.opkit import start_run
+
+
+# --- ticks -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("low", "high", "ticks"),
+    [
+        (0.0, 1.0, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        (0.0, 9.0, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]),
+        (-1.3, 0.7, [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0]),
+        (3.0, 3.0, [2.6, 2.8, 3.0, 3.2, 3.4]),
+    ],
+)
+def test_linear_ticks_are_round_numbers_covering_the_range(
+    low: float, high: float, ticks: list[float]
+) -> None:
+    axis_low, axis_high, found = linear_ticks(low, high)
+    assert found == pytest.approx(ticks)
+    assert axis_low <= min(low, high) and axis_high >= max(low, high)
+    assert (axis_low, axis_high) == (found[0], found[-1])
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "ticks"),
+    [
+        (0.33, 0.45, [0.2, 0.5]),  # inside one 1-2-5 step: still two labelled ticks
+        (0.6, 0.6, [0.5, 1.0]),
+        (0.003, 0.025, [0.002, 0.005, 0.01, 0.02, 0.05]),
+        (0.003, 2.5, [0.001, 0.01, 0.1, 1, 10]),  # beyond two decades: decades
+        (1e-9, 1.0, [1e-9, 1e-7, 1e-5, 1e-3, 1e-1, 1e1]),  # decades, every other one
+    ],
+)
+def test_log_ticks(low: float, high: float, ticks: list[float]) -> None:
+    axis_low, axis_high, found = log_ticks(low, high)
+    assert found == pytest.approx(ticks, rel=1e-9)
+    assert axis_low <= low * (1 + 1e-12) and axis_high >= high * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("bad", [(0.0, 1.0), (-1.0, 1.0), (math.nan, 1.0), (1.0, math.inf)])
+def test_log_ticks_refuse_what_has_no_logarithm(bad: tuple[float, float]) -> None:
+    with pytest.raises(ValueError, match="log axis limits must be finite and > 0"):
+        log_ticks(*bad)
+
+
+def test_linear_ticks_refuse_non_finite_limits() -> None:
+    with pytest.raises(ValueError, match="axis limits must be finite"):
+        linear_ticks(0.0, math.nan)
+
+
+@pytest.mark.parametrize(
+    ("value", "step", "label"),
+    [
+        (0.0, None, "0"),
+        (0.5, None, "0.5"),
+        (1e-5, None, "10⁻⁵"),
+        (2e-6, None, "2×10⁻⁶"),
+        (12345.0, None, "1.23×10⁴"),
+        (0.25, 0.25, "0.25"),
+        (1.0, 0.2, "1.0"),
+        (-1.5, 0.5, "-1.5"),
+        (40.0, 20.0, "40"),
+    ],
+)
+def test_tick_labels_are_readable(value: float, step: float | None, label: str) -> None:
+    assert format_number(value, step) == label
+
+
+# --- privacy inferred from σ_r -----------------------------------------------------------
+def _params(mechanism: str = "local", **change: object) -> PublicParameters:
+    values: dict[str, object] = {
+        "model": "gmm",
+        "d": 4,
+        "sigma": 1.0,
+        "rounds": 5,
+        "eta": 1.0,
+        "mechanism": mechanism,
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "accounting": "exact",
+        "tau": 10.0,
+        "zeta": 0.1,
+        "scale": 1.5 if mechanism in ("local", "central") else None,
+        "smoothing": 100.0 if mechanism in ("local", "central") else None,
+        "clip": 1.0 if mechanism == "local-clip" else None,
+        "records_per_round": 100,
+    }
+    values.update(change)
+    return PublicParameters.model_validate(values)
+
+
+@pytest.mark.parametrize("mechanism", ["local", "local-clip"])
+@pytest.mark.parametrize("accounting", ["exact", "paper"])
+def test_the_run_s_own_noise_spends_at_most_the_run_s_budget(
+    mechanism: str, accounting: str
+) -> None:
+    # The page shows implied_epsilon: tight (exact) accounting of the stated σ_r. The run's
+    # own σ_r spends exactly its ε under exact accounting, less under the paper's (more noise).
+    params = _params(mechanism, epsilon=0.7, accounting=accounting)
+    sigma = run_noise_std(params)
+    spent = implied_epsilon(mechanism, params, sigma, 100)
+    assert spent is not None
+    if accounting == "exact":
+        assert spent == pytest.approx(0.7, rel=1e-6)
+    else:
+        assert spent < 0.7
+    half = epsilon_for_ratio(ratio_for_budget(0.7, 1e-6, accounting) / 2, 1e-6, "exact")
+    if accounting == "exact":
+        assert implied_epsilon(mechanism, params, 2 * sigma, 100) == pytest.approx(half, rel=1e-6)
+
+
+def test_non_local_mechanisms_have_no_local_epsilon() -> None:
+    assert implied_epsilon("none", _params("none"), 1.0, 100) is None
+    assert implied_epsilon("central", _params("central"), 0.0, 100) is None
+
+
+def test_a_tiny_stated_noise_is_a_huge_epsilon_not_an_error() -> None:
+    params = _params()
+    huge = implied_epsilon("local", params, run_noise_std(params) * 1e-3, 100)
+    assert huge is not None and huge > 100
+
+
+# --- pages -------------------------------------------------------------------------------
+def test_index_lists_runs_newest_first_with_status_progress_and_age(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        first = start_run(client, records=200, rounds=2)
+        first.round(0, range(3))
+        first.round(1, range(3))
+        time.sleep(0.01)
+        # Tokens generated by the coordinator: the first run holds the fixed ones.
+        request = run_request(rounds=5, hospitals=2)
+        request["hospitals"] = [{"name": f"x{i}", "records": 200} for i in range(2)]
+        second = client.post("/v1/runs", json=request, headers=admin_headers()).json()
+        page = client.get("/")
+    assert page.status_code == 200
+    rows = re.findall(r'<tr><td><a href="/runs/(\w+)">.*?</tr>', page.text)
+    assert rows == [second["run_id"], first.run_id]
+    table = page.text.split('<table id="runs">')[1]
+    assert 'class="status-finished">finished' in table and 'title="2 of 2 rounds"' in table
+    assert 'class="status-running">running' in table and 'title="0 of 5 rounds"' in table
+    assert re.search(r"<td>\d+ ms ago</td>", table)
+    assert "1 running, 1 finished, 0 failed" in page.text
+    assert 'http-equiv="refresh"' in page.text  # a run is open
+
+
+def test_a_finished_run_stops_refreshing_and_reports_every_hospital(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, records=200, rounds=2)
+        opened = client.get(f"/runs/{study.run_id}").text
+        assert 'http-equiv="refresh"' in opened
+        assert "No round closed yet" in opened
+        assert "waiting for h0, h1, h2" in opened
+        study.round(0, range(3))
+        study.round(1, range(3))
+        page = client.get(f"/runs/{study.run_id}").text
+    assert 'http-equiv="refresh"' not in page
+    assert "Healthy</strong>: finished all 2 rounds" in page
+    hospitals = page.split('<table id="hospitals">')[1].split("</table>")[0]
+    for name in ("h0", "h1", "h2"):
+        assert re.search(
+            rf'<td>{name}</td><td class="num">200</td><td class="num">2/2</td>', hospitals
+        )
+    # Reports at the run's own σ_r spend its ε = 1 exactly (printed to 3 digits).
+    assert hospitals.count("1 of 1") == 3
+    rounds = page.split('<table id="rounds">')[1].split("</table>")[0]
+    assert rounds.count("3/3 (quorum 3)") == 2
+
+
+def test_a_round_closed_without_a_hospital_shows_it_missing(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, records=200, rounds=3, quorum=2, round_deadline=0.2)
+        study.round(0, [0, 1])
+        deadline = time.monotonic() + 20
+        while client.get(f"/v1/runs/{study.run_id}").json()["round"] == 0:
+            assert time.monotonic() < deadline, "round 0 did not close at its deadline"
+            time.sleep(0.05)
+        page = client.get(f"/runs/{study.run_id}").text
+    rounds = page.split('<table id="rounds">')[1].split("</table>")[0]
+    assert '<span class="missing">missing: h2</span>' in rounds
+    assert "2/3 (quorum 2)" in rounds
+    hospitals = page.split('<table id="hospitals">')[1].split("</table>")[0]
+    assert re.search(r'<td>h2</td><td class="num">200</td><td class="num">0/3</td>', hospitals)
+    assert "0 of 1" in hospitals  # h2 reported nothing: spent nothing
+
+
+def test_unknown_run_page_is_404(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        assert client.get("/runs/nope").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "shown"),
+    [("central", "central: the coordinator&#x27;s noise"), ("none", "∞ (no privacy)")],
+)
+def test_runs_without_local_noise_say_so_instead_of_an_epsilon(
+    tmp_path: Path, mechanism: str, shown: str
+) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, records=200, rounds=2, mechanism=mechanism)
+        study.round(0, range(3))
+        page = client.get(f"/runs/{study.run_id}")
+    assert page.status_code == 200
+    hospitals = page.text.split('<table id="hospitals">')[1].split("</table>")[0]
+    assert hospitals.count(shown) == 3
+
+
+def test_a_failed_run_says_why(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, records=200, rounds=3, round_deadline=0.1, on_short="fail")
+        deadline = time.monotonic() + 20
+        while client.get(f"/v1/runs/{study.run_id}").json()["status"] != "failed":
+            assert time.monotonic() < deadline, "the run did not fail at its deadline"
+            time.sleep(0.05)
+        page = client.get(f"/runs/{study.run_id}").text
+        index = client.get("/").text
+    assert "the run failed: round 0 had 0 reports at its deadline" in page
+    assert 'http-equiv="refresh"' not in page and 'http-equiv="refresh"' not in index
+    assert 'class="status-failed">failed' in index
