@@ -1,4 +1,4 @@
-"""Privacy accounting for compositions of Gaussian mechanisms (DESIGN.md 1.4).
+"""Privacy accounting for compositions of Gaussian mechanisms (docs/MATH.md, section 4).
 
 A Gaussian mechanism with L2 sensitivity Δ and per-coordinate noise std σ, run k times on
 the same record, is characterised by one number, the *privacy ratio*

@@ -1,9 +1,9 @@
-"""Public mechanism parameters: smoothing β_s, scale s, sensitivity (DESIGN.md 1.3).
+"""Public mechanism parameters: smoothing β_s, scale s, sensitivity (docs/MATH.md, section 3).
 
 All formulas are Algorithm 2's, with the paper's notation:
 
 * ε̃ = √(log(1/δ) + ε) − √(log(1/δ)), β_s = √(log(d/ζ)), ζ the failure probability;
-* local model (Theorem new2):  s = m^{1/4} √(τ ε̃) / (2 log(d/ζ));
+* local model (MATH (3.3)):    s = m^{1/4} √(τ ε̃) / (2 log(d/ζ));
 * central model (Algorithm 2): s = √(m τ ε̃) / (2 log(d/ζ));
 * every coordinate of T(·) lies in [−s·b, s·b] with b = (2√2/3)·erf(√(β_s/2)) the
   certified bound of ``ldpem.common.truncation_bound`` (< 2√2/3, the paper's), so

@@ -1,4 +1,4 @@
-"""Privacy mechanisms applied to per-record gradients (DESIGN.md 1.2, 1.5; Algorithms 1, 2).
+"""Privacy mechanisms applied to per-record gradients (docs/MATH.md, sections 2, 5, 6).
 
 Every mechanism is split the way a federated round is: the part a data holder runs on its
 own records (``holder_sum``: the sum of its records' contributions, with local noise if the
@@ -155,7 +155,7 @@ class Mechanism(ABC):
 
 
 class LocalTruncation(Mechanism):
-    """Local model of the paper (Theorem new2): report T(g_i) + N(0, σ² I_d) per record.
+    """Local model (docs/MATH.md (3.3)): report T(g_i) + N(0, σ² I_d) per record.
 
     Parameters
     ----------
@@ -190,7 +190,7 @@ class LocalTruncation(Mechanism):
 
 class CentralTruncation(LocalTruncation):
     """Central model of Algorithm 2: the curator averages T(g_i) over the m records of a round
-    and adds N(0, σ² I_d) once (eq. 17, with the paper's s/n typo corrected to s/m)."""
+    and adds N(0, σ² I_d) once (docs/MATH.md (3.4), with the paper's s/n typo corrected to s/m)."""
 
     name: MechanismName = "central"
     is_local = False

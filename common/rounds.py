@@ -1,4 +1,4 @@
-"""One data holder's round: gradients at β^t → mechanism → sum (DESIGN.md 2.3).
+"""One data holder's round: gradients at β^t → mechanism → sum (docs/FEDERATED.md).
 
 This is the single implementation used by the hospital agent and by the in-process
 simulator. Records are processed in chunks so that memory stays bounded however many

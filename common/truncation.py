@@ -1,13 +1,13 @@
-"""Catoni's soft truncation and its Gaussian-smoothed form T(x) (paper eqs. 10, 12, 13).
+"""Catoni's soft truncation and its Gaussian-smoothed form T(x) (docs/MATH.md, section 2).
 
 The smoothed truncation of a value ``x`` with scale ``s`` and smoothing ``beta_s`` is
 
-    T(x) = s · E_η φ((x + η x) / s),   η ~ N(0, 1/β_s)                     (eq. 12)
+    T(x) = s · E_η φ((x + η x) / s),   η ~ N(0, 1/β_s)                     (MATH (2.2))
          = s · E_Z φ(a + b Z),          a = x/s,  b = |x| / (s √β_s),  Z ~ N(0, 1)
 
-with φ(u) = u − u³/6 on [−√2, √2] and ±2√2/3 outside (eq. 10), so |T(x)| ≤ s·2√2/3.
+with φ(u) = u − u³/6 on [−√2, √2] and ±2√2/3 outside (MATH (2.1)), so |T(x)| ≤ s·2√2/3.
 
-The paper's closed form (eq. 13) is exact but cancels catastrophically when |a| is large
+The paper's closed form (docs/MATH.md, section 2) is exact but cancels catastrophically when |a| is large
 (its a³ term against Ĉ): in float64 it returns −64 at a = 1e6, which would void the privacy
 guarantee. Here E φ(a + bZ) is evaluated by one of three forms, each used only where it is
 well-conditioned:
@@ -15,7 +15,7 @@ well-conditioned:
 * ``small``: max(|a|, b) ≤ 0.1. Z almost never leaves the polynomial piece
   (P < 1e-35), so E φ = a − (a³ + 3ab²)/6, the full-line moments.
 * ``closed``: |a| ≤ 3 and b ≤ 3. Truncated-normal moments of Z on the inner interval, the
-  same function as eq. 13; every term is O(10), so the rounding error is ~1e-14.
+  same function as the closed form; every term is O(10), so the rounding error is ~1e-14.
 * ``quadrature``: everything else. Integration by parts gives a form with no cancellation,
 
       E φ(U) = 2√2/3 − ∫_{−√2}^{√2} (1 − u²/2) · P(U < u) du,
@@ -89,14 +89,14 @@ _FAR_CELL = (1.0 / _TABLE_END) / _FAR_CELLS
 
 
 def catoni_phi(u: ArrayLike) -> NDArray[np.float64]:
-    """Catoni's soft truncation φ (eq. 10), elementwise; |φ(u)| ≤ 2√2/3."""
+    """Catoni's soft truncation φ (MATH (2.1)), elementwise; |φ(u)| ≤ 2√2/3."""
     u = np.asarray(u, dtype=np.float64)
     inner = u - u**3 / 6.0
     return np.where(u > SQRT2, TRUNCATION_BOUND, np.where(u < -SQRT2, -TRUNCATION_BOUND, inner))
 
 
 def smoothed_truncation(values: ArrayLike, s: float, beta_s: float) -> NDArray[np.float64]:
-    """Noise-smoothed soft truncation T(x) = s·E_η φ((x+ηx)/s), η ~ N(0, 1/β_s) (eq. 12).
+    """Noise-smoothed soft truncation T(x) = s·E_η φ((x+ηx)/s), η ~ N(0, 1/β_s) (MATH (2.2)).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Symmetric two-component Gaussian mixture: y = Z·β* + V, Z = ±1, V ~ N(0, σ² I_d) (eq. 4)."""
+"""Symmetric two-component Gaussian mixture: y = Z·β* + V, Z = ±1, V ~ N(0, σ² I_d) (docs/MATH.md (1.1))."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ __all__ = ["MODEL", "generate", "gradients"]
 def gradients(beta: NDArray[np.float64], records: Records, sigma: float) -> NDArray[np.float64]:
     """Per-record ∇q_i(β; β) = tanh(⟨β, y_i⟩/σ²)·y_i − β, shape (n, d).
 
-    The paper's eq. aeq:1 writes the weight as 2w − 1 with w = sigmoid(⟨β, y⟩/σ²), which is
+    The paper writes the weight as 2w − 1 with w = sigmoid(⟨β, y⟩/σ²), which is
     tanh(⟨β, y⟩/(2σ²)); the posterior P(Z = 1 | y) is sigmoid(2⟨β, y⟩/σ²), so the correct
-    weight is tanh(⟨β, y⟩/σ²) (DESIGN.md 1.1).
+    weight is tanh(⟨β, y⟩/σ²) (docs/MATH.md (1.1)).
     """
     y = records.x
     weight = np.tanh((y @ beta) / (sigma * sigma))

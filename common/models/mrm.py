@@ -1,4 +1,4 @@
-"""Mixture of linear regressions: y = Z·⟨β*, x⟩ + V, x ~ N(0, I_d), V ~ N(0, σ²) (eq. 5)."""
+"""Mixture of linear regressions: y = Z·⟨β*, x⟩ + V, x ~ N(0, I_d), V ~ N(0, σ²) (docs/MATH.md (1.2))."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["MODEL", "generate", "gradients"]
 def gradients(beta: NDArray[np.float64], records: Records, sigma: float) -> NDArray[np.float64]:
     """Per-record ∇q_i(β; β) = tanh(y_i⟨β, x_i⟩/σ²)·y_i·x_i − x_i x_iᵀ β, shape (n, d).
 
-    Weight corrected as for GMM (the paper's eq. aeq:2 halves the argument of tanh).
+    Weight corrected as for GMM (the paper halves the argument of tanh; docs/MATH.md (1.2)).
     x xᵀ β is formed as x·⟨x, β⟩, never as a d×d matrix.
     """
     if records.y is None:

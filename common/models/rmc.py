@@ -1,4 +1,4 @@
-"""Linear regression with missing covariates: y = ⟨x, β*⟩ + V, each x_j missing w.p. p_m (eq. 6).
+"""Linear regression with missing covariates: y = ⟨x, β*⟩ + V, each x_j missing w.p. p_m (docs/MATH.md (1.3)).
 
 Missing covariates are NaN in ``records.x``.
 """
@@ -16,7 +16,7 @@ __all__ = ["MODEL", "generate", "gradients"]
 
 
 def gradients(beta: NDArray[np.float64], records: Records, sigma: float) -> NDArray[np.float64]:
-    """Per-record ∇q_i(β; β) = y_i·m_i − K_i β (eqs. aeq:3, aeq:4, aeq:100), shape (n, d).
+    """Per-record ∇q_i(β; β) = y_i·m_i − K_i β (docs/MATH.md (1.3)–(1.5)), shape (n, d).
 
     With z the observed mask, u = (1−z)⊙β:
         m   = z⊙x + (y − ⟨β, z⊙x⟩) / (σ² + ‖u‖²) · u

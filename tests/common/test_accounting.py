@@ -102,7 +102,7 @@ def test_exact_needs_less_noise_than_paper(epsilon: float) -> None:
     delta = 1e-6
     exact = noise_std_for(epsilon=epsilon, delta=delta, sensitivity=1.0)
     paper = noise_std_for(epsilon=epsilon, delta=delta, sensitivity=1.0, accounting="paper")
-    # DESIGN.md 1.4: 15–28% less noise over ε ∈ [0.2, 4] at δ = 1e-6.
+    # docs/MATH.md section 4, docs/PRIVACY.md: 15–28% less noise over ε ∈ [0.2, 4] at δ = 1e-6.
     saving = 1 - exact / paper
     assert 0.14 <= saving <= 0.29
 
