@@ -7,7 +7,7 @@ The smoothed truncation of a value ``x`` with scale ``s`` and smoothing ``beta_s
 
 with φ(u) = u − u³/6 on [−√2, √2] and ±2√2/3 outside (MATH (2.1)), so |T(x)| ≤ s·2√2/3.
 
-The paper's closed form (docs/MATH.md, section 2) is exact but cancels catastrophically when |a| is large
+The paper's closed form (docs/MATH.md §2) is exact but cancels catastrophically when |a| is large
 (its a³ term against Ĉ): in float64 it returns −64 at a = 1e6, which would void the privacy
 guarantee. Here E φ(a + bZ) is evaluated by one of three forms, each used only where it is
 well-conditioned:

@@ -1,4 +1,4 @@
-"""The three latent-variable models (docs/MATH.md, section 1): per-record gradients and generators."""
+"""The three latent-variable models (docs/MATH.md §1): per-record gradients and generators."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Symmetric two-component Gaussian mixture: y = Z·β* + V, Z = ±1, V ~ N(0, σ² I_d) (docs/MATH.md (1.1))."""
+"""Symmetric two-component Gaussian mixture: y = Z·β* + V, Z = ±1, V ~ N(0, σ² I_d) (MATH (1.1))."""
 
 from __future__ import annotations
 

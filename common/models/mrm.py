@@ -1,4 +1,4 @@
-"""Mixture of linear regressions: y = Z·⟨β*, x⟩ + V, x ~ N(0, I_d), V ~ N(0, σ²) (docs/MATH.md (1.2))."""
+"""Mixture of linear regressions: y = Z·⟨β*, x⟩ + V, x ~ N(0, I_d), V ~ N(0, σ²) (MATH (1.2))."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Linear regression with missing covariates: y = ⟨x, β*⟩ + V, each x_j missing w.p. p_m (docs/MATH.md (1.3)).
+"""Linear regression with missing covariates: y = ⟨x, β*⟩ + V, x_j missing w.p. p_m (MATH (1.3)).
 
 Missing covariates are NaN in ``records.x``.
 """

@@ -75,7 +75,7 @@ class HalfNoise(LocalTruncation):
 
 
 class PaperClosedForm(LocalTruncation):
-    """Broken on purpose: the paper's closed form evaluated as printed, unbounded for large inputs."""
+    """Broken on purpose: eq. 13 of the paper as printed, unbounded for large inputs."""
 
     def contributions(self, gradients):  # type: ignore[no-untyped-def]
         with np.errstate(all="ignore"):

@@ -129,7 +129,7 @@ def test_matches_high_precision_quadrature_outside_closed_form_region(a: float, 
 
 
 def test_paper_closed_form_is_unusable_for_large_inputs() -> None:
-    # The reason the implementation does not use the closed form everywhere (docs/MATH.md, section 2).
+    # The reason the implementation does not use the closed form everywhere (docs/MATH.md §2).
     b = 1e6 / math.sqrt(2.146)
     assert abs(paper_closed_form(1e6, b)) > 1.0
     assert abs(truncation_at(1e6, b)) <= TRUNCATION_BOUND

@@ -54,7 +54,7 @@ def test_mixture_gradient_is_sigma_squared_times_score(model: str) -> None:
 
 
 def rmc_surrogate(beta: np.ndarray, beta_prime: np.ndarray, x: np.ndarray, y: float) -> float:
-    """q(β; β') = y⟨m, β⟩ − ½ βᵀ K β with m, K of docs/MATH.md (1.4), (1.5) at β', K built in full."""
+    """q(β; β') = y⟨m, β⟩ − ½ βᵀ K β with m, K of MATH (1.4), (1.5) at β', K built in full."""
     z = ~np.isnan(x)
     xo = np.where(z, x, 0.0)
     u = np.where(z, 0.0, beta_prime)
