@@ -34,10 +34,10 @@ from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.calibration import default_tau
 from ldpem.common.configure import holder_records_per_round, make_mechanism
+from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
-from ldpem.errors import UserError
 
 __all__ = ["DemoConfig", "hospital_sizes", "run_demo"]
 

@@ -1,5 +1,5 @@
 """``--log-format json``: one JSON object per line with run/round/hospital where known, and
-never a token, for the coordinator and the agent (ldpem.logs)."""
+never a token, for the coordinator and the agent (ldpem.common.logs, ldpem.logsetup)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ldpem.logs import ContextFilter, JsonFormatter, RedactTokens, log_context, setup_logging
+from ldpem.common.logs import ContextFilter, JsonFormatter, RedactTokens, log_context
+from ldpem.logsetup import setup_logging
 from tests.fedkit import ADMIN, TOKENS, admin_headers, free_port, run_request
 from tests.server.opkit import READ, start_run
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import MECHANISM_NAMES
 from ldpem.common.models import MODEL_NAMES, Records
-from ldpem.errors import UserError
 from ldpem.simulate import (
     OUTLIER_NORM,
     SimulationConfig,
