@@ -139,7 +139,8 @@ def run_federated(
         start_agents(processes, url, hospitals, tokens, epsilon=1.0, delta=delta, seed=seed)
         info = wait_finished(url, run_id, processes, timeout)
         finished = time.perf_counter()
-        processes.wait([name for name, _, _ in hospitals], timeout=60)
+        if not processes.wait([name for name, _, _ in hospitals], timeout=60):
+            raise RuntimeError(f"run {run_id}: agents still running 60 s after the end")
         exited = time.perf_counter()
         if info["status"] != "finished" or processes.failed():
             raise RuntimeError(f"run {run_id}: {info['status']} {processes.failed()}")

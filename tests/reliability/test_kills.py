@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cli.procs import Processes, wait_for
+from ldpem.processes import Processes, wait_until
 from tests.fedkit import TOKENS, run_request, write_gmm_data
 from tests.reliability.kit import Cluster, check_exact_run
 
@@ -71,7 +71,7 @@ def test_sigkill_of_coordinator_and_agents_leaves_the_trajectory_bit_for_bit(
         # Spread the kills over the run: kill k once round ≥ k·LAST/events, then after a
         # seeded random delay (a random moment within the round or the next ones).
         goal = k * LAST // events
-        wait_for(lambda g=goal: current_round() >= g, timeout=300, what=f"round {goal}")
+        wait_until(lambda g=goal: current_round() >= g, timeout=300, what=f"round {goal}")
         if target == "coordinator":
             time.sleep(rng.uniform(0.0, 0.5))
         if target == "coordinator":
