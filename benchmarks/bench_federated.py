@@ -215,7 +215,7 @@ def floors(x: np.ndarray, rounds_: int, sizes: list[int], repeats: int) -> dict[
     n, d = x.shape
     model = get_model("gmm")
     rng = np.random.default_rng(1)
-    beta = rng.standard_normal(d)
+    beta = rng.standard_normal((d,))
     m = n // rounds_
     mechanism = make_mechanism(
         "local",
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     def med(name: str, key: str) -> float:
-        return statistics.median(s[key] for s in samples[name])
+        return float(statistics.median(s[key] for s in samples[name]))
 
     inprocess = med("inprocess", "wall")
     federated = med("federated", "wall")

@@ -72,7 +72,7 @@ def test_hostile_bytes(tmp_path: Path, name: str) -> None:
     _expect_user_error(path, "gmm")
 
 
-NPY_CASES: dict[str, object] = {
+NPY_CASES: dict[str, np.ndarray] = {
     "1-D": np.arange(5.0),
     "3-D": np.zeros((2, 2, 2)),
     "no rows": np.zeros((0, 3)),

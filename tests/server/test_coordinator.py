@@ -185,14 +185,14 @@ def test_central_noise_is_added_once_by_the_coordinator_and_persisted(tmp_path: 
     coordinator = make(tmp_path)
     run_id = create(coordinator, mechanism="central")
     params = coordinator.round_info(run_id).params
-    assert params.scale is not None
+    assert params.scale is not None and params.smoothing is not None
     for i in range(3):
         hospital = next(h for h in coordinator.store.hospitals(run_id) if h.name == f"h{i}")
         body = report(i, 0, [0.0, 0.0], mechanism="central", noise_std=0.0)
         asyncio.run(coordinator.submit_report(run_id, 0, hospital, body))
     count = 3 * expected_round_count(RECORDS, ROUNDS, 0)
     stored = coordinator.store.get_round(run_id, 0)
-    assert stored is not None and stored.noise is not None
+    assert stored is not None and stored.noise is not None and stored.beta_next is not None
     # β + noise − β recovers the noise up to one rounding of the addition.
     np.testing.assert_allclose(
         np.subtract(stored.beta_next, [1.0, -1.0]), stored.noise, rtol=0, atol=4e-16
