@@ -82,7 +82,9 @@ class Processes:
         self.env = dict(env or {})
         self.cwd = cwd
         self.children: list[tuple[str, Child]] = []
-        self._log_paths: dict[int, Path] = {}
+        self._log_paths: dict[Child, Path] = {}
+        #: Token files of the agents (``start_agent``), removed by ``stop``.
+        self.secrets: list[Path] = []
 
     def __enter__(self) -> Processes:
         return self
@@ -115,12 +117,12 @@ class Processes:
                 start_new_session=True,
             )
         self.children.append((name, child))
-        self._log_paths[child.pid] = path
+        self._log_paths[child] = path
         return child
 
     def log(self, child: Child) -> str:
         """Everything the child (and earlier children of the same name) wrote."""
-        return self._log_paths[child.pid].read_text(errors="replace")
+        return self._log_paths[child].read_text(errors="replace")
 
     def failed(self) -> str | None:
         """The first child that exited non-zero, with the last line of its log."""
@@ -158,7 +160,8 @@ class Processes:
 
     def stop(self, grace: float = 5.0) -> None:
         """End every child still running: SIGTERM, and SIGKILL for those still alive after
-        ``grace`` seconds. Each is reaped, so none is left behind as a zombie."""
+        ``grace`` seconds. Each is reaped, so none is left behind as a zombie. Then the
+        agents' token files are removed."""
         for _, child in self.children:
             if child.poll() is None:
                 child.terminate()
@@ -169,6 +172,8 @@ class Processes:
             if child.poll() is None:
                 child.kill()
                 child.wait()
+        for secret in self.secrets:
+            secret.unlink(missing_ok=True)
 
 
 def start_coordinator(
@@ -222,12 +227,14 @@ def start_agent(
 ) -> Child:
     """Start ``ldpem client`` as hospital ``name`` against ``url`` with the extra ``args``
     (budget, seed, …). The token goes in a file only this user can read,
-    ``<logs>/<name>.token``, not on the command line, as a hospital would keep it."""
+    ``<logs>/<name>.token``, not on the command line, as a hospital would keep it; ``stop``
+    removes it."""
     token_file = (processes.logs / f"{name}.token").absolute()
     token_file.unlink(missing_ok=True)
     descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:
         out.write(token)
+    processes.secrets.append(token_file)
     return processes.start(
         name,
         "client",

@@ -65,6 +65,7 @@ def test_an_agent_gets_its_token_in_a_private_file_not_on_its_command_line(
         assert token_file.read_text() == "the-secret-token-0123456789"
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         assert agent.wait(60) == 2  # the missing data file: one line, exit 2
+    assert not token_file.exists()  # stop removed it
 
 
 def test_wait_until_names_what_it_waited_for() -> None:
