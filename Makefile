@@ -35,13 +35,16 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check $(SOURCES)
 
 # mypy cannot follow setuptools' package-dir mapping, so it checks a tree of links that
-# lays the folders out as the installed `ldpem` package.
+# lays the folders out as the installed `ldpem` package. The tests are the package `tests`;
+# the benchmarks are scripts (no package: each imports _fedkit from its own folder, and
+# bench_sources the tests' PostgreSQL kit, hence the checkout on the path), so a second run.
 TYPECHECK_TREE := $(VENV)/typecheck
 typecheck: $(STAMP)
 	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/ldpem
 	ln -s $(CURDIR)/cli/*.py $(CURDIR)/cli/py.typed $(TYPECHECK_TREE)/ldpem/
 	ln -s $(CURDIR)/common $(CURDIR)/server $(CURDIR)/client $(TYPECHECK_TREE)/ldpem/
-	MYPYPATH=$(TYPECHECK_TREE) $(BIN)/mypy -p ldpem
+	MYPYPATH=$(TYPECHECK_TREE) $(BIN)/mypy -p ldpem -p tests
+	MYPYPATH=$(TYPECHECK_TREE):$(CURDIR) $(BIN)/mypy benchmarks
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q

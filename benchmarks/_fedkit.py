@@ -1,8 +1,9 @@
 """Shared pieces of the benchmarks: real coordinator/agent processes and machine facts.
 
-Not a benchmark itself. The processes are started exactly as an operator would start them
-(``python -m ldpem coordinator …``, ``python -m ldpem client …``) and always stopped, by
-their process id, when the benchmark ends.
+Not a benchmark itself. The processes are ``ldpem.processes``' (the demo's and the tests'
+process manager): started exactly as an operator would start them (``python -m ldpem
+coordinator …``, ``python -m ldpem client …``) and always stopped, by their process id,
+when the benchmark ends.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ import math
 import os
 import platform
 import secrets
-import socket
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -24,6 +23,24 @@ from typing import Any
 
 import httpx
 import numpy as np
+
+from ldpem.processes import Processes, start_agent
+from ldpem.processes import start_coordinator as processes_start_coordinator
+
+__all__ = [
+    "ADMIN",
+    "Processes",
+    "cpu_seconds",
+    "create_run",
+    "machine",
+    "memory_kib",
+    "rounds",
+    "start_agents",
+    "start_coordinator",
+    "summary",
+    "wait_finished",
+    "write_hospital_files",
+]
 
 ADMIN = "bench-admin-" + secrets.token_urlsafe(16)
 
@@ -63,13 +80,6 @@ def summary(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def memory_kib(pid: int) -> dict[str, int]:
     """VmRSS and VmHWM (peak resident set) of a live process, in KiB, from /proc."""
     out: dict[str, int] = {}
@@ -87,79 +97,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Processes:
-    """Child ``python -m ldpem`` processes; ``stop`` ends those still running, by pid."""
-
-    def __init__(self, logs: Path) -> None:
-        self.logs = logs
-        logs.mkdir(parents=True, exist_ok=True)
-        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Any:
-        with (self.logs / f"{name}.log").open("wb") as log:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "ldpem", *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **(env or {})},
-                start_new_session=True,
-            )
-        self.children.append((name, child))
-        return child
-
-    def failed(self) -> str | None:
-        for name, child in self.children:
-            if child.poll() not in (None, 0):
-                text = (self.logs / f"{name}.log").read_text(errors="replace").strip()
-                last = text.splitlines()[-1] if text else "(no output)"
-                return f"{name} exited with status {child.returncode}: {last}"
-        return None
-
-    def wait(self, names: Sequence[str], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        for name, child in self.children:
-            if name in names:
-                child.wait(max(0.1, deadline - time.monotonic()))
-
-    def stop(self) -> None:
-        for _, child in self.children:
-            if child.poll() is None:
-                child.terminate()
-        deadline = time.monotonic() + 5
-        for _, child in self.children:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(max(0.0, deadline - time.monotonic()))
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-
-
 def start_coordinator(
     processes: Processes, state: Path, *, tick: float = 0.05, env: dict[str, str] | None = None
-) -> tuple[Any, str]:
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``ldpem coordinator`` on a free port; returns (process, base URL) once healthy."""
-    port = free_port()
-    child = processes.start(
-        "coordinator",
-        ["coordinator", "--port", str(port), "--state", str(state), "--log-level", "warning"],
-        {
+    return processes_start_coordinator(
+        processes,
+        state=state,
+        env={
             "LDPEM_ADMIN_TOKEN": ADMIN,
             "LDPEM_TICK": str(tick),
             "LDPEM_PUBLIC_STATUS": "1",  # the benchmarks read rounds without a token
             **(env or {}),
         },
+        timeout=120.0,
     )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    with httpx.Client(base_url=url, timeout=5.0) as client:
-        while time.monotonic() < deadline:
-            if child.poll() is not None:
-                raise RuntimeError(processes.failed() or "the coordinator exited")
-            with contextlib.suppress(httpx.TransportError):
-                if client.get("/healthz").status_code == 200:
-                    return child, url
-            time.sleep(0.02)
-    raise RuntimeError("the coordinator did not become healthy within 120 s")
 
 
 def create_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -226,28 +178,12 @@ def start_agents(
     seed: int = 0,
 ) -> None:
     for i, (name, path, _) in enumerate(hospitals):
-        token_file = path.parent / "token"
-        token_file.write_text(tokens[name])
-        token_file.chmod(0o600)
-        processes.start(
+        start_agent(
+            processes,
             name,
-            [
-                "client",
-                "--coordinator",
-                url,
-                "--token-file",
-                str(token_file),
-                "--data",
-                str(path),
-                "--state",
-                str(path.parent / "state"),
-                "--epsilon",
-                str(epsilon),
-                "--delta",
-                repr(delta),
-                "--seed",
-                str(seed + i + 1),
-                "--log-level",
-                "warning",
-            ],
+            url=url,
+            token=tokens[name],
+            data=path,
+            state=path.parent / "state",
+            args=["--epsilon", str(epsilon), "--delta", repr(delta), "--seed", str(seed + i + 1)],
         )

@@ -139,7 +139,8 @@ def run_federated(
         start_agents(processes, url, hospitals, tokens, epsilon=1.0, delta=delta, seed=seed)
         info = wait_finished(url, run_id, processes, timeout)
         finished = time.perf_counter()
-        processes.wait([name for name, _, _ in hospitals], timeout=60)
+        if not processes.wait([name for name, _, _ in hospitals], timeout=60):
+            raise RuntimeError(f"run {run_id}: agents still running 60 s after the end")
         exited = time.perf_counter()
         if info["status"] != "finished" or processes.failed():
             raise RuntimeError(f"run {run_id}: {info['status']} {processes.failed()}")
@@ -214,7 +215,7 @@ def floors(x: np.ndarray, rounds_: int, sizes: list[int], repeats: int) -> dict[
     n, d = x.shape
     model = get_model("gmm")
     rng = np.random.default_rng(1)
-    beta = rng.standard_normal(d)
+    beta = rng.standard_normal((d,))
     m = n // rounds_
     mechanism = make_mechanism(
         "local",
@@ -329,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     def med(name: str, key: str) -> float:
-        return statistics.median(s[key] for s in samples[name])
+        return float(statistics.median(s[key] for s in samples[name]))
 
     inprocess = med("inprocess", "wall")
     federated = med("federated", "wall")

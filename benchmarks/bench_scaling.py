@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,7 @@ def measure(
         rounds_needed = repeats + 1
         coordinator = CoordinatorRounds(directory, n, d, rounds_needed)
         jobs: dict[str, Callable[[], object]] = {
-            "floor": lambda n=n, d=d: rng.standard_normal((n, d)),
+            "floor": partial(rng.standard_normal, (n, d)),
             "agent": agent_job(n, d, rng),
             "coordinator": coordinator,
         }

@@ -26,6 +26,9 @@ import numpy as np
 
 from ldpem.simulate import SimulationConfig, simulate
 
+#: One line of the CSV files: model, mechanism, n, hospitals, mean error, its sd, seeds.
+Row = tuple[str, str, int, int, float, float, int]
+
 OUT = Path(__file__).resolve().parent.parent / "docs" / "results"
 N_GRID = (20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)
 K_GRID = (1, 2, 4, 10, 30, 100)
@@ -75,37 +78,37 @@ def mean_error(config: SimulationConfig, seeds: int) -> tuple[float, float]:
     return float(np.mean(errors)), float(np.std(errors, ddof=1)) if seeds > 1 else 0.0
 
 
-def sweep(model: str, seeds: int) -> tuple[list[list[object]], list[list[object]]]:
+def sweep(model: str, seeds: int) -> tuple[list[Row], list[Row]]:
     base = SimulationConfig(model=model, d=10, epsilon=1.0, rounds=10)
-    by_n: list[list[object]] = []
+    by_n: list[Row] = []
     for n in N_GRID:
         for mechanism in ("local", "hospital", "central"):
             config = replace(base, mechanism=mechanism, n=n, sizes=equal_sizes(n, 4))
             mean, sd = mean_error(config, seeds)
-            by_n.append([model, mechanism, n, 4, mean, sd, seeds])
+            by_n.append((model, mechanism, n, 4, mean, sd, seeds))
             print(by_n[-1], flush=True)
-    by_k: list[list[object]] = []
+    by_k: list[Row] = []
     for n in (20_000, 200_000):
         for mechanism in ("local", "central"):
             mean, sd = mean_error(replace(base, mechanism=mechanism, n=n), seeds)
-            by_k.append([model, mechanism, n, 1, mean, sd, seeds])
+            by_k.append((model, mechanism, n, 1, mean, sd, seeds))
             print(by_k[-1], flush=True)
         for k in K_GRID:
             config = replace(base, mechanism="hospital", n=n, sizes=equal_sizes(n, k))
             mean, sd = mean_error(config, seeds)
-            by_k.append([model, "hospital", n, k, mean, sd, seeds])
+            by_k.append((model, "hospital", n, k, mean, sd, seeds))
             print(by_k[-1], flush=True)
     return by_n, by_k
 
 
-def write_csv(path: Path, rows: list[list[object]]) -> None:
+def write_csv(path: Path, rows: list[Row]) -> None:
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["model", "mechanism", "n", "hospitals", "mean_error", "sd", "seeds"])
         writer.writerows(rows)
 
 
-def plot(model: str, by_n: list[list[object]], by_k: list[list[object]]) -> None:
+def plot(model: str, by_n: list[Row], by_k: list[Row]) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -131,7 +134,7 @@ def plot(model: str, by_n: list[list[object]], by_k: list[list[object]]) -> None
         for mechanism, line in (("local", ":"), ("central", "--")):
             ref = next(r for r in by_k if r[1] == mechanism and r[2] == n)
             right.axhline(
-                float(ref[4]),
+                ref[4],
                 color=colour,
                 linestyle=line,
                 linewidth=0.9,

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from ldpem import __version__
-from ldpem.errors import UserError
+from ldpem.common.errors import UserError
 
 __all__ = ["build_parser", "main"]
 

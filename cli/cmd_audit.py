@@ -13,8 +13,8 @@ import numpy as np
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import default_tau
 from ldpem.common.configure import make_mechanism
+from ldpem.common.errors import UserError
 from ldpem.common.models import get_model
-from ldpem.errors import UserError
 
 __all__ = ["register", "run_audit"]
 

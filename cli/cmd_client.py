@@ -28,8 +28,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpem.errors import UserError
-from ldpem.logs import setup_logging
+from ldpem.common.errors import UserError
+from ldpem.logsetup import setup_logging
 
 if TYPE_CHECKING:
     from ldpem.client.sources import Source
@@ -144,7 +144,7 @@ def register(subparsers: Any) -> None:
         "--log-format",
         choices=("text", "json"),
         default="text",
-        help="text (default) or json: one object a line (ldpem.logs)",
+        help="text (default) or json: one object a line (ldpem.common.logs)",
     )
     parser.set_defaults(handler=run)
 

@@ -26,8 +26,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ldpem.errors import UserError
-from ldpem.logs import setup_logging
+from ldpem.common.errors import UserError
+from ldpem.logsetup import setup_logging
 
 __all__ = ["register", "resolve_admin_token", "resolve_token"]
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.errors import UserError
+from ldpem.common.errors import UserError
 
 __all__ = ["register"]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
+from ldpem.common.errors import UserError
 from ldpem.common.models import MODEL_NAMES
 from ldpem.common.planning import PLAN_MECHANISMS, Plan, Problem, make_plan
-from ldpem.errors import UserError
 
 __all__ = ["format_plan", "parse_sizes", "problem_from_args", "register"]
 

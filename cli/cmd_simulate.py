@@ -15,9 +15,9 @@ from ldpem.cmd_client import add_source_arguments, source_from_args
 from ldpem.cmd_plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
+from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import MECHANISM_NAMES
 from ldpem.common.models import MODEL_NAMES
-from ldpem.errors import UserError
 from ldpem.simulate import Dataset, RoundCallback, SimulationConfig, SimulationOutcome, simulate
 
 __all__ = ["config_from_args", "progress_reporter", "register", "summary"]

@@ -11,12 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import secrets
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,10 +31,11 @@ from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.calibration import default_tau
 from ldpem.common.configure import holder_records_per_round, make_mechanism
+from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
-from ldpem.errors import UserError
+from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
 
 __all__ = ["DemoConfig", "hospital_sizes", "run_demo"]
 
@@ -69,54 +67,6 @@ def hospital_sizes(total: int, hospitals: int, rounds: int, rng: np.random.Gener
     sizes = floor + np.floor(shares * (total - hospitals * floor)).astype(int)
     sizes[0] += total - int(sizes.sum())
     return [int(s) for s in sizes]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-class _Processes:
-    """Child processes of the demo; all are killed on exit, error, Ctrl-C or SIGTERM."""
-
-    def __init__(self, logs: Path) -> None:
-        self.logs = logs
-        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-    def start(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        with (self.logs / f"{name}.log").open("wb") as log:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "ldpem", *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **env},
-                start_new_session=True,
-            )
-        self.children.append((name, child))
-        return child
-
-    def failed(self) -> str | None:
-        """The first child that exited non-zero, with the last line of its log."""
-        for name, child in self.children:
-            if child.poll() not in (None, 0):
-                lines = (self.logs / f"{name}.log").read_text(errors="replace").strip()
-                last = lines.splitlines()[-1] if lines else "(no output)"
-                return f"{name} exited with status {child.returncode}: {last}"
-        return None
-
-    def stop(self) -> None:
-        for _, child in self.children:
-            if child.poll() is None:
-                child.terminate()
-        deadline = time.monotonic() + 5
-        for _, child in self.children:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(max(0.0, deadline - time.monotonic()))
-            if child.poll() is None:
-                child.kill()
-                child.wait()
 
 
 @contextlib.contextmanager
@@ -205,15 +155,13 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     names = [f"h{i + 1}" for i in range(config.hospitals)]
     tokens = [secrets.token_urlsafe(24) for _ in names]
     admin = secrets.token_urlsafe(24)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
     delta = config.records**-1.1
 
     def say(text: str) -> None:
         if not quiet:
             print(text, file=sys.stderr)
 
-    processes = _Processes(logs)
+    processes = Processes(logs)
     try:
         with _terminate_on_sigterm():
             say(
@@ -221,27 +169,23 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 f"records (d={config.d}), {config.mechanism} mechanism, ε={config.epsilon}, "
                 f"workdir {workdir}"
             )
-            coordinator = processes.start(
-                "coordinator",
-                [
-                    "coordinator",
-                    "--port",
-                    str(port),
-                    "--state",
-                    str(workdir / "coordinator.sqlite"),
-                    "--log-level",
-                    "warning",
-                    # A demo on 127.0.0.1 with throw-away data: its status page opens as is.
-                    "--public-status",
-                ],
+            coordinator, url = start_coordinator(
+                processes,
+                state=workdir / "coordinator.sqlite",
+                # A demo on 127.0.0.1 with throw-away data: its status page opens as is.
+                args=["--public-status"],
                 # Two forecast seeds, not four: the demo waits for the forecast, and two
                 # already show what accuracy to expect.
-                {"LDPEM_ADMIN_TOKEN": admin, "LDPEM_TICK": "0.05", "LDPEM_FORECAST_SEEDS": "2"},
+                env={"LDPEM_ADMIN_TOKEN": admin, "LDPEM_TICK": "0.05", "LDPEM_FORECAST_SEEDS": "2"},
+                wait=False,
             )
             # The records are written while the coordinator starts (its imports take seconds).
             paths, parts, beta_star = _write_data(config, workdir, rng)
+            try:
+                processes.wait_healthy(coordinator, url, timeout=60.0)
+            except ProcessFailed as error:
+                raise UserError(str(error)) from None
             client = httpx.Client(base_url=url, timeout=30.0)
-            _wait_healthy(client, coordinator, processes)
             request = {
                 "model": config.model,
                 "d": config.d,
@@ -272,22 +216,15 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 )
             if created.get("warning"):
                 say(f"warning: {created['warning']}")
-            for name, path, token in zip(names, paths, tokens, strict=True):
-                token_file = path.parent / "token"
-                token_file.write_text(token)
-                token_file.chmod(0o600)
-                processes.start(
+            for i, (name, path, token) in enumerate(zip(names, paths, tokens, strict=True)):
+                start_agent(
+                    processes,
                     name,
-                    [
-                        "client",
-                        "--coordinator",
-                        url,
-                        "--token-file",
-                        str(token_file),
-                        "--data",
-                        str(path),
-                        "--state",
-                        str(path.parent / "state"),
+                    url=url,
+                    token=token,
+                    data=path,
+                    state=path.parent / "state",
+                    args=[
                         "--epsilon",
                         str(config.epsilon),
                         "--delta",
@@ -295,15 +232,16 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                         # A reproducible demo: --seed fixes the agents' noise too, which
                         # voids the privacy guarantee (each agent logs a warning saying so).
                         "--seed",
-                        str(config.seed + names.index(name) + 1),
-                        "--log-level",
-                        "warning",
+                        str(config.seed + i + 1),
                     ],
-                    {},
                 )
             summary = _follow(client, run_id, config, names, processes, quiet)
             trajectory = client.get(f"/v1/runs/{run_id}/trajectory").json()["betas"]
-            _wait_agents(processes, names)
+            # Agents exit 0 once they have seen the end of the run.
+            processes.wait(names, timeout=30)
+            problem = processes.failed()
+            if problem is not None:
+                raise UserError(problem)
     finally:
         processes.stop()
 
@@ -344,26 +282,12 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     return result
 
 
-def _wait_healthy(
-    client: httpx.Client, coordinator: subprocess.Popen[bytes], processes: _Processes
-) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if coordinator.poll() is not None:
-            raise UserError(processes.failed() or "the coordinator exited")
-        with contextlib.suppress(httpx.TransportError):
-            if client.get("/healthz").status_code == 200:
-                return
-        time.sleep(0.05)
-    raise UserError("the coordinator did not become healthy within 60 s")
-
-
 def _follow(
     client: httpx.Client,
     run_id: str,
     config: DemoConfig,
     names: list[str],
-    processes: _Processes,
+    processes: Processes,
     quiet: bool,
 ) -> dict[str, Any]:
     """Show rounds as they close until the run ends; fail fast if a process dies."""
@@ -385,18 +309,6 @@ def _follow(
         if time.monotonic() > deadline:
             raise UserError(f"the run did not finish within {config.timeout:.0f} s")
         time.sleep(0.1)
-
-
-def _wait_agents(processes: _Processes, names: list[str]) -> None:
-    """Agents exit 0 once they have seen the end of the run."""
-    deadline = time.monotonic() + 30
-    for name, child in processes.children:
-        if name in names:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(max(0.1, deadline - time.monotonic()))
-    problem = processes.failed()
-    if problem is not None:
-        raise UserError(problem)
 
 
 def _baselines(

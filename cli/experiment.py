@@ -30,8 +30,8 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.common.errors import UserError
 from ldpem.common.models import Records
-from ldpem.errors import UserError
 from ldpem.simulate import Dataset, SimulationConfig, simulate
 
 __all__ = [

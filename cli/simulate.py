@@ -26,11 +26,11 @@ from ldpem.client.data import load_records
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA, default_tau
 from ldpem.common.configure import holder_records_per_round, make_mechanism
+from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import MECHANISM_NAMES, Mechanism
 from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
 from ldpem.common.planning import Problem, final_errors
 from ldpem.common.simulation import run_gradient_em
-from ldpem.errors import UserError
 
 __all__ = [
     "OUTLIER_NORM",

@@ -56,6 +56,8 @@ from ldpem.client.ledger import DEFAULT_DATASET, Binding, Entry, Ledger
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.configure import hospital_scale, local_noise_std
+from ldpem.common.errors import UserError
+from ldpem.common.logs import log_context
 from ldpem.common.mechanisms import (
     CentralTruncation,
     HospitalTruncation,
@@ -77,8 +79,6 @@ from ldpem.common.wire import (
     RoundInfo,
     describe_errors,
 )
-from ldpem.errors import UserError
-from ldpem.logs import log_context
 
 __all__ = [
     "BETA_MAX",

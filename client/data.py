@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.common.errors import UserError
 from ldpem.common.models import Records, get_model
-from ldpem.errors import UserError
 
 __all__ = ["RESPONSE_COLUMN", "load_records"]
 

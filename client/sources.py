@@ -41,8 +41,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.client.data import RESPONSE_COLUMN, load_records
+from ldpem.common.errors import UserError
 from ldpem.common.models import Records, get_model
-from ldpem.errors import UserError
 
 __all__ = [
     "CHUNK_ROWS",

@@ -509,14 +509,15 @@ class Coordinator:
 
     async def wait_round(self, run_id: str, after: int, wait: float) -> RoundInfo:
         """The open round once it is later than ``after`` (or the run ended), waiting up to
-        ``wait`` seconds; after that, the current state, whatever it is."""
-        end = time.monotonic() + wait
+        ``wait`` seconds; after that, the current state, whatever it is. Time is the injected
+        ``clock``; a wall clock set back mid-wait stretches no single sleep beyond ``wait``."""
+        end = self.clock() + wait
         while True:
             event = self._changed
             info = self._infos.get(run_id)
             if info is None:
                 info = self._infos[run_id] = self.round_info(run_id)
-            remaining = end - time.monotonic()
+            remaining = min(wait, end - self.clock())
             if info.round > after or info.status != "running" or remaining <= 0:
                 return info
             try:

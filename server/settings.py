@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ldpem.errors import UserError
+from ldpem.common.errors import UserError
 
 __all__ = ["Settings", "load_settings"]
 
@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     #: Largest σ_r accepted, as a multiple of the σ_r of the run's own budget.
     max_noise_factor: float = Field(default=10.0, ge=1)
     log_level: str = "info"
-    #: ``text`` or ``json`` (one JSON object per line; see ldpem.logs).
+    #: ``text`` or ``json`` (one JSON object per line; see ldpem.common.logs).
     log_format: Literal["text", "json"] = "text"
 
 

@@ -11,8 +11,14 @@ with the reason in pytest's summary, and changes nothing on the user's machine
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from ldpem.processes import Processes
 
 #: Marker → the variable that asks for those tests outside CI.
 SYSTEM_MARKERS = {
@@ -37,3 +43,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker(marker) is not None:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Processes]:
+    """Coordinator and agent processes of one test, all stopped when it ends."""
+    # Imported here: the suite-wide rules above must not cost the server's imports.
+    from tests.fedkit import process_manager
+
+    with process_manager(tmp_path) as processes:
+        yield processes

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from ldpem.common.models import get_model
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
 from ldpem.common.wire import PublicParameters
+from ldpem.processes import Processes, free_port
 from ldpem.server.settings import Settings
 
 ADMIN = "admin-token-for-tests-0123456789"
@@ -71,11 +71,19 @@ def settings(tmp_path: Path, **extra: Any) -> Settings:
     return Settings(**values)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+#: Laid over the environment of every process a test starts: the tests' admin token, run
+#: state readable without a token (tests/server/test_read_auth.py covers the private
+#: default), and no agent fault injection inherited from the shell.
+PROCESS_ENV: dict[str, str | None] = {
+    "LDPEM_ADMIN_TOKEN": ADMIN,
+    "LDPEM_PUBLIC_STATUS": "1",
+    "LDPEM_AGENT_FAULT": None,
+}
+
+
+def process_manager(directory: Path) -> Processes:
+    """A process manager for one test: logs and working directory ``directory``."""
+    return Processes(directory, env=PROCESS_ENV, cwd=directory)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,6 @@ import os
 import ssl
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,15 +15,15 @@ import pytest
 
 from ldpem.cli import main
 from ldpem.cmd_coordinator import resolve_admin_token
+from ldpem.processes import start_coordinator
 from ldpem.server.app import create_app
 from ldpem.server.settings import load_settings
-from tests.cli.procs import Processes, coordinator, wait_healthy
 from tests.fedkit import (
     ADMIN,
     AGENT_BUDGET,
     TOKENS,
-    free_port,
     live_server,
+    process_manager,
     run_request,
     settings,
 )
@@ -227,32 +226,22 @@ def test_coordinator_serves_tls_and_an_agent_verifies_it(tmp_path: Path) -> None
     )
     if made.returncode != 0:
         pytest.skip("openssl cannot make a test certificate here")
-    procs = Processes(tmp_path)
-    try:
-        port = free_port()
-        url = f"https://127.0.0.1:{port}"
-        process = procs.start(
-            "coordinator",
-            "coordinator",
-            "--port",
-            str(port),
-            "--state",
-            str(tmp_path / "c.sqlite"),
-            "--tls-cert",
-            str(cert),
-            "--tls-key",
-            str(key),
-            "--log-level",
-            "warning",
+    trust = ssl.create_default_context(cafile=str(cert))
+    with process_manager(tmp_path) as procs:
+        _, url = start_coordinator(
+            procs,
+            state=tmp_path / "c.sqlite",
+            args=["--tls-cert", str(cert), "--tls-key", str(key)],
+            verify=trust,
         )
-        wait_healthy(url, process, verify=ssl.create_default_context(cafile=str(cert)))
+        assert url.startswith("https://")
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{url}/healthz")  # not trusted without the certificate
         request = run_request(hospitals=1, records=30, d=2, rounds=2)
         response = httpx.post(
             f"{url}/v1/runs",
             json=request,
-            verify=ssl.create_default_context(cafile=str(cert)),
+            verify=trust,
             headers={"Authorization": f"Bearer {ADMIN}"},
         )
         assert response.status_code == 201
@@ -273,10 +262,5 @@ def test_coordinator_serves_tls_and_an_agent_verifies_it(tmp_path: Path) -> None
             *AGENT_BUDGET,
         )
         assert client.wait(120) == 0, procs.log(client)[-2000:]
-        run = httpx.get(
-            f"{url}/v1/runs", verify=ssl.create_default_context(cafile=str(cert))
-        ).json()[0]
+        run = httpx.get(f"{url}/v1/runs", verify=trust).json()[0]
         assert (run["status"], run["round"]) == ("finished", 2)
-    finally:
-        procs.stop_all()
-    assert sys.executable and coordinator

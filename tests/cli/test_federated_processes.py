@@ -15,7 +15,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +27,16 @@ from ldpem.client.ledger import Ledger
 from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
-from tests.cli.procs import Processes, coordinator, wait_for
-from tests.fedkit import AGENT_BUDGET, TOKENS, free_port, replay, write_gmm_data
+from ldpem.processes import Processes, free_port, start_coordinator, wait_until
+from tests.fedkit import AGENT_BUDGET, TOKENS, replay, write_gmm_data
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Processes]:
-    processes = Processes(tmp_path)
-    try:
-        yield processes
-    finally:
-        processes.stop_all()
+def coordinator(procs: Processes, port: int, state: Path) -> subprocess.Popen[bytes]:
+    """``ldpem coordinator`` on ``port`` (fixed: it is restarted there) once healthy."""
+    process, _ = start_coordinator(procs, state=state, port=port, env={"LDPEM_TICK": "0.1"})
+    return process
 
 
 def create_run(tmp_path: Path, url: str, counts: list[int], **request: Any) -> dict[str, Any]:
@@ -253,7 +249,7 @@ def test_coordinator_killed_mid_round_loses_and_doubles_nothing(
         return list(rounds[t]["reporters"]) if len(rounds) > t else []
 
     # Round 0 holds two committed reports and waits for h2: kill -9 now.
-    wait_for(lambda: reporters(0) == ["h0", "h1"], what="two reports in round 0")
+    wait_until(lambda: reporters(0) == ["h0", "h1"], timeout=120, what="two reports in round 0")
     server.kill()
     server.wait(10)
     server = coordinator(procs, port, state)
@@ -261,8 +257,9 @@ def test_coordinator_killed_mid_round_loses_and_doubles_nothing(
     late = agent(procs, url, 2, paths[2], tmp_path)
 
     # Kill -9 again while all three agents are reporting, wherever that lands.
-    wait_for(
+    wait_until(
         lambda: httpx.get(f"{url}/v1/runs/{run_id}", timeout=5).json()["round"] >= 3,
+        timeout=120,
         what="round 3",
     )
     server.kill()

@@ -1,5 +1,5 @@
 """``--log-format json``: one JSON object per line with run/round/hospital where known, and
-never a token, for the coordinator and the agent (ldpem.logs)."""
+never a token, for the coordinator and the agent (ldpem.common.logs, ldpem.logsetup)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ldpem.logs import ContextFilter, JsonFormatter, RedactTokens, log_context, setup_logging
-from tests.fedkit import ADMIN, TOKENS, admin_headers, free_port, run_request
+from ldpem.common.logs import ContextFilter, JsonFormatter, RedactTokens, log_context
+from ldpem.logsetup import setup_logging
+from ldpem.processes import Processes, free_port, start_coordinator
+from tests.fedkit import ADMIN, TOKENS, admin_headers, run_request
 from tests.server.opkit import READ, start_run
 
 
@@ -109,38 +110,26 @@ def _json_lines(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def test_coordinator_json_logs_carry_the_run_and_never_a_token(tmp_path: Path) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "coordinator.log"
-    env = {**os.environ, "LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_READ_TOKEN": READ}
-    env.pop("LDPEM_PUBLIC_STATUS", None)
-    command = [sys.executable, "-m", "ldpem", "coordinator", "--port", str(port)]
-    command += ["--state", str(tmp_path / "c.sqlite"), "--log-format", "json"]
-    with log.open("wb") as out:
-        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the coordinator did not start"
-            time.sleep(0.1)
-        with httpx.Client(base_url=url, timeout=60) as client:
-            study = start_run(client, records=200, rounds=2)
-            study.round(0, range(3))
-            page = client.get(f"/runs/{study.run_id}?token={READ}", follow_redirects=True)
-            assert page.status_code == 200
-            created = client.post("/v1/runs", json=run_request(), headers=admin_headers())
-            assert created.status_code == 409  # the same tokens again: refused, logged
-    finally:
-        server.terminate()
-        server.wait(30)
-    text = log.read_text()
+def test_coordinator_json_logs_carry_the_run_and_never_a_token(
+    procs: Processes, tmp_path: Path
+) -> None:
+    server, url = start_coordinator(
+        procs,
+        state=tmp_path / "c.sqlite",
+        args=["--log-format", "json"],
+        log_level="info",
+        # Private status: the page below is opened with ?token=, which must not be logged.
+        env={"LDPEM_READ_TOKEN": READ, "LDPEM_PUBLIC_STATUS": None},
+    )
+    with httpx.Client(base_url=url, timeout=60) as client:
+        study = start_run(client, records=200, rounds=2)
+        study.round(0, range(3))
+        page = client.get(f"/runs/{study.run_id}?token={READ}", follow_redirects=True)
+        assert page.status_code == 200
+        created = client.post("/v1/runs", json=run_request(), headers=admin_headers())
+        assert created.status_code == 409  # the same tokens again: refused, logged
+    procs.stop()
+    text = procs.log(server)
     for secret in (ADMIN, READ, *TOKENS):
         assert secret not in text
     records = _json_lines(text)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ldpem.client.agent import Agent, AgentConfig
 from ldpem.client.data import load_records
-from ldpem.errors import UserError
+from ldpem.common.errors import UserError
 from ldpem.server.app import create_app
 from tests.fedkit import TOKENS, admin_headers, live_server, run_request
 from tests.fedkit import settings as app_settings
@@ -72,7 +72,7 @@ def test_hostile_bytes(tmp_path: Path, name: str) -> None:
     _expect_user_error(path, "gmm")
 
 
-NPY_CASES: dict[str, object] = {
+NPY_CASES: dict[str, np.ndarray] = {
     "1-D": np.arange(5.0),
     "3-D": np.zeros((2, 2, 2)),
     "no rows": np.zeros((0, 3)),

@@ -15,7 +15,7 @@ import pytest
 from ldpem.cli import main
 from ldpem.client.data import load_records
 from ldpem.client.sources import Source, has_top_level_order_by, parse_columns
-from ldpem.errors import UserError
+from ldpem.common.errors import UserError
 from tests.client.sourcekit import (
     TABLE_QUERY,
     report,

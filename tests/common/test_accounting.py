@@ -4,6 +4,7 @@ Google's dp-accounting."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import dp_accounting
 import pytest
@@ -171,7 +172,7 @@ def test_budget_and_ratio_inverse() -> None:
         ),
     ],
 )
-def test_invalid_arguments_name_parameter_and_value(kwargs: dict[str, float], message: str) -> None:
+def test_invalid_arguments_name_parameter_and_value(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as caught:
-        noise_std_for(**kwargs)  # type: ignore[arg-type]
+        noise_std_for(**kwargs)
     assert str(caught.value) == message

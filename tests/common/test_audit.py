@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import Any
 
 import dp_accounting
 import numpy as np
 import pytest
 from dp_accounting import dp_event, mechanism_calibration
 from dp_accounting.pld import pld_privacy_accountant
+from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from ldpem.common.accounting import epsilon_for_ratio
@@ -69,7 +71,7 @@ def honest_local(d: int = 1) -> LocalTruncation:
 class HalfNoise(LocalTruncation):
     """Broken on purpose: states σ but draws σ/2 (noise for half the sensitivity)."""
 
-    def privatize(self, gradients, rng):  # type: ignore[no-untyped-def]
+    def privatize(self, gradients: ArrayLike, rng: np.random.Generator) -> NDArray[np.float64]:
         reports = self.contributions(np.asarray(gradients, dtype=np.float64))
         return reports + rng.normal(0.0, self.noise_std / 2, reports.shape)
 
@@ -77,7 +79,7 @@ class HalfNoise(LocalTruncation):
 class PaperClosedForm(LocalTruncation):
     """Broken on purpose: eq. 13 of the paper as printed, unbounded for large inputs."""
 
-    def contributions(self, gradients):  # type: ignore[no-untyped-def]
+    def contributions(self, gradients: NDArray[np.float64]) -> NDArray[np.float64]:
         with np.errstate(all="ignore"):
             a = np.asarray(gradients, dtype=np.float64) / self.scale
             b = np.abs(a) / math.sqrt(self.smoothing)
@@ -148,7 +150,7 @@ class NarrowBand(LocalTruncation):
     """Broken on purpose on one narrow band of inputs only: there a coordinate's
     contribution is 10·s·sign(x), about 11 times the bound; everywhere else it is honest."""
 
-    def contributions(self, gradients):  # type: ignore[no-untyped-def]
+    def contributions(self, gradients: NDArray[np.float64]) -> NDArray[np.float64]:
         g = np.asarray(gradients, dtype=np.float64)
         honest = super().contributions(g)
         inside = (np.abs(g) >= BAND[0]) & (np.abs(g) <= BAND[1])
@@ -266,7 +268,7 @@ def test_noise_calibrated_to_0_8_sigma_is_caught_by_the_independent_reference() 
         scale=honest.scale, smoothing=honest.smoothing, noise_std=0.8 * honest.noise_std
     )
     reference = dp_accounting_noise_std(EPSILON, DELTA, weak.sensitivity(3))
-    kwargs = {"d": 3, "sigma": 1.0, "delta": DELTA, "draws": NOISE_DRAWS}
+    kwargs: dict[str, Any] = {"d": 3, "sigma": 1.0, "delta": DELTA, "draws": NOISE_DRAWS}
     against_itself, _ = audit_holder_round(
         get_model("gmm"), weak, rng=np.random.default_rng(8), **kwargs
     )
@@ -288,7 +290,7 @@ def test_noise_calibrated_to_0_8_sigma_is_caught_by_the_independent_reference() 
 class LeaksOnOverflow(LocalTruncation):
     """Broken on purpose for non-finite gradients only: an unbounded 10·s·sign there."""
 
-    def contributions(self, gradients):  # type: ignore[no-untyped-def]
+    def contributions(self, gradients: NDArray[np.float64]) -> NDArray[np.float64]:
         g = np.asarray(gradients, dtype=np.float64)
         signs = np.where(np.isnan(g), 1.0, np.sign(g))
         return np.where(np.isfinite(g), super().contributions(g), 10.0 * self.scale * signs)
@@ -319,7 +321,7 @@ def test_holder_round_path_keeps_records_whose_gradients_overflow(model: str) ->
 class HalfHolderNoise(LocalTruncation):
     """Broken on purpose in the agent's path only: the summed report gets σ/2."""
 
-    def holder_noise(self, count, d, rng):  # type: ignore[no-untyped-def]
+    def holder_noise(self, count: int, d: int, rng: np.random.Generator) -> NDArray[np.float64]:
         return rng.normal(0.0, self.noise_std / 2 * math.sqrt(count), d)
 
 

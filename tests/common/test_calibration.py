@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -73,7 +74,7 @@ def test_default_tau_per_model() -> None:
         ),
     ],
 )
-def test_validation(call: object, message: str) -> None:
+def test_validation(call: Callable[[], object], message: str) -> None:
     with pytest.raises(ValueError) as caught:
-        call()  # type: ignore[operator]
+        call()
     assert message in str(caught.value)

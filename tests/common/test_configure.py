@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 import pytest
 
 from ldpem.common.accounting import epsilon_spent
@@ -15,7 +17,13 @@ from ldpem.common.mechanisms import (
     NoPrivacy,
 )
 
-BUDGET = {"epsilon": 1.0, "delta": 1e-6}
+
+class Budget(TypedDict):
+    epsilon: float
+    delta: float
+
+
+BUDGET: Budget = {"epsilon": 1.0, "delta": 1e-6}
 
 
 @pytest.mark.parametrize("accounting", ["exact", "paper"])
@@ -92,9 +100,9 @@ def test_public_scale_matches_the_mechanism() -> None:
         ("local", {"delta": 2.0}, "delta must be in (0, 1), got 2.0"),
     ],
 )
-def test_validation(name: str, kwargs: dict[str, object], message: str) -> None:
-    arguments: dict[str, object] = {"epsilon": 1.0, "delta": 1e-6, "tau": 1.0}
+def test_validation(name: str, kwargs: dict[str, Any], message: str) -> None:
+    arguments: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6, "tau": 1.0}
     arguments.update(kwargs)
     with pytest.raises(ValueError) as caught:
-        make_mechanism(name, d=3, records_per_round=10, **arguments)  # type: ignore[arg-type]
+        make_mechanism(name, d=3, records_per_round=10, **arguments)
     assert message in str(caught.value)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from numpy.typing import ArrayLike, NDArray
 
 from ldpem.common.accounting import epsilon_spent
 from ldpem.common.audit import audit_holder_round, audit_mechanism
@@ -61,7 +62,8 @@ def test_hospital_scale_uses_the_enrolled_count_per_round() -> None:
     direct = make_mechanism(
         "hospital", d=10, records_per_round=5000, epsilon=1.0, delta=1e-6, tau=1.9
     )
-    assert scale == pytest.approx(direct.scale)  # type: ignore[attr-defined]
+    assert isinstance(direct, HospitalTruncation)
+    assert scale == pytest.approx(direct.scale)
 
 
 def test_the_sum_gets_one_draw_whatever_the_count() -> None:
@@ -110,7 +112,7 @@ class HalfNoiseHospital(HospitalTruncation):
     def holder_noise(self, count: int, d: int, rng: np.random.Generator) -> np.ndarray:
         return super().holder_noise(count, d, rng) / 2
 
-    def privatize(self, gradients, rng):  # type: ignore[no-untyped-def]
+    def privatize(self, gradients: ArrayLike, rng: np.random.Generator) -> NDArray[np.float64]:
         reports = self.contributions(np.asarray(gradients, dtype=np.float64))
         return reports + rng.normal(0.0, self.noise_std / 2, reports.shape)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -40,7 +42,7 @@ def test_noise_is_drawn_once_for_the_whole_sum() -> None:
     model = get_model("gmm")
     records, beta_star = model.generate(500, 3, rng=np.random.default_rng(2))
     mech = LocalTruncation(scale=1.0, smoothing=2.0, noise_std=5.0)
-    kwargs = {"model": model, "beta": beta_star, "records": records, "sigma": 1.0}
+    kwargs: dict[str, Any] = {"model": model, "beta": beta_star, "records": records, "sigma": 1.0}
     one = holder_round(mechanism=mech, rng=np.random.default_rng(3), chunk=7, **kwargs)
     two = holder_round(mechanism=mech, rng=np.random.default_rng(3), chunk=500, **kwargs)
     # Same seed, different chunking: the same report, because noise does not depend on chunks.
@@ -50,15 +52,20 @@ def test_noise_is_drawn_once_for_the_whole_sum() -> None:
 def test_rejects_bad_beta_and_no_privacy_refuses_non_finite_gradients() -> None:
     model = get_model("gmm")
     records = Records(np.array([[1.0, 2.0], [np.nan, 1.0]]))
-    kwargs = {"model": model, "records": records, "sigma": 1.0, "mechanism": NoPrivacy()}
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "records": records,
+        "sigma": 1.0,
+        "mechanism": NoPrivacy(),
+    }
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match=r"beta must have shape \(2,\), got \(3,\)"):
-        holder_round(beta=np.zeros(3), rng=rng, **kwargs)  # type: ignore[arg-type]
+        holder_round(beta=np.zeros(3), rng=rng, **kwargs)
     with pytest.raises(ValueError, match="beta must be finite"):
-        holder_round(beta=np.array([np.inf, 0.0]), rng=rng, **kwargs)  # type: ignore[arg-type]
+        holder_round(beta=np.array([np.inf, 0.0]), rng=rng, **kwargs)
     # Only the non-private mechanism, which has no bound, refuses (see NoPrivacy).
     with pytest.raises(ValueError, match="mechanism 'none' needs finite gradients"):
-        holder_round(beta=np.ones(2), rng=rng, **kwargs)  # type: ignore[arg-type]
+        holder_round(beta=np.ones(2), rng=rng, **kwargs)
 
 
 MECHANISMS = [
@@ -151,6 +158,7 @@ class NoGradients:
 def test_a_sum_that_could_overflow_is_refused_from_public_values(mechanism: Mechanism) -> None:
     with pytest.raises(ValueError, match="could overflow the float range"):
         holder_round(
+            # Not a Model on purpose: its gradients raise, so the check must come first.
             model=NoGradients(),  # type: ignore[arg-type]
             beta=np.zeros(2),
             records=Records(np.zeros((1000, 2))),

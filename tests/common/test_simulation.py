@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,7 +39,7 @@ def test_split_holders_match_one_holder_without_noise() -> None:
     rng = np.random.default_rng(1)
     records, _beta_star = model.generate(3000, 4, rng=rng)
     beta0 = rng.standard_normal(4)
-    common = {
+    common: dict[str, Any] = {
         "model": model,
         "sigma": 1.0,
         "mechanism": NoPrivacy(),

@@ -49,7 +49,7 @@ def expected_phi_scipy(a: float, b: float) -> float:
         epsrel=1e-14,
         limit=200,
     )
-    return inner + TRUNCATION_BOUND * (float(ndtr(-hi)) - float(ndtr(lo)))
+    return float(inner) + TRUNCATION_BOUND * (float(ndtr(-hi)) - float(ndtr(lo)))
 
 
 def expected_phi_mpmath(a: float, b: float) -> float:

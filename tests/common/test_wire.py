@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -47,7 +48,7 @@ def test_run_request_defaults() -> None:
         ({"missing": 0.2}, "only meaningful for model rmc"),
     ],
 )
-def test_run_request_validation(change: dict[str, object], message: str) -> None:
+def test_run_request_validation(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         RunCreate.model_validate(run_request(**change))
 

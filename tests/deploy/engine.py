@@ -117,7 +117,7 @@ def start_engine(workdir: Path) -> Engine | str:
         return reason
     if _answers():  # already running, or started by the package's own service
         return Engine(None, None)
-    attempts = ([], ["--storage-driver=vfs", "--iptables=false"])
+    attempts: tuple[list[str], ...] = ([], ["--storage-driver=vfs", "--iptables=false"])
     for number, extra in enumerate(attempts):
         log = workdir / f"dockerd-{number}.log"
         with log.open("wb") as out:

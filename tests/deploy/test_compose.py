@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import yaml
 
 from ldpem.cli import main as ldpem_main
 from ldpem.common.models import get_model
+from ldpem.processes import free_port
 from tests.deploy import engine
 
 pytestmark = pytest.mark.compose
@@ -95,13 +95,6 @@ class Project:
         _say(f"{phase}: {self.timings[phase]:.1f} s")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def project(pytestconfig: pytest.Config) -> Iterator[Project]:
     _config[:] = [pytestconfig]
@@ -114,7 +107,7 @@ def project(pytestconfig: pytest.Config) -> Iterator[Project]:
     env = {
         **os.environ,
         "LDPEM_IMAGE": IMAGE,
-        "LDPEM_PORT": str(_free_port()),
+        "LDPEM_PORT": str(free_port()),
         "DOCKER_BUILDKIT": "0",
         "COMPOSE_DOCKER_CLI_BUILD": "0",
     }

@@ -10,8 +10,8 @@ import httpx
 
 from ldpem.client.ledger import Ledger
 from ldpem.common.wire import PublicParameters, expected_round_count
-from tests.cli.procs import Processes, wait_healthy
-from tests.fedkit import AGENT_BUDGET, TOKENS, admin_headers, free_port, replay
+from ldpem.processes import Processes, free_port, start_agent, start_coordinator
+from tests.fedkit import AGENT_BUDGET, TOKENS, admin_headers, replay
 
 AGENT_SEED = 100
 
@@ -30,18 +30,14 @@ class Cluster:
         self.server: subprocess.Popen[bytes] | None = None
 
     def start_coordinator(self) -> subprocess.Popen[bytes]:
-        self.server = self.procs.start(
-            "coordinator",
-            "coordinator",
-            "--port",
-            str(self.port),
-            "--state",
-            str(self.state),
-            "--log-level",
-            self.log_level,
+        self.server, _ = start_coordinator(
+            self.procs,
+            state=self.state,
+            port=self.port,
+            log_level=self.log_level,
             env={"LDPEM_TICK": "0.1"},
+            timeout=120,
         )
-        wait_healthy(self.url, self.server, timeout=120)
         return self.server
 
     def kill_coordinator(self) -> None:
@@ -68,26 +64,23 @@ class Cluster:
         log_level: str = "info",
         env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        return self.procs.start(
+        return start_agent(
+            self.procs,
             f"agent{i}",
-            "client",
-            "--coordinator",
-            url or self.url,
-            "--token",
-            TOKENS[i],
-            "--data",
-            str(data),
-            "--state",
-            str(self.tmp_path / f"agent{i}"),
-            *AGENT_BUDGET,
-            "--seed",  # reproducible noise, so that check_exact_run can replay the run
-            str(AGENT_SEED + i),
-            "--wait",
-            str(wait),
-            "--give-up",
-            str(give_up),
-            "--log-level",
-            log_level,
+            url=url or self.url,
+            token=TOKENS[i],
+            data=data,
+            state=self.tmp_path / f"agent{i}",
+            log_level=log_level,
+            args=[
+                *AGENT_BUDGET,
+                "--seed",  # reproducible noise, so that check_exact_run can replay the run
+                str(AGENT_SEED + i),
+                "--wait",
+                str(wait),
+                "--give-up",
+                str(give_up),
+            ],
             env=env,
         )
 

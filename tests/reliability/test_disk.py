@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from ldpem.processes import start_coordinator
 from ldpem.server.store import Store
-from tests.cli.procs import Processes, wait_healthy
-from tests.fedkit import free_port
+from tests.fedkit import process_manager
 
 DRIVER = Path(__file__).with_name("disk_driver.py")
 
@@ -91,12 +91,5 @@ def test_read_only_existing_state_is_untouched_and_accepted_later(
     # The same file, writable again (the mount is gone): the next start serves it.
     state = Path(outcomes["base"]) / "ro-existing" / "state.sqlite"
     Store(state).close()
-    procs = Processes(tmp_path)
-    try:
-        port = free_port()
-        server = procs.start(
-            "coordinator", "coordinator", "--port", str(port), "--state", str(state)
-        )
-        wait_healthy(f"http://127.0.0.1:{port}", server, timeout=120)
-    finally:
-        procs.stop_all()
+    with process_manager(tmp_path) as procs:
+        start_coordinator(procs, state=state, timeout=120)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.procs import Processes
+from ldpem.processes import Processes
 from tests.fedkit import TOKENS, run_request, write_gmm_data
 from tests.reliability.kit import Cluster, check_exact_run
 from tests.reliability.proxy import Faults, FlakyProxy

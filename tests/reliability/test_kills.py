@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.cli.procs import Processes, wait_for
+from ldpem.processes import Processes, wait_until
 from tests.fedkit import TOKENS, run_request, write_gmm_data
 from tests.reliability.kit import Cluster, check_exact_run
 
@@ -65,13 +66,16 @@ def test_sigkill_of_coordinator_and_agents_leaves_the_trajectory_bit_for_bit(
         except httpx.TransportError:
             return -1
 
+    def reached(goal: int) -> Callable[[], bool]:
+        return lambda: current_round() >= goal
+
     kills = {"coordinator": 0, "agent": 0}
     landed_mid_round = 0
     for k, target in enumerate(targets):
         # Spread the kills over the run: kill k once round ≥ k·LAST/events, then after a
         # seeded random delay (a random moment within the round or the next ones).
         goal = k * LAST // events
-        wait_for(lambda g=goal: current_round() >= g, timeout=300, what=f"round {goal}")
+        wait_until(reached(goal), timeout=300, what=f"round {goal}")
         if target == "coordinator":
             time.sleep(rng.uniform(0.0, 0.5))
         if target == "coordinator":

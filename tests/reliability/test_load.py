@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from ldpem.common.wire import expected_round_count
-from tests.cli.procs import Processes
+from ldpem.processes import Processes
 from tests.reliability.kit import Cluster
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpem.common.wire import PublicParameters, expected_round_count
-from tests.cli.procs import Processes
+from ldpem.processes import Processes, wait_until
 from tests.fedkit import TOKENS, replay, run_request, write_gmm_data
 from tests.reliability.kit import AGENT_SEED, Cluster
 
@@ -121,9 +121,7 @@ def test_short_of_quorum_with_on_short_extend_waits_for_the_straggler(
     agents = [cluster.agent(i, paths[i], wait=2) for i in (0, 1)]
     # Several deadlines pass short of quorum: round 0 stays open, extended each time.
     first = cluster.get(f"/v1/runs/{run_id}/rounds")[0]["deadline"]
-    from tests.cli.procs import wait_for
-
-    wait_for(
+    wait_until(
         lambda: cluster.get(f"/v1/runs/{run_id}/rounds")[0]["deadline"] > first + 1.0,
         timeout=120,
         what="an extended deadline",

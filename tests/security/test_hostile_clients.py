@@ -22,7 +22,7 @@ import pytest
 
 from ldpem.client.ledger import Ledger
 from ldpem.common.wire import expected_round_count
-from tests.cli.procs import Processes
+from ldpem.processes import Processes
 from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, run_request, write_gmm_data
 from tests.reliability.kit import Cluster, check_exact_run
 

@@ -31,8 +31,8 @@ import httpx
 from pydantic import ValidationError
 
 from ldpem.common.wire import PublicParameters, ReportIn, RunCreate, expected_round_count
+from ldpem.processes import Processes
 from ldpem.server.coordinator import implied_epsilon, noise_floor
-from tests.cli.procs import Processes
 from tests.fedkit import ADMIN, TOKENS, run_request
 from tests.reliability.kit import Cluster
 

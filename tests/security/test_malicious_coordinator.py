@@ -43,8 +43,7 @@ from ldpem.common.models import get_model
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
 from ldpem.common.wire import PublicParameters
-from tests.cli.procs import Processes
-from tests.fedkit import TOKENS, live_server
+from tests.fedkit import TOKENS, live_server, process_manager
 
 RUN = "run-under-attack"
 TOKEN = TOKENS[0]
@@ -167,9 +166,8 @@ def agent(
 ) -> Outcome:
     """Run ``ldpem client`` in ``directory`` (data ``records.csv``, state ``state``, both
     relative: two directories give identical command lines) until it exits."""
-    procs = Processes(directory)
     before = len(fake.reports)
-    try:
+    with process_manager(directory) as procs:
         started = time.monotonic()
         process = procs.start(
             f"agent-{time.monotonic_ns()}",
@@ -192,8 +190,6 @@ def agent(
         code = process.wait(120)
         seconds = time.monotonic() - started
         return Outcome(code, procs.log(process), seconds, fake.reports[before:])
-    finally:
-        procs.stop_all()
 
 
 def write_csv(directory: Path, x: np.ndarray, y: np.ndarray | None = None) -> Path:

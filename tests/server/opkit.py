@@ -8,8 +8,9 @@ run and every report passes the coordinator's checks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+import httpx
 import numpy as np
 
 from ldpem.client.agent import agent_mechanism
@@ -26,24 +27,10 @@ def read_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {READ}"}
 
 
-class Response(Protocol):
-    status_code: int
-    text: str
-
-    def json(self) -> Any: ...
-
-
-class Client(Protocol):
-    """What TestClient and httpx.Client both offer."""
-
-    def get(self, url: str, **kw: Any) -> Any: ...
-
-    def post(self, url: str, **kw: Any) -> Any: ...
-
-
 @dataclass
 class Study:
-    client: Client
+    #: An ``httpx.Client`` on a live server, or FastAPI's ``TestClient`` (a subclass).
+    client: httpx.Client
     run_id: str
     params: PublicParameters
     groups: list[list[Records]]
@@ -89,7 +76,7 @@ class Study:
 
 
 def start_run(
-    client: Client,
+    client: httpx.Client,
     *,
     hospitals: int = 3,
     records: int = 2000,

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.calibration import truncation_sensitivity
-from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
+from ldpem.common.wire import ReportIn, RoundInfo, RunCreate, expected_round_count
 from ldpem.server.app import create_app
 from ldpem.server.coordinator import Coordinator, ProtocolError
 from ldpem.server.store import ReportRow, Store
@@ -25,10 +25,14 @@ ROUNDS = 5
 
 
 class Clock:
+    """Stands still unless moved; with ``step``, each reading is ``step`` seconds later."""
+
     def __init__(self) -> None:
         self.now = 1000.0
+        self.step = 0.0
 
     def __call__(self) -> float:
+        self.now += self.step
         return self.now
 
 
@@ -181,14 +185,14 @@ def test_central_noise_is_added_once_by_the_coordinator_and_persisted(tmp_path: 
     coordinator = make(tmp_path)
     run_id = create(coordinator, mechanism="central")
     params = coordinator.round_info(run_id).params
-    assert params.scale is not None
+    assert params.scale is not None and params.smoothing is not None
     for i in range(3):
         hospital = next(h for h in coordinator.store.hospitals(run_id) if h.name == f"h{i}")
         body = report(i, 0, [0.0, 0.0], mechanism="central", noise_std=0.0)
         asyncio.run(coordinator.submit_report(run_id, 0, hospital, body))
     count = 3 * expected_round_count(RECORDS, ROUNDS, 0)
     stored = coordinator.store.get_round(run_id, 0)
-    assert stored is not None and stored.noise is not None
+    assert stored is not None and stored.noise is not None and stored.beta_next is not None
     # β + noise − β recovers the noise up to one rounding of the addition.
     np.testing.assert_allclose(
         np.subtract(stored.beta_next, [1.0, -1.0]), stored.noise, rtol=0, atol=4e-16
@@ -203,27 +207,32 @@ def test_central_noise_is_added_once_by_the_coordinator_and_persisted(tmp_path: 
 
 
 def test_long_poll_returns_at_once_waits_and_wakes_up(tmp_path: Path) -> None:
-    coordinator = make(tmp_path)
+    """No real waiting: the wait ends by the coordinator's injected clock; the 30 s guard
+    only turns a long-poll that never returns into a failure."""
+    clock = Clock()
+    coordinator = make(tmp_path, clock)
     run_id = create(coordinator)
 
+    async def poll(after: int, wait: float) -> RoundInfo:
+        return await asyncio.wait_for(coordinator.wait_round(run_id, after, wait), timeout=30)
+
     async def scenario() -> None:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        info = await coordinator.wait_round(run_id, after=-1, wait=5.0)
-        assert info.round == 0 and loop.time() - start < 0.5
-        start = loop.time()
-        info = await coordinator.wait_round(run_id, after=0, wait=0.3)
-        assert info.round == 0 and 0.25 < loop.time() - start < 2.0
+        # Round 0 is later than -1: the answer comes at once, however long the wait.
+        assert (await poll(-1, 3600.0)).round == 0
+        # Each reading of the clock is an hour later: the hour is over at the first check.
+        clock.step = 3600.0
+        info = await poll(0, 3600.0)
+        clock.step = 0.0
+        assert (info.round, info.status) == (0, "running")
 
         async def close_round() -> None:
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0)  # the long-poll is waiting by now
             for i in range(3):
                 hospital = next(h for h in coordinator.store.hospitals(run_id) if h.name == f"h{i}")
                 await coordinator.submit_report(run_id, 0, hospital, report(i, 0, [0.0, 0.0]))
 
-        start = loop.time()
-        waited, _ = await asyncio.gather(coordinator.wait_round(run_id, 0, 10.0), close_round())
-        assert waited.round == 1 and loop.time() - start < 2.0
+        waited, _ = await asyncio.gather(poll(0, 3600.0), close_round())
+        assert waited.round == 1
 
     asyncio.run(scenario())
 

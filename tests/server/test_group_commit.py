@@ -48,6 +48,7 @@ def setup(tmp_path: Path) -> tuple[Coordinator, str, list[int]]:
             yield
         commits[0] += 1
 
+    # A test double for this store's method (counts the commits).
     store.transaction = counted  # type: ignore[method-assign]
     return coordinator, run_id, commits
 
@@ -109,6 +110,7 @@ def test_a_failed_commit_acknowledges_nothing(tmp_path: Path) -> None:
             yield
             raise OSError("disk full")
 
+    # A test double for this store's method (fails the commit).
     store.transaction = failing  # type: ignore[method-assign]
     outcomes = submit_together(coordinator, run_id, [report(0, [0.1, 0.0]), report(1, [0.0, 0.0])])
     assert all(isinstance(o, OSError) for o in outcomes)

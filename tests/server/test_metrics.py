@@ -53,7 +53,7 @@ def test_counters_match_a_demo_like_run(tmp_path: Path) -> None:
         again = study.report(0, 0)  # the same report: an idempotent duplicate
         assert first.status_code == again.status_code == 200 and again.json()["duplicate"]
         base = f"/v1/runs/{study.run_id}/rounds"
-        good = {
+        good: dict[str, Any] = {
             "hospital": "h1",
             "round": 0,
             "mechanism": "local",

@@ -50,7 +50,7 @@ def routes(app: FastAPI) -> set[tuple[str, str]]:
     # flattens them. Older releases list every route in app.routes.
     flatten = getattr(fastapi.routing, "iter_route_contexts", None)
     entries = list(flatten(app.routes)) if flatten is not None else list(app.routes)
-    found = set()
+    found: set[tuple[str, str]] = set()
     for route in entries:
         path, methods = getattr(route, "path", None), getattr(route, "methods", None)
         assert path is not None and methods, f"a route without path or methods: {route!r}"

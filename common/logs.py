@@ -1,4 +1,9 @@
-"""Log set-up shared by ``ldpem coordinator`` and ``ldpem client``: text or JSON lines.
+"""Log lines of the coordinator and the agent: context fields, JSON lines, no tokens.
+
+The formatter and filters live here, below the service layers, so that ``ldpem.server``
+and ``ldpem.client`` can attach context without importing the command line; installing
+them on a stream (I/O) is ``ldpem.logsetup``'s job, called by ``ldpem coordinator`` and
+``ldpem client``.
 
 ``--log-format json`` writes one JSON object per line::
 
@@ -21,10 +26,9 @@ import contextvars
 import json
 import logging
 import re
-import sys
 import time
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 __all__ = [
     "CONTEXT_FIELDS",
@@ -32,13 +36,10 @@ __all__ = [
     "JsonFormatter",
     "RedactTokens",
     "log_context",
-    "setup_logging",
 ]
 
-LogFormat = Literal["text", "json"]
 #: Fields of a JSON line beyond time, level, logger and message, when known.
 CONTEXT_FIELDS = ("run", "round", "hospital")
-TEXT_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "ldpem_log_context", default=None
@@ -99,38 +100,3 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             line["error"] = _SECRETS.sub(r"\1<redacted>", self.formatException(record.exc_info))
         return json.dumps(line, ensure_ascii=False, default=str)
-
-
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to ``sys.stderr`` as it is when the record is emitted, not as it was when the
-    handler was made (a command run in-process, as the tests do, sees a swapped stderr)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.stream = sys.stderr
-        super().emit(record)
-
-
-def setup_logging(level: str, log_format: str) -> logging.Handler | None:
-    """Send every logger's records to stderr in ``log_format`` ("text" or "json") at
-    ``level``; returns the handler installed on the root logger (in place of one an earlier
-    call installed). Like ``logging.basicConfig``, leaves alone a logging the embedding
-    program set up (pytest, when a test runs a command in-process): then returns None."""
-    if log_format not in ("text", "json"):
-        raise ValueError(f"log format must be 'text' or 'json', got {log_format!r}")
-    numeric = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise ValueError(f"log level must be debug, info, warning or error, got {level!r}")
-    root = logging.getLogger()
-    if any(not isinstance(h, _StderrHandler) for h in root.handlers):
-        return None
-    handler = _StderrHandler()
-    handler.setFormatter(
-        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
-    )
-    handler.addFilter(ContextFilter())
-    handler.addFilter(RedactTokens())
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(numeric)
-    return handler
