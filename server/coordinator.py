@@ -29,11 +29,18 @@ from functools import lru_cache
 import numpy as np
 from pydantic import ValidationError
 
-from ldpem.common.accounting import epsilon_spent, noise_std_for
-from ldpem.common.calibration import default_tau, smoothing_precision, truncation_sensitivity
-from ldpem.common.configure import hospital_scale, public_scale
+from ldpem.common.accounting import epsilon_spent
 from ldpem.common.planning import BEAT_FRACTION
-from ldpem.common.truncation_bound import truncation_bound
+from ldpem.common.protocol import (
+    central_noise,
+    central_rng,
+    holder_contribution,
+    holder_noise_std,
+    m_step,
+    public_parameters,
+    report_sensitivity,
+    run_start,
+)
 from ldpem.common.wire import (
     HospitalParticipation,
     HospitalToken,
@@ -82,95 +89,9 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def public_parameters(request: RunCreate) -> PublicParameters:
-    """The public mechanism parameters of a run, from its request."""
-    total = sum(h.records for h in request.hospitals)
-    records_per_round = max(1, total // request.rounds)
-    delta = request.delta if request.delta is not None else float(total) ** -1.1
-    delta = min(delta, 0.5)
-    beta_bound = (
-        request.beta_bound if request.beta_bound is not None else request.snr * request.sigma
-    )
-    tau = (
-        request.tau
-        if request.tau is not None
-        else default_tau(request.model, beta_bound=beta_bound, sigma=request.sigma, d=request.d)
-    )
-    scale: float | None = None
-    smoothing: float | None = None
-    clip: float | None = None
-    if request.mechanism in ("local", "central"):
-        scale = (
-            request.scale
-            if request.scale is not None
-            else public_scale(
-                request.mechanism,
-                d=request.d,
-                records_per_round=records_per_round,
-                epsilon=request.epsilon,
-                delta=delta,
-                tau=tau,
-                zeta=request.zeta,
-            )
-        )
-        smoothing = smoothing_precision(request.d, request.zeta)
-    elif request.mechanism == "hospital":
-        # Each holder derives its own s_k from its enrolled count (hospital_scale) unless
-        # the operator fixed one s for all.
-        scale = request.scale
-        smoothing = smoothing_precision(request.d, request.zeta)
-    elif request.mechanism == "local-clip":
-        clip = request.clip
-    return PublicParameters(
-        model=request.model,
-        d=request.d,
-        sigma=request.sigma,
-        rounds=request.rounds,
-        eta=request.eta,
-        mechanism=request.mechanism,
-        epsilon=request.epsilon,
-        delta=delta,
-        accounting=request.accounting,
-        tau=tau,
-        zeta=request.zeta,
-        scale=scale,
-        smoothing=smoothing,
-        clip=clip,
-        records_per_round=records_per_round,
-    )
-
-
 #: Relative slack of the noise floor. Agents compute σ_r themselves with the same code as
 #: ``noise_floor``, so an honest σ_r at the run's budget equals the floor up to rounding.
 NOISE_FLOOR_RTOL = 1e-6
-
-
-def holder_scale(params: PublicParameters, records: int) -> float | None:
-    """The scale a holder enrolled with ``records`` records truncates with: the published s,
-    or for ``hospital`` without one, its own s_k (``configure.hospital_scale``)."""
-    if params.mechanism == "hospital" and params.scale is None:
-        return hospital_scale(
-            records=records,
-            rounds=params.rounds,
-            d=params.d,
-            epsilon=params.epsilon,
-            delta=params.delta,
-            tau=params.tau,
-            zeta=params.zeta,
-        )
-    return params.scale
-
-
-def report_sensitivity(mechanism: str, params: PublicParameters, records: int) -> float | None:
-    """L2 sensitivity, for one record, of a report noised with ``mechanism`` by a holder
-    enrolled with ``records`` records (only ``hospital`` depends on it); None when the
-    report carries no noise (central, none)."""
-    scale = holder_scale(params, records)
-    if mechanism in ("local", "hospital") and scale is not None and params.smoothing:
-        return truncation_sensitivity(scale, params.d, smoothing=params.smoothing)
-    if mechanism == "local-clip" and params.clip is not None:
-        return 2.0 * params.clip
-    return None
 
 
 def usable_parameters(request: RunCreate) -> PublicParameters:
@@ -203,11 +124,11 @@ def usable_parameters(request: RunCreate) -> PublicParameters:
 def run_noise_std(params: PublicParameters, records: int = 1) -> float:
     """σ_r of a local report (for ``hospital``: of the one draw on the sum of a holder
     enrolled with ``records`` records) calibrated at the run's own budget and accounting; 0
-    for mechanisms without holder noise: the reference of the ``max_noise_factor`` ceiling."""
-    sensitivity = report_sensitivity(params.mechanism, params, records)
-    if sensitivity is None:
-        return 0.0
-    return _noise_std(params.epsilon, params.delta, sensitivity, params.accounting)
+    for mechanisms without holder noise: the reference of the ``max_noise_factor`` ceiling.
+    The σ_r an honest agent with the run's budget uses (``protocol.holder_mechanism``)."""
+    return holder_noise_std(
+        params, records, epsilon=params.epsilon, delta=params.delta, accounting=params.accounting
+    )
 
 
 def noise_floor(mechanism: str, params: PublicParameters, records: int) -> float:
@@ -216,10 +137,14 @@ def noise_floor(mechanism: str, params: PublicParameters, records: int) -> float
     the σ_r that tight ("exact") accounting needs for the mechanism's sensitivity, whatever
     accounting the run publishes (an agent may calibrate with either; both meet the budget
     above this floor). 0 for central and none, whose reports carry no noise."""
-    sensitivity = report_sensitivity(mechanism, params, records)
-    if sensitivity is None:
-        return 0.0
-    return _noise_std(params.epsilon, params.delta, sensitivity, "exact")
+    return holder_noise_std(
+        params,
+        records,
+        epsilon=params.epsilon,
+        delta=params.delta,
+        accounting="exact",
+        mechanism=mechanism,
+    )
 
 
 def implied_epsilon(
@@ -229,7 +154,7 @@ def implied_epsilon(
     with ``records`` records (tight accounting); None when the report carries no noise
     (central, none); infinity when σ_r is so small that Δ/σ_r or ε overflows float64
     (σ_r = 1e-300: no privacy)."""
-    sensitivity = report_sensitivity(mechanism, params, records)
+    sensitivity = report_sensitivity(params, records, mechanism=mechanism)
     if sensitivity is None or not noise_std > 0:
         return None
     return _epsilon(sensitivity, noise_std, params.delta)
@@ -246,23 +171,10 @@ def _epsilon(sensitivity: float, noise_std: float, delta: float) -> float:
             return math.inf
 
 
-@lru_cache(maxsize=256)
-def _noise_std(epsilon: float, delta: float, sensitivity: float, accounting: str) -> float:
-    # Cached: the exact accounting solves for a root, and every report of a run asks again.
-    return noise_std_for(
-        epsilon=epsilon, delta=delta, sensitivity=sensitivity, accounting=accounting
-    )
-
-
 def record_bound(params: PublicParameters, records: int = 1) -> float:
     """Largest |coordinate| of one record's contribution before noise (inf for ``none``), for
     a holder enrolled with ``records`` records (only ``hospital`` depends on it)."""
-    scale = holder_scale(params, records)
-    if scale is not None and params.smoothing is not None:
-        return scale * truncation_bound(params.smoothing)
-    if params.clip is not None:
-        return params.clip
-    return math.inf
+    return holder_contribution(params, records).record_bound(params.d)
 
 
 def _shown(run_id: str) -> str:
@@ -353,9 +265,7 @@ class Coordinator:
         if request.beta0 is not None:
             beta0 = [float(v) for v in request.beta0]
         else:
-            # A random start of norm σ: β = 0 is a fixed point of the symmetric models.
-            start = np.random.default_rng([seed, 0xB0]).standard_normal(request.d)
-            beta0 = [float(v) for v in start / np.linalg.norm(start) * request.sigma]
+            beta0 = [float(v) for v in run_start(seed, request.d, request.sigma)]
         trivial = request.snr * request.sigma
         if not math.isfinite(trivial):
             raise ProtocolError(422, "snr × sigma overflows float64: the run is out of range")
@@ -800,27 +710,19 @@ class Coordinator:
     ) -> None:
         """M-step over ``reports`` and open the next round (inside a transaction)."""
         t = run.current_round
-        beta = np.asarray(run.beta, dtype=np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):  # checked below
-            total = np.sum([r.total for r in reports], axis=0)
-        count = sum(r.count for r in reports)
-        gradient = total / count
-        noise: list[float] | None = None
-        if params.mechanism == "central":
-            assert params.scale is not None and params.smoothing is not None
-            sensitivity = truncation_sensitivity(params.scale, params.d, smoothing=params.smoothing)
-            std = noise_std_for(
-                epsilon=params.epsilon,
-                delta=params.delta,
-                sensitivity=sensitivity / count,
-                accounting=params.accounting,
-            )
-            drawn = np.random.default_rng([run.seed, 0xCE, t]).normal(0.0, std, params.d)
-            noise = [float(v) for v in drawn]
-            gradient = gradient + drawn
+        step = m_step(
+            run.beta,
+            [r.total for r in reports],
+            [r.count for r in reports],
+            eta=params.eta,
+            central=central_noise(params),
+            rng=central_rng(run.seed, t),
+        )
+        count = step.count
+        noise = None if step.noise is None else [float(v) for v in step.noise]
         with np.errstate(over="ignore", invalid="ignore"):
-            step = beta + params.eta * gradient
-            finite = bool(np.all(np.isfinite(step)) and np.isfinite(np.linalg.norm(step - beta)))
+            moved = np.linalg.norm(step.beta - np.asarray(run.beta, dtype=np.float64))
+        finite = bool(np.all(np.isfinite(step.beta)) and np.isfinite(moved))
         if not finite:
             # Only reachable where the honest range is unbounded (mechanism none) or the run's
             # η or σ is extreme: an infinite β could be neither stored nor sent.
@@ -833,7 +735,7 @@ class Coordinator:
             )
             log.error("run %s failed: %s", run.id, reason)
             return
-        beta_next = [float(v) for v in step]
+        beta_next = [float(v) for v in step.beta]
         self.store.close_round(run.id, t, now=now, beta_next=beta_next, noise=noise)
         request = self._request(run)
         if t + 1 >= params.rounds:

@@ -12,8 +12,8 @@ import pytest
 
 from ldpem.client.agent import AgentError, agent_mechanism
 from ldpem.common.calibration import smoothing_precision
-from ldpem.common.configure import hospital_scale, local_noise_std
 from ldpem.common.mechanisms import HospitalTruncation
+from ldpem.common.protocol import hospital_scale, local_noise_std
 from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
 from ldpem.server.coordinator import (
