@@ -557,10 +557,9 @@ def report_sensitivity(
 ) -> float | None:
     """Δ of one record in the report of a holder enrolled with ``records`` records; None
     when that report carries no noise of the holder's (central, none)."""
-    shape = holder_contribution(params, records, mechanism=mechanism)
-    if not shape.is_local or isinstance(shape, NoPrivacy):
+    if (params.mechanism if mechanism is None else mechanism) in ("central", "none"):
         return None
-    return _record_sensitivity(shape, params.d)
+    return _record_sensitivity(holder_contribution(params, records, mechanism=mechanism), params.d)
 
 
 def holder_noise_std(
