@@ -674,13 +674,13 @@ def public_parameters(request: RunCreate) -> PublicParameters:
 def aggregate(totals: Sequence[ArrayLike], counts: Sequence[int]) -> tuple[FloatArray, int]:
     """Σ of the reports' totals (d,) and of their counts. Each coordinate is the correctly
     rounded sum (``math.fsum``), which does not depend on the order of the reports; ±inf
-    when the sum leaves the float range (the caller checks)."""
+    or NaN when the sum leaves the float range (the caller checks)."""
     rows = np.asarray(totals, dtype=np.float64)
     if rows.ndim != 2:
         raise ValueError(f"totals must be a (reports, d) array, got shape {rows.shape}")
     try:
         total = np.array([math.fsum(column) for column in rows.T], dtype=np.float64)
-    except OverflowError:  # an intermediate sum beyond the float range
+    except (OverflowError, ValueError):  # a sum beyond the float range, or inf − inf
         with np.errstate(over="ignore", invalid="ignore"):
             total = rows.sum(axis=0)
     return total, sum(int(c) for c in counts)
