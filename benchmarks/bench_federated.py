@@ -55,8 +55,8 @@ from _fedkit import (
 )
 
 from ldpem.common.calibration import default_tau
-from ldpem.common.configure import make_mechanism
 from ldpem.common.models import Records, get_model
+from ldpem.common.protocol import make_mechanism
 from ldpem.common.rounds import holder_round
 
 

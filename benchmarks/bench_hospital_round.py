@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from ldpem.common.configure import make_mechanism
 from ldpem.common.models import get_model
+from ldpem.common.protocol import make_mechanism
 from ldpem.common.rounds import holder_round
 
 

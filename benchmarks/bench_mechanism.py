@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from ldpem.common.configure import make_mechanism
 from ldpem.common.models import MODEL_NAMES, get_model
+from ldpem.common.protocol import make_mechanism
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -46,7 +46,7 @@ CHILD = """
 import json, sys, time, tracemalloc
 import numpy as np
 from ldpem.common.calibration import default_tau
-from ldpem.common.configure import make_mechanism
+from ldpem.common.protocol import make_mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.rounds import holder_round
 

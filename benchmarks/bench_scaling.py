@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _fedkit import machine
 
 from ldpem.common.calibration import default_tau
-from ldpem.common.configure import make_mechanism
 from ldpem.common.models import get_model
+from ldpem.common.protocol import make_mechanism
 from ldpem.common.rounds import holder_round
 from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
 from ldpem.server.coordinator import Coordinator, run_noise_std

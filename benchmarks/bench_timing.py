@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
 
-from ldpem.common.configure import make_mechanism
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
+from ldpem.common.protocol import make_mechanism
 from ldpem.common.rounds import holder_round
 
 CASES = ("inliers", "outliers", "nonfinite", "subnormal")

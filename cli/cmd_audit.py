@@ -11,10 +11,9 @@ from typing import Any
 import numpy as np
 
 from ldpem.common.accounting import ACCOUNTING_MODES
-from ldpem.common.calibration import default_tau
-from ldpem.common.configure import make_mechanism
 from ldpem.common.errors import UserError
 from ldpem.common.models import get_model
+from ldpem.common.protocol import make_mechanism, study_tau
 
 __all__ = ["register", "run_audit"]
 
@@ -80,7 +79,7 @@ def run_audit(
         raise UserError(f"--holder-draws must be at least 100, got {holder_draws}")
     model = get_model(model_name)
     rng = np.random.default_rng(seed)
-    tau = default_tau(model_name, beta_bound=3.0, sigma=1.0, d=d)
+    tau = study_tau(model_name, tau=None, beta_bound=3.0, sigma=1.0, d=d)
     results = []
     for name in mechanisms:
         for accounting in accountings:

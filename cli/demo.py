@@ -29,11 +29,16 @@ import numpy as np
 
 from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import epsilon_for_ratio
-from ldpem.common.calibration import default_tau
-from ldpem.common.configure import holder_records_per_round, make_mechanism
 from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
+from ldpem.common.protocol import (
+    holder_records_per_round,
+    make_mechanism,
+    records_per_round,
+    study_delta,
+    study_tau,
+)
 from ldpem.common.simulation import run_gradient_em
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
 
@@ -155,7 +160,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     names = [f"h{i + 1}" for i in range(config.hospitals)]
     tokens = [secrets.token_urlsafe(24) for _ in names]
     admin = secrets.token_urlsafe(24)
-    delta = config.records**-1.1
+    delta = study_delta(None, config.records)
 
     def say(text: str) -> None:
         if not quiet:
@@ -322,7 +327,7 @@ def _baselines(
     and start (hospital-level: each holder's own scale and noise, docs/HOSPITAL.md)."""
     model = get_model(config.model)
     # τ as the coordinator derives it for the run: the default declared bound snr·σ = 3.
-    tau = default_tau(config.model, beta_bound=3.0, sigma=1.0, d=config.d)
+    tau = study_tau(config.model, tau=None, beta_bound=3.0, sigma=1.0, d=config.d)
     out = {}
     for name in ("none", "local-clip", "hospital"):
 
@@ -337,7 +342,7 @@ def _baselines(
                 tau=tau,
             )
 
-        mechanism = build(max(config.records // config.rounds, 1))
+        mechanism = build(records_per_round([p.n for p in parts], config.rounds))
         holder_mechanisms = None
         if name == "hospital":
             holder_mechanisms = [build(holder_records_per_round(p.n, config.rounds)) for p in parts]

@@ -4,14 +4,18 @@ Every data holder's round goes through ``ldpem.common.rounds.holder_round`` (cal
 ``ldpem.common.simulation.run_gradient_em``), the same function the hospital agent runs,
 so there is one implementation of "a data holder's round".
 
-One seeded generator drives everything, in this order: the synthetic data, the gross
-outliers (if any), the starting point β⁰ ~ N(0, (B²/d) I_d), the split over hospitals
-(only when there are several), then the run itself (partition into rounds, noise).
+The study defaults (δ, τ, m, β⁰) and the mechanisms are ``ldpem.common.protocol``'s, the
+ones a federated run uses. One seeded generator (``protocol.study_rng``) drives everything,
+in this order: the synthetic data, the gross outliers (if any), the starting point β⁰ (a
+random direction of norm σ, as the coordinator's), the split over hospitals (only when
+there are several or their sizes are given), then the run itself (partition into rounds,
+noise). With hospital sizes and no outliers this is exactly the planner's study
+(``planning.study_errors``), so the forecast of ``run create`` is the mean of these
+figures over seeds 0, 1, ….
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable
@@ -24,13 +28,23 @@ from numpy.typing import NDArray
 
 from ldpem.client.data import load_records
 from ldpem.common.accounting import ACCOUNTING_MODES
-from ldpem.common.calibration import DEFAULT_ZETA, default_tau
-from ldpem.common.configure import holder_records_per_round, make_mechanism
+from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import MECHANISM_NAMES, Mechanism
 from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
 from ldpem.common.planning import Problem, final_errors
-from ldpem.common.simulation import run_gradient_em
+from ldpem.common.protocol import (
+    central_noise_for,
+    holder_records_per_round,
+    initial_beta,
+    make_mechanism,
+    records_per_round,
+    study_beta_bound,
+    study_delta,
+    study_rng,
+    study_tau,
+)
+from ldpem.common.simulation import run_gradient_em, split_holders
 
 __all__ = [
     "OUTLIER_NORM",
@@ -40,7 +54,6 @@ __all__ = [
     "SimulationOutcome",
     "add_outliers",
     "hospital_sizes",
-    "records_per_round",
     "simulate",
 ]
 
@@ -65,8 +78,9 @@ class Dataset:
 class SimulationConfig:
     """Parameters of one simulated run. ``None`` means "the documented default":
 
-    delta: n^-1.1 (the paper's choice); missing: 0.1 for rmc, 0 otherwise;
-    beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: ``default_tau(model, B, σ, d)``.
+    delta: n^-1.1 (the paper's choice, at most 0.5); missing: 0.1 for rmc, 0 otherwise;
+    beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: ``default_tau(model, B, σ, d)``
+    (``ldpem.common.protocol``'s study defaults).
     ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
     ``sizes``: the hospitals' record counts (they must sum to n; ``hospitals`` is then
     ignored). ``data``: a CSV (or .npy) file of records to use instead of synthetic ones (see
@@ -194,9 +208,7 @@ def _split(records: Records, config: SimulationConfig, rng: np.random.Generator)
     else:
         minimum = 1 if config.reuse else config.rounds
         sizes = hospital_sizes(records.n, config.hospitals, minimum, rng)
-    order = rng.permutation(records.n)
-    bounds = np.cumsum([0, *sizes])
-    return [records.take(np.sort(order[a:b])) for a, b in itertools.pairwise(bounds)]
+    return split_holders(records, sizes, rng)
 
 
 def _load(config: SimulationConfig, model: Model, rng: np.random.Generator) -> Dataset:
@@ -211,13 +223,6 @@ def _load(config: SimulationConfig, model: Model, rng: np.random.Generator) -> D
         config.n, config.d, snr=config.snr, sigma=config.sigma, missing=missing, rng=rng
     )
     return Dataset(records, beta_star)
-
-
-def records_per_round(holders: list[Records], rounds: int, *, reuse: bool) -> int:
-    """m, the fewest records that report in any round (sets s and the central sensitivity)."""
-    if reuse:
-        return sum(h.n for h in holders)
-    return sum(h.n // rounds for h in holders)
 
 
 def _mechanism(
@@ -241,7 +246,7 @@ def _holder_mechanisms(
     config: SimulationConfig, holders: list[Records], *, d: int, delta: float, tau: float
 ) -> list[Mechanism] | None:
     """Each holder's own mechanism for ``hospital`` (its scale and noise follow from its own
-    records per round, ``configure.holder_records_per_round``); None for the others."""
+    records per round, ``protocol.holder_records_per_round``); None for the others."""
     if config.mechanism != "hospital":
         return None
     return [
@@ -288,21 +293,17 @@ def simulate(
     started = time.perf_counter()
     _check_config(config)
     model = get_model(config.model)
-    rng = np.random.default_rng(config.seed)
+    rng = study_rng(config.seed)
     data = dataset if dataset is not None else _load(config, model, rng)
     records = add_outliers(data.records, config.outliers, rng)
     n, d = records.n, records.d
     _check_size(n, config)
-    delta = config.delta if config.delta is not None else float(n) ** -1.1
-    bound = config.beta_bound if config.beta_bound is not None else config.snr * config.sigma
-    tau = (
-        config.tau
-        if config.tau is not None
-        else default_tau(model.name, beta_bound=bound, sigma=config.sigma, d=d)
-    )
-    beta0 = rng.standard_normal(d) * (bound / math.sqrt(d))
+    delta = study_delta(config.delta, n)
+    bound = study_beta_bound(config.beta_bound, snr=config.snr, sigma=config.sigma)
+    tau = study_tau(model.name, tau=config.tau, beta_bound=bound, sigma=config.sigma, d=d)
+    beta0 = initial_beta(d, config.sigma, rng)
     holders = _split(records, config, rng)
-    m = records_per_round(holders, config.rounds, reuse=config.reuse)
+    m = records_per_round([h.n for h in holders], config.rounds, reuse=config.reuse)
     holder_mechanisms = _holder_mechanisms(config, holders, d=d, delta=delta, tau=tau)
     # For hospital the aggregator adds nothing; this instance only names the mechanism.
     mechanism = (
@@ -330,6 +331,14 @@ def simulate(
         beta_star=beta_star,
         on_round=report,
         holder_mechanisms=holder_mechanisms,
+        central=central_noise_for(
+            mechanism,
+            d=d,
+            epsilon=config.epsilon,
+            delta=delta,
+            accounting=config.accounting,
+            participations=config.rounds if config.reuse else 1,
+        ),
     )
     known = beta_star is not None
     warning = None if known else _data_warning(config, holders, d=d, delta=delta, tau=tau)
@@ -370,7 +379,7 @@ def _data_warning(
 ) -> str | None:
     """On records without β*, what the planning simulations expect for this size, budget
     and declared ‖β‖ ≤ B: a warning when the mechanism cannot beat β = 0 (``ldpem plan``)."""
-    bound = config.beta_bound if config.beta_bound is not None else config.snr * config.sigma
+    bound = study_beta_bound(config.beta_bound, snr=config.snr, sigma=config.sigma)
     problem = Problem(
         model=config.model,
         d=d,

@@ -53,20 +53,19 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, Entry, Ledger
-from ldpem.common.accounting import noise_std_for
 from ldpem.common.calibration import smoothing_precision
-from ldpem.common.configure import hospital_scale, local_noise_std
 from ldpem.common.errors import UserError
 from ldpem.common.logs import log_context
-from ldpem.common.mechanisms import (
-    CentralTruncation,
-    HospitalTruncation,
-    LocalClipped,
-    LocalTruncation,
-    Mechanism,
-    NoPrivacy,
-)
+from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
+from ldpem.common.protocol import (
+    holder_mechanism,
+    holder_scale,
+    noise_rng,
+    partition_rng,
+    privacy_ratio,
+    run_digest,
+)
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
 from ldpem.common.wire import (
@@ -251,52 +250,32 @@ def agent_mechanism(
     records: int | None = None,
 ) -> tuple[Mechanism, float]:
     """The mechanism this agent runs and its privacy ratio μ = Δ/σ_r per record (∞ when the
-    report is not locally private). β_s is the agent's own √(log(d/ζ)), not the published
-    value (``check_public`` refuses a published value that differs). ``records``: this
-    agent's enrolled count, which sets its own scale under ``hospital`` (docs/HOSPITAL.md)."""
+    report is not locally private): ``protocol.holder_mechanism`` at this agent's OWN budget
+    (central: no noise here, the coordinator adds it; local: σ_r on each record's report;
+    hospital: one draw on this agent's sum). β_s is the agent's own √(log(d/ζ)), not the
+    published value (``check_public`` refuses a published value that differs). ``records``:
+    this agent's enrolled count, which sets its own scale under ``hospital``
+    (docs/HOSPITAL.md)."""
     if params.mechanism in ("local", "central", "hospital"):
-        smoothing = smoothing_precision(params.d, params.zeta)
         scale = params.scale
         if scale is None and params.mechanism == "hospital":
             if records is None:
                 raise AgentError("mechanism hospital needs this agent's enrolled record count")
-            scale = hospital_scale(
-                records=records,
-                rounds=params.rounds,
-                d=params.d,
-                epsilon=params.epsilon,
-                delta=params.delta,
-                tau=params.tau,
-                zeta=params.zeta,
-            )
+            scale = holder_scale(params, records)
+            assert scale is not None
             _in("scale (this hospital's own s_k)", scale, *SCALE_RANGE)
         if scale is None:
             raise AgentError(f"the run publishes mechanism {params.mechanism} without a scale s")
-        if params.mechanism == "central":
-            # The coordinator adds the noise: this agent's sum is truncated but not noised.
-            return CentralTruncation(scale=scale, smoothing=smoothing, noise_std=0.0), math.inf
-        # local: σ_r on each record's report; hospital: one draw on this agent's sum. Both
-        # from its OWN (ε, δ): replacing one record moves either by the same sensitivity.
-        sigma = local_noise_std(
-            scale=scale,
-            smoothing=smoothing,
-            d=params.d,
-            epsilon=epsilon,
-            delta=delta,
-            accounting=accounting,
-        )
-        kind = HospitalTruncation if params.mechanism == "hospital" else LocalTruncation
-        mechanism = kind(scale=scale, smoothing=smoothing, noise_std=sigma)
-        return mechanism, mechanism.sensitivity(params.d) / sigma
-    if params.mechanism == "local-clip":
-        if params.clip is None:
-            raise AgentError("the run publishes mechanism local-clip without a clip norm")
-        sensitivity = 2.0 * params.clip
-        sigma = noise_std_for(
-            epsilon=epsilon, delta=delta, sensitivity=sensitivity, accounting=accounting
-        )
-        return LocalClipped(clip=params.clip, noise_std=sigma), sensitivity / sigma
-    return NoPrivacy(), math.inf
+    if params.mechanism == "local-clip" and params.clip is None:
+        raise AgentError("the run publishes mechanism local-clip without a clip norm")
+    mechanism = holder_mechanism(
+        params,
+        records=1 if records is None else records,
+        epsilon=epsilon,
+        delta=delta,
+        accounting=accounting,
+    )
+    return mechanism, privacy_ratio(mechanism, params.d)
 
 
 def tls_context(ca_cert: Path | None) -> ssl.SSLContext:
@@ -329,25 +308,6 @@ def records_digest(records: Records) -> str:
     if records.y is not None:
         h.update(np.ascontiguousarray(records.y, dtype=np.float64).tobytes())
     return h.hexdigest()
-
-
-def run_digest(run_id: str) -> int:
-    """The full SHA-256 of a run id as an integer (256 bits)."""
-    return int(hashlib.sha256(run_id.encode()).hexdigest(), 16)
-
-
-def partition_rng(seed: int, run_id: str) -> np.random.Generator:
-    """The generator of a run's partition: the agent's partition seed and the run id."""
-    return np.random.default_rng([seed, run_digest(run_id)])
-
-
-def noise_rng(seed: int | None, run_id: str, t: int) -> np.random.Generator:
-    """The generator of one report's noise: a fresh 256-bit seed from the operating system,
-    never derived from stored state, the run or the round; with a research ``seed``, the
-    reproducible stream of (seed, run, round), which voids the privacy guarantee."""
-    if seed is None:
-        return np.random.default_rng(int.from_bytes(os.urandom(32), "big"))
-    return np.random.default_rng([seed, run_digest(run_id), t])
 
 
 def _canonical(value: Any) -> str:

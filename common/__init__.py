@@ -7,13 +7,13 @@ Nothing here does I/O. Public surface:
   ``HospitalTruncation``, ``CentralTruncation``, ``LocalClipped``, ``CentralClipped``,
   ``NoPrivacy``, ``make_mechanism``
 * accounting: ``noise_std_for``, ``epsilon_spent``, ``epsilon_tilde``
+* protocol: study defaults, mechanisms from public parameters, the M-step
 * rounds: ``holder_round``; simulation: ``run_gradient_em``
 """
 
 from __future__ import annotations
 
 from ldpem.common.accounting import epsilon_spent, epsilon_tilde, noise_std_for
-from ldpem.common.configure import local_noise_std, make_mechanism, public_scale
 from ldpem.common.mechanisms import (
     MECHANISM_NAMES,
     CentralClipped,
@@ -25,6 +25,7 @@ from ldpem.common.mechanisms import (
     NoPrivacy,
 )
 from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
+from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
 from ldpem.common.rounds import HolderReport, holder_round
 from ldpem.common.simulation import EMResult, run_gradient_em
 from ldpem.common.truncation import TRUNCATION_BOUND, smoothed_truncation

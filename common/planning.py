@@ -7,6 +7,9 @@ A ``Problem`` is the public description of a run: model, d, σ, budget, rounds a
 hospitals' record counts. Each estimate draws synthetic data of that model (‖β*‖ = snr·σ),
 splits it over the hospitals with the given counts, and runs ``run_gradient_em`` with the
 mechanism each agent would build — for ``hospital`` one per hospital, from its own count.
+The study defaults (δ, τ, m, β⁰) are ``ldpem.common.protocol``'s, and each seed's run is
+exactly ``ldpem simulate``'s with the same seed and hospital sizes (same generator, data,
+start and split), so the forecast of ``run create`` is the mean of ``simulate``'s figures.
 The trivial estimate β = 0 has error ‖β*‖ = snr·σ. A mechanism "beats β = 0" here when its
 mean final error is at most half of that (``BEAT_FRACTION``): the runs start at a random β⁰
 of norm σ, as the coordinator's do, whose error is already about ‖β*‖, so an error just
@@ -15,7 +18,6 @@ below ‖β*‖ only says the EM did not move. At half, the estimate points with
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -23,11 +25,22 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ldpem.common._validation import check_count, check_positive
-from ldpem.common.calibration import DEFAULT_ZETA, default_tau
-from ldpem.common.configure import holder_records_per_round, make_mechanism
+from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import get_model
-from ldpem.common.simulation import run_gradient_em
+from ldpem.common.protocol import (
+    CentralNoise,
+    central_noise_for,
+    holder_records_per_round,
+    initial_beta,
+    make_mechanism,
+    records_per_round,
+    study_beta_bound,
+    study_delta,
+    study_rng,
+    study_tau,
+)
+from ldpem.common.simulation import run_gradient_em, split_holders
 
 __all__ = [
     "BEAT_FRACTION",
@@ -40,20 +53,20 @@ __all__ = [
     "final_errors",
     "make_plan",
     "recommendation",
+    "study_errors",
 ]
 
 #: Mechanisms ``ldpem plan`` compares (β = 0 is added as the trivial reference).
 PLAN_MECHANISMS = ("local", "hospital", "central", "local-clip", "none")
 #: A mean final error at most this fraction of ‖β*‖ counts as beating β = 0.
 BEAT_FRACTION = 0.5
-#: Generator seed prefix of the planning simulations (kept from the first forecasts).
-_SEED_PREFIX = 0xF0CA57
 
 
 @dataclass(frozen=True)
 class Problem:
     """The public description of a run. ``delta`` None: n^-1.1; ``tau`` None: the default
-    of ``calibration.default_tau`` for the bound B = ``beta_bound`` (None: snr·σ);
+    of ``calibration.default_tau`` for the bound B = ``beta_bound`` (None: snr·σ), as
+    ``protocol.study_delta`` and ``protocol.study_tau`` resolve them;
     ``missing`` None: 0.1 for rmc, else 0; ``scale`` overrides Algorithm 2's s."""
 
     model: str
@@ -94,14 +107,12 @@ class Problem:
 
     @property
     def resolved_delta(self) -> float:
-        return self.delta if self.delta is not None else float(self.n) ** -1.1
+        return study_delta(self.delta, self.n)
 
     @property
     def resolved_tau(self) -> float:
-        if self.tau is not None:
-            return self.tau
-        bound = self.beta_bound if self.beta_bound is not None else self.snr * self.sigma
-        return default_tau(self.model, beta_bound=bound, sigma=self.sigma, d=self.d)
+        bound = study_beta_bound(self.beta_bound, snr=self.snr, sigma=self.sigma)
+        return study_tau(self.model, tau=self.tau, beta_bound=bound, sigma=self.sigma, d=self.d)
 
     @property
     def trivial_error(self) -> float:
@@ -140,14 +151,16 @@ class Estimate:
         return float(np.quantile(self.errors, 0.9))
 
 
-def _mechanisms(problem: Problem, name: str) -> tuple[Mechanism, list[Mechanism] | None]:
-    """The aggregate mechanism and, for ``hospital``, each hospital's own."""
+def _mechanisms(
+    problem: Problem, name: str
+) -> tuple[Mechanism, list[Mechanism] | None, CentralNoise | None]:
+    """The study's mechanism, for ``hospital`` each hospital's own, and the central noise."""
 
-    def build(records_per_round: int) -> Mechanism:
+    def build(m: int) -> Mechanism:
         return make_mechanism(
             name,
             d=problem.d,
-            records_per_round=records_per_round,
+            records_per_round=m,
             epsilon=problem.epsilon,
             delta=problem.resolved_delta,
             tau=problem.resolved_tau,
@@ -159,14 +172,54 @@ def _mechanisms(problem: Problem, name: str) -> tuple[Mechanism, list[Mechanism]
 
     if name == "hospital":
         holders = [build(holder_records_per_round(s, problem.rounds)) for s in problem.sizes]
-        return holders[0], holders
-    return build(max(1, problem.n // problem.rounds)), None
+        return holders[0], holders, None
+    mechanism = build(records_per_round(problem.sizes, problem.rounds))
+    central = central_noise_for(
+        mechanism,
+        d=problem.d,
+        epsilon=problem.epsilon,
+        delta=problem.resolved_delta,
+        accounting=problem.accounting,
+    )
+    return mechanism, None, central
+
+
+def study_errors(problem: Problem, mechanism: str, seed: int) -> list[float]:
+    """The errors after each round of the simulated study with ``seed``: synthetic data of
+    the problem's model, β⁰, the split over the hospitals, then the run, all from
+    ``protocol.study_rng(seed)`` in this order (the order of ``ldpem simulate``)."""
+    model = get_model(problem.model)
+    aggregate, holders_mechanisms, central = _mechanisms(problem, mechanism)
+    missing = problem.missing
+    if missing is None:
+        missing = 0.1 if model.allows_missing else 0.0
+    rng = study_rng(seed)
+    records, beta_star = model.generate(
+        problem.n, problem.d, snr=problem.snr, sigma=problem.sigma, missing=missing, rng=rng
+    )
+    beta0 = initial_beta(problem.d, problem.sigma, rng)
+    holders = split_holders(records, problem.sizes, rng)
+    result = run_gradient_em(
+        model=model,
+        holders=holders,
+        sigma=problem.sigma,
+        mechanism=aggregate,
+        rounds=problem.rounds,
+        beta0=beta0,
+        rng=rng,
+        eta=problem.eta,
+        beta_star=beta_star,
+        holder_mechanisms=holders_mechanisms,
+        central=central,
+    )
+    return result.errors
 
 
 def final_errors(
     problem: Problem, mechanism: str, seeds: int, *, max_records: int | None = None
 ) -> list[float]:
-    """Final estimation error of the simulated run for seeds 0..seeds−1.
+    """Final estimation error of the simulated study for seeds 0..seeds−1 (inf when the
+    run diverges).
 
     ``max_records``: above it, the hospitals' sizes are scaled down in proportion (which
     only makes the estimate pessimistic) and the mechanisms calibrated for the smaller run.
@@ -174,34 +227,9 @@ def final_errors(
     seeds = check_count("seeds", seeds)
     if max_records is not None and problem.n > max_records:
         problem = problem.with_records(max_records)
-    model = get_model(problem.model)
-    aggregate, holders_mechanisms = _mechanisms(problem, mechanism)
-    missing = problem.missing
-    if missing is None:
-        missing = 0.1 if model.allows_missing else 0.0
     errors = []
     for seed in range(seeds):
-        rng = np.random.default_rng([_SEED_PREFIX, seed])
-        records, beta_star = model.generate(
-            problem.n, problem.d, snr=problem.snr, sigma=problem.sigma, missing=missing, rng=rng
-        )
-        bounds = np.cumsum([0, *problem.sizes])
-        holders = [records.take(slice(int(a), int(b))) for a, b in itertools.pairwise(bounds)]
-        start = rng.standard_normal(problem.d)
-        beta0 = start / np.linalg.norm(start) * problem.sigma
-        result = run_gradient_em(
-            model=model,
-            holders=holders,
-            sigma=problem.sigma,
-            mechanism=aggregate,
-            rounds=problem.rounds,
-            beta0=beta0,
-            rng=rng,
-            eta=problem.eta,
-            beta_star=beta_star,
-            holder_mechanisms=holders_mechanisms,
-        )
-        final = result.errors[-1]
+        final = study_errors(problem, mechanism, seed)[-1]
         errors.append(final if math.isfinite(final) else math.inf)
     return errors
 

@@ -1,8 +1,11 @@
 """In-process gradient EM over simulated data holders (Algorithm 2 and its baselines).
 
 Each round, every holder runs ``holder_round`` — the same function the hospital agent runs —
-on its records for that round; the aggregator sums the reports, adds the central noise if
-any, and takes the M-step β^{t+1} = β^t + η·(Σ totals / Σ counts + noise).
+on its records for that round; the aggregator takes ``protocol.m_step`` — the same function
+the coordinator runs: β^{t+1} = β^t + η·(Σ totals / Σ counts + central noise), the central
+noise calibrated on the round's count. ``simulate_run`` is a federated run of given public
+parameters, agents' seeds and records, simulated in-process: it reproduces the run's
+trajectory bit for bit (docs/ARCHITECTURE.md, "One round protocol").
 
 Records are either partitioned across rounds (Algorithm 2: each record reports once) or
 reused every round (``reuse=True``: each record reports T times, its budget split).
@@ -10,6 +13,7 @@ reused every round (``reuse=True``: each record reports T times, its budget spli
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,10 +22,19 @@ from numpy.typing import NDArray
 
 from ldpem.common._validation import check_count, check_positive
 from ldpem.common.mechanisms import Mechanism
-from ldpem.common.models import Model, Records
+from ldpem.common.models import Model, Records, get_model
+from ldpem.common.protocol import (
+    CentralNoise,
+    SharedStream,
+    Streams,
+    central_noise,
+    holder_mechanism,
+    m_step,
+)
 from ldpem.common.rounds import holder_round
+from ldpem.common.wire import PublicParameters
 
-__all__ = ["EMResult", "round_groups", "run_gradient_em"]
+__all__ = ["EMResult", "round_groups", "run_gradient_em", "simulate_run", "split_holders"]
 
 FloatArray = NDArray[np.float64]
 
@@ -52,6 +65,18 @@ def round_groups(
     return [records.take(np.sort(part)) for part in np.array_split(order, rounds)]
 
 
+def split_holders(
+    records: Records, sizes: Sequence[int], rng: np.random.Generator
+) -> list[Records]:
+    """``records`` dealt to holders of ``sizes`` records (summing to records.n) by one random
+    permutation from ``rng``; each holder keeps its records in their original order."""
+    if sum(sizes) != records.n:
+        raise ValueError(f"sizes must sum to the {records.n} records, got {sum(sizes)}")
+    order = rng.permutation(records.n)
+    bounds = np.cumsum([0, *sizes])
+    return [records.take(np.sort(order[a:b])) for a, b in itertools.pairwise(bounds)]
+
+
 def run_gradient_em(
     *,
     model: Model,
@@ -60,19 +85,23 @@ def run_gradient_em(
     mechanism: Mechanism,
     rounds: int,
     beta0: FloatArray,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
     eta: float = 1.0,
     reuse: bool = False,
     beta_star: FloatArray | None = None,
     on_round: Callable[[int, FloatArray], None] | None = None,
     holder_mechanisms: Sequence[Mechanism] | None = None,
+    central: CentralNoise | None = None,
+    streams: Streams | None = None,
 ) -> EMResult:
     """Run T rounds of (private) gradient EM over the ``holders``' records.
 
     beta0: (d,) starting point. ``on_round(t, beta)`` is called after each M-step (t = 1..T).
     ``holder_mechanisms``: one mechanism per holder when they differ (the ``hospital``
-    mechanism's scale depends on the holder's size); ``mechanism`` then only supplies the
-    aggregator's noise.
+    mechanism's scale depends on the holder's size). ``central``: the aggregator's noise,
+    required for a central ``mechanism`` (``protocol.central_noise_for``). Random draws come
+    from ``streams`` (``protocol.FederatedStreams`` to model a federated run) or, by
+    default, all from ``rng``.
     """
     rounds = check_count("rounds", rounds)
     eta = check_positive("eta", eta)
@@ -83,29 +112,77 @@ def run_gradient_em(
             f"holder_mechanisms must have one entry per holder ({len(holders)}), "
             f"got {len(holder_mechanisms)}"
         )
+    if not mechanism.is_local and central is None:
+        raise ValueError(
+            f"mechanism {mechanism.name} is central: give its noise as central= "
+            "(protocol.central_noise_for)"
+        )
+    if streams is None:
+        if rng is None:
+            raise ValueError("give rng or streams")
+        streams = SharedStream(rng)
     mechanisms = list(holder_mechanisms) if holder_mechanisms else [mechanism] * len(holders)
-    groups = [round_groups(records, rounds, reuse=reuse, rng=rng) for records in holders]
+    groups = [
+        round_groups(records, rounds, reuse=reuse, rng=streams.partition(k))
+        for k, records in enumerate(holders)
+    ]
     beta = np.array(beta0, dtype=np.float64)
     result = EMResult(betas=[beta.copy()])
     for t in range(rounds):
-        total = np.zeros_like(beta)
-        count = 0
-        for holder_groups, holder_mechanism in zip(groups, mechanisms, strict=True):
+        totals = []
+        counts = []
+        for k, (holder_groups, holder_mechanism_k) in enumerate(
+            zip(groups, mechanisms, strict=True)
+        ):
             report = holder_round(
                 model=model,
                 beta=beta,
                 records=holder_groups[t],
                 sigma=sigma,
-                mechanism=holder_mechanism,
-                rng=rng,
+                mechanism=holder_mechanism_k,
+                rng=streams.noise(k, t),
             )
-            total += report.total
-            count += report.count
-        gradient = total / count + mechanism.aggregate_noise(beta.size, rng)
-        beta = beta + eta * gradient
+            totals.append(report.total)
+            counts.append(report.count)
+        beta = m_step(beta, totals, counts, eta=eta, central=central, rng=streams.central(t)).beta
         result.betas.append(beta.copy())
         if beta_star is not None:
             result.errors.append(model.error(beta, beta_star))
         if on_round is not None:
             on_round(t + 1, beta)
     return result
+
+
+def simulate_run(
+    params: PublicParameters,
+    *,
+    holders: Sequence[Records],
+    beta0: Sequence[float],
+    streams: Streams,
+    budgets: Sequence[tuple[float, float, str]] | None = None,
+    beta_star: FloatArray | None = None,
+) -> EMResult:
+    """The federated run of ``params``, in-process: holder k has the records ``holders[k]``
+    (enrolled with that count) and runs ``protocol.holder_mechanism`` at its budget
+    ``budgets[k]`` = (ε, δ, accounting) (default: the run's own); the aggregator adds the
+    run's central noise. With ``protocol.FederatedStreams`` of the agents' research seeds
+    and the run's seed, this is the run's exact trajectory β⁰ … β^T."""
+    own = (params.epsilon, params.delta, params.accounting)
+    budgets = list(budgets) if budgets is not None else [own] * len(holders)
+    mechanisms = [
+        holder_mechanism(params, records=h.n, epsilon=e, delta=dl, accounting=a)
+        for h, (e, dl, a) in zip(holders, budgets, strict=True)
+    ]
+    return run_gradient_em(
+        model=get_model(params.model),
+        holders=holders,
+        sigma=params.sigma,
+        mechanism=mechanisms[0],
+        holder_mechanisms=mechanisms,
+        rounds=params.rounds,
+        beta0=np.asarray(beta0, dtype=np.float64),
+        eta=params.eta,
+        beta_star=beta_star,
+        central=central_noise(params),
+        streams=streams,
+    )

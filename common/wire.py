@@ -199,7 +199,7 @@ class PublicParameters(_Schema):
     tau: float
     zeta: float
     #: Truncation scale s (local, central); None for local-clip and none. For hospital: None
-    #: means each holder's own s_k from its enrolled count (``configure.hospital_scale``).
+    #: means each holder's own s_k from its enrolled count (``protocol.hospital_scale``).
     scale: float | None
     #: Smoothing precision β_s (local, central, hospital).
     smoothing: float | None

@@ -20,8 +20,9 @@ from fastapi.responses import JSONResponse
 
 from ldpem import __version__
 from ldpem.common.wire import API_PREFIX, describe_errors
-from ldpem.server.coordinator import Coordinator, ProtocolError, hash_token
+from ldpem.server.coordinator import Coordinator, hash_token
 from ldpem.server.metrics import MeteredStore, Metrics, MetricsMiddleware
+from ldpem.server.refusals import Conflict, Forbidden, Invalid, NotFound, Refused
 from ldpem.server.routes import rounds, runs, status
 from ldpem.server.settings import Settings
 from ldpem.server.store import Store
@@ -92,6 +93,10 @@ async def _no_receive() -> Message:  # pragma: no cover - never called by JSONRe
     return {"type": "http.disconnect"}
 
 
+#: The HTTP status of each refusal of the domain (``ldpem.server.refusals``).
+STATUS: dict[type[Refused], int] = {NotFound: 404, Forbidden: 403, Conflict: 409, Invalid: 422}
+
+
 def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
     """The coordinator app over ``settings.state`` (or an explicit ``store``, whose
     commits are then not measured). Reads of run state need ``settings.read_token`` or the
@@ -118,7 +123,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
         async def ticker() -> None:
             while True:
                 try:
-                    coordinator.tick()
+                    await coordinator.check_deadlines()
                 except Exception:  # keep checking deadlines whatever one tick did
                     log.exception("deadline check failed")
                 await asyncio.sleep(settings.tick)
@@ -142,9 +147,11 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
     app.state.metrics = metrics
     app.state.read_token_hash = hash_token(settings.read_token) if settings.read_token else None
 
-    @app.exception_handler(ProtocolError)
-    async def protocol_error(request: Request, error: ProtocolError) -> JSONResponse:
-        return JSONResponse({"detail": error.message}, status_code=error.status)
+    @app.exception_handler(Refused)
+    async def refused(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, Refused)
+        code = next(code for kind, code in STATUS.items() if isinstance(error, kind))
+        return JSONResponse({"detail": error.message}, status_code=code)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -4,7 +4,9 @@ The run's public parameters and enrolled counts become a ``planning.Problem`` (t
 planning code as ``ldpem plan``): synthetic data of the run's model, d, σ and the request's
 SNR, split over holders with the enrolled record counts (scaled down proportionally above
 ``max_records``, which only makes the forecast pessimistic), run with the mechanism each
-agent builds at the run's published budget: the mean final error over ``seeds`` seeds.
+agent builds at the run's published budget: the mean final error over ``seeds`` seeds,
+which is the mean of ``ldpem simulate``'s final errors for seeds 0..seeds−1 with the run's
+hospital sizes (tests/cli/test_simulate_equals_federated.py).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
         missing=request.missing,
         clip=params.clip if params.clip is not None else 1.0,
         eta=params.eta,
-        scale=params.scale,
+        # Only a scale the operator fixed: otherwise the study's own rule, recomputed for
+        # the (possibly scaled-down) simulated sizes, gives the published s at full size.
+        scale=request.scale,
     )
 
 

@@ -184,7 +184,7 @@ def _overdue(r: _Round, late_after: float, request: RunCreate, now: float) -> bo
 
 
 def run_page(coordinator: Coordinator, run_id: str, *, now: float) -> str:
-    """The status page of one run (raises ProtocolError 404 for an unknown run)."""
+    """The status page of one run (raises NotFound for an unknown run)."""
     run = coordinator.summary(run_id)
     row = coordinator.store.get_run(run_id)
     assert row is not None  # summary() found it

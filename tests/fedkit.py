@@ -14,11 +14,10 @@ import uvicorn
 from fastapi import FastAPI
 from numpy.typing import NDArray
 
-from ldpem.client.agent import agent_mechanism, noise_rng, partition_rng
 from ldpem.client.data import load_records
 from ldpem.common.models import get_model
-from ldpem.common.rounds import holder_round
-from ldpem.common.simulation import round_groups
+from ldpem.common.protocol import FederatedStreams
+from ldpem.common.simulation import simulate_run
 from ldpem.common.wire import PublicParameters
 from ldpem.processes import Processes, free_port
 from ldpem.server.settings import Settings
@@ -131,41 +130,18 @@ def replay(
     *,
     epsilon: float,
     delta: float,
+    run_seed: int = 0,
 ) -> list[list[float]]:
-    """β^0 … β^T recomputed offline exactly as the agents and the coordinator do (local
-    mechanisms): a run whose coordinator lost or double-counted a report cannot match.
-    Only agents started with a research ``--seed`` (reproducible noise) can be replayed."""
-    model = get_model(params.model)
-    groups = []
-    mechanisms = []
-    for path, seed in zip(data, seeds, strict=True):
-        records = load_records(path, params.model)
-        # Per holder: the hospital mechanism's scale depends on the enrolled count.
-        mechanisms.append(
-            agent_mechanism(
-                params, epsilon=epsilon, delta=delta, accounting="exact", records=records.n
-            )[0]
-        )
-        groups.append(
-            round_groups(records, params.rounds, reuse=False, rng=partition_rng(seed, run_id))
-        )
-    beta = np.array(beta0)
-    betas = [beta.tolist()]
-    for t in range(params.rounds):
-        totals = []
-        count = 0
-        for seed, holder, mechanism in zip(seeds, groups, mechanisms, strict=True):
-            report = holder_round(
-                model=model,
-                beta=beta,
-                records=holder[t],
-                sigma=params.sigma,
-                mechanism=mechanism,
-                rng=noise_rng(seed, run_id, t),
-            )
-            # What the wire carries: the JSON floats of the report.
-            totals.append([float(v) for v in report.total])
-            count += report.count
-        beta = beta + params.eta * (np.sum(totals, axis=0) / count)
-        betas.append([float(v) for v in beta])
-    return betas
+    """β^0 … β^T of the run recomputed offline by the simulator (``simulate_run``, the same
+    protocol code as the agents and the coordinator): a run whose coordinator lost or
+    double-counted a report cannot match. Only agents started with a research ``--seed``
+    (reproducible noise) can be replayed; ``run_seed``: the run's seed (central noise)."""
+    holders = [load_records(path, params.model) for path in data]
+    result = simulate_run(
+        params,
+        holders=holders,
+        beta0=beta0,
+        streams=FederatedStreams(run_id=run_id, seeds=seeds, run_seed=run_seed),
+        budgets=[(epsilon, delta, "exact")] * len(holders),
+    )
+    return [[float(v) for v in beta] for beta in result.betas]

@@ -11,8 +11,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.calibration import default_tau
-from ldpem.common.configure import make_mechanism
 from ldpem.common.models import Records, get_model
+from ldpem.common.protocol import make_mechanism
 from ldpem.common.rounds import holder_round
 
 COLUMNS = ["x1", "x2", "x3", "y"]

@@ -27,9 +27,9 @@ from ldpem.common.audit import (
     noise_is_sufficient,
     reference_noise_std,
 )
-from ldpem.common.configure import make_mechanism
 from ldpem.common.mechanisms import LocalTruncation
 from ldpem.common.models import get_model
+from ldpem.common.protocol import make_mechanism
 from ldpem.common.truncation import TRUNCATION_BOUND, catoni_phi
 
 # (ε, δ) at which a 10⁶-draw audit has the power to see a factor-2 noise error (measured).

@@ -11,14 +11,14 @@ from numpy.typing import ArrayLike, NDArray
 from ldpem.common.accounting import epsilon_spent
 from ldpem.common.audit import audit_holder_round, audit_mechanism
 from ldpem.common.calibration import central_scale, round_epsilon_tilde, smoothing_precision
-from ldpem.common.configure import (
+from ldpem.common.mechanisms import HospitalTruncation, LocalTruncation
+from ldpem.common.models import Records, get_model
+from ldpem.common.protocol import (
     holder_records_per_round,
     hospital_scale,
     local_noise_std,
     make_mechanism,
 )
-from ldpem.common.mechanisms import HospitalTruncation, LocalTruncation
-from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
 from ldpem.common.truncation_bound import truncation_bound
 

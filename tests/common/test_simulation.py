@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldpem.common.configure import make_mechanism
 from ldpem.common.mechanisms import NoPrivacy
 from ldpem.common.models import Records, get_model
+from ldpem.common.protocol import central_noise_for, make_mechanism
 from ldpem.common.simulation import round_groups, run_gradient_em
 
 
@@ -76,6 +76,7 @@ def test_private_run_records_errors_and_calls_back() -> None:
         rng=rng,
         beta_star=beta_star,
         on_round=lambda t, beta: seen.append(t),
+        central=central_noise_for(mech, d=5, epsilon=1.0, delta=1e-6),
     )
     assert seen == list(range(1, 11))
     assert len(result.errors) == 10
@@ -84,3 +85,28 @@ def test_private_run_records_errors_and_calls_back() -> None:
     floor = mech.noise_std * math.sqrt(5) + math.sqrt(5 / 10_000)
     assert result.errors[-1] < 5 * floor
     assert result.errors[-1] < 0.1 * 3.0
+
+
+def test_a_central_mechanism_needs_its_aggregator_noise() -> None:
+    mech = make_mechanism("central", d=2, records_per_round=10, epsilon=1.0, delta=1e-6, tau=1.0)
+    with pytest.raises(ValueError, match="give its noise as central="):
+        run_gradient_em(
+            model=get_model("gmm"),
+            holders=[Records(np.zeros((20, 2)))],
+            sigma=1.0,
+            mechanism=mech,
+            rounds=2,
+            beta0=np.ones(2),
+            rng=np.random.default_rng(0),
+        )
+
+
+def test_central_noise_is_calibrated_on_the_rounds_count() -> None:
+    # 103 records over 10 rounds: rounds of 11 and 10 records. The noise of a round is that
+    # of the average of ITS records (sensitivity Δ/count), never of the nominal m = 10.
+    mech = make_mechanism("central", d=2, records_per_round=10, epsilon=1.0, delta=1e-6, tau=1.0)
+    central = central_noise_for(mech, d=2, epsilon=1.0, delta=1e-6)
+    assert central is not None
+    assert central.std(10) == mech.noise_std
+    assert central.std(11) == pytest.approx(mech.noise_std * 10 / 11, rel=1e-12)
+    assert central.std(5) == pytest.approx(2 * mech.noise_std, rel=1e-12)

@@ -16,7 +16,8 @@ from ldpem.common.accounting import noise_std_for
 from ldpem.common.calibration import truncation_sensitivity
 from ldpem.common.wire import ReportIn, RoundInfo, RunCreate, expected_round_count
 from ldpem.server.app import create_app
-from ldpem.server.coordinator import Coordinator, ProtocolError
+from ldpem.server.coordinator import Coordinator
+from ldpem.server.refusals import Conflict
 from ldpem.server.store import ReportRow, Store
 from tests.fedkit import ADMIN, admin_headers, run_request, settings
 
@@ -164,7 +165,7 @@ def test_state_survives_a_restart(tmp_path: Path) -> None:
     hospital = next(h for h in again.store.hospitals(run_id) if h.name == "h0")
     ack = asyncio.run(again.submit_report(run_id, 1, hospital, report(0, 1, [0.5, 0.5])))
     assert ack.duplicate
-    with pytest.raises(ProtocolError, match="already reported round 1 with different contents"):
+    with pytest.raises(Conflict, match="already reported round 1 with different contents"):
         asyncio.run(again.submit_report(run_id, 1, hospital, report(0, 1, [0.5, 0.6])))
     assert again.rounds(run_id)[1].reporters == ["h0"]
 

@@ -4,13 +4,16 @@ savepoint, and every report is acknowledged only once that transaction has commi
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ldpem.common.wire import ReportAck, ReportIn, RunCreate, expected_round_count
-from ldpem.server.coordinator import Coordinator, ProtocolError
+from ldpem.server.coordinator import Coordinator
+from ldpem.server.refusals import Conflict
 from ldpem.server.store import Store
 from tests.fedkit import ADMIN, run_request
 
@@ -86,7 +89,7 @@ def test_a_refused_report_in_a_batch_does_not_undo_the_others(tmp_path: Path) ->
     first, conflicting, other = report(0, [0.1, 0.0]), report(0, [0.2, 0.0]), report(1, [0.0, 0.0])
     outcomes = submit_together(coordinator, run_id, [first, conflicting, other])
     assert isinstance(outcomes[0], ReportAck) and isinstance(outcomes[2], ReportAck)
-    assert isinstance(outcomes[1], ProtocolError) and outcomes[1].status == 409
+    assert isinstance(outcomes[1], Conflict)  # HTTP 409
     assert commits[0] == 1
     stored = {r.hospital: r.total for r in coordinator.store.reports(run_id, 0)}
     assert stored == {"h0": [0.1, 0.0], "h1": [0.0, 0.0]}
@@ -115,3 +118,52 @@ def test_a_failed_commit_acknowledges_nothing(tmp_path: Path) -> None:
     outcomes = submit_together(coordinator, run_id, [report(0, [0.1, 0.0]), report(1, [0.0, 0.0])])
     assert all(isinstance(o, OSError) for o in outcomes)
     assert store.reports(run_id, 0) == []
+
+
+def test_the_commit_runs_off_the_event_loop_and_later_reports_form_the_next_batch(
+    tmp_path: Path,
+) -> None:
+    """The batch's transaction (commit and fsync) runs in a worker thread, so the event loop
+    keeps serving; a report arriving while a batch commits is committed in the next one."""
+    coordinator, run_id, _ = setup(tmp_path)
+    hospitals = {h.name: h for h in coordinator.store.hospitals(run_id)}
+    threads: list[int] = []
+    transaction = coordinator.store.transaction
+    started = threading.Event()
+
+    @contextmanager
+    def slow() -> Iterator[None]:
+        threads.append(threading.get_ident())
+        with transaction():
+            started.set()
+            time.sleep(0.2)  # a slow fsync
+            yield
+
+    coordinator.store.transaction = slow  # type: ignore[method-assign]
+
+    async def scenario() -> list[Any]:
+        loop_thread = threading.get_ident()
+        first = asyncio.create_task(
+            coordinator.submit_report(run_id, 0, hospitals["h0"], report(0, [0.1, 0.0]))
+        )
+        ticks = 0
+        late: asyncio.Task[ReportAck] | None = None
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        # The loop runs while the first batch is committing: it is not blocked by it.
+        while not first.done():
+            ticks += 1
+            if ticks == 5:
+                late = asyncio.create_task(
+                    coordinator.submit_report(run_id, 0, hospitals["h1"], report(1, [0.0, 0.0]))
+                )
+            await asyncio.sleep(0.01)
+        assert late is not None
+        return [await first, await asyncio.wait_for(late, 5), ticks, loop_thread]
+
+    first, late, ticks, loop_thread = asyncio.run(scenario())
+    assert isinstance(first, ReportAck) and isinstance(late, ReportAck)
+    assert ticks >= 5
+    assert threads and loop_thread not in threads
+    assert len(threads) == 2  # the late report had a batch of its own
+    assert [r.hospital for r in coordinator.store.reports(run_id, 0)] == ["h0", "h1"]

@@ -12,17 +12,12 @@ import pytest
 
 from ldpem.client.agent import AgentError, agent_mechanism
 from ldpem.common.calibration import smoothing_precision
-from ldpem.common.configure import hospital_scale, local_noise_std
 from ldpem.common.mechanisms import HospitalTruncation
+from ldpem.common.protocol import hospital_scale, local_noise_std, public_parameters
 from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
-from ldpem.server.coordinator import (
-    Coordinator,
-    ProtocolError,
-    public_parameters,
-    record_bound,
-    run_noise_std,
-)
+from ldpem.server.coordinator import Coordinator, record_bound, run_noise_std
+from ldpem.server.refusals import Invalid
 from ldpem.server.store import Store
 from tests.fedkit import ADMIN, run_request
 
@@ -114,11 +109,11 @@ def test_range_check_uses_the_holders_bound_and_one_draw(tmp_path: Path) -> None
     noise = run_noise_std(params, size)
     # One draw on the sum: the margin is range_sigmas·σ, not range_sigmas·√count·σ.
     limit = count * record_bound(params, size) + coordinator.range_sigmas * noise
-    with pytest.raises(ProtocolError, match="outside the range an honest client"):
+    with pytest.raises(Invalid, match="outside the range an honest client"):
         _submit(coordinator, run_id, i, [limit * 1.001, 0.0], noise)
-    with pytest.raises(ProtocolError, match="needs noise_std > 0"):
+    with pytest.raises(Invalid, match="needs noise_std > 0"):
         _submit(coordinator, run_id, i, [0.0, 0.0], 0.0)
-    with pytest.raises(ProtocolError, match="exceeds"):
+    with pytest.raises(Invalid, match="exceeds"):
         _submit(coordinator, run_id, i, [0.0, 0.0], noise * coordinator.max_noise_factor * 1.01)
     _submit(coordinator, run_id, i, [limit * 0.999, 0.0], noise)
     assert coordinator.rounds(run_id)[0].reporters == ["h1"]

@@ -8,7 +8,6 @@ import pytest
 
 from ldpem.common.accounting import epsilon_spent
 from ldpem.common.calibration import smoothing_precision, truncation_sensitivity
-from ldpem.common.configure import local_noise_std, make_mechanism, public_scale
 from ldpem.common.mechanisms import (
     CentralClipped,
     CentralTruncation,
@@ -16,6 +15,7 @@ from ldpem.common.mechanisms import (
     LocalTruncation,
     NoPrivacy,
 )
+from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
 
 
 class Budget(TypedDict):

@@ -1,0 +1,262 @@
+"""The round state machine: accept a report, close a round (the M-step), deadlines.
+
+Every change is one transaction: accepting a report (and, if it is the last one, closing
+the round, taking the M-step of ``ldpem.common.protocol`` and opening the next round)
+commits atomically, and only then is the report acknowledged (``GroupCommit``). A round
+closes when every enrolled hospital reported, or at its deadline when at least the quorum
+did; short of quorum at the deadline it is extended by another deadline period or the run
+fails (``on_short``), never averaged over nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from ldpem.common.protocol import central_noise, central_rng, m_step
+from ldpem.common.wire import PublicParameters, ReportIn
+from ldpem.server.queries import get_run, params_of, request_of
+from ldpem.server.refusals import Conflict
+from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
+
+__all__ = ["GroupCommit", "accept_report", "check_open", "close_round", "expire"]
+
+log = logging.getLogger("ldpem.server")
+
+
+def check_open(
+    store: Store, run_id: str, t: int, hospital: HospitalRow, digest: str
+) -> tuple[RunRow, bool]:
+    """The run, and whether this exact report was accepted before; Conflict when another
+    report of this hospital was, or round t is not open."""
+    run = get_run(store, run_id)
+    previous = store.get_report(run_id, t, hospital.name)
+    if previous is not None:
+        if previous.digest == digest:
+            return run, True
+        raise Conflict(
+            f"hospital {hospital.name} already reported round {t} with different contents",
+        )
+    if run.status != "running" or t != run.current_round:
+        state = (
+            f"the run is {run.status}"
+            if run.status != "running"
+            else f"the open round is {run.current_round}"
+        )
+        raise Conflict(f"round {t} is not open ({state})")
+    return run, False
+
+
+def accept_report(
+    store: Store,
+    params: PublicParameters,
+    hospital: HospitalRow,
+    t: int,
+    report: ReportIn,
+    digest: str,
+    now: float,
+) -> str:
+    """Insert ``report`` (inside the batch's transaction) and, if it is the round's last,
+    close the round: "accepted", "closed", or "duplicate" when this exact report is in."""
+    run_id = hospital.run_id
+    # Checked again: a report earlier in the batch may have closed the round, or been this
+    # one (a retry).
+    current, again = check_open(store, run_id, t, hospital, digest)
+    if again:
+        return "duplicate"
+    store.insert_report(
+        ReportRow(
+            run_id=run_id,
+            t=t,
+            hospital=hospital.name,
+            count=report.count,
+            total=list(report.total),
+            noise_std=report.noise_std,
+            digest=digest,
+            received_at=now,
+        )
+    )
+    # Counted, not loaded: loading the round's reports on every report made a round of N
+    # hospitals cost O(N²) rows.
+    if store.report_count(run_id, t) == store.hospital_count(run_id):
+        close_round(store, current, params, store.reports(run_id, t), now)
+        return "closed"
+    return "accepted"
+
+
+def close_round(
+    store: Store, run: RunRow, params: PublicParameters, reports: list[ReportRow], now: float
+) -> None:
+    """M-step over ``reports`` and open the next round (inside a transaction)."""
+    t = run.current_round
+    step = m_step(
+        run.beta,
+        [r.total for r in reports],
+        [r.count for r in reports],
+        eta=params.eta,
+        central=central_noise(params),
+        rng=central_rng(run.seed, t),
+    )
+    count = step.count
+    noise = None if step.noise is None else [float(v) for v in step.noise]
+    with np.errstate(over="ignore", invalid="ignore"):
+        moved = np.linalg.norm(step.beta - np.asarray(run.beta, dtype=np.float64))
+    finite = bool(np.all(np.isfinite(step.beta)) and np.isfinite(moved))
+    if not finite:
+        # Only reachable where the honest range is unbounded (mechanism none) or the run's
+        # η or σ is extreme: an infinite β could be neither stored nor sent.
+        reason = (
+            f"the M-step of round {t} overflowed float64 (the reports' totals are too "
+            "large); no estimate"
+        )
+        store.update_run(run.id, status="failed", current_round=t, beta=run.beta, reason=reason)
+        log.error("run %s failed: %s", run.id, reason)
+        return
+    beta_next = [float(v) for v in step.beta]
+    store.close_round(run.id, t, now=now, beta_next=beta_next, noise=noise)
+    request = request_of(run)
+    if t + 1 >= params.rounds:
+        store.update_run(
+            run.id, status="finished", current_round=t + 1, beta=beta_next, reason=None
+        )
+        log.info(
+            "run %s finished after %d rounds: beta = %s",
+            run.id,
+            t + 1,
+            beta_next,
+            extra={"run": run.id, "round": t},
+        )
+    else:
+        store.update_run(run.id, status="running", current_round=t + 1, beta=beta_next, reason=None)
+        store.insert_round(run.id, t + 1, beta_next, now, now + request.round_deadline)
+        log.info(
+            "run %s round %d closed with %d reports (%d records); round %d open",
+            run.id,
+            t,
+            len(reports),
+            count,
+            t + 1,
+            extra={"run": run.id, "round": t},
+        )
+
+
+def expire(store: Store, now: float) -> bool:
+    """Close, extend or fail the open rounds whose deadline passed at ``now``; whether any
+    run changed."""
+    changed = False
+    for r in store.open_rounds():
+        if r.deadline > now:
+            continue
+        with store.transaction():
+            run = store.get_run(r.run_id)
+            current = store.get_round(r.run_id, r.t)
+            if (
+                run is None
+                or current is None
+                or run.status != "running"
+                or current.status != "open"
+                or current.deadline > now
+            ):
+                continue
+            reports = store.reports(r.run_id, r.t)
+            request = request_of(run)
+            if len(reports) >= run.quorum:
+                close_round(store, run, params_of(run), reports, now)
+                log.info(
+                    "run %s round %d closed at its deadline",
+                    run.id,
+                    r.t,
+                    extra={"run": run.id, "round": r.t},
+                )
+            elif request.on_short == "extend":
+                store.set_deadline(run.id, r.t, now + request.round_deadline)
+                log.warning(
+                    "run %s round %d: %d of quorum %d reported by the deadline; extended",
+                    run.id,
+                    r.t,
+                    len(reports),
+                    run.quorum,
+                    extra={"run": run.id, "round": r.t},
+                )
+            else:
+                reason = (
+                    f"round {r.t} had {len(reports)} reports at its deadline, short of "
+                    f"the quorum {run.quorum}"
+                )
+                store.update_run(
+                    run.id,
+                    status="failed",
+                    current_round=r.t,
+                    beta=run.beta,
+                    reason=reason,
+                )
+                log.error("run %s failed: %s", run.id, reason, extra={"run": run.id, "round": r.t})
+        changed = True
+    return changed
+
+
+class GroupCommit:
+    """Reports that arrive within ``window`` seconds share one transaction of ``store``
+    (group commit: one fsync makes the batch durable), each in its own savepoint. The
+    transaction runs in a worker thread, so its commit and fsync do not stop the event
+    loop; the Store's lock keeps other reads out until it has committed. ``on_close`` is
+    called (on the event loop) after a batch that closed a round. Use from one loop."""
+
+    def __init__(self, store: Store, window: float, on_close: Callable[[], None]) -> None:
+        self.store = store
+        self.window = window
+        self.on_close = on_close
+        self._pending: list[tuple[Callable[[], str], asyncio.Future[str]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def durably(self, apply: Callable[[], str]) -> str:
+        """``apply()`` committed to disk, in one transaction with the other reports that
+        arrive within ``window`` seconds (group commit: one fsync makes the batch
+        durable). Returns only after that commit; each ``apply`` runs in its own savepoint,
+        so a refused report does not undo the others."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending.append((apply, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(self.window)
+        # Reports that arrive while a batch commits form the next batch.
+        while self._pending:
+            batch, self._pending = self._pending, []
+            await self._commit(batch)
+
+    async def _commit(self, batch: list[tuple[Callable[[], str], asyncio.Future[str]]]) -> None:
+        try:
+            outcomes = await asyncio.to_thread(self._apply, [apply for apply, _ in batch])
+        except Exception as error:  # the commit failed: nothing of the batch is durable
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
+            if future.done():  # the request was cancelled (client gone); it is committed
+                continue
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        if "closed" in outcomes:
+            # Long-poll waiters only care about a new round or the end of the run: they are
+            # woken when a round closes, not on every report.
+            self.on_close()
+
+    def _apply(self, batch: list[Callable[[], str]]) -> list[str | Exception]:
+        outcomes: list[str | Exception] = []
+        with self.store.transaction():
+            for apply in batch:
+                try:
+                    with self.store.savepoint():
+                        outcomes.append(apply())
+                except Exception as error:
+                    outcomes.append(error)
+        return outcomes

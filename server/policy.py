@@ -1,0 +1,217 @@
+"""Report policy: which runs and reports the coordinator accepts (docs/FEDERATED.md).
+
+A run is refused when its derived parameters are out of range; a report is refused unless
+an honest agent could have sent it and it is as private as the run promises. The bounds,
+sensitivities and noise levels come from ``ldpem.common.protocol`` (the functions the
+agents run), never re-derived here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from functools import lru_cache
+
+import numpy as np
+from pydantic import ValidationError
+
+from ldpem.common.accounting import epsilon_spent
+from ldpem.common.protocol import (
+    holder_contribution,
+    holder_noise_std,
+    public_parameters,
+    report_sensitivity,
+)
+from ldpem.common.wire import (
+    PublicParameters,
+    ReportIn,
+    RunCreate,
+    describe_errors,
+    expected_round_count,
+)
+from ldpem.server.refusals import Invalid
+from ldpem.server.store import HospitalRow
+
+__all__ = [
+    "NOISE_FLOOR_RTOL",
+    "check_report",
+    "implied_epsilon",
+    "noise_floor",
+    "record_bound",
+    "run_noise_std",
+    "usable_parameters",
+]
+
+log = logging.getLogger("ldpem.server")
+
+#: Relative slack of the noise floor. Agents compute σ_r themselves with the same code as
+#: ``noise_floor``, so an honest σ_r at the run's budget equals the floor up to rounding.
+NOISE_FLOOR_RTOL = 1e-6
+
+
+def usable_parameters(request: RunCreate) -> PublicParameters:
+    """``protocol.public_parameters(request)``, or Invalid (one line) when extreme values
+    (ε = 5e-324, τ = 1e308, …) make a derived quantity zero or overflow float64: a run whose
+    σ_r or bounds are not finite positive numbers could accept no report."""
+    try:
+        params = public_parameters(request)
+        usable = True
+        for hospital in request.hospitals:
+            floor = noise_floor(params.mechanism, params, hospital.records)
+            noise = run_noise_std(params, hospital.records)
+            usable = usable and math.isfinite(noise) and math.isfinite(floor)
+            if params.mechanism != "none":
+                usable = usable and 0 < record_bound(params, hospital.records) < math.inf
+    except ValidationError as error:
+        raise Invalid(
+            f"the run's derived parameters are out of range: {describe_errors(error.errors())}"
+        ) from None
+    except (ValueError, ArithmeticError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise Invalid(f"the run's parameters are out of range: {reason}") from None
+    if not usable:
+        raise Invalid("the run's parameters are out of range: its noise or record bound overflows")
+    return params
+
+
+def run_noise_std(params: PublicParameters, records: int = 1) -> float:
+    """σ_r of a local report (for ``hospital``: of the one draw on the sum of a holder
+    enrolled with ``records`` records) calibrated at the run's own budget and accounting; 0
+    for mechanisms without holder noise: the reference of the ``max_noise_factor`` ceiling.
+    The σ_r an honest agent with the run's budget uses (``protocol.holder_mechanism``)."""
+    return holder_noise_std(
+        params, records, epsilon=params.epsilon, delta=params.delta, accounting=params.accounting
+    )
+
+
+def noise_floor(mechanism: str, params: PublicParameters, records: int) -> float:
+    """The least noise std a report under ``mechanism`` by a holder enrolled with
+    ``records`` records may declare and still be (ε, δ)-DP per record at the run's budget:
+    the σ_r that tight ("exact") accounting needs for the mechanism's sensitivity, whatever
+    accounting the run publishes (an agent may calibrate with either; both meet the budget
+    above this floor). 0 for central and none, whose reports carry no noise."""
+    return holder_noise_std(
+        params,
+        records,
+        epsilon=params.epsilon,
+        delta=params.delta,
+        accounting="exact",
+        mechanism=mechanism,
+    )
+
+
+def implied_epsilon(
+    mechanism: str, params: PublicParameters, noise_std: float, records: int
+) -> float | None:
+    """ε per record at the run's δ of a report declaring ``noise_std`` by a holder enrolled
+    with ``records`` records (tight accounting); None when the report carries no noise
+    (central, none); infinity when σ_r is so small that Δ/σ_r or ε overflows float64
+    (σ_r = 1e-300: no privacy)."""
+    sensitivity = report_sensitivity(params, records, mechanism=mechanism)
+    if sensitivity is None or not noise_std > 0:
+        return None
+    return _epsilon(sensitivity, noise_std, params.delta)
+
+
+@lru_cache(maxsize=1024)
+def _epsilon(sensitivity: float, noise_std: float, delta: float) -> float:
+    with np.errstate(over="ignore"):
+        try:
+            return epsilon_spent(
+                sensitivity=sensitivity, noise_std=noise_std, delta=delta, accounting="exact"
+            )
+        except (ValueError, ArithmeticError):  # μ = Δ/σ_r or ε beyond float64
+            return math.inf
+
+
+def record_bound(params: PublicParameters, records: int = 1) -> float:
+    """Largest |coordinate| of one record's contribution before noise (inf for ``none``), for
+    a holder enrolled with ``records`` records (only ``hospital`` depends on it)."""
+    return holder_contribution(params, records).record_bound(params.d)
+
+
+def check_report(
+    params: PublicParameters,
+    hospital: HospitalRow,
+    t: int,
+    report: ReportIn,
+    *,
+    allow_weaker: bool,
+    range_sigmas: float,
+    max_noise_factor: float,
+) -> None:
+    """Raise Invalid unless ``report`` is one an honest agent could have sent and as
+    private as the run promises (or the run was created to accept weaker reports,
+    ``allow_weaker``). ``range_sigmas``: the honest range's width in noise stds;
+    ``max_noise_factor``: the largest σ_r accepted, in multiples of the run's."""
+    who = f"hospital {hospital.name}"
+    if report.round != t:
+        raise Invalid(f"report names round {report.round} but was posted to round {t}")
+    if report.mechanism != params.mechanism:
+        raise Invalid(
+            f"report uses mechanism {report.mechanism}, the run uses {params.mechanism}",
+        )
+    if len(report.total) != params.d:
+        raise Invalid(f"total must have dimension d = {params.d}, got {len(report.total)}")
+    expected = expected_round_count(hospital.records, params.rounds, t)
+    if report.count != expected:
+        raise Invalid(
+            f"count {report.count} does not match enrolment: {who} enrolled "
+            f"{hospital.records} records, {expected} in round {t}",
+        )
+    local_noise = params.mechanism in ("local", "local-clip", "hospital")
+    if local_noise and report.noise_std <= 0:
+        raise Invalid(f"mechanism {params.mechanism} needs noise_std > 0")
+    if not local_noise and report.noise_std != 0:
+        raise Invalid(f"mechanism {params.mechanism} takes noise_std = 0")
+    # The honest range grows with the stated σ_r, so an unbounded σ_r would let one
+    # enrolled hospital move β arbitrarily. An agent may be stricter than the run (more
+    # noise), but not beyond max_noise_factor × the σ_r of the run's own budget.
+    ceiling = max_noise_factor * run_noise_std(params, hospital.records)
+    if local_noise and report.noise_std > ceiling:
+        raise Invalid(
+            f"noise_std {report.noise_std:.6g} exceeds {max_noise_factor:g}× the "
+            f"run's calibrated σ_r ({ceiling:.6g}): a budget that strict adds more noise "
+            "than this run accepts",
+        )
+    # The floor: a report declaring less noise than the run's budget needs would count
+    # near-noiseless sums in a run whose published guarantee is (ε, δ).
+    floor = noise_floor(report.mechanism, params, hospital.records)
+    if report.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL):
+        implied = implied_epsilon(report.mechanism, params, report.noise_std, hospital.records)
+        shown = "n/a" if implied is None else f"{implied:.4g}"
+        if implied is not None and not math.isfinite(implied):
+            raise Invalid(
+                f"noise_std {report.noise_std:.6g} is below the σ_r {floor:.6g} the run's "
+                "budget needs and too small for any finite epsilon: refused in every run",
+            )
+        if not allow_weaker:
+            raise Invalid(
+                f"noise_std {report.noise_std:.6g} is below the σ_r {floor:.6g} the run's "
+                f"budget needs (epsilon {params.epsilon:g}, delta {params.delta:.3g}): "
+                f"this report would spend epsilon {shown}; the run was not created with "
+                "allow_weaker_reports",
+            )
+        log.warning(
+            "run %s round %d: %s declares noise_std %.6g below the run's %.6g "
+            "(epsilon %s per record, run's %g): accepted, the run allows weaker reports",
+            hospital.run_id,
+            t,
+            who,
+            report.noise_std,
+            floor,
+            shown,
+            params.epsilon,
+        )
+    bound = record_bound(params, hospital.records)
+    # Local noise is one draw per record (std √count·σ_r on the sum); hospital-level
+    # noise is one draw on the whole sum (std σ).
+    draws = 1 if params.mechanism == "hospital" else report.count
+    limit = report.count * bound + range_sigmas * math.sqrt(draws) * report.noise_std
+    worst = max((abs(v) for v in report.total), default=0.0)
+    if worst > limit:
+        spread = "" if params.mechanism == "hospital" else "√count·"
+        raise Invalid(
+            f"total is outside the range an honest client can produce: |total| = {worst:.6g}"
+            f" > count·bound + {range_sigmas:g}·{spread}noise_std = {limit:.6g}",
+        )

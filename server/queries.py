@@ -1,0 +1,164 @@
+"""Queries: what the coordinator answers about its runs, read from the Store only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldpem.common.wire import (
+    HospitalParticipation,
+    Identity,
+    PublicParameters,
+    RoundInfo,
+    RoundSummary,
+    RunCreate,
+    RunSummary,
+    Trajectory,
+)
+from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor
+from ldpem.server.refusals import NotFound, shown_run
+from ldpem.server.store import HospitalRow, RunRow, Store
+
+__all__ = [
+    "get_run",
+    "identity",
+    "params_of",
+    "participation",
+    "request_of",
+    "round_info",
+    "rounds",
+    "summary",
+    "trajectory",
+]
+
+
+def get_run(store: Store, run_id: str) -> RunRow:
+    """The run ``run_id``; NotFound when there is none."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise NotFound(f"no run {shown_run(run_id)}")
+    return run
+
+
+def params_of(run: RunRow) -> PublicParameters:
+    return PublicParameters.model_validate_json(run.params)
+
+
+def request_of(run: RunRow) -> RunCreate:
+    return RunCreate.model_validate_json(run.request)
+
+
+def summary(store: Store, run: RunRow) -> RunSummary:
+    params = params_of(run)
+    return RunSummary(
+        run_id=run.id,
+        status=run.status,
+        round=run.current_round,
+        rounds=params.rounds,
+        model=params.model,
+        d=params.d,
+        mechanism=params.mechanism,
+        hospitals=len(store.hospitals(run.id)),
+        quorum=run.quorum,
+        created_at=run.created_at,
+        expected_error=run.expected_error,
+        trivial_error=run.trivial_error,
+        warning=run.warning,
+        reason=run.reason,
+        beta=run.beta,
+        allow_weaker_reports=request_of(run).allow_weaker_reports,
+    )
+
+
+def identity(store: Store, hospital: HospitalRow) -> Identity:
+    run = get_run(store, hospital.run_id)
+    return Identity(
+        run_id=run.id,
+        hospital=hospital.name,
+        records=hospital.records,
+        params=params_of(run),
+    )
+
+
+def round_info(store: Store, run_id: str) -> RoundInfo:
+    run = get_run(store, run_id)
+    deadline: float | None = None
+    if run.status == "running":
+        current = store.get_round(run_id, run.current_round)
+        deadline = None if current is None else current.deadline
+    return RoundInfo(
+        run_id=run.id,
+        status=run.status,
+        round=run.current_round,
+        beta=run.beta,
+        deadline=deadline,
+        params=params_of(run),
+        reason=run.reason,
+    )
+
+
+def rounds(store: Store, run_id: str) -> list[RoundSummary]:
+    get_run(store, run_id)
+    reports = store.reports(run_id)
+    out = []
+    for r in store.rounds(run_id):
+        mine = [p for p in reports if p.t == r.t]
+        out.append(
+            RoundSummary(
+                round=r.t,
+                status=r.status,
+                opened_at=r.opened_at,
+                deadline=r.deadline,
+                closed_at=r.closed_at,
+                reporters=[p.hospital for p in mine],
+                count=sum(p.count for p in mine),
+                beta=r.beta,
+                beta_next=r.beta_next,
+            )
+        )
+    return out
+
+
+def trajectory(store: Store, run_id: str) -> Trajectory:
+    run = get_run(store, run_id)
+    rounds = store.rounds(run_id)
+    betas = [r.beta for r in rounds]
+    if run.status == "finished" and rounds and rounds[-1].beta_next is not None:
+        betas.append(rounds[-1].beta_next)
+    steps = [
+        float(np.linalg.norm(np.subtract(r.beta_next, r.beta)))
+        for r in rounds
+        if r.beta_next is not None
+    ]
+    return Trajectory(run_id=run_id, betas=betas, steps=steps)
+
+
+def participation(store: Store, run_id: str) -> list[HospitalParticipation]:
+    """Per hospital: the rounds it reported and the weakest noise it declared, with the
+    ε per record that noise implies (``weaker`` when below the run's budget)."""
+    run = get_run(store, run_id)
+    params = params_of(run)
+    reports = store.reports(run_id)
+    out = []
+    for h in store.hospitals(run_id):
+        mine = [p for p in reports if p.hospital == h.name]
+        noise_std: float | None = None
+        epsilon: float | None = None
+        weaker = False
+        for p in mine:  # the report with the largest ε is the hospital's guarantee
+            spent = implied_epsilon(params.mechanism, params, p.noise_std, h.records)
+            if spent is not None and (epsilon is None or spent > epsilon):
+                noise_std, epsilon = p.noise_std, spent
+            floor = noise_floor(params.mechanism, params, h.records)
+            weaker = weaker or p.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL)
+        out.append(
+            HospitalParticipation(
+                hospital=h.name,
+                records=h.records,
+                rounds_reported=[p.t for p in mine],
+                last_report_at=max((p.received_at for p in mine), default=None),
+                noise_std=noise_std,
+                epsilon=epsilon,
+                weaker=weaker,
+            )
+        )
+    return out

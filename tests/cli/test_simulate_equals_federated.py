@@ -1,0 +1,176 @@
+"""The simulator is the exact model of the deployment (docs/ARCHITECTURE.md, "One round
+protocol").
+
+A real coordinator and real agents (processes, research ``--seed``): the in-process
+simulation fed the same per-hospital records, the agents' seeds, the run's id and seed
+reproduces the run's trajectory β⁰ … β^T bit for bit — for ``central`` (noise added by the
+coordinator, calibrated on each round's count; the hospitals' sizes make the last rounds
+smaller than m) and ``hospital`` (each agent's own scale and noise). And the forecast that
+``ldpem run create`` states is exactly the mean of ``ldpem simulate``'s final errors for
+the same study and seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from ldpem.client.data import load_records
+from ldpem.common.protocol import FederatedStreams, records_per_round
+from ldpem.common.simulation import simulate_run
+from ldpem.common.wire import PublicParameters, expected_round_count
+from ldpem.processes import Processes, free_port, start_coordinator
+from ldpem.simulate import SimulationConfig, simulate
+from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, write_gmm_data
+
+pytestmark = pytest.mark.slow
+
+#: Uneven hospitals: over 5 rounds the rounds hold 902, 901, 900, 899 and 899 records,
+#: around m = ⌊4501/5⌋ = 900.
+COUNTS = [2003, 1501, 997]
+D, ROUNDS, RUN_SEED, FORECAST_SEEDS = 4, 5, 3, 4
+AGENT_SEEDS = [100 + i for i in range(len(COUNTS))]
+
+
+def run_create(tmp_path: Path, url: str, mechanism: str) -> dict[str, Any]:
+    """``ldpem run create`` (the operator's command), with the accuracy forecast."""
+    config = {
+        "model": "gmm",
+        "d": D,
+        "sigma": 1.0,
+        "rounds": ROUNDS,
+        "epsilon": 1.0,
+        "mechanism": mechanism,
+        "seed": RUN_SEED,
+        "hospitals": [
+            {"name": f"h{i}", "records": c, "token": TOKENS[i]} for i, c in enumerate(COUNTS)
+        ],
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ldpem",
+            "run",
+            "create",
+            "--coordinator",
+            url,
+            "--config",
+            str(path),
+        ],
+        capture_output=True,
+        env={**_environment(), "LDPEM_ADMIN_TOKEN": ADMIN},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    created: dict[str, Any] = json.loads(done.stdout)
+    return created
+
+
+def _environment() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def run_agents(procs: Processes, url: str, paths: list[Path], tmp_path: Path, *extra: str) -> None:
+    agents = [
+        procs.start(
+            f"agent{i}",
+            "client",
+            "--coordinator",
+            url,
+            "--token",
+            TOKENS[i],
+            "--data",
+            str(path),
+            "--state",
+            str(tmp_path / f"agent{i}"),
+            *AGENT_BUDGET,
+            "--seed",
+            str(AGENT_SEEDS[i]),
+            "--wait",
+            "10",
+            "--give-up",
+            "120",
+            *extra,
+        )
+        for i, path in enumerate(paths)
+    ]
+    for process in agents:
+        assert process.wait(180) == 0, procs.log(process)[-2000:]
+
+
+def federated_and_simulated(
+    procs: Processes, tmp_path: Path, mechanism: str, *agent_flags: str
+) -> tuple[dict[str, Any], list[list[float]], list[list[float]]]:
+    """Create and run a federated run; its trajectory and the simulated one."""
+    paths, _ = write_gmm_data(tmp_path, COUNTS, D)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    state = tmp_path / "coordinator.sqlite"
+    start_coordinator(procs, state=state, port=port, env={"LDPEM_TICK": "0.1"})
+    created = run_create(tmp_path, url, mechanism)
+    run_agents(procs, url, paths, tmp_path, *agent_flags)
+    run_id = created["run_id"]
+    assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] == "finished"
+    rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds").json()
+    assert [r["count"] for r in rounds] == [
+        sum(expected_round_count(c, ROUNDS, t) for c in COUNTS) for t in range(ROUNDS)
+    ]
+    federated: list[list[float]] = httpx.get(f"{url}/v1/runs/{run_id}/trajectory").json()["betas"]
+    params = PublicParameters.model_validate(created["params"])
+    simulated = simulate_run(
+        params,
+        holders=[load_records(p, "gmm") for p in paths],
+        beta0=federated[0],
+        streams=FederatedStreams(run_id=run_id, seeds=AGENT_SEEDS, run_seed=RUN_SEED),
+    )
+    return created, federated, [[float(v) for v in beta] for beta in simulated.betas]
+
+
+def simulate_figure(mechanism: str) -> float:
+    """``ldpem simulate``'s mean final error for the run's study over the forecast's seeds."""
+    config = SimulationConfig(
+        model="gmm",
+        mechanism=mechanism,
+        n=sum(COUNTS),
+        d=D,
+        epsilon=1.0,
+        rounds=ROUNDS,
+        sizes=tuple(COUNTS),
+    )
+    errors = [float(simulate(replace(config, seed=s))["error"]) for s in range(FORECAST_SEEDS)]
+    return float(np.mean(errors))
+
+
+def test_central_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:
+    # Central: the agents' sums carry no noise (hence --allow-weaker); the coordinator's
+    # noise, drawn from the run's seed, is calibrated on each round's count.
+    created, federated, simulated = federated_and_simulated(
+        procs, tmp_path, "central", "--allow-weaker"
+    )
+    assert min(
+        sum(expected_round_count(c, ROUNDS, t) for c in COUNTS) for t in range(ROUNDS)
+    ) < records_per_round(COUNTS, ROUNDS)
+    assert len(federated) == ROUNDS + 1
+    assert federated == simulated
+    assert created["expected_error"] == simulate_figure("central")
+
+
+def test_hospital_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:
+    created, federated, simulated = federated_and_simulated(procs, tmp_path, "hospital")
+    assert len(federated) == ROUNDS + 1
+    assert federated == simulated
+    assert created["expected_error"] == simulate_figure("hospital")
