@@ -65,24 +65,25 @@ class AuditOutcome:
     false_negative_rate: float
     threshold: float
     draws: int
-    #: 95% interval for (measured noise std)/(reference σ) along the test direction, where
-    #: measured (holder_round path). The reference is an independently computed σ when the
+    #: 95% interval for (measured noise std)/(reference σ_r) along the test direction, where
+    #: measured (holder_round path). The reference is an independently computed σ_r when the
     #: caller gives one (``reference_noise_std``), else the mechanism's own; an upper end
     #: below 1 − ``NOISE_TOLERANCE`` means less noise than the reference requires.
     noise_ratio: tuple[float, float] | None = None
 
 
-#: How far below the reference σ the measured noise may be before the noise check fails:
+#: How far below the reference σ_r the measured noise may be before the noise check fails:
 #: the reference and the calibration are both exact, so 2% only absorbs sampling error.
 NOISE_TOLERANCE = 0.02
 
 
 def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> float:
-    """The smallest σ for which one Gaussian release of L2 sensitivity Δ is (ε, δ)-DP.
+    """The smallest σ_r for which one Gaussian release of L2 sensitivity Δ is (ε, δ)-DP.
 
-    From the analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): N(0, σ²I) added to
-    a query of sensitivity Δ is (ε, δ)-DP iff Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ; the
-    left side decreases in σ, and σ is found by bisection on log σ. Written apart from
+    From the analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): N(0, σ_r²I) added
+    to a query of sensitivity Δ is (ε, δ)-DP iff
+    Φ(Δ/2σ_r − εσ_r/Δ) − e^ε Φ(−Δ/2σ_r − εσ_r/Δ) ≤ δ; the left side decreases in σ_r, and
+    σ_r is found by bisection on log σ_r. Written apart from
     ``ldpem.common.accounting`` (which calibrates the mechanisms) so that an error in the
     calibration cannot also be in the audit's yardstick; tests/common/test_audit.py checks
     it against Google's dp_accounting (privacy loss distributions).
@@ -92,14 +93,14 @@ def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> 
     sensitivity = check_positive("sensitivity", sensitivity)
 
     def excess(log_ratio: float) -> float:
-        ratio = math.exp(log_ratio)  # σ/Δ
+        ratio = math.exp(log_ratio)  # σ_r/Δ
         first = float(norm.cdf(0.5 / ratio - epsilon * ratio))
         second = math.exp(epsilon + float(norm.logcdf(-0.5 / ratio - epsilon * ratio)))
         return first - second - delta
 
-    low, high = -20.0, 20.0  # σ/Δ from 2e-9 to 5e8: any (ε, δ) with ε ≤ 1e8, δ ≥ 1e-300
+    low, high = -20.0, 20.0  # σ_r/Δ from 2e-9 to 5e8: any (ε, δ) with ε ≤ 1e8, δ ≥ 1e-300
     if excess(low) <= 0.0 or excess(high) > 0.0:
-        raise ValueError(f"no sigma/sensitivity in [e^-20, e^20] fits epsilon={epsilon!r}")
+        raise ValueError(f"no noise_std/sensitivity in [e^-20, e^20] fits epsilon={epsilon!r}")
     for _ in range(200):
         middle = 0.5 * (low + high)
         if excess(middle) > 0.0:
@@ -110,7 +111,7 @@ def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> 
 
 
 def noise_is_sufficient(noise_ratio: tuple[float, float] | None) -> bool:
-    """Whether a measured 95% interval of noise/reference σ allows the reference noise:
+    """Whether a measured 95% interval of noise/reference σ_r allows the reference noise:
     its upper end is at least 1 − NOISE_TOLERANCE (True when nothing was measured)."""
     return noise_ratio is None or noise_ratio[1] >= 1.0 - NOISE_TOLERANCE
 
@@ -405,7 +406,7 @@ def audit_holder_round(
     overflow to ±inf or NaN stay in the pool: the mechanism must give them a bounded
     report like any other (a refusal, or an unbounded report, is what the audit looks for).
 
-    ``reference_noise_std``: an independently computed σ (e.g. ``reference_noise_std``
+    ``reference_noise_std``: an independently computed σ_r (e.g. ``reference_noise_std``
     from ε, δ and the mechanism's sensitivity) that the measured noise is compared with;
     without it the mechanism's own ``noise_std`` is used, which cannot catch a wrong
     calibration formula.

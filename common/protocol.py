@@ -37,7 +37,7 @@ the aggregator releases the average of the records that reported in THIS round, 
 replace-one sensitivity is Δ/count. Calibrating on the nominal m would under-noise every
 round with fewer records than m — a round closed at quorum, or the smaller rounds of an
 uneven partition — and break the published (ε, δ); calibrating on the count costs nothing
-when count ≥ m. The simulator does the same, so both draw the same σ in every round.
+when count ≥ m. The simulator does the same, so both draw the same σ_r in every round.
 
 Random streams (``FederatedStreams``): an agent partitions its records with
 ``partition_rng(seed, run)`` and draws round t's noise from ``noise_rng(seed, run, t)``
@@ -366,8 +366,8 @@ def local_noise_std(
     participations: int = 1,
     accounting: str = DEFAULT_ACCOUNTING,
 ) -> float:
-    """σ of each local report of T(·) at scale s so that ``participations`` reports of one
-    record are together (ε, δ)-DP. It is also the σ of the hospital-level mechanism's one
+    """σ_r of each local report of T(·) at scale s so that ``participations`` reports of one
+    record are together (ε, δ)-DP. It is also the σ_r of the hospital-level mechanism's one
     draw on a holder's sum: replacing one record moves that sum by at most as much as it
     moves the record's own report."""
     return _noise_std(
@@ -381,8 +381,8 @@ def local_noise_std(
 
 @dataclass(frozen=True)
 class CentralNoise:
-    """The aggregator's noise of a central mechanism: N(0, σ² I_d) on the average of the
-    round's ``count`` records, σ calibrated to the average's sensitivity Δ/count at the
+    """The aggregator's noise of a central mechanism: N(0, σ_r² I_d) on the average of the
+    round's ``count`` records, σ_r calibrated to the average's sensitivity Δ/count at the
     budget (ε, δ) over ``participations`` rounds (module docstring: why the count)."""
 
     #: Δ of one record's contribution (L2, replace-one).
@@ -393,7 +393,7 @@ class CentralNoise:
     participations: int = 1
 
     def std(self, count: int) -> float:
-        """σ on the average of ``count`` records."""
+        """σ_r on the average of ``count`` records."""
         count = check_count("count", count)
         return _noise_std(
             self.epsilon,
@@ -448,7 +448,7 @@ def make_mechanism(
     ``participations`` rounds, is (ε, δ)-DP under ``accounting``.
 
     ``records_per_round`` is m (``records_per_round``): it sets s in Algorithm 2 and, for
-    central mechanisms, the σ shown as ``noise_std`` (that of a round of m records; the
+    central mechanisms, the σ_r shown as ``noise_std`` (that of a round of m records; the
     M-step calibrates on each round's count, ``central_noise_for``); for ``hospital`` it
     is m_k, the records of ONE holder per round, and the mechanism is that holder's.
     ``scale`` overrides s.
@@ -585,7 +585,7 @@ def holder_mechanism(
 ) -> Mechanism:
     """The mechanism a data holder enrolled with ``records`` records runs in the run of
     ``params``, its noise calibrated from the holder's OWN budget (``epsilon``, ``delta``,
-    ``accounting``), never from a σ the coordinator chose. Central mechanisms carry no
+    ``accounting``), never from a σ_r the coordinator chose. Central mechanisms carry no
     holder noise (the aggregator adds it, ``central_noise``)."""
     shape = holder_contribution(params, records)
     noise = holder_noise_std(params, records, epsilon=epsilon, delta=delta, accounting=accounting)
@@ -706,7 +706,7 @@ def m_step(
 ) -> Step:
     """β^{t+1} = β^t + η·(Σ totals / Σ counts + central noise) (docs/MATH.md 1).
 
-    ``central``: the aggregator's noise, drawn from ``rng`` with σ calibrated on this
+    ``central``: the aggregator's noise, drawn from ``rng`` with σ_r calibrated on this
     round's count. Overflow gives non-finite entries, not an exception: the caller decides
     (the coordinator fails the run)."""
     start = np.asarray(beta, dtype=np.float64)
