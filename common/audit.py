@@ -141,9 +141,21 @@ def _epsilon_from_rates(fpr: float, fnr: float, delta: float) -> float:
 def epsilon_lower_bound(positives: FloatArray, negatives: FloatArray, delta: float) -> AuditOutcome:
     """95%-confidence lower bound on ε from scores of the two neighbouring inputs.
 
-    positives, negatives: (N,) test statistics; larger means "the first input". The first
-    half of each picks the threshold that maximises the point estimate of ε, the second
-    half gives Clopper–Pearson bounds at that threshold.
+    The first half of each sample picks the threshold that maximises the point estimate of
+    ε, the second half gives Clopper–Pearson bounds at that threshold.
+
+    Parameters
+    ----------
+    positives : array of shape (N,)
+        Test statistics of outputs of the first input; larger means "the first input".
+    negatives : array of shape (M,)
+        Test statistics of outputs of the second input (N, M ≥ 2).
+    delta : float
+        The δ at which ε is bounded, in (0, 1).
+
+    Returns
+    -------
+    AuditOutcome
     """
     delta = check_open_unit("delta", delta)
     half_pos, half_neg = positives.size // 2, negatives.size // 2
@@ -216,7 +228,12 @@ def _magnitudes() -> FloatArray:
 def candidate_values() -> FloatArray:
     """Scalar values for worst-case gradient coordinates: 0 and ± every magnitude of
     ``_magnitudes`` (about 7,000: each 1/8 decade over the whole float range plus seeded
-    log-uniform draws), so no binade a mechanism could misbehave in goes untried."""
+    log-uniform draws), so no binade a mechanism could misbehave in goes untried.
+
+    Returns
+    -------
+    values : array of shape (k,)
+    """
     magnitudes = _magnitudes()
     return np.concatenate([[0.0], magnitudes, -magnitudes])
 
@@ -241,7 +258,20 @@ def farthest_pair(
 ) -> tuple[int, int, float]:
     """Indices (i, j) of the two candidate rows whose transforms are farthest apart in L2.
 
-    candidates: (k, d) inputs; transform maps them to (k, d') noiseless outputs.
+    Parameters
+    ----------
+    candidates : array of shape (k, d)
+        The inputs.
+    transform : callable
+        Maps an array of shape (k, d) to the noiseless outputs, shape (k, d').
+
+    Returns
+    -------
+    i, j : int
+        Row indices into ``candidates`` (i = j = 0 when all outputs are equal).
+    distance : float
+        ‖transform(candidates)[i] − transform(candidates)[j]‖₂; inf if an output is not
+        finite (itself a leak).
 
     Exact, in bounded memory: identical outputs are merged first (many candidates saturate
     to the same value); a pair found by two farthest-point sweeps gives a lower bound L on
@@ -291,8 +321,24 @@ def run_distinguisher(
     draws: int,
     delta: float,
 ) -> AuditOutcome:
-    """Draw ``draws`` outputs of each input (rows of (n, d) arrays), project them on
-    ``direction`` (first minus second), and bound ε from the projections."""
+    """Draw ``draws`` outputs of each input, project them on ``direction`` (first minus
+    second), and bound ε from the projections.
+
+    Parameters
+    ----------
+    sample_first, sample_second : callable
+        ``sample(n)`` gives n outputs of one input, an array of shape (n, d).
+    direction : array of shape (d,)
+        The test direction.
+    draws : int
+        Outputs of each input (≥ 4).
+    delta : float
+        The δ at which ε is bounded, in (0, 1).
+
+    Returns
+    -------
+    AuditOutcome
+    """
     draws = check_count("draws", draws, minimum=4)
     norm = float(np.linalg.norm(direction))
     unit = direction / norm if norm > 0.0 and math.isfinite(norm) else direction * 0.0
@@ -302,8 +348,13 @@ def run_distinguisher(
 
 
 def mechanism_candidates(d: int) -> FloatArray:
-    """Candidate per-record gradients (k, d): the ``_patterns`` of every candidate value
-    and of a dense grid around the truncation's extremum."""
+    """Candidate per-record gradients: the ``_patterns`` of every candidate value and of a
+    dense grid around the truncation's extremum.
+
+    Returns
+    -------
+    candidates : array of shape (k, d)
+    """
     d = check_count("d", d)
     values = np.concatenate([candidate_values(), np.linspace(-25.0, 25.0, 401)])
     return _patterns(values, d)
@@ -323,7 +374,27 @@ def audit_mechanism(
     Local mechanisms: the release is that record's report, drawn with ``privatize``.
     Central mechanisms: the release is the curator's average over ``records_per_round``
     records (the others fixed at zero gradient) plus ``aggregate_noise``.
-    Returns the outcome and the L2 distance between the pair's noiseless outputs.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism audited.
+    d : int
+        Dimension of the gradients.
+    records_per_round : int
+        m, the records a central mechanism averages.
+    delta : float
+        The δ at which ε is bounded, in (0, 1).
+    draws : int
+        Outputs of each of the pair.
+    rng : numpy.random.Generator
+        The noise stream.
+
+    Returns
+    -------
+    outcome : AuditOutcome
+    distance : float
+        L2 distance between the pair's noiseless outputs (inf: a leak).
     """
     candidates = mechanism_candidates(d)
     first, second, distance = farthest_pair(candidates, mechanism.contributions)
@@ -372,7 +443,14 @@ def _identity(rows: FloatArray) -> FloatArray:
 def holder_candidates(model: Model, d: int) -> Records:
     """Candidate single records for ``model``: the ``_patterns`` of every candidate value
     (the whole float range, as for the mechanism path) and spikes on each coordinate;
-    responses ±|v| and 0, and for RMC records with missing covariates."""
+    responses ±|v| and 0, and for RMC records with missing covariates.
+
+    Returns
+    -------
+    Records
+        k candidate records: ``x`` of shape (k, d), ``y`` of shape (k,) for models with a
+        response.
+    """
     rows = np.concatenate([_patterns(candidate_values(), d), np.eye(d) * 1e6])
     if not model.has_response:
         return Records(rows)
@@ -410,6 +488,32 @@ def audit_holder_round(
     from ε, δ and the mechanism's sensitivity) that the measured noise is compared with;
     without it the mechanism's own ``noise_std`` is used, which cannot catch a wrong
     calibration formula.
+
+    Parameters
+    ----------
+    model : Model
+        The model whose records are audited.
+    mechanism : Mechanism
+        The holder's mechanism.
+    d : int
+        Dimension.
+    sigma : float
+        The model's noise std σ (> 0), not the privacy noise.
+    delta : float
+        The δ at which ε is bounded, in (0, 1).
+    draws : int
+        Reports of each of the pair.
+    rng : numpy.random.Generator
+        The noise stream.
+    reference_noise_std : float, optional
+        The σ_r the measured noise is compared with.
+
+    Returns
+    -------
+    outcome : AuditOutcome
+    distance : float
+        L2 distance between the pair's noiseless contributions, at the broadcast β where
+        it is largest (inf: a leak).
     """
     reference = mechanism.noise_std if reference_noise_std is None else reference_noise_std
     reference = check_positive("reference_noise_std", reference)

@@ -155,7 +155,22 @@ def study_tau(model: str, *, tau: float | None, beta_bound: float, sigma: float,
 def records_per_round(sizes: Sequence[int], rounds: int, *, reuse: bool = False) -> int:
     """m of a study whose holders have ``sizes`` records: ⌊Σ sizes / rounds⌋ (at least 1),
     or Σ sizes when every record reports every round. It sets the scale s only: the
-    central noise is calibrated on each round's actual count (module docstring)."""
+    central noise is calibrated on each round's actual count (module docstring).
+
+    Parameters
+    ----------
+    sizes : sequence of int of length K
+        Records of each of the K holders (each ≥ 1).
+    rounds : int
+        T, the number of rounds (≥ 1).
+    reuse : bool
+        Whether every record reports in every round.
+
+    Returns
+    -------
+    int
+        m ≥ 1.
+    """
     rounds = check_count("rounds", rounds)
     total = sum(check_count("records", size) for size in sizes)
     return total if reuse else max(1, total // rounds)
@@ -170,15 +185,30 @@ def holder_records_per_round(records: int, rounds: int, *, reuse: bool = False) 
 
 
 def initial_beta(d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
-    """β⁰, shape (d,): a uniformly random direction of norm σ (β = 0 is a fixed point of
-    the symmetric models). Draws d standard normals from ``rng``."""
+    """β⁰: a uniformly random direction of norm σ (β = 0 is a fixed point of the symmetric
+    models). Draws d standard normals from ``rng``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension (≥ 1).
+    sigma : float
+        The model's noise std σ, the norm of β⁰.
+    rng : numpy.random.Generator
+        The study's or run's generator.
+
+    Returns
+    -------
+    beta0 : array of shape (d,)
+    """
     start = rng.standard_normal(check_count("d", d))
     beta0: FloatArray = start / np.linalg.norm(start) * sigma
     return beta0
 
 
 def run_start(seed: int, d: int, sigma: float) -> FloatArray:
-    """β⁰ of a run created with ``seed`` (the coordinator's)."""
+    """β⁰ of a run created with ``seed`` (the coordinator's): ``initial_beta`` of shape (d,)
+    with norm σ = ``sigma``, the model's noise std."""
     return initial_beta(d, sigma, np.random.default_rng([seed, _START_KEY]))
 
 
@@ -404,7 +434,21 @@ class CentralNoise:
         )
 
     def draw(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
-        """One draw, shape (d,), for a round of ``count`` records."""
+        """One draw N(0, σ_r² I_d), σ_r = ``std(count)``, for a round of ``count`` records.
+
+        Parameters
+        ----------
+        count : int
+            Records that reported in the round (≥ 1).
+        d : int
+            Dimension.
+        rng : numpy.random.Generator
+            The coordinator's central-noise stream of the round (``central_rng``).
+
+        Returns
+        -------
+        noise : array of shape (d,)
+        """
         noise: FloatArray = rng.normal(0.0, self.std(count), d)
         return noise
 
@@ -672,9 +716,24 @@ def public_parameters(request: RunCreate) -> PublicParameters:
 
 
 def aggregate(totals: Sequence[ArrayLike], counts: Sequence[int]) -> tuple[FloatArray, int]:
-    """Σ of the reports' totals (d,) and of their counts. Each coordinate is the correctly
+    """Σ of the reports' totals and of their counts. Each coordinate is the correctly
     rounded sum (``math.fsum``), which does not depend on the order of the reports; ±inf
-    or NaN when the sum leaves the float range (the caller checks)."""
+    or NaN when the sum leaves the float range (the caller checks).
+
+    Parameters
+    ----------
+    totals : sequence of K array-likes of shape (d,)
+        The reports' totals (an array of shape (K, d) works too).
+    counts : sequence of K int
+        The reports' record counts.
+
+    Returns
+    -------
+    total : array of shape (d,)
+        Σ totals.
+    count : int
+        Σ counts.
+    """
     rows = np.asarray(totals, dtype=np.float64)
     if rows.ndim != 2:
         raise ValueError(f"totals must be a (reports, d) array, got shape {rows.shape}")
@@ -706,9 +765,31 @@ def m_step(
 ) -> Step:
     """β^{t+1} = β^t + η·(Σ totals / Σ counts + central noise) (docs/MATH.md 1).
 
-    ``central``: the aggregator's noise, drawn from ``rng`` with σ_r calibrated on this
-    round's count. Overflow gives non-finite entries, not an exception: the caller decides
-    (the coordinator fails the run)."""
+    Overflow gives non-finite entries, not an exception: the caller decides (the
+    coordinator fails the run).
+
+    Parameters
+    ----------
+    beta : array-like of shape (d,)
+        β^t.
+    totals : sequence of K array-likes of shape (d,)
+        The round's reported totals.
+    counts : sequence of K int
+        Their record counts.
+    eta : float
+        η, the step size.
+    central : CentralNoise, optional
+        The aggregator's noise (central mechanisms), drawn from ``rng`` with σ_r
+        calibrated on this round's count.
+    rng : numpy.random.Generator, optional
+        Required with ``central``.
+
+    Returns
+    -------
+    Step
+        ``beta`` β^{t+1} of shape (d,), ``count`` Σ counts, ``noise`` the central noise
+        drawn, shape (d,), or None.
+    """
     start = np.asarray(beta, dtype=np.float64)
     total, count = aggregate(totals, counts)
     noise: FloatArray | None = None
