@@ -12,7 +12,7 @@ coordinator"). The agent
 * refuses a run whose reports would be less private than its own budget allows (mechanism
   ``none`` or ``central``, or a published budget weaker than its own) unless it was started
   with ``allow_weaker``; local noise is always calibrated from the agent's OWN (ε, δ) (the
-  stricter of its own and the run's) and the public scale s, never from a σ the
+  stricter of its own and the run's) and the public scale s, never from a σ_r the
   coordinator chose; β_s is recomputed from d and ζ;
 * binds, at the first contact, the run's public parameters, its own derived values, the
   partition seed, the dataset and the records to the run in its ledger, and refuses any

@@ -34,12 +34,12 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ldpem.common.accounting import epsilon_for_ratio
+from ldpem.common.sqlite import connect_durable
 
 __all__ = ["DEFAULT_DATASET", "Binding", "Entry", "Ledger"]
 
@@ -110,10 +110,7 @@ class Ledger:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "ledger.sqlite"
         # One agent uses its ledger from one thread at a time; tests hand it between threads.
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db = connect_durable(self.path)
         self._db.executescript(_SCHEMA)
         self._migrate()
 

@@ -1,9 +1,9 @@
 """Privacy accounting for compositions of Gaussian mechanisms (docs/MATH.md, section 4).
 
-A Gaussian mechanism with L2 sensitivity Δ and per-coordinate noise std σ, run k times on
+A Gaussian mechanism with L2 sensitivity Δ and per-coordinate noise std σ_r, run k times on
 the same record, is characterised by one number, the *privacy ratio*
 
-    μ = √(Σ_i Δ_i² / σ_i²)          (= √k · Δ/σ for k identical participations).
+    μ = √(Σ_i Δ_i² / σ_{r,i}²)          (= √k · Δ/σ_r for k identical participations).
 
 Two conversions from μ to (ε, δ) are offered:
 
@@ -13,7 +13,7 @@ Two conversions from μ to (ε, δ) are offered:
              μ-GDP, and δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) is tight. It needs 15–28% less
              noise than ``"paper"`` at the same (ε, δ). The default.
 
-Functions go both ways: the (ε at δ) spent for a given μ, and the μ (hence σ) needed for a
+Functions go both ways: the (ε at δ) spent for a given μ, and the μ (hence σ_r) needed for a
 target (ε, δ).
 """
 
@@ -68,10 +68,10 @@ def privacy_ratio(
     noise_std: float | Iterable[float],
     participations: int = 1,
 ) -> float:
-    """μ = √(participations · Σ Δ_i²/σ_i²) for Gaussian mechanisms applied to one record.
+    """μ = √(participations · Σ Δ_i²/σ_{r,i}²) for Gaussian mechanisms applied to one record.
 
     ``sensitivity`` and ``noise_std`` are scalars, or equal-length sequences (one entry per
-    participation with its own Δ and σ; then leave ``participations`` at 1).
+    participation with its own Δ and σ_r; then leave ``participations`` at 1).
     """
     participations = check_count("participations", participations)
     deltas = np.atleast_1d(np.asarray(sensitivity, dtype=np.float64))
@@ -202,8 +202,8 @@ def noise_std_for(
     participations: int = 1,
     accounting: str = DEFAULT_ACCOUNTING,
 ) -> float:
-    """Per-coordinate σ so that ``participations`` Gaussian releases of L2 sensitivity
-    ``sensitivity`` are together (ε, δ)-DP: σ = √k · Δ / μ(ε, δ)."""
+    """Per-coordinate σ_r so that ``participations`` Gaussian releases of L2 sensitivity
+    ``sensitivity`` are together (ε, δ)-DP: σ_r = √k · Δ / μ(ε, δ)."""
     sensitivity = check_positive("sensitivity", sensitivity)
     participations = check_count("participations", participations)
     mu = ratio_for_budget(epsilon, delta, accounting)
@@ -218,6 +218,6 @@ def epsilon_spent(
     participations: int = 1,
     accounting: str = DEFAULT_ACCOUNTING,
 ) -> float:
-    """ε at ``delta`` spent by Gaussian releases with the given Δ and σ (see privacy_ratio)."""
+    """ε at ``delta`` spent by Gaussian releases with the given Δ and σ_r (see privacy_ratio)."""
     mu = privacy_ratio(sensitivity, noise_std, participations)
     return epsilon_for_ratio(mu, delta, accounting)

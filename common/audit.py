@@ -65,24 +65,25 @@ class AuditOutcome:
     false_negative_rate: float
     threshold: float
     draws: int
-    #: 95% interval for (measured noise std)/(reference σ) along the test direction, where
-    #: measured (holder_round path). The reference is an independently computed σ when the
+    #: 95% interval for (measured noise std)/(reference σ_r) along the test direction, where
+    #: measured (holder_round path). The reference is an independently computed σ_r when the
     #: caller gives one (``reference_noise_std``), else the mechanism's own; an upper end
     #: below 1 − ``NOISE_TOLERANCE`` means less noise than the reference requires.
     noise_ratio: tuple[float, float] | None = None
 
 
-#: How far below the reference σ the measured noise may be before the noise check fails:
+#: How far below the reference σ_r the measured noise may be before the noise check fails:
 #: the reference and the calibration are both exact, so 2% only absorbs sampling error.
 NOISE_TOLERANCE = 0.02
 
 
 def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> float:
-    """The smallest σ for which one Gaussian release of L2 sensitivity Δ is (ε, δ)-DP.
+    """The smallest σ_r for which one Gaussian release of L2 sensitivity Δ is (ε, δ)-DP.
 
-    From the analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): N(0, σ²I) added to
-    a query of sensitivity Δ is (ε, δ)-DP iff Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ; the
-    left side decreases in σ, and σ is found by bisection on log σ. Written apart from
+    From the analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): N(0, σ_r²I) added
+    to a query of sensitivity Δ is (ε, δ)-DP iff
+    Φ(Δ/2σ_r − εσ_r/Δ) − e^ε Φ(−Δ/2σ_r − εσ_r/Δ) ≤ δ; the left side decreases in σ_r, and
+    σ_r is found by bisection on log σ_r. Written apart from
     ``ldpem.common.accounting`` (which calibrates the mechanisms) so that an error in the
     calibration cannot also be in the audit's yardstick; tests/common/test_audit.py checks
     it against Google's dp_accounting (privacy loss distributions).
@@ -92,14 +93,14 @@ def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> 
     sensitivity = check_positive("sensitivity", sensitivity)
 
     def excess(log_ratio: float) -> float:
-        ratio = math.exp(log_ratio)  # σ/Δ
+        ratio = math.exp(log_ratio)  # σ_r/Δ
         first = float(norm.cdf(0.5 / ratio - epsilon * ratio))
         second = math.exp(epsilon + float(norm.logcdf(-0.5 / ratio - epsilon * ratio)))
         return first - second - delta
 
-    low, high = -20.0, 20.0  # σ/Δ from 2e-9 to 5e8: any (ε, δ) with ε ≤ 1e8, δ ≥ 1e-300
+    low, high = -20.0, 20.0  # σ_r/Δ from 2e-9 to 5e8: any (ε, δ) with ε ≤ 1e8, δ ≥ 1e-300
     if excess(low) <= 0.0 or excess(high) > 0.0:
-        raise ValueError(f"no sigma/sensitivity in [e^-20, e^20] fits epsilon={epsilon!r}")
+        raise ValueError(f"no noise_std/sensitivity in [e^-20, e^20] fits epsilon={epsilon!r}")
     for _ in range(200):
         middle = 0.5 * (low + high)
         if excess(middle) > 0.0:
@@ -110,7 +111,7 @@ def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> 
 
 
 def noise_is_sufficient(noise_ratio: tuple[float, float] | None) -> bool:
-    """Whether a measured 95% interval of noise/reference σ allows the reference noise:
+    """Whether a measured 95% interval of noise/reference σ_r allows the reference noise:
     its upper end is at least 1 − NOISE_TOLERANCE (True when nothing was measured)."""
     return noise_ratio is None or noise_ratio[1] >= 1.0 - NOISE_TOLERANCE
 
@@ -140,9 +141,21 @@ def _epsilon_from_rates(fpr: float, fnr: float, delta: float) -> float:
 def epsilon_lower_bound(positives: FloatArray, negatives: FloatArray, delta: float) -> AuditOutcome:
     """95%-confidence lower bound on ε from scores of the two neighbouring inputs.
 
-    positives, negatives: (N,) test statistics; larger means "the first input". The first
-    half of each picks the threshold that maximises the point estimate of ε, the second
-    half gives Clopper–Pearson bounds at that threshold.
+    The first half of each sample picks the threshold that maximises the point estimate of
+    ε, the second half gives Clopper–Pearson bounds at that threshold.
+
+    Parameters
+    ----------
+    positives : array of shape (N,)
+        Test statistics of outputs of the first input; larger means "the first input".
+    negatives : array of shape (M,)
+        Test statistics of outputs of the second input (N, M ≥ 2).
+    delta : float
+        The δ at which ε is bounded, in (0, 1).
+
+    Returns
+    -------
+    AuditOutcome
     """
     delta = check_open_unit("delta", delta)
     half_pos, half_neg = positives.size // 2, negatives.size // 2
@@ -215,7 +228,12 @@ def _magnitudes() -> FloatArray:
 def candidate_values() -> FloatArray:
     """Scalar values for worst-case gradient coordinates: 0 and ± every magnitude of
     ``_magnitudes`` (about 7,000: each 1/8 decade over the whole float range plus seeded
-    log-uniform draws), so no binade a mechanism could misbehave in goes untried."""
+    log-uniform draws), so no binade a mechanism could misbehave in goes untried.
+
+    Returns
+    -------
+    values : array of shape (k,)
+    """
     magnitudes = _magnitudes()
     return np.concatenate([[0.0], magnitudes, -magnitudes])
 
@@ -240,7 +258,20 @@ def farthest_pair(
 ) -> tuple[int, int, float]:
     """Indices (i, j) of the two candidate rows whose transforms are farthest apart in L2.
 
-    candidates: (k, d) inputs; transform maps them to (k, d') noiseless outputs.
+    Parameters
+    ----------
+    candidates : array of shape (k, d)
+        The inputs.
+    transform : callable
+        Maps an array of shape (k, d) to the noiseless outputs, shape (k, d').
+
+    Returns
+    -------
+    i, j : int
+        Row indices into ``candidates`` (i = j = 0 when all outputs are equal).
+    distance : float
+        ‖transform(candidates)[i] − transform(candidates)[j]‖₂; inf if an output is not
+        finite (itself a leak).
 
     Exact, in bounded memory: identical outputs are merged first (many candidates saturate
     to the same value); a pair found by two farthest-point sweeps gives a lower bound L on
@@ -290,8 +321,24 @@ def run_distinguisher(
     draws: int,
     delta: float,
 ) -> AuditOutcome:
-    """Draw ``draws`` outputs of each input (rows of (n, d) arrays), project them on
-    ``direction`` (first minus second), and bound ε from the projections."""
+    """Draw ``draws`` outputs of each input, project them on ``direction`` (first minus
+    second), and bound ε from the projections.
+
+    Parameters
+    ----------
+    sample_first, sample_second : callable
+        ``sample(n)`` gives n outputs of one input, an array of shape (n, d).
+    direction : array of shape (d,)
+        The test direction.
+    draws : int
+        Outputs of each input (≥ 4).
+    delta : float
+        The δ at which ε is bounded, in (0, 1).
+
+    Returns
+    -------
+    AuditOutcome
+    """
     draws = check_count("draws", draws, minimum=4)
     norm = float(np.linalg.norm(direction))
     unit = direction / norm if norm > 0.0 and math.isfinite(norm) else direction * 0.0
@@ -301,8 +348,13 @@ def run_distinguisher(
 
 
 def mechanism_candidates(d: int) -> FloatArray:
-    """Candidate per-record gradients (k, d): the ``_patterns`` of every candidate value
-    and of a dense grid around the truncation's extremum."""
+    """Candidate per-record gradients: the ``_patterns`` of every candidate value and of a
+    dense grid around the truncation's extremum.
+
+    Returns
+    -------
+    candidates : array of shape (k, d)
+    """
     d = check_count("d", d)
     values = np.concatenate([candidate_values(), np.linspace(-25.0, 25.0, 401)])
     return _patterns(values, d)
@@ -322,7 +374,27 @@ def audit_mechanism(
     Local mechanisms: the release is that record's report, drawn with ``privatize``.
     Central mechanisms: the release is the curator's average over ``records_per_round``
     records (the others fixed at zero gradient) plus ``aggregate_noise``.
-    Returns the outcome and the L2 distance between the pair's noiseless outputs.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The mechanism audited.
+    d : int
+        Dimension of the gradients.
+    records_per_round : int
+        m, the records a central mechanism averages.
+    delta : float
+        The δ at which ε is bounded, in (0, 1).
+    draws : int
+        Outputs of each of the pair.
+    rng : numpy.random.Generator
+        The noise stream.
+
+    Returns
+    -------
+    outcome : AuditOutcome
+    distance : float
+        L2 distance between the pair's noiseless outputs (inf: a leak).
     """
     candidates = mechanism_candidates(d)
     first, second, distance = farthest_pair(candidates, mechanism.contributions)
@@ -371,7 +443,14 @@ def _identity(rows: FloatArray) -> FloatArray:
 def holder_candidates(model: Model, d: int) -> Records:
     """Candidate single records for ``model``: the ``_patterns`` of every candidate value
     (the whole float range, as for the mechanism path) and spikes on each coordinate;
-    responses ±|v| and 0, and for RMC records with missing covariates."""
+    responses ±|v| and 0, and for RMC records with missing covariates.
+
+    Returns
+    -------
+    Records
+        k candidate records: ``x`` of shape (k, d), ``y`` of shape (k,) for models with a
+        response.
+    """
     rows = np.concatenate([_patterns(candidate_values(), d), np.eye(d) * 1e6])
     if not model.has_response:
         return Records(rows)
@@ -405,10 +484,36 @@ def audit_holder_round(
     overflow to ±inf or NaN stay in the pool: the mechanism must give them a bounded
     report like any other (a refusal, or an unbounded report, is what the audit looks for).
 
-    ``reference_noise_std``: an independently computed σ (e.g. ``reference_noise_std``
+    ``reference_noise_std``: an independently computed σ_r (e.g. ``reference_noise_std``
     from ε, δ and the mechanism's sensitivity) that the measured noise is compared with;
     without it the mechanism's own ``noise_std`` is used, which cannot catch a wrong
     calibration formula.
+
+    Parameters
+    ----------
+    model : Model
+        The model whose records are audited.
+    mechanism : Mechanism
+        The holder's mechanism.
+    d : int
+        Dimension.
+    sigma : float
+        The model's noise std σ (> 0), not the privacy noise.
+    delta : float
+        The δ at which ε is bounded, in (0, 1).
+    draws : int
+        Reports of each of the pair.
+    rng : numpy.random.Generator
+        The noise stream.
+    reference_noise_std : float, optional
+        The σ_r the measured noise is compared with.
+
+    Returns
+    -------
+    outcome : AuditOutcome
+    distance : float
+        L2 distance between the pair's noiseless contributions, at the broadcast β where
+        it is largest (inf: a leak).
     """
     reference = mechanism.noise_std if reference_noise_std is None else reference_noise_std
     reference = check_positive("reference_noise_std", reference)

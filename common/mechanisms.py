@@ -9,7 +9,7 @@ sums (``aggregate_noise``: central mechanisms only). The M-step then uses
 
 ``privatize`` returns one report per record (the strict local-model view); ``holder_sum``
 returns the sum of those reports. For the local mechanisms the sum is drawn as Σ T(g_i) plus
-one Gaussian of variance m·σ² per coordinate, which has exactly the distribution of the sum
+one Gaussian of variance m·σ_r² per coordinate, which has exactly the distribution of the sum
 of m independent reports: identical privacy and accuracy at 1/m of the noise draws.
 
 Parameters are keyword-only and validated once, at construction; every mechanism states the
@@ -73,7 +73,19 @@ def clip_rows(gradients: FloatArray, clip: float) -> FloatArray:
     Non-finite entries give a bounded row too (a refusal would leak, see
     ``smoothed_truncation``): NaN counts as 0, and a row with infinite entries becomes
     their direction (±1 on each, 0 elsewhere) at norm C, the limit of its finite
-    neighbours. gradients: (n, d); returns (n, d).
+    neighbours.
+
+    Parameters
+    ----------
+    gradients : array of shape (n, d)
+        Per-record gradients; may hold NaN and ±inf.
+    clip : float
+        C > 0, the largest L2 norm of a row.
+
+    Returns
+    -------
+    clipped : array of shape (n, d)
+        Finite rows of L2 norm ≤ C.
     """
     gradients = np.where(np.isnan(gradients), 0.0, gradients)
     infinite = np.isinf(gradients)
@@ -106,36 +118,84 @@ class Mechanism(ABC):
 
     @abstractmethod
     def contributions(self, gradients: FloatArray) -> FloatArray:
-        """Each record's contribution before noise, shape (n, d)."""
+        """Each record's contribution before noise.
+
+        Parameters
+        ----------
+        gradients : array of shape (n, d)
+            Per-record gradients g_i.
+
+        Returns
+        -------
+        contributions : array of shape (n, d)
+        """
 
     @abstractmethod
     def record_bound(self, d: int) -> float:
-        """Largest |coordinate| of one record's contribution before noise (inf if none)."""
+        """Largest |coordinate| of one record's contribution before noise (inf if none), for
+        contributions of dimension ``d``."""
 
     @abstractmethod
     def sensitivity(self, d: int) -> float:
-        """L2 distance between two records' contributions, at most (replace-one)."""
+        """L2 distance between two records' contributions of dimension ``d``, at most
+        (replace-one)."""
 
     def holder_noise(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
-        """Noise of a sum of ``count`` local reports, shape (d,): N(0, count·σ² I_d).
+        """Noise of a sum of ``count`` local reports, shape (d,): N(0, count·σ_r² I_d).
 
         This has exactly the distribution of the sum of ``count`` independent per-record
         noises, so the summed report is as private as the reports it stands for.
+
+        Parameters
+        ----------
+        count : int
+            Records in the sum (≥ 0; zeros for 0, and for central mechanisms).
+        d : int
+            Dimension.
+        rng : numpy.random.Generator
+            The holder's noise stream.
+
+        Returns
+        -------
+        noise : array of shape (d,)
         """
         if not self.is_local or self.noise_std == 0.0 or count == 0:
             return np.zeros(d)
         return rng.normal(0.0, self.noise_std * math.sqrt(count), d)
 
     def holder_sum(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
-        """What a data holder sends for a batch: Σ_i contribution_i + local noise, shape (d,)."""
+        """What a data holder sends for a batch: Σ_i contribution_i + local noise.
+
+        Parameters
+        ----------
+        gradients : array-like of shape (n, d)
+            The batch's per-record gradients.
+        rng : numpy.random.Generator
+            The holder's noise stream.
+
+        Returns
+        -------
+        total : array of shape (d,)
+        """
         g = _as_gradients(gradients)
         total: FloatArray = self.contributions(g).sum(axis=0)
         return total + self.holder_noise(g.shape[0], g.shape[1], rng)
 
     def privatize(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
-        """One report per record: contribution_i + N(0, σ² I_d) for local mechanisms, (n, d).
+        """One report per record: contribution_i + N(0, σ_r² I_d) for local mechanisms, (n, d).
 
         For central mechanisms and ``none`` the reports are the contributions themselves.
+
+        Parameters
+        ----------
+        gradients : array-like of shape (n, d)
+            Per-record gradients.
+        rng : numpy.random.Generator
+            The noise stream.
+
+        Returns
+        -------
+        reports : array of shape (n, d)
         """
         g = _as_gradients(gradients)
         reports = self.contributions(g)
@@ -146,8 +206,22 @@ class Mechanism(ABC):
     def aggregate_noise(
         self, d: int, rng: np.random.Generator, draws: int | None = None
     ) -> FloatArray:
-        """Noise the aggregator adds to the average of all contributions: shape (d,), or
-        (draws, d) independent draws when ``draws`` is given (used by the privacy audit)."""
+        """Noise the aggregator adds to the average of all contributions (zeros for local
+        mechanisms).
+
+        Parameters
+        ----------
+        d : int
+            Dimension.
+        rng : numpy.random.Generator
+            The aggregator's noise stream.
+        draws : int, optional
+            Independent draws to return at once (used by the privacy audit).
+
+        Returns
+        -------
+        noise : array of shape (d,), or (draws, d) when ``draws`` is given
+        """
         shape = (d,) if draws is None else (draws, d)
         if self.is_local or self.noise_std == 0.0:
             return np.zeros(shape)
@@ -155,13 +229,16 @@ class Mechanism(ABC):
 
 
 class LocalTruncation(Mechanism):
-    """Local model (docs/MATH.md (3.3)): report T(g_i) + N(0, σ² I_d) per record.
+    """Local model (docs/MATH.md (3.3)): report T(g_i) + N(0, σ_r² I_d) per record.
 
     Parameters
     ----------
-    scale : s > 0, the truncation scale.
-    smoothing : β_s > 0, the precision of the smoothing noise.
-    noise_std : σ ≥ 0, the per-coordinate std of the Gaussian noise on each report.
+    scale : float
+        s > 0, the truncation scale.
+    smoothing : float
+        β_s > 0, the precision of the smoothing noise.
+    noise_std : float
+        σ_r ≥ 0, the per-coordinate std of the Gaussian noise on each report.
     """
 
     name: MechanismName = "local"
@@ -190,7 +267,8 @@ class LocalTruncation(Mechanism):
 
 class CentralTruncation(LocalTruncation):
     """Central model of Algorithm 2: the curator averages T(g_i) over the m records of a round
-    and adds N(0, σ² I_d) once (docs/MATH.md (3.4), with the paper's s/n typo corrected to s/m)."""
+    and adds N(0, σ_r² I_d) once (docs/MATH.md (3.4), with the paper's s/n typo corrected to
+    s/m)."""
 
     name: MechanismName = "central"
     is_local = False
@@ -206,7 +284,7 @@ class CentralTruncation(LocalTruncation):
 class HospitalTruncation(LocalTruncation):
     """Hospital-level mechanism (docs/HOSPITAL.md): the data holder is the curator of its
     own records. Each record is truncated as in the local model, the holder sums them and
-    adds ONE draw of N(0, σ² I_d) to the sum, σ calibrated to the replace-one sensitivity
+    adds ONE draw of N(0, σ_r² I_d) to the sum, σ_r calibrated to the replace-one sensitivity
     of the sum, 2·record_bound·√d — the same as that of one record's report.
 
     The scale is Algorithm 2's central rule with the holder's own records per round, so it
@@ -217,7 +295,8 @@ class HospitalTruncation(LocalTruncation):
     name: MechanismName = "hospital"
 
     def holder_noise(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
-        """One draw N(0, σ² I_d) for the whole sum, whatever ``count`` (none for count 0)."""
+        """One draw N(0, σ_r² I_d) for the whole sum, whatever ``count`` (none for count 0):
+        an array of shape (d,)."""
         if self.noise_std == 0.0 or count == 0:
             return np.zeros(d)
         return rng.normal(0.0, self.noise_std, d)
@@ -228,7 +307,15 @@ class HospitalTruncation(LocalTruncation):
 
 class LocalClipped(Mechanism):
     """Clipped baseline in the local model (Algorithm 1): clip each g_i to L2 norm C, add
-    N(0, σ² I_d) per record; sensitivity 2C."""
+    N(0, σ_r² I_d) per record; sensitivity 2C.
+
+    Parameters
+    ----------
+    clip : float
+        C > 0, the largest L2 norm of a record's contribution.
+    noise_std : float
+        σ_r ≥ 0, the per-coordinate std of the Gaussian noise on each report.
+    """
 
     name: MechanismName = "local-clip"
     is_local = True
@@ -252,7 +339,7 @@ class LocalClipped(Mechanism):
 
 class CentralClipped(LocalClipped):
     """Clipped baseline in the central model (Algorithm 1 as printed): the curator averages
-    the clipped gradients of a round and adds N(0, σ² I_d) once; sensitivity 2C/m."""
+    the clipped gradients of a round and adds N(0, σ_r² I_d) once; sensitivity 2C/m."""
 
     name: MechanismName = "central-clip"
     is_local = False

@@ -37,7 +37,7 @@ the aggregator releases the average of the records that reported in THIS round, 
 replace-one sensitivity is Δ/count. Calibrating on the nominal m would under-noise every
 round with fewer records than m — a round closed at quorum, or the smaller rounds of an
 uneven partition — and break the published (ε, δ); calibrating on the count costs nothing
-when count ≥ m. The simulator does the same, so both draw the same σ in every round.
+when count ≥ m. The simulator does the same, so both draw the same σ_r in every round.
 
 Random streams (``FederatedStreams``): an agent partitions its records with
 ``partition_rng(seed, run)`` and draws round t's noise from ``noise_rng(seed, run, t)``
@@ -155,7 +155,22 @@ def study_tau(model: str, *, tau: float | None, beta_bound: float, sigma: float,
 def records_per_round(sizes: Sequence[int], rounds: int, *, reuse: bool = False) -> int:
     """m of a study whose holders have ``sizes`` records: ⌊Σ sizes / rounds⌋ (at least 1),
     or Σ sizes when every record reports every round. It sets the scale s only: the
-    central noise is calibrated on each round's actual count (module docstring)."""
+    central noise is calibrated on each round's actual count (module docstring).
+
+    Parameters
+    ----------
+    sizes : sequence of int of length K
+        Records of each of the K holders (each ≥ 1).
+    rounds : int
+        T, the number of rounds (≥ 1).
+    reuse : bool
+        Whether every record reports in every round.
+
+    Returns
+    -------
+    int
+        m ≥ 1.
+    """
     rounds = check_count("rounds", rounds)
     total = sum(check_count("records", size) for size in sizes)
     return total if reuse else max(1, total // rounds)
@@ -170,15 +185,30 @@ def holder_records_per_round(records: int, rounds: int, *, reuse: bool = False) 
 
 
 def initial_beta(d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
-    """β⁰, shape (d,): a uniformly random direction of norm σ (β = 0 is a fixed point of
-    the symmetric models). Draws d standard normals from ``rng``."""
+    """β⁰: a uniformly random direction of norm σ (β = 0 is a fixed point of the symmetric
+    models). Draws d standard normals from ``rng``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension (≥ 1).
+    sigma : float
+        The model's noise std σ, the norm of β⁰.
+    rng : numpy.random.Generator
+        The study's or run's generator.
+
+    Returns
+    -------
+    beta0 : array of shape (d,)
+    """
     start = rng.standard_normal(check_count("d", d))
     beta0: FloatArray = start / np.linalg.norm(start) * sigma
     return beta0
 
 
 def run_start(seed: int, d: int, sigma: float) -> FloatArray:
-    """β⁰ of a run created with ``seed`` (the coordinator's)."""
+    """β⁰ of a run created with ``seed`` (the coordinator's): ``initial_beta`` of shape (d,)
+    with norm σ = ``sigma``, the model's noise std."""
     return initial_beta(d, sigma, np.random.default_rng([seed, _START_KEY]))
 
 
@@ -366,8 +396,8 @@ def local_noise_std(
     participations: int = 1,
     accounting: str = DEFAULT_ACCOUNTING,
 ) -> float:
-    """σ of each local report of T(·) at scale s so that ``participations`` reports of one
-    record are together (ε, δ)-DP. It is also the σ of the hospital-level mechanism's one
+    """σ_r of each local report of T(·) at scale s so that ``participations`` reports of one
+    record are together (ε, δ)-DP. It is also the σ_r of the hospital-level mechanism's one
     draw on a holder's sum: replacing one record moves that sum by at most as much as it
     moves the record's own report."""
     return _noise_std(
@@ -381,8 +411,8 @@ def local_noise_std(
 
 @dataclass(frozen=True)
 class CentralNoise:
-    """The aggregator's noise of a central mechanism: N(0, σ² I_d) on the average of the
-    round's ``count`` records, σ calibrated to the average's sensitivity Δ/count at the
+    """The aggregator's noise of a central mechanism: N(0, σ_r² I_d) on the average of the
+    round's ``count`` records, σ_r calibrated to the average's sensitivity Δ/count at the
     budget (ε, δ) over ``participations`` rounds (module docstring: why the count)."""
 
     #: Δ of one record's contribution (L2, replace-one).
@@ -393,7 +423,7 @@ class CentralNoise:
     participations: int = 1
 
     def std(self, count: int) -> float:
-        """σ on the average of ``count`` records."""
+        """σ_r on the average of ``count`` records."""
         count = check_count("count", count)
         return _noise_std(
             self.epsilon,
@@ -404,7 +434,21 @@ class CentralNoise:
         )
 
     def draw(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
-        """One draw, shape (d,), for a round of ``count`` records."""
+        """One draw N(0, σ_r² I_d), σ_r = ``std(count)``, for a round of ``count`` records.
+
+        Parameters
+        ----------
+        count : int
+            Records that reported in the round (≥ 1).
+        d : int
+            Dimension.
+        rng : numpy.random.Generator
+            The coordinator's central-noise stream of the round (``central_rng``).
+
+        Returns
+        -------
+        noise : array of shape (d,)
+        """
         noise: FloatArray = rng.normal(0.0, self.std(count), d)
         return noise
 
@@ -448,7 +492,7 @@ def make_mechanism(
     ``participations`` rounds, is (ε, δ)-DP under ``accounting``.
 
     ``records_per_round`` is m (``records_per_round``): it sets s in Algorithm 2 and, for
-    central mechanisms, the σ shown as ``noise_std`` (that of a round of m records; the
+    central mechanisms, the σ_r shown as ``noise_std`` (that of a round of m records; the
     M-step calibrates on each round's count, ``central_noise_for``); for ``hospital`` it
     is m_k, the records of ONE holder per round, and the mechanism is that holder's.
     ``scale`` overrides s.
@@ -585,7 +629,7 @@ def holder_mechanism(
 ) -> Mechanism:
     """The mechanism a data holder enrolled with ``records`` records runs in the run of
     ``params``, its noise calibrated from the holder's OWN budget (``epsilon``, ``delta``,
-    ``accounting``), never from a σ the coordinator chose. Central mechanisms carry no
+    ``accounting``), never from a σ_r the coordinator chose. Central mechanisms carry no
     holder noise (the aggregator adds it, ``central_noise``)."""
     shape = holder_contribution(params, records)
     noise = holder_noise_std(params, records, epsilon=epsilon, delta=delta, accounting=accounting)
@@ -672,9 +716,24 @@ def public_parameters(request: RunCreate) -> PublicParameters:
 
 
 def aggregate(totals: Sequence[ArrayLike], counts: Sequence[int]) -> tuple[FloatArray, int]:
-    """Σ of the reports' totals (d,) and of their counts. Each coordinate is the correctly
+    """Σ of the reports' totals and of their counts. Each coordinate is the correctly
     rounded sum (``math.fsum``), which does not depend on the order of the reports; ±inf
-    or NaN when the sum leaves the float range (the caller checks)."""
+    or NaN when the sum leaves the float range (the caller checks).
+
+    Parameters
+    ----------
+    totals : sequence of K array-likes of shape (d,)
+        The reports' totals (an array of shape (K, d) works too).
+    counts : sequence of K int
+        The reports' record counts.
+
+    Returns
+    -------
+    total : array of shape (d,)
+        Σ totals.
+    count : int
+        Σ counts.
+    """
     rows = np.asarray(totals, dtype=np.float64)
     if rows.ndim != 2:
         raise ValueError(f"totals must be a (reports, d) array, got shape {rows.shape}")
@@ -706,9 +765,31 @@ def m_step(
 ) -> Step:
     """β^{t+1} = β^t + η·(Σ totals / Σ counts + central noise) (docs/MATH.md 1).
 
-    ``central``: the aggregator's noise, drawn from ``rng`` with σ calibrated on this
-    round's count. Overflow gives non-finite entries, not an exception: the caller decides
-    (the coordinator fails the run)."""
+    Overflow gives non-finite entries, not an exception: the caller decides (the
+    coordinator fails the run).
+
+    Parameters
+    ----------
+    beta : array-like of shape (d,)
+        β^t.
+    totals : sequence of K array-likes of shape (d,)
+        The round's reported totals.
+    counts : sequence of K int
+        Their record counts.
+    eta : float
+        η, the step size.
+    central : CentralNoise, optional
+        The aggregator's noise (central mechanisms), drawn from ``rng`` with σ_r
+        calibrated on this round's count.
+    rng : numpy.random.Generator, optional
+        Required with ``central``.
+
+    Returns
+    -------
+    Step
+        ``beta`` β^{t+1} of shape (d,), ``count`` Σ counts, ``noise`` the central noise
+        drawn, shape (d,), or None.
+    """
     start = np.asarray(beta, dtype=np.float64)
     total, count = aggregate(totals, counts)
     noise: FloatArray | None = None

@@ -47,8 +47,6 @@ def holder_round(
 ) -> HolderReport:
     """Privatized sum of the per-record gradients ∇q_i(β; β) of ``records`` at ``beta``.
 
-    beta: (d,). Returns HolderReport(total (d,), count = records.n).
-
     Total for every mechanism with a bound (all but ``none``): a gradient that overflows
     or is NaN, whatever β and σ the (untrusted) coordinator chose, gets the bounded
     contribution the mechanism assigns it, and the report is sent as usual. Raising
@@ -56,6 +54,28 @@ def holder_round(
     public values only (β, σ, the count, d, the mechanism's bound and noise) and happens
     before any gradient is computed: it refuses a round whose sum of ``count`` bounded
     contributions plus noise could leave the float range, so the total is always finite.
+
+    Parameters
+    ----------
+    model : Model
+        Gives the per-record gradients.
+    beta : array of shape (d,)
+        β^t, the coordinator's (untrusted) estimate; must be finite.
+    records : Records
+        The n records of this holder's round (``x`` of shape (n, d)).
+    sigma : float
+        The model's noise std σ (> 0), not the privacy noise.
+    mechanism : Mechanism
+        The holder's mechanism; its ``noise_std`` is σ_r.
+    rng : numpy.random.Generator
+        The holder's noise stream of the round.
+    chunk : int
+        Records whose gradients are held in memory at once (≥ 1).
+
+    Returns
+    -------
+    HolderReport
+        ``total`` of shape (d,), ``count`` = n.
     """
     sigma = check_positive("sigma", sigma)
     chunk = check_count("chunk", chunk)

@@ -49,13 +49,32 @@ class EMResult:
 
     @property
     def beta(self) -> FloatArray:
+        """The final estimate β^T, shape (d,)."""
         return self.betas[-1]
 
 
 def round_groups(
     records: Records, rounds: int, *, reuse: bool, rng: np.random.Generator
 ) -> list[Records]:
-    """The records a holder uses in each round: T disjoint random groups, or all T times."""
+    """The records a holder uses in each round: T disjoint random groups, or all T times.
+
+    Parameters
+    ----------
+    records : Records
+        The holder's n records (``x`` of shape (n, d)); n ≥ T unless ``reuse``.
+    rounds : int
+        T (≥ 1).
+    reuse : bool
+        Every record in every round.
+    rng : numpy.random.Generator
+        The holder's partition stream.
+
+    Returns
+    -------
+    list of T Records
+        Group t holds ⌊n/T⌋ or ⌈n/T⌉ records in their original order (all n with
+        ``reuse``).
+    """
     rounds = check_count("rounds", rounds)
     if reuse:
         return [records] * rounds
@@ -69,7 +88,22 @@ def split_holders(
     records: Records, sizes: Sequence[int], rng: np.random.Generator
 ) -> list[Records]:
     """``records`` dealt to holders of ``sizes`` records (summing to records.n) by one random
-    permutation from ``rng``; each holder keeps its records in their original order."""
+    permutation from ``rng``; each holder keeps its records in their original order.
+
+    Parameters
+    ----------
+    records : Records
+        n records (``x`` of shape (n, d)).
+    sizes : sequence of K int
+        Records per holder, summing to n.
+    rng : numpy.random.Generator
+        Draws the permutation.
+
+    Returns
+    -------
+    list of K Records
+        Holder k's records, ``x`` of shape (sizes[k], d).
+    """
     if sum(sizes) != records.n:
         raise ValueError(f"sizes must sum to the {records.n} records, got {sum(sizes)}")
     order = rng.permutation(records.n)
@@ -96,12 +130,45 @@ def run_gradient_em(
 ) -> EMResult:
     """Run T rounds of (private) gradient EM over the ``holders``' records.
 
-    beta0: (d,) starting point. ``on_round(t, beta)`` is called after each M-step (t = 1..T).
-    ``holder_mechanisms``: one mechanism per holder when they differ (the ``hospital``
-    mechanism's scale depends on the holder's size). ``central``: the aggregator's noise,
-    required for a central ``mechanism`` (``protocol.central_noise_for``). Random draws come
-    from ``streams`` (``protocol.FederatedStreams`` to model a federated run) or, by
-    default, all from ``rng``.
+    Parameters
+    ----------
+    model : Model
+        Gives the per-record gradients and the error.
+    holders : sequence of K Records
+        Holder k's records, ``x`` of shape (n_k, d).
+    sigma : float
+        The model's noise std σ (> 0), not the privacy noise.
+    mechanism : Mechanism
+        Every holder's mechanism, unless ``holder_mechanisms`` is given.
+    rounds : int
+        T (≥ 1).
+    beta0 : array of shape (d,)
+        The starting point β⁰.
+    rng : numpy.random.Generator, optional
+        Every random draw, when ``streams`` is not given.
+    eta : float
+        η > 0, the step size.
+    reuse : bool
+        Every record in every round (default: each in one round).
+    beta_star : array of shape (d,), optional
+        The true parameter; when given, ``errors`` are recorded.
+    on_round : callable, optional
+        ``on_round(t, beta)``, β of shape (d,), called after each M-step (t = 1..T).
+    holder_mechanisms : sequence of K Mechanism, optional
+        One mechanism per holder when they differ (the ``hospital`` mechanism's scale
+        depends on the holder's size).
+    central : CentralNoise, optional
+        The aggregator's noise, required for a central ``mechanism``
+        (``protocol.central_noise_for``).
+    streams : Streams, optional
+        Where the random draws come from (``protocol.FederatedStreams`` to model a
+        federated run).
+
+    Returns
+    -------
+    EMResult
+        ``betas``: T + 1 arrays of shape (d,), β⁰ … β^T; ``errors``: T floats when
+        ``beta_star`` is given.
     """
     rounds = check_count("rounds", rounds)
     eta = check_positive("eta", eta)
@@ -166,7 +233,29 @@ def simulate_run(
     (enrolled with that count) and runs ``protocol.holder_mechanism`` at its budget
     ``budgets[k]`` = (ε, δ, accounting) (default: the run's own); the aggregator adds the
     run's central noise. With ``protocol.FederatedStreams`` of the agents' research seeds
-    and the run's seed, this is the run's exact trajectory β⁰ … β^T."""
+    and the run's seed, this is the run's exact trajectory β⁰ … β^T.
+
+    Parameters
+    ----------
+    params : PublicParameters
+        The run's public parameters (model, d, σ, T, η, mechanism, budget, …).
+    holders : sequence of K Records
+        Holder k's records, ``x`` of shape (n_k, d).
+    beta0 : sequence of d float
+        β⁰ of the run.
+    streams : Streams
+        Where the random draws come from.
+    budgets : sequence of K (epsilon, delta, accounting), optional
+        Each holder's own budget.
+    beta_star : array of shape (d,), optional
+        The true parameter; when given, ``errors`` are recorded.
+
+    Returns
+    -------
+    EMResult
+        ``betas``: T + 1 arrays of shape (d,); ``errors``: T floats when ``beta_star``
+        is given.
+    """
     own = (params.epsilon, params.delta, params.accounting)
     budgets = list(budgets) if budgets is not None else [own] * len(holders)
     mechanisms = [

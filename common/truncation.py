@@ -89,7 +89,16 @@ _FAR_CELL = (1.0 / _TABLE_END) / _FAR_CELLS
 
 
 def catoni_phi(u: ArrayLike) -> NDArray[np.float64]:
-    """Catoni's soft truncation φ (MATH (2.1)), elementwise; |φ(u)| ≤ 2√2/3."""
+    """Catoni's soft truncation φ (MATH (2.1)), elementwise; |φ(u)| ≤ 2√2/3.
+
+    Parameters
+    ----------
+    u : array-like of any shape
+
+    Returns
+    -------
+    phi : array of the shape of ``u``
+    """
     u = np.asarray(u, dtype=np.float64)
     inner = u - u**3 / 6.0
     return np.where(u > SQRT2, TRUNCATION_BOUND, np.where(u < -SQRT2, -TRUNCATION_BOUND, inner))

@@ -1,12 +1,12 @@
 """The coordinator: runs of federated gradient EM, as the HTTP routes see them.
 
 ``Coordinator`` is a facade over four modules: run creation (``ldpem.server.runs``), the
-round state machine (``ldpem.server.machine``: accept, close with the M-step, deadlines,
-group commit), report policy (``ldpem.server.policy``) and queries
-(``ldpem.server.queries``). State lives in the Store only; this object keeps nothing that
-a restart would need. Waiters of the long-poll are woken when a round closes or the run
-ends. Refusals are the plain exceptions of ``ldpem.server.refusals``; ``ldpem.server.app``
-maps them to HTTP statuses.
+round state machine (``ldpem.server.machine``: accept, close with the M-step, deadlines),
+report policy (``ldpem.server.policy``) and queries (``ldpem.server.queries``); reports
+are made durable by the store's group commit (``ldpem.server.groupcommit``). State lives
+in the Store only; this object keeps nothing that a restart would need. Waiters of the
+long-poll are woken when a round closes or the run ends. Refusals are the plain exceptions
+of ``ldpem.server.refusals``; ``ldpem.server.app`` maps them to HTTP statuses.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from ldpem.common.wire import (
     report_digest,
 )
 from ldpem.server import queries, runs
-from ldpem.server.machine import GroupCommit, accept_report, check_open, expire
+from ldpem.server.groupcommit import GroupCommit
+from ldpem.server.machine import accept_report, check_open, expire
 from ldpem.server.policy import (
     NOISE_FLOOR_RTOL,
     check_report,
@@ -78,7 +79,7 @@ class Coordinator:
         self.store = store
         #: Seconds a report waits for others to share its commit (see ``GroupCommit``).
         self.commit_window = commit_window
-        self._commits = GroupCommit(store, commit_window, self._notify)
+        self._commits: GroupCommit[str] = GroupCommit(store, commit_window, self._committed)
         self._admin_hash = hash_token(admin_token)
         self.range_sigmas = range_sigmas
         self.max_noise_factor = max_noise_factor
@@ -112,6 +113,12 @@ class Coordinator:
         self._infos.clear()
         event, self._changed = self._changed, asyncio.Event()
         event.set()
+
+    def _committed(self, outcomes: list[str | Exception]) -> None:
+        # Long-poll waiters only care about a new round or the end of the run: they are
+        # woken when a batch closed a round, not on every report.
+        if "closed" in outcomes:
+            self._notify()
 
     # --- runs -------------------------------------------------------------------------
     async def create_run(self, request: RunCreate) -> RunCreated:

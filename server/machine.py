@@ -1,8 +1,10 @@
 """The round state machine: accept a report, close a round (the M-step), deadlines.
 
-Every change is one transaction: accepting a report (and, if it is the last one, closing
-the round, taking the M-step of ``ldpem.common.protocol`` and opening the next round)
-commits atomically, and only then is the report acknowledged (``GroupCommit``). A round
+This module says what each change writes; the store's group commit
+(``ldpem.server.groupcommit``) says how it becomes durable. Every change is one
+transaction: accepting a report (and, if it is the last one, closing the round, taking the
+M-step of ``ldpem.common.protocol`` and opening the next round) commits atomically, and
+only then is the report acknowledged. A round
 closes when every enrolled hospital reported, or at its deadline when at least the quorum
 did; short of quorum at the deadline it is extended by another deadline period or the run
 fails (``on_short``), never averaged over nothing.
@@ -10,9 +12,7 @@ fails (``on_short``), never averaged over nothing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
-__all__ = ["GroupCommit", "accept_report", "check_open", "close_round", "expire"]
+__all__ = ["accept_report", "check_open", "close_round", "expire"]
 
 log = logging.getLogger("ldpem.server")
 
@@ -196,67 +196,3 @@ def expire(store: Store, now: float) -> bool:
                 log.error("run %s failed: %s", run.id, reason, extra={"run": run.id, "round": r.t})
         changed = True
     return changed
-
-
-class GroupCommit:
-    """Reports that arrive within ``window`` seconds share one transaction of ``store``
-    (group commit: one fsync makes the batch durable), each in its own savepoint. The
-    transaction runs in a worker thread, so its commit and fsync do not stop the event
-    loop; the Store's lock keeps other reads out until it has committed. ``on_close`` is
-    called (on the event loop) after a batch that closed a round. Use from one loop."""
-
-    def __init__(self, store: Store, window: float, on_close: Callable[[], None]) -> None:
-        self.store = store
-        self.window = window
-        self.on_close = on_close
-        self._pending: list[tuple[Callable[[], str], asyncio.Future[str]]] = []
-        self._flusher: asyncio.Task[None] | None = None
-
-    async def durably(self, apply: Callable[[], str]) -> str:
-        """``apply()`` committed to disk, in one transaction with the other reports that
-        arrive within ``window`` seconds (group commit: one fsync makes the batch
-        durable). Returns only after that commit; each ``apply`` runs in its own savepoint,
-        so a refused report does not undo the others."""
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._pending.append((apply, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush())
-        return await future
-
-    async def _flush(self) -> None:
-        await asyncio.sleep(self.window)
-        # Reports that arrive while a batch commits form the next batch.
-        while self._pending:
-            batch, self._pending = self._pending, []
-            await self._commit(batch)
-
-    async def _commit(self, batch: list[tuple[Callable[[], str], asyncio.Future[str]]]) -> None:
-        try:
-            outcomes = await asyncio.to_thread(self._apply, [apply for apply, _ in batch])
-        except Exception as error:  # the commit failed: nothing of the batch is durable
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(error)
-            return
-        for (_, future), outcome in zip(batch, outcomes, strict=True):
-            if future.done():  # the request was cancelled (client gone); it is committed
-                continue
-            if isinstance(outcome, Exception):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
-        if "closed" in outcomes:
-            # Long-poll waiters only care about a new round or the end of the run: they are
-            # woken when a round closes, not on every report.
-            self.on_close()
-
-    def _apply(self, batch: list[Callable[[], str]]) -> list[str | Exception]:
-        outcomes: list[str | Exception] = []
-        with self.store.transaction():
-            for apply in batch:
-                try:
-                    with self.store.savepoint():
-                        outcomes.append(apply())
-                except Exception as error:
-                    outcomes.append(error)
-        return outcomes

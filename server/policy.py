@@ -205,7 +205,7 @@ def check_report(
         )
     bound = record_bound(params, hospital.records)
     # Local noise is one draw per record (std √count·σ_r on the sum); hospital-level
-    # noise is one draw on the whole sum (std σ).
+    # noise is one draw on the whole sum (std σ_r).
     draws = 1 if params.mechanism == "hospital" else report.count
     limit = report.count * bound + range_sigmas * math.sqrt(draws) * report.noise_std
     worst = max((abs(v) for v in report.total), default=0.0)

@@ -532,14 +532,14 @@ def _hospital_table(
             spent = _e(f"{h.epsilon:.4g} of {params.epsilon:g}")
             if h.weaker:
                 spent = f'<span class="warn">{spent}: weaker than the run\'s budget</span>'
-        sigma = "—" if h.noise_std is None else f"{h.noise_std:.4g}"
+        noise_std = "—" if h.noise_std is None else f"{h.noise_std:.4g}"
         last = "—" if h.last_report_at is None else f"{_duration(now - h.last_report_at)} ago"
         state = {"reported": "✓ reported", "waiting": "waiting", "late": "late", "": "—"}
         rows.append(
             f'<tr class="{h.in_open_round}"><td>{_e(h.name)}</td>'
             f'<td class="num">{h.records}</td>'
             f'<td class="num">{len(h.reported)}/{params.rounds}</td><td>{last}</td>'
-            f"<td>{state[h.in_open_round]}</td><td class='num'>{sigma}</td>"
+            f"<td>{state[h.in_open_round]}</td><td class='num'>{noise_std}</td>"
             f"<td class='num'>{spent}</td></tr>"
         )
     note = (

@@ -3,6 +3,8 @@
 Every state change is one transaction (``Store.transaction``): a report is acknowledged
 only after the transaction that inserted it has committed, so killing the process at any
 moment leaves either the state before the change or the state after it, never half of it.
+Reports that arrive together share one such transaction (one fsync): the group commit of
+``ldpem.server.groupcommit``, which runs it in a worker thread.
 
 Tables
 ------
@@ -24,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
+
+from ldpem.common.sqlite import connect_durable
 
 __all__ = ["HospitalRow", "ReportRow", "RoundRow", "RoundState", "RunRow", "RunState", "Store"]
 
@@ -146,13 +150,7 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        if self.path != ":memory:":
-            self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL: a commit is on disk (WAL fsynced) before COMMIT returns, so an acknowledged
-        # report survives a power loss, not only a process kill.
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db = connect_durable(self.path)
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
 

@@ -18,6 +18,21 @@ def true_parameter(
     """β* with ‖β*‖₂ = snr·σ, equal magnitudes on every coordinate and random signs.
 
     Equal magnitudes keep ‖β*‖∞ = ‖β*‖₂/√d, the case the default τ (calibration) assumes.
+
+    Parameters
+    ----------
+    d : int
+        Dimension (≥ 1).
+    snr : float
+        ‖β*‖₂/σ (> 0).
+    sigma : float
+        The model's noise std σ (> 0).
+    rng : numpy.random.Generator
+        Draws the signs.
+
+    Returns
+    -------
+    beta_star : array of shape (d,)
     """
     d = check_count("d", d)
     snr = check_positive("snr", snr)

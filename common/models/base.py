@@ -45,12 +45,36 @@ class Records:
         return self.n
 
     def take(self, index: NDArray[np.intp] | slice) -> Records:
-        """The records at ``index`` (an index array or a slice), as a new Records."""
+        """The records at ``index`` (an index array or a slice), as a new Records.
+
+        Parameters
+        ----------
+        index : array of int of shape (k,), or slice
+            Rows to take.
+
+        Returns
+        -------
+        Records
+            k records: ``x`` of shape (k, d), ``y`` of shape (k,) or None.
+        """
         return Records(self.x[index], None if self.y is None else self.y[index])
 
 
 def estimation_error(beta: FloatArray, beta_star: FloatArray, *, sign_invariant: bool) -> float:
-    """‖β − β*‖₂, or min(‖β − β*‖₂, ‖β + β*‖₂) when the sign of β is not identifiable."""
+    """‖β − β*‖₂, or min(‖β − β*‖₂, ‖β + β*‖₂) when the sign of β is not identifiable.
+
+    Parameters
+    ----------
+    beta, beta_star : array of shape (d,)
+        The estimate and the true parameter.
+    sign_invariant : bool
+        Whether β and −β describe the same model (GMM, MRM).
+
+    Returns
+    -------
+    float
+        The error, ≥ 0.
+    """
     error = float(np.linalg.norm(beta - beta_star))
     if sign_invariant:
         error = min(error, float(np.linalg.norm(beta + beta_star)))
@@ -77,4 +101,5 @@ class Model:
     allows_missing: bool
 
     def error(self, beta: FloatArray, beta_star: FloatArray) -> float:
+        """``estimation_error`` of β (d,) against β* (d,) under this model's sign symmetry."""
         return estimation_error(beta, beta_star, sign_invariant=self.sign_invariant)

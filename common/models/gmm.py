@@ -18,6 +18,20 @@ def gradients(beta: NDArray[np.float64], records: Records, sigma: float) -> NDAr
     The paper writes the weight as 2w − 1 with w = sigmoid(⟨β, y⟩/σ²), which is
     tanh(⟨β, y⟩/(2σ²)); the posterior P(Z = 1 | y) is sigmoid(2⟨β, y⟩/σ²), so the correct
     weight is tanh(⟨β, y⟩/σ²) (docs/MATH.md (1.1)).
+
+    Parameters
+    ----------
+    beta : array of shape (d,)
+        The current estimate β.
+    records : Records
+        n records of dimension d (``x``: the observations y_i).
+    sigma : float
+        The model's noise std σ (> 0), not the privacy noise.
+
+    Returns
+    -------
+    gradients : array of shape (n, d)
+        Row i is ∇q_i(β; β).
     """
     y = records.x
     weight = np.tanh((y @ beta) / (sigma * sigma))
@@ -33,7 +47,30 @@ def generate(
     missing: float = 0.0,
     rng: np.random.Generator,
 ) -> tuple[Records, NDArray[np.float64]]:
-    """n records of dimension d with ‖β*‖ = snr·σ; returns (records, β*). ``missing`` unused."""
+    """n records of dimension d with ‖β*‖ = snr·σ; returns (records, β*).
+
+    Parameters
+    ----------
+    n : int
+        Number of records (≥ 1).
+    d : int
+        Dimension (≥ 1).
+    snr : float
+        ‖β*‖₂/σ (> 0).
+    sigma : float
+        The model's noise std σ (> 0).
+    missing : float
+        Must be 0 (the model has no covariates to miss).
+    rng : numpy.random.Generator
+        The only source of randomness.
+
+    Returns
+    -------
+    records : Records
+        ``x`` of shape (n, d), the observations; no ``y``.
+    beta_star : array of shape (d,)
+        The true parameter β*.
+    """
     n = check_count("n", n)
     sigma = check_positive("sigma", sigma)
     if missing:

@@ -17,6 +17,20 @@ def gradients(beta: NDArray[np.float64], records: Records, sigma: float) -> NDAr
 
     Weight corrected as for GMM (the paper halves the argument of tanh; docs/MATH.md (1.2)).
     x xᵀ β is formed as x·⟨x, β⟩, never as a d×d matrix.
+
+    Parameters
+    ----------
+    beta : array of shape (d,)
+        The current estimate β.
+    records : Records
+        n records of dimension d with a response (``x`` (n, d), ``y`` (n,)).
+    sigma : float
+        The model's noise std σ (> 0), not the privacy noise.
+
+    Returns
+    -------
+    gradients : array of shape (n, d)
+        Row i is ∇q_i(β; β).
     """
     if records.y is None:
         raise ValueError("model mrm needs a response y")
@@ -35,7 +49,30 @@ def generate(
     missing: float = 0.0,
     rng: np.random.Generator,
 ) -> tuple[Records, NDArray[np.float64]]:
-    """n records (x, y) with ‖β*‖ = snr·σ; returns (records, β*). ``missing`` must be 0."""
+    """n records (x, y) with ‖β*‖ = snr·σ; returns (records, β*).
+
+    Parameters
+    ----------
+    n : int
+        Number of records (≥ 1).
+    d : int
+        Dimension (≥ 1).
+    snr : float
+        ‖β*‖₂/σ (> 0).
+    sigma : float
+        The model's noise std σ (> 0).
+    missing : float
+        Must be 0 (missing covariates are model rmc's).
+    rng : numpy.random.Generator
+        The only source of randomness.
+
+    Returns
+    -------
+    records : Records
+        ``x`` of shape (n, d), ``y`` of shape (n,).
+    beta_star : array of shape (d,)
+        The true parameter β*.
+    """
     n = check_count("n", n)
     sigma = check_positive("sigma", sigma)
     if missing:

@@ -22,6 +22,21 @@ def gradients(beta: NDArray[np.float64], records: Records, sigma: float) -> NDAr
         m   = z⊙x + (y − ⟨β, z⊙x⟩) / (σ² + ‖u‖²) · u
         K β = u + m⟨m, β⟩ − ((1−z)⊙m)⟨(1−z)⊙m, β⟩
     so no d×d matrix is formed per record.
+
+    Parameters
+    ----------
+    beta : array of shape (d,)
+        The current estimate β.
+    records : Records
+        n records of dimension d with a response (``x`` (n, d), NaN where a covariate is
+        missing; ``y`` (n,)).
+    sigma : float
+        The model's noise std σ (> 0), not the privacy noise.
+
+    Returns
+    -------
+    gradients : array of shape (n, d)
+        Row i is ∇q_i(β; β).
     """
     if records.y is None:
         raise ValueError("model rmc needs a response y")
@@ -46,7 +61,30 @@ def generate(
     missing: float = 0.1,
     rng: np.random.Generator,
 ) -> tuple[Records, NDArray[np.float64]]:
-    """n records (x with NaN where missing, y) with ‖β*‖ = snr·σ; returns (records, β*)."""
+    """n records (x with NaN where missing, y) with ‖β*‖ = snr·σ; returns (records, β*).
+
+    Parameters
+    ----------
+    n : int
+        Number of records (≥ 1).
+    d : int
+        Dimension (≥ 1).
+    snr : float
+        ‖β*‖₂/σ (> 0).
+    sigma : float
+        The model's noise std σ (> 0).
+    missing : float
+        Probability that a covariate is missing, in [0, 1).
+    rng : numpy.random.Generator
+        The only source of randomness.
+
+    Returns
+    -------
+    records : Records
+        ``x`` of shape (n, d) with NaN where missing, ``y`` of shape (n,).
+    beta_star : array of shape (d,)
+        The true parameter β*.
+    """
     n = check_count("n", n)
     sigma = check_positive("sigma", sigma)
     if not 0.0 <= missing < 1.0:

@@ -72,11 +72,11 @@ def check(mechanism: Mechanism, g: np.ndarray) -> None:
 
 
 @EXAMPLES
-@given(g=gradients, scale=positive, smoothing=positive, sigma=noise)
+@given(g=gradients, scale=positive, smoothing=positive, noise_std=noise)
 def test_local_truncation_is_bounded_and_finite(
-    g: np.ndarray, scale: float, smoothing: float, sigma: float
+    g: np.ndarray, scale: float, smoothing: float, noise_std: float
 ) -> None:
-    mechanism = LocalTruncation(scale=scale, smoothing=smoothing, noise_std=sigma)
+    mechanism = LocalTruncation(scale=scale, smoothing=smoothing, noise_std=noise_std)
     assert mechanism.record_bound(g.shape[1]) == scale * truncation_bound(smoothing)
     check(mechanism, g)
 
@@ -90,9 +90,9 @@ def test_central_truncation_is_bounded_and_finite(
 
 
 @EXAMPLES
-@given(g=gradients, clip=positive, sigma=noise)
-def test_local_clipped_is_bounded_and_finite(g: np.ndarray, clip: float, sigma: float) -> None:
-    mechanism = LocalClipped(clip=clip, noise_std=sigma)
+@given(g=gradients, clip=positive, noise_std=noise)
+def test_local_clipped_is_bounded_and_finite(g: np.ndarray, clip: float, noise_std: float) -> None:
+    mechanism = LocalClipped(clip=clip, noise_std=noise_std)
     check(mechanism, g)
     if 1e-290 < clip < 1e290:  # relative precision of subnormal clips is meaningless
         norms = np.sqrt(np.sum((mechanism.contributions(g) / clip) ** 2, axis=1))

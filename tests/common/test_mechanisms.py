@@ -48,25 +48,25 @@ def test_local_reports_are_bounded_before_noise() -> None:
 
 
 def test_local_noise_has_the_stated_std() -> None:
-    sigma = 3.3
-    mech = LocalTruncation(scale=1.0, smoothing=2.0, noise_std=sigma)
+    noise_std = 3.3
+    mech = LocalTruncation(scale=1.0, smoothing=2.0, noise_std=noise_std)
     g = heavy_tailed_gradients(20000, 5, 2)
     noise = mech.privatize(g, np.random.default_rng(3)) - mech.contributions(g)
     lo, hi = std_interval(noise)
-    assert lo <= sigma <= hi
-    assert abs(float(noise.mean())) < 6 * sigma / math.sqrt(noise.size)
+    assert lo <= noise_std <= hi
+    assert abs(float(noise.mean())) < 6 * noise_std / math.sqrt(noise.size)
 
 
 def test_holder_sum_has_the_distribution_of_summed_reports() -> None:
     # Σ (T(g_i) + N(0, σ²)) and Σ T(g_i) + N(0, m σ²) are the same law: check the noise std.
-    sigma, m, d = 2.0, 400, 3
-    mech = LocalTruncation(scale=1.0, smoothing=2.0, noise_std=sigma)
+    noise_std, m, d = 2.0, 400, 3
+    mech = LocalTruncation(scale=1.0, smoothing=2.0, noise_std=noise_std)
     g = heavy_tailed_gradients(m, d, 4)
     base = mech.contributions(g).sum(axis=0)
     rng = np.random.default_rng(5)
     draws = np.array([mech.holder_sum(g, rng) - base for _ in range(3000)])
     lo, hi = std_interval(draws)
-    assert lo <= sigma * math.sqrt(m) <= hi
+    assert lo <= noise_std * math.sqrt(m) <= hi
 
 
 def test_central_adds_noise_once_on_the_average() -> None:

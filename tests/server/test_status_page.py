@@ -115,8 +115,8 @@ def test_the_run_s_own_noise_spends_at_most_the_run_s_budget(
     # The page shows implied_epsilon: tight (exact) accounting of the stated σ_r. The run's
     # own σ_r spends exactly its ε under exact accounting, less under the paper's (more noise).
     params = _params(mechanism, epsilon=0.7, accounting=accounting)
-    sigma = run_noise_std(params)
-    spent = implied_epsilon(mechanism, params, sigma, 100)
+    noise_std = run_noise_std(params)
+    spent = implied_epsilon(mechanism, params, noise_std, 100)
     assert spent is not None
     if accounting == "exact":
         assert spent == pytest.approx(0.7, rel=1e-6)
@@ -124,7 +124,9 @@ def test_the_run_s_own_noise_spends_at_most_the_run_s_budget(
         assert spent < 0.7
     half = epsilon_for_ratio(ratio_for_budget(0.7, 1e-6, accounting) / 2, 1e-6, "exact")
     if accounting == "exact":
-        assert implied_epsilon(mechanism, params, 2 * sigma, 100) == pytest.approx(half, rel=1e-6)
+        assert implied_epsilon(mechanism, params, 2 * noise_std, 100) == pytest.approx(
+            half, rel=1e-6
+        )
 
 
 def test_non_local_mechanisms_have_no_local_epsilon() -> None:
