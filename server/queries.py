@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ldpem.common.wire import (
@@ -40,11 +42,24 @@ def get_run(store: Store, run_id: str) -> RunRow:
 
 
 def params_of(run: RunRow) -> PublicParameters:
-    return PublicParameters.model_validate_json(run.params)
+    return _parsed_params(run.params)
 
 
 def request_of(run: RunRow) -> RunCreate:
-    return RunCreate.model_validate_json(run.request)
+    return _parsed_request(run.request)
+
+
+# A run's stored parameters and request never change, and their models are frozen, so one
+# parse serves every report: parsing a request that enrols 1,000 hospitals on each report
+# made a round O(hospitals²) (docs/PERFORMANCE.md, section 10).
+@lru_cache(maxsize=256)
+def _parsed_params(text: str) -> PublicParameters:
+    return PublicParameters.model_validate_json(text)
+
+
+@lru_cache(maxsize=256)
+def _parsed_request(text: str) -> RunCreate:
+    return RunCreate.model_validate_json(text)
 
 
 def summary(store: Store, run: RunRow) -> RunSummary:
