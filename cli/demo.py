@@ -234,8 +234,9 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                         str(config.epsilon),
                         "--delta",
                         repr(delta),
-                        # A reproducible demo: --seed fixes the agents' noise too, which
-                        # voids the privacy guarantee (each agent logs a warning saying so).
+                        # A research --seed: the run (whose id is random) can be replayed
+                        # exactly offline; it fixes the agents' noise too, which voids the
+                        # privacy guarantee (each agent logs a warning saying so).
                         "--seed",
                         str(config.seed + i + 1),
                     ],
