@@ -114,7 +114,7 @@ _LABELS = {
     "local": "local DP (per record)",
     "hospital": "hospital-level DP (same trust boundary)",
     "central": "central DP (trusted curator)",
-    "local-clip": "clipped local DP, C = --clip",
+    "local-clip": "clipped local DP, C = {clip:g}",
     "none": "non-private EM",
 }
 
@@ -130,7 +130,7 @@ def format_plan(plan: Plan) -> str:
     ]
     for e in plan.estimates:
         lines.append(
-            f"  {_LABELS.get(e.mechanism, e.mechanism):<42}{e.mean:>9.3g}"
+            f"  {_LABELS.get(e.mechanism, e.mechanism).format(clip=p.clip):<42}{e.mean:>9.3g}"
             f"   [{e.low:.3g}, {e.high:.3g}]"
         )
     lines.append(f"  {'trivial estimate β = 0':<42}{p.trivial_error:>9.3g}")
