@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -145,3 +149,31 @@ def replay(
         budgets=[(epsilon, delta, "exact")] * len(holders),
     )
     return [[float(v) for v in beta] for beta in result.betas]
+
+
+def cli_create_run(tmp_path: Path, url: str, counts: list[int], **request: Any) -> dict[str, Any]:
+    """Create a GMM run through ``ldpem run create`` (the operator's command): hospitals
+    h0, h1, … with ``counts`` records and the fixed TOKENS; ``request`` adds or overrides
+    fields of the run request. Returns the command's JSON answer."""
+    config = {
+        "model": "gmm",
+        "sigma": 1.0,
+        "seed": 3,
+        "hospitals": [
+            {"name": f"h{i}", "records": c, "token": TOKENS[i]} for i, c in enumerate(counts)
+        ],
+        **request,
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(config))
+    command = ["run", "create", "--coordinator", url, "--config", str(path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpem", *command],
+        capture_output=True,
+        env={**os.environ, "LDPEM_ADMIN_TOKEN": ADMIN},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    created: dict[str, Any] = json.loads(done.stdout)
+    return created

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from ldpem.common.simulation import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator, wait_until
 from tests.fedkit import AGENT_BUDGET, TOKENS, replay, write_gmm_data
+from tests.fedkit import cli_create_run as create_run
 
 pytestmark = pytest.mark.slow
 
@@ -37,47 +37,6 @@ def coordinator(procs: Processes, port: int, state: Path) -> subprocess.Popen[by
     """``ldpem coordinator`` on ``port`` (fixed: it is restarted there) once healthy."""
     process, _ = start_coordinator(procs, state=state, port=port, env={"LDPEM_TICK": "0.1"})
     return process
-
-
-def create_run(tmp_path: Path, url: str, counts: list[int], **request: Any) -> dict[str, Any]:
-    """Create a run through ``ldpem run create`` (the operator's command)."""
-    config = {
-        "model": "gmm",
-        "sigma": 1.0,
-        "seed": 3,
-        "hospitals": [
-            {"name": f"h{i}", "records": c, "token": TOKENS[i]} for i, c in enumerate(counts)
-        ],
-        **request,
-    }
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps(config))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ldpem",
-            "run",
-            "create",
-            "--coordinator",
-            url,
-            "--config",
-            str(path),
-        ],
-        capture_output=True,
-        env={**_env(), "LDPEM_ADMIN_TOKEN": "admin-token-for-tests-0123456789"},
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    created: dict[str, Any] = json.loads(done.stdout)
-    return created
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 def agent(

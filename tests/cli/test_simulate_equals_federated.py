@@ -12,9 +12,6 @@ the same study and seeds.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +26,7 @@ from ldpem.common.simulation import simulate_run
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator
 from ldpem.simulate import SimulationConfig, simulate
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, write_gmm_data
+from tests.fedkit import AGENT_BUDGET, TOKENS, cli_create_run, write_gmm_data
 
 pytestmark = pytest.mark.slow
 
@@ -38,50 +35,6 @@ pytestmark = pytest.mark.slow
 COUNTS = [2003, 1501, 997]
 D, ROUNDS, RUN_SEED, FORECAST_SEEDS = 4, 5, 3, 4
 AGENT_SEEDS = [100 + i for i in range(len(COUNTS))]
-
-
-def run_create(tmp_path: Path, url: str, mechanism: str) -> dict[str, Any]:
-    """``ldpem run create`` (the operator's command), with the accuracy forecast."""
-    config = {
-        "model": "gmm",
-        "d": D,
-        "sigma": 1.0,
-        "rounds": ROUNDS,
-        "epsilon": 1.0,
-        "mechanism": mechanism,
-        "seed": RUN_SEED,
-        "hospitals": [
-            {"name": f"h{i}", "records": c, "token": TOKENS[i]} for i, c in enumerate(COUNTS)
-        ],
-    }
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps(config))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ldpem",
-            "run",
-            "create",
-            "--coordinator",
-            url,
-            "--config",
-            str(path),
-        ],
-        capture_output=True,
-        env={**_environment(), "LDPEM_ADMIN_TOKEN": ADMIN},
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    created: dict[str, Any] = json.loads(done.stdout)
-    return created
-
-
-def _environment() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 def run_agents(procs: Processes, url: str, paths: list[Path], tmp_path: Path, *extra: str) -> None:
@@ -121,7 +74,9 @@ def federated_and_simulated(
     url = f"http://127.0.0.1:{port}"
     state = tmp_path / "coordinator.sqlite"
     start_coordinator(procs, state=state, port=port, env={"LDPEM_TICK": "0.1"})
-    created = run_create(tmp_path, url, mechanism)
+    created = cli_create_run(
+        tmp_path, url, COUNTS, d=D, rounds=ROUNDS, epsilon=1.0, mechanism=mechanism, seed=RUN_SEED
+    )
     run_agents(procs, url, paths, tmp_path, *agent_flags)
     run_id = created["run_id"]
     assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] == "finished"
