@@ -30,7 +30,7 @@ import contextlib
 import itertools
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -406,24 +406,43 @@ def _sqlite(source: Source) -> tuple[list[str], Iterator[Block]]:
         raise UserError(f"{label}: query failed: {_first_line(error, None)}") from None
     names = _column_names(label, cursor.description)
 
-    def blocks() -> Iterator[Block]:
-        first = 1
-        try:
-            while True:
-                try:
-                    rows = cursor.fetchmany(source.chunk_rows)
-                except sqlite3.Error as error:
-                    raise UserError(
-                        f"{label}: reading failed after row {first - 1}: {_first_line(error, None)}"
-                    ) from None
-                if not rows:
-                    return
-                yield _to_block(label, names, rows, first)
-                first += len(rows)
-        finally:
-            db.close()
+    return names, _row_blocks(
+        label,
+        names,
+        lambda: cursor.fetchmany(source.chunk_rows),
+        failure=sqlite3.Error,
+        secret=None,
+        close=db.close,
+    )
 
-    return names, blocks()
+
+def _row_blocks(
+    label: str,
+    names: list[str],
+    fetch: Callable[[], list[tuple[Any, ...]]],
+    *,
+    failure: type[Exception],
+    secret: str | None,
+    close: Callable[[], None],
+) -> Iterator[Block]:
+    """The blocks of a SQL cursor: ``fetch()`` until it returns no row, each chunk checked
+    by ``_to_block``; a ``failure`` while fetching is one line naming the last row read
+    (``secret`` masked); ``close`` runs at the end, however the reading ends."""
+    first = 1
+    try:
+        while True:
+            try:
+                rows = fetch()
+            except failure as error:
+                raise UserError(
+                    f"{label}: reading failed after row {first - 1}: {_first_line(error, secret)}"
+                ) from None
+            if not rows:
+                return
+            yield _to_block(label, names, rows, first)
+            first += len(rows)
+    finally:
+        close()
 
 
 def _missing_extra(what: str, module: str, extra: str) -> UserError:
@@ -465,27 +484,19 @@ def _postgres(source: Source) -> tuple[list[str], Iterator[Block]]:
         connection.close()
         raise UserError(f"{label}: query failed: {_first_line(error, secret)}") from None
 
-    def blocks() -> Iterator[Block]:
-        first = 1
-        try:
-            while True:
-                try:
-                    rows = cursor.fetchmany(source.chunk_rows)
-                except psycopg.Error as error:
-                    raise UserError(
-                        f"{label}: reading failed after row {first - 1}: "
-                        f"{_first_line(error, secret)}"
-                    ) from None
-                if not rows:
-                    return
-                yield _to_block(label, names, rows, first)
-                first += len(rows)
-        finally:
-            # A server that went away leaves nothing to release.
-            with contextlib.suppress(psycopg.Error):
-                connection.close()
+    def close() -> None:
+        # A server that went away leaves nothing to release.
+        with contextlib.suppress(psycopg.Error):
+            connection.close()
 
-    return names, blocks()
+    return names, _row_blocks(
+        label,
+        names,
+        lambda: cursor.fetchmany(source.chunk_rows),
+        failure=psycopg.Error,
+        secret=secret,
+        close=close,
+    )
 
 
 def _parquet(path: Path, source: Source, *, model: str) -> tuple[list[str], Iterator[Block]]:
