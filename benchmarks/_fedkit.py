@@ -176,6 +176,7 @@ def start_agents(
     epsilon: float,
     delta: float,
     seed: int = 0,
+    model: str = "gmm",
 ) -> None:
     for i, (name, path, _) in enumerate(hospitals):
         start_agent(
@@ -183,6 +184,7 @@ def start_agents(
             name,
             url=url,
             token=tokens[name],
+            model=model,
             data=path,
             state=path.parent / "state",
             args=["--epsilon", str(epsilon), "--delta", repr(delta), "--seed", str(seed + i + 1)],

@@ -1,7 +1,7 @@
 """``ldpem client``: the hospital agent. Holds this hospital's records, privatizes each
 round's report on this machine and never sends a record or an un-noised gradient.
 
-    ldpem client --coordinator URL --token TOKEN --data FILE --epsilon E --delta D
+    ldpem client --coordinator URL --token TOKEN --model M --data FILE --epsilon E --delta D
                  [--state DIR] [--dataset NAME] [--allow-weaker]
     ldpem client … --data postgresql://user@host/db --query "SELECT … ORDER BY …"
                  [--columns a,b,c] [--target y] [--password-file FILE]
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ldpem.common.errors import UserError
+from ldpem.common.models import MODEL_NAMES
 from ldpem.logsetup import setup_logging
 
 if TYPE_CHECKING:
@@ -79,6 +80,14 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--coordinator", required=True, metavar="URL", help="coordinator base URL")
+    parser.add_argument(
+        "--model",
+        required=True,
+        choices=MODEL_NAMES,
+        help="the model this hospital's records are for (required): the agent reads its "
+        "records for this model before contacting the coordinator and refuses a run of "
+        "another model",
+    )
     parser.add_argument("--token", help="this hospital's bearer token")
     parser.add_argument("--token-file", type=Path, help="file holding the token")
     add_source_arguments(parser)
@@ -182,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         state=args.state,
         epsilon=args.epsilon,
         delta=args.delta,
+        model=args.model,
         accounting=args.accounting,
         allow_weaker=args.allow_weaker,
         give_up=args.give_up,

@@ -227,6 +227,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                     name,
                     url=url,
                     token=token,
+                    model=config.model,
                     data=path,
                     state=path.parent / "state",
                     args=[

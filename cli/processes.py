@@ -219,13 +219,15 @@ def start_agent(
     *,
     url: str,
     token: str,
+    model: str,
     data: Path | str,
     state: Path | str,
     args: Collection[str] = (),
     env: Mapping[str, str | None] | None = None,
     log_level: str = "warning",
 ) -> Child:
-    """Start ``ldpem client`` as hospital ``name`` against ``url`` with the extra ``args``
+    """Start ``ldpem client`` as hospital ``name`` holding ``model`` records ``data``, against
+    ``url``, with the extra ``args``
     (budget, seed, …). The token goes in a file only this user can read,
     ``<logs>/<name>.token``, not on the command line, as a hospital would keep it; ``stop``
     removes it."""
@@ -242,6 +244,8 @@ def start_agent(
         url,
         "--token-file",
         str(token_file),
+        "--model",
+        model,
         "--data",
         str(data),
         "--state",

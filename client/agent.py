@@ -6,9 +6,15 @@ value it sends is checked against documented ranges or bound at the first contac
 refusal ever depends on the records (docs/PRIVACY.md, "What the agent takes from the
 coordinator"). The agent
 
-* learns its run and enrolment from its token (``GET /v1/me``) and validates every public
-  parameter (``check_public``) BEFORE reading any record: a refusal depends only on public
-  values, so it reveals nothing about the records;
+* reads and validates its records for its OWN model and columns (``--model``, ``--columns``,
+  ``--target``) before its first request, so what is read, how long it takes and whether
+  it fails cannot depend on anything the coordinator says; a file that does not load ends
+  the agent before it contacts anyone, whatever the coordinator;
+* holds an exclusive lock on its state directory for its lifetime (one agent per ledger);
+* learns its run and enrolment from its token (``GET /v1/me``), validates every public
+  parameter (``check_public``) and refuses a run of another model, dimension or record
+  count, comparing public values with its configuration and the file's shape only: a
+  refusal depends on no record's value, so it reveals nothing about the records;
 * refuses a run whose reports would be less private than its own budget allows (mechanism
   ``none`` or ``central``, or a published budget weaker than its own) unless it was started
   with ``allow_weaker``; local noise is always calibrated from the agent's OWN (ε, δ) (the
@@ -22,10 +28,10 @@ coordinator"). The agent
   t runs ``ldpem.common.rounds.holder_round`` (the same code as the simulator) on group t
   at β^t, with noise from a fresh 256-bit seed from the operating system (``--seed`` makes
   it reproducible for research and voids the guarantee);
-* before sending, commits to its ledger the privacy the round spends and the exact report
-  bytes; a retry (after a timeout, a 5xx or a crash and restart) resends those bytes, a
-  second, different report for a round is never made, and a round that would take any
-  record over the budget is refused;
+* checks the round's spend against its budget and charges it in one ledger transaction,
+  then, before sending, commits the exact report bytes; a retry (after a timeout, a 5xx or
+  a crash and restart) resends those bytes, a second, different report for a round is never
+  made, and a round that would take any record over the budget is refused;
 * long-polls for the next round, retries connection errors and 5xx with exponential
   backoff, and gives up with a clear message after ``give_up`` seconds without success.
 """
@@ -52,7 +58,7 @@ import httpx
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from ldpem.client.ledger import DEFAULT_DATASET, Binding, Entry, Ledger
+from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.errors import UserError
 from ldpem.common.logs import log_context
@@ -153,6 +159,9 @@ class AgentConfig:
     #: This hospital's own lifetime budget per record; never taken from the coordinator.
     epsilon: float
     delta: float
+    #: The model this hospital's records are for (gmm, mrm, rmc): the agent's own choice,
+    #: never the coordinator's; a run of another model is refused.
+    model: str
     accounting: str = "exact"
     allow_weaker: bool = False
     give_up: float = 600.0
@@ -169,7 +178,7 @@ class AgentConfig:
 def _refuse(field: str, value: object, rule: str) -> AgentError:
     return AgentError(
         f"the coordinator sent {field} = {value!r}, which must be {rule}; refusing the run "
-        "before reading any record"
+        "before anything is computed from the records"
     )
 
 
@@ -351,7 +360,8 @@ class Agent:
             transport=transport,
             timeout=httpx.Timeout(30.0, read=config.wait + 30.0),
         )
-        self.ledger = Ledger(config.state)
+        # Before anything else: one agent per state directory (its ledger guards one budget).
+        self.ledger = Ledger(config.state, exclusive=True)
 
     def close(self) -> None:
         self.http.close()
@@ -460,6 +470,10 @@ class Agent:
             raise AgentError(f"delta must be in [{low:g}, {high:g}], got {cfg.delta!r}")
         if cfg.seed is not None and cfg.seed < 0:
             raise AgentError(f"seed must be >= 0, got {cfg.seed}")
+        try:
+            get_model(cfg.model)
+        except ValueError as error:
+            raise AgentError(str(error)) from None
 
     # --- the run ----------------------------------------------------------------------
     def run(self) -> int:
@@ -476,14 +490,16 @@ class Agent:
                 "VOIDS the privacy guarantee (research runs only)",
                 cfg.seed,
             )
+        # The records are read and checked BEFORE the first request, for the agent's own
+        # model and columns: nothing the coordinator says can change what is read, how, or
+        # whether reading fails (docs/PRIVACY.md, "What the agent decides alone").
+        records = self.loader(cfg.data, cfg.model)
         me = self.identity()
         params = me.params
-        # Everything below up to the records' loading depends on public values only.
-        check_public(me)
+        self._check_holding(me, records)
         # Structured logs (--log-format json) carry the run and hospital from here on.
         context.enter_context(log_context(run=me.run_id, hospital=me.hospital))
         epsilon, delta = self.budget(params)
-        limit_epsilon, limit_delta = self.limit()
         mechanism, mu = agent_mechanism(
             params, epsilon=epsilon, delta=delta, accounting=cfg.accounting, records=me.records
         )
@@ -507,13 +523,6 @@ class Agent:
         bound = self.ledger.binding(me.run_id)
         if bound is not None:
             self._check_binding(me.run_id, bound, binding)
-        records = self.loader(cfg.data, params.model)
-        if records.n != me.records or records.d != params.d:
-            raise AgentError(
-                f"{cfg.data}: {records.n} records of dimension {records.d}, but hospital "
-                f"{me.hospital} is enrolled in run {me.run_id} with {me.records} records of "
-                f"dimension {params.d}"
-            )
         data_key = records_digest(records)
         if bound is None:
             last = self.ledger.last_records(cfg.dataset)
@@ -573,20 +582,15 @@ class Agent:
             beta_key = _digest(info.beta)
             entry = self.ledger.entry(me.run_id, t)
             if entry is None:
-                if not (cfg.allow_weaker and math.isinf(mu)):
-                    spent = self.ledger.spent_epsilon(
-                        cfg.dataset,
-                        delta=limit_delta,
-                        accounting=cfg.accounting,
-                        extra=(me.run_id, mu),
-                    )
-                    if spent > limit_epsilon * (1.0 + 1e-9):
-                        raise AgentError(
-                            f"round {t} of run {me.run_id} would spend epsilon {spent:.4g} "
-                            f"(at delta {limit_delta:g}) on some records of dataset "
-                            f"{cfg.dataset!r} of {cfg.state}, over this agent's budget of "
-                            f"{limit_epsilon:g}; refusing"
-                        )
+                entry = self._reserve(me, t, mu, epsilon, delta, mechanism, beta_key)
+            if entry.beta_digest != beta_key:
+                raise AgentError(
+                    f"round {t} of run {me.run_id} was already reported at a different beta; "
+                    "refusing to report it again (that would spend the budget twice)"
+                )
+            if entry.status == "reserved":
+                # Charged but not made (a first attempt, or a crash before the bytes were
+                # stored: nothing was sent, so a fresh draw spends nothing more).
                 report = holder_round(
                     model=model,
                     beta=np.asarray(info.beta, dtype=np.float64),
@@ -611,7 +615,33 @@ class Agent:
                     total=total,
                     noise_std=mechanism.noise_std if mechanism.is_local else 0.0,
                 ).model_dump_json()
-                entry = Entry(
+                entry = self.ledger.persist(entry, body.encode())
+                _fault_after_persist(t)
+            elif entry.status == "persisted":
+                log.info("round %d: resending the report persisted before (not redrawn)", t)
+            if entry.status == "persisted":
+                self._send(me.run_id, t, entry.body)
+            after = t
+
+    def _reserve(
+        self,
+        me: Identity,
+        t: int,
+        mu: float,
+        epsilon: float,
+        delta: float,
+        mechanism: Mechanism,
+        beta_key: str,
+    ) -> Entry:
+        """Round ``t``'s spend, checked against this agent's lifetime budget and charged in
+        one ledger transaction (a report that is not private at all, under --allow-weaker,
+        is charged without a check). Refuses, one line, a round over the budget."""
+        cfg = self.config
+        limit_epsilon, limit_delta = self.limit()
+        unchecked = cfg.allow_weaker and math.isinf(mu)
+        try:
+            return self.ledger.reserve(
+                Entry(
                     run_key=me.run_id,
                     round=t,
                     data=cfg.dataset,
@@ -620,21 +650,40 @@ class Agent:
                     delta=delta,
                     noise_std=mechanism.noise_std,
                     beta_digest=beta_key,
-                    body=body.encode(),
-                    status="persisted",
-                )
-                self.ledger.persist(entry)
-                _fault_after_persist(t)
-            elif entry.beta_digest != beta_key:
-                raise AgentError(
-                    f"round {t} of run {me.run_id} was already reported at a different beta; "
-                    "refusing to report it again (that would spend the budget twice)"
-                )
-            elif entry.status == "persisted":
-                log.info("round %d: resending the report persisted before (not redrawn)", t)
-            if entry.status == "persisted":
-                self._send(me.run_id, t, entry.body)
-            after = t
+                    body=b"",
+                    status="reserved",
+                ),
+                budget=None if unchecked else limit_epsilon,
+                delta=limit_delta,
+                accounting=cfg.accounting,
+            )
+        except BudgetExceeded as over:
+            raise AgentError(
+                f"round {t} of run {me.run_id} would spend epsilon {over.spent:.4g} "
+                f"(at delta {limit_delta:g}) on some records of dataset {cfg.dataset!r} of "
+                f"{cfg.state}, over this agent's budget of {limit_epsilon:g}; refusing"
+            ) from None
+
+    def _check_holding(self, me: Identity, records: Records) -> None:
+        """The run fits what this agent holds: its own model (--model), and the dimension
+        and count of the records it read before the first request, and every public
+        parameter in its range (``check_public``). The comparison uses the
+        agent's configuration, the file's shape and the enrolment, never a record's value,
+        so the refusal is the same for every pair of neighbouring files."""
+        cfg = self.config
+        params = me.params
+        if params.model != cfg.model:
+            raise AgentError(
+                f"run {me.run_id[:80]!r} fits model {params.model}, but this agent holds "
+                f"records for model {cfg.model} (--model); refusing"
+            )
+        check_public(me)
+        if records.n != me.records or records.d != params.d:
+            raise AgentError(
+                f"{cfg.data}: {records.n} records of dimension {records.d}, but hospital "
+                f"{me.hospital} is enrolled in run {me.run_id} with {me.records} records of "
+                f"dimension {params.d}"
+            )
 
     def _check_float_range(self, me: Identity, mechanism: Mechanism) -> None:
         """count·bound + 64·√count·σ_r far inside the float range, from public values."""
@@ -645,7 +694,8 @@ class Agent:
         if not ceiling < FLOAT_CEILING:
             raise AgentError(
                 f"the run's parameters allow reports as large as {ceiling:.3g} "
-                f"(over {FLOAT_CEILING:g}); refusing the run before reading any record"
+                f"(over {FLOAT_CEILING:g}); refusing the run before anything is computed from "
+                "the records"
             )
 
     def _check_binding(self, run_id: str, bound: Binding, binding: str) -> None:

@@ -16,32 +16,44 @@ One SQLite file in the agent's state directory (``ledger.sqlite``). Three things
   digest of the records. A later contact that differs in any of them is refused before
   anything is sent: a changed T or seed or record set would re-partition the records and
   let a record report in two rounds.
-* **The rounds.** For every (run, round) the agent writes, in ONE committed transaction and
-  BEFORE sending anything, the privacy spent by that round's records (as the Gaussian
-  privacy ratio μ = Δ/σ_r) and the exact report bytes. A retry after a crash or a timeout
-  sends those bytes again, never a new draw: two different noisy reports for one round
-  would spend the budget twice. A second, different report for a round is never made.
+* **The rounds.** For every (run, round) the agent first *reserves* the privacy that round's
+  records spend (as the Gaussian privacy ratio μ = Δ/σ_r): the budget check and the row
+  that charges it are ONE committed transaction, so no second writer can pass the same
+  check in between. Then, BEFORE sending anything, it stores the exact report bytes. A
+  retry after a crash or a timeout sends those bytes again, never a new draw: two different
+  noisy reports for one round would spend the budget twice. A second, different report for
+  a round is never made. A reserved round without bytes sent nothing; after a crash it is
+  computed afresh at the same β, its spend already charged.
 
 Budget: under partition each record takes part in one round of a run, so a record's spend
 over all runs charged to one dataset composes as μ² = Σ_runs max_t μ_{r,t}² (Gaussian
 mechanisms compose in μ², exactly for GDP and as a sum of ρ = μ²/2 for zCDP).
 ``spent_epsilon`` converts that at the agent's δ. Rounds with no privacy (mechanism
 ``none``/``central``, μ = ∞) are recorded as such.
+
+One agent per state directory: ``Ledger(directory, exclusive=True)`` (what the agent opens)
+holds an exclusive ``flock`` on ``agent.lock`` for its lifetime, and a second agent on the
+same directory stops with one line before it reads a record or contacts anyone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ldpem.common.accounting import epsilon_for_ratio
+from ldpem.common.errors import UserError
 from ldpem.common.sqlite import connect_durable
 
-__all__ = ["DEFAULT_DATASET", "Binding", "Entry", "Ledger"]
+__all__ = ["DEFAULT_DATASET", "LOCK_FILE", "Binding", "BudgetExceeded", "Entry", "Ledger"]
+
+#: The file an agent holds locked (``flock``) while it uses its state directory.
+LOCK_FILE = "agent.lock"
 
 #: The dataset every record is charged to unless the operator declares another population.
 DEFAULT_DATASET = "default"
@@ -78,7 +90,8 @@ CREATE TABLE IF NOT EXISTS rounds (
 @dataclass(frozen=True)
 class Entry:
     """One round's ledger entry. ``data`` is the dataset the spend is charged to. status:
-    persisted (not yet acknowledged), acknowledged, or late (the coordinator had closed the
+    reserved (spend charged, no report made yet: nothing was sent), persisted (report bytes
+    stored, not yet acknowledged), acknowledged, or late (the coordinator had closed the
     round; the budget counts as spent all the same)."""
 
     run_key: str
@@ -104,10 +117,25 @@ class Binding:
     binding: str
 
 
+class BudgetExceeded(Exception):
+    """A reservation would take some record over the budget; ``spent`` is the ε it would
+    have reached (at the δ of the check)."""
+
+    def __init__(self, spent: float) -> None:
+        super().__init__(f"epsilon would reach {spent:.4g}")
+        self.spent = spent
+
+
 class Ledger:
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, exclusive: bool = False) -> None:
+        """The ledger in ``directory`` (created if missing). ``exclusive``: hold the
+        directory's lock until ``close`` (the agent's way); UserError, one line, when another
+        process holds it. Readers (status commands, tests) open it without the lock."""
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock: int | None = None
+        if exclusive:
+            self._lock = _lock_directory(self.directory)
         self.path = self.directory / "ledger.sqlite"
         # One agent uses its ledger from one thread at a time; tests hand it between threads.
         self._db = connect_durable(self.path)
@@ -132,6 +160,9 @@ class Ledger:
 
     def close(self) -> None:
         self._db.close()
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases the flock
+            self._lock = None
 
     def seed(self) -> int:
         """The agent's partition seed: 128 bits drawn once from the operating system, then
@@ -253,37 +284,102 @@ class Ledger:
             return 0.0
         return epsilon_for_ratio(math.sqrt(total), delta, accounting)
 
-    def persist(self, entry: Entry) -> None:
-        """Record the spend and the exact report bytes; committed (fsynced) on return."""
+    def reserve(
+        self,
+        entry: Entry,
+        *,
+        budget: float | None,
+        delta: float,
+        accounting: str,
+    ) -> Entry:
+        """Charge ``entry``'s spend (status ``reserved``, no body) unless the round already
+        has an entry, in ONE committed transaction with the budget check: the stored entry
+        is returned (the existing one if there was one). ``budget``: the ε at ``delta`` that
+        no record of ``entry.data`` may exceed (None: no check, for reports that are not
+        private at all); BudgetExceeded when the reservation would exceed it."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.execute(
-                "INSERT INTO rounds VALUES (?,?,?,?,?,?,?,?,?,?,?,NULL)",
-                (
-                    entry.run_key,
-                    entry.round,
-                    entry.data,
-                    entry.mu,
-                    entry.epsilon,
-                    entry.delta,
-                    entry.noise_std,
-                    entry.beta_digest,
-                    entry.body,
-                    entry.status,
-                    time.time(),
-                ),
-            )
+            existing = self.entry(entry.run_key, entry.round)
+            if existing is None:
+                if budget is not None:
+                    spent = self.spent_epsilon(
+                        entry.data,
+                        delta=delta,
+                        accounting=accounting,
+                        extra=(entry.run_key, entry.mu),
+                    )
+                    if spent > budget * (1.0 + 1e-9):
+                        raise BudgetExceeded(spent)
+                self._db.execute(
+                    "INSERT INTO rounds VALUES (?,?,?,?,?,?,?,?,?,?,?,NULL)",
+                    (
+                        entry.run_key,
+                        entry.round,
+                        entry.data,
+                        entry.mu,
+                        entry.epsilon,
+                        entry.delta,
+                        entry.noise_std,
+                        entry.beta_digest,
+                        b"",
+                        "reserved",
+                        time.time(),
+                    ),
+                )
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
         _fsync_dir(self.directory)
+        if existing is not None:
+            return existing
+        return replace(entry, body=b"", status="reserved")
+
+    def persist(self, entry: Entry, body: bytes) -> Entry:
+        """Store the exact report bytes of the reserved ``entry``; committed (fsynced) on
+        return. Only a reserved entry takes a body: a round's report is made once."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            changed = self._db.execute(
+                "UPDATE rounds SET body = ?, status = 'persisted' "
+                "WHERE run_key = ? AND round = ? AND status = 'reserved'",
+                (body, entry.run_key, entry.round),
+            ).rowcount
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        if changed != 1:
+            raise RuntimeError(
+                f"round {entry.round} of run {entry.run_key} is not reserved; not persisted"
+            )
+        return replace(entry, body=body, status="persisted")
 
     def mark(self, run_key: str, round: int, status: str) -> None:
         self._db.execute(
             "UPDATE rounds SET status = ?, acknowledged_at = ? WHERE run_key = ? AND round = ?",
             (status, time.time(), run_key, round),
         )
+
+
+def _lock_directory(directory: Path) -> int:
+    """An open descriptor of ``directory``/LOCK_FILE holding an exclusive flock, with this
+    process's pid written in it; UserError naming the holder when another process has it."""
+    path = directory / LOCK_FILE
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip()
+        os.close(descriptor)
+        who = f" (pid {holder})" if holder.isdigit() else ""
+        raise UserError(
+            f"{directory}: another agent{who} is using this state directory; one agent per "
+            "state directory (its ledger guards one budget)"
+        ) from None
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, str(os.getpid()).encode("ascii"), 0)
+    return descriptor
 
 
 def _fsync_dir(directory: Path) -> None:

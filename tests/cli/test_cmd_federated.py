@@ -51,6 +51,8 @@ def test_client_without_its_data_file(tmp_path: Path, capsys: pytest.CaptureFixt
             TOKENS[0],
             "--data",
             str(tmp_path / "nope.csv"),
+            "--model",
+            "gmm",
             *AGENT_BUDGET,
         ]
     )
@@ -79,6 +81,8 @@ def test_client_with_a_bad_csv_names_file_line_and_column(
             TOKENS[0],
             "--data",
             str(data),
+            "--model",
+            "gmm",
             "--state",
             str(tmp_path / "s"),
             *AGENT_BUDGET,
@@ -86,7 +90,7 @@ def test_client_with_a_bad_csv_names_file_line_and_column(
     )
     assert code == 2
     assert one_error_line(capsys) == (
-        f"ldpem client: error: {data} line 3, column 'b': not a number: 'x'"
+        f"ldpem client: error: {data} line 3, column 'b': not a number"
     )
     participation = httpx.get(f"{server}/v1/runs").json()
     assert participation[0]["round"] == 0
@@ -107,6 +111,7 @@ def test_client_without_its_own_budget_is_refused(
     data = tmp_path / "d.csv"
     data.write_text("a\n1\n")
     argv = ["client", "--coordinator", "http://x", "--token", "t", "--data", str(data)]
+    argv += ["--model", "gmm"]
     with pytest.raises(SystemExit) as stopped:
         main([*argv, *budget])
     assert stopped.value.code == 2
@@ -255,6 +260,8 @@ def test_coordinator_serves_tls_and_an_agent_verifies_it(tmp_path: Path) -> None
             TOKENS[0],
             "--data",
             "d.csv",
+            "--model",
+            "gmm",
             "--ca-cert",
             str(cert),
             "--state",

@@ -106,6 +106,7 @@ def test_run_status_waits_for_the_latest_run_and_prints_its_error(
     )  # fmt: skip
     codes: list[int] = []
     client = ["client", "--coordinator", server, "--token", TOKENS[0], "--data", str(data)]
+    client += ["--model", "gmm"]
     client += ["--state", str(tmp_path / "agent"), "--allow-weaker", "--wait", "1", *AGENT_BUDGET]
     agent = threading.Thread(target=lambda: codes.append(main(client)))
     agent.start()

@@ -51,6 +51,8 @@ def agent(
         TOKENS[i],
         "--data",
         str(data),
+        "--model",
+        "gmm",
         "--state",
         str(state / f"agent{i}"),
         *AGENT_BUDGET,

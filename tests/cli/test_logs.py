@@ -157,6 +157,8 @@ def test_agent_json_logs(tmp_path: Path) -> None:
             f"http://127.0.0.1:{free_port()}",
             "--data",
             str(data),
+            "--model",
+            "gmm",
             "--state",
             str(tmp_path / "agent"),
             "--epsilon",

@@ -56,6 +56,7 @@ def test_an_agent_gets_its_token_in_a_private_file_not_on_its_command_line(
             "h1",
             url="http://127.0.0.1:9",  # nothing listens there; the agent gives up
             token="the-secret-token-0123456789",
+            model="gmm",
             data=tmp_path / "missing.csv",
             state=tmp_path / "state",
         )

@@ -48,6 +48,8 @@ def run_agents(procs: Processes, url: str, paths: list[Path], tmp_path: Path, *e
             TOKENS[i],
             "--data",
             str(path),
+            "--model",
+            "gmm",
             "--state",
             str(tmp_path / f"agent{i}"),
             *AGENT_BUDGET,

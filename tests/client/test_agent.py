@@ -67,6 +67,7 @@ def agent(url: str, tmp_path: Path, i: int, data: Path, **change: Any) -> Agent:
         # Looser than every run here: the agent calibrates to the run's own budget.
         "epsilon": 100.0,
         "delta": 0.5,
+        "model": "gmm",
         "wait": 5.0,
         "give_up": 20.0,
     }
@@ -258,6 +259,7 @@ def test_an_unreachable_coordinator_gives_up_with_a_clear_message(tmp_path: Path
             state=tmp_path / "s",
             epsilon=1.0,
             delta=1e-5,
+            model="gmm",
             give_up=30.0,
         ),
         sleep=sleep,
@@ -394,7 +396,8 @@ def test_regression_models_from_csv_with_missing_covariates(
         paths.append(path)
     hospitals = [{"name": f"h{i}", "records": 200, "token": TOKENS[i]} for i in range(2)]
     created = create_run(server, hospitals=hospitals, model=model, delta=1e-5)
-    assert run_agents([agent(server, tmp_path, i, p) for i, p in enumerate(paths)]) == [0, 0]
+    agents = [agent(server, tmp_path, i, p, model=model) for i, p in enumerate(paths)]
+    assert run_agents(agents) == [0, 0]
     params = PublicParameters.model_validate(created["params"])
     betas = httpx.get(f"{server}/v1/runs/{created['run_id']}/trajectory").json()["betas"]
     assert len(betas) == ROUNDS + 1
@@ -469,6 +472,7 @@ def test_5xx_answers_are_retried_with_backoff(tmp_path: Path) -> None:
             state=tmp_path / "s",
             epsilon=1.0,
             delta=1e-5,
+            model="gmm",
         ),
         transport=httpx.MockTransport(handler),
         sleep=sleeps.append,

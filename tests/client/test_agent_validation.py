@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from ldpem.client.agent import (
 )
 from ldpem.client.ledger import DEFAULT_DATASET, Ledger
 from ldpem.common.calibration import smoothing_precision
+from ldpem.common.errors import UserError
+from ldpem.common.models import Records
 from ldpem.common.wire import Identity, PublicParameters
 
 
@@ -136,7 +139,10 @@ def test_names_that_are_not_plain_are_refused(run_id: str, hospital: str, field:
     ],
 )
 def test_values_outside_the_ranges_are_refused(change: dict[str, Any], field: str) -> None:
-    with pytest.raises(AgentError, match=f"the coordinator sent {field} = .* before reading"):
+    with pytest.raises(
+        AgentError,
+        match=f"the coordinator sent {field} = .* before anything is computed from the records",
+    ):
         check_public(identity(**change))
 
 
@@ -232,24 +238,92 @@ def config(tmp_path: Path, **change: Any) -> AgentConfig:
         "state": tmp_path / "state",
         "epsilon": 1.0,
         "delta": 1e-5,
+        "model": "gmm",
         "give_up": 0.1,
     }
     values.update(change)
     return AgentConfig(**values)
 
 
-def test_a_refused_run_never_calls_the_loader(tmp_path: Path) -> None:
-    def loader(path: Path, model: str) -> Any:
-        raise AssertionError("records read before the parameters were checked")
+def forty_records(path: Path, model: str) -> Records:
+    """The loader of an agent enrolled with ``identity()``'s 40 records of dimension 3."""
+    return Records(np.ones((40, 3)), None)
 
-    a = Agent(
-        config(tmp_path),
-        loader=loader,
-        transport=_identity_transport(identity(sigma=1e-170)),
-    )
+
+def test_the_records_are_read_before_the_first_request(tmp_path: Path) -> None:
+    """Reading comes first, for the agent's own model: nothing the coordinator says can
+    change what is read or whether reading fails; a refusal comes after, from public values."""
+    events: list[str] = []
+
+    def loader(path: Path, model: str) -> Records:
+        events.append(f"read {model}")
+        return forty_records(path, model)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        events.append(f"request {request.url.path}")
+        return httpx.Response(200, content=identity(sigma=1e-170).model_dump_json())
+
+    a = Agent(config(tmp_path), loader=loader, transport=httpx.MockTransport(handler))
     with pytest.raises(AgentError, match="sigma = 1e-170"):
         a.run()
     a.close()
+    assert events == ["read gmm", "request /v1/me"]
+
+
+def test_a_file_that_does_not_load_stops_the_agent_before_any_request(tmp_path: Path) -> None:
+    requests: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request.url.path)
+        return httpx.Response(200, content=identity().model_dump_json())
+
+    (tmp_path / "bad.csv").write_text("a,b,c\n1,2,\n")  # gmm allows no missing value
+    a = Agent(config(tmp_path, data=tmp_path / "bad.csv"), transport=httpx.MockTransport(handler))
+    with pytest.raises(UserError, match="line 2, column 'c': missing value"):
+        a.run()
+    a.close()
+    assert requests == []
+
+
+@pytest.mark.parametrize(
+    ("own", "announced"), [(a, b) for a in ("gmm", "mrm", "rmc") for b in ("gmm", "mrm", "rmc")]
+)
+def test_a_run_of_another_model_is_refused(tmp_path: Path, own: str, announced: str) -> None:
+    def loader(path: Path, model: str) -> Records:
+        assert model == own  # the agent's own model, never the announced one
+        return Records(np.ones((40, 3)), None if own == "gmm" else np.ones(40))
+
+    a = Agent(
+        config(tmp_path, model=own),
+        loader=loader,
+        transport=_identity_transport(identity(model=announced, sigma=1e-170)),
+    )
+    with pytest.raises(AgentError) as refused:
+        a.run()
+    a.close()
+    if own == announced:
+        assert "sigma = 1e-170" in str(refused.value)  # got past the model check
+    else:
+        message = f"fits model {announced}, but this agent holds records for model {own}"
+        assert message in str(refused.value)
+
+
+def test_an_unknown_model_of_its_own_is_refused(tmp_path: Path) -> None:
+    a = Agent(config(tmp_path, model="lr"), loader=forty_records)
+    with pytest.raises(AgentError, match="model must be one of"):
+        a.run()
+    a.close()
+
+
+def test_a_second_agent_on_one_state_directory_stops_with_one_line(tmp_path: Path) -> None:
+    first = Agent(config(tmp_path), loader=forty_records)
+    with pytest.raises(UserError) as refused:
+        Agent(config(tmp_path), loader=forty_records)
+    message = str(refused.value)
+    assert "another agent" in message and "is using this state directory" in message
+    assert f"(pid {os.getpid()})" in message and "\n" not in message
+    first.close()
+    Agent(config(tmp_path), loader=forty_records).close()  # free again once the first closed
 
 
 @pytest.mark.parametrize(
@@ -264,7 +338,9 @@ def test_a_refused_run_never_calls_the_loader(tmp_path: Path) -> None:
 def test_the_agents_own_budget_is_checked(
     tmp_path: Path, change: dict[str, Any], message: str
 ) -> None:
-    a = Agent(config(tmp_path, **change), transport=_identity_transport(identity()))
+    a = Agent(
+        config(tmp_path, **change), loader=forty_records, transport=_identity_transport(identity())
+    )
     with pytest.raises(AgentError, match=message):
         a.run()
     a.close()
@@ -273,7 +349,11 @@ def test_the_agents_own_budget_is_checked(
 def test_a_research_seed_warns_that_it_voids_the_guarantee(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    a = Agent(config(tmp_path, seed=3), transport=_identity_transport(identity(sigma=1e-170)))
+    a = Agent(
+        config(tmp_path, seed=3),
+        loader=forty_records,
+        transport=_identity_transport(identity(sigma=1e-170)),
+    )
     with caplog.at_level(logging.WARNING, logger=agent_module.log.name), pytest.raises(AgentError):
         a.run()
     a.close()

@@ -47,7 +47,7 @@ def test_npy_last_column_is_response(tmp_path: Path) -> None:
         ("", "gmm", "empty file"),
         ("a,b\n", "gmm", "no data rows"),
         ("a,b\n1,2\n3\n", "gmm", "line 3: expected 2 fields, got 1"),
-        ("a,b\n1,2\n3,abc\n", "gmm", "line 3, column 'b': not a number: 'abc'"),
+        ("a,b\n1,2\n3,abc\n", "gmm", "line 3, column 'b': not a number"),
         ("a,b\n1,\n", "gmm", "line 2, column 'b': missing value, but model gmm allows none"),
         ("x1,x2\n1,2\n", "mrm", "needs a response column named 'y'"),
         ("x1,y\n1,\n", "rmc", "line 2, column 'y': the response may not be missing"),

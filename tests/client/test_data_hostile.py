@@ -166,6 +166,7 @@ def test_ten_million_rows(tmp_path: Path) -> None:
                 state=tmp_path / "agent",
                 epsilon=100.0,
                 delta=0.5,
+                model="gmm",
                 seed=1,
                 wait=5.0,
                 give_up=120.0,
@@ -185,4 +186,4 @@ def test_ten_million_rows(tmp_path: Path) -> None:
     bad[n - 1, 1] = np.nan
     np.save(path, bad)
     message = _expect_user_error(path, "gmm")
-    assert f"line {n + 1}" in message
+    assert f"row {n}," in message

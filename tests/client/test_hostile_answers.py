@@ -54,6 +54,7 @@ def agent(tmp_path: Path, handler: Callable[[httpx.Request], httpx.Response]) ->
             state=tmp_path / "s",
             epsilon=1.0,
             delta=1e-5,
+            model="gmm",
             give_up=1.0,
         ),
         transport=httpx.MockTransport(handler),

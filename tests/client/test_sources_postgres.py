@@ -300,6 +300,7 @@ def test_agent_with_a_failing_source_spends_nothing(
     caplog.set_level(logging.DEBUG)
     argv = ["client", "--coordinator", coordinator, "--token", TOKENS[0], "--state", str(state)]
     argv += ["--epsilon", "1", "--delta", "1e-3"]  # at least the run's own budget
+    argv += ["--model", "gmm"]
     assert main([*argv, *arguments, "--give-up", "20"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ldpem client: error: "), err
@@ -329,6 +330,8 @@ def test_agent_runs_from_postgresql_without_the_password_anywhere(
         TOKENS[0],
         "--state",
         str(state),
+        "--model",
+        "gmm",
         "--data",
         pg.url(),
         "--query",

@@ -63,12 +63,14 @@ class Cluster:
         wait: float = 5,
         log_level: str = "info",
         env: dict[str, str] | None = None,
+        model: str = "gmm",
     ) -> subprocess.Popen[bytes]:
         return start_agent(
             self.procs,
             f"agent{i}",
             url=url or self.url,
             token=TOKENS[i],
+            model=model,
             data=data,
             state=self.tmp_path / f"agent{i}",
             log_level=log_level,

@@ -283,6 +283,8 @@ def test_agent_errors_do_not_show_its_token(procs: Processes, tmp_path: Path, to
         token,
         "--data",
         str(paths[0]),
+        "--model",
+        "gmm",
         "--state",
         str(tmp_path / "agent"),
         *AGENT_BUDGET,
