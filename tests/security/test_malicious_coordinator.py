@@ -88,6 +88,10 @@ class Fake:
     #: Per-round changes to the RoundInfo (hostile round numbers, params, run ids).
     round_change: dict[int, dict[str, Any]] = field(default_factory=dict)
     stop: bool = False
+    #: Hold round 0 until this many agents poll for it (at most ``hold_seconds``): released
+    #: together, no agent sees another's ledger entry first.
+    hold_for: int = 0
+    hold_seconds: float = 10.0
     requests: list[str] = field(default_factory=list)
     reports: list[dict[str, Any]] = field(default_factory=list)
 
@@ -115,6 +119,11 @@ class Fake:
         def round_(run: str, after: int = -1) -> Response:
             self.requests.append(f"round after {after}")
             t = after + 1
+            deadline = time.monotonic() + self.hold_seconds
+            while t == 0 and time.monotonic() < deadline:
+                if self.requests.count("round after -1") >= self.hold_for:
+                    break
+                time.sleep(0.02)
             info: dict[str, Any] = {
                 "run_id": self.run_id,
                 "status": "running",
@@ -161,31 +170,44 @@ class Outcome:
         ]
 
 
+def agent_argv(url: str, model: str, budget: list[str], extra: tuple[str, ...]) -> list[str]:
+    """``ldpem client`` with data ``records.csv`` and state ``state``, both relative: two
+    directories give identical command lines."""
+    return [
+        "client",
+        "--coordinator",
+        url,
+        "--token",
+        TOKEN,
+        "--data",
+        "records.csv",
+        "--model",
+        model,
+        "--state",
+        "state",
+        "--wait",
+        "1",
+        "--give-up",
+        "20",
+        *budget,
+        *extra,
+    ]
+
+
 def agent(
-    directory: Path, fake: Fake, url: str, *extra: str, budget: list[str] = BUDGET
+    directory: Path,
+    fake: Fake,
+    url: str,
+    *extra: str,
+    budget: list[str] = BUDGET,
+    model: str = "gmm",
 ) -> Outcome:
-    """Run ``ldpem client`` in ``directory`` (data ``records.csv``, state ``state``, both
-    relative: two directories give identical command lines) until it exits."""
+    """Run ``ldpem client`` for ``model`` records in ``directory`` until it exits."""
     before = len(fake.reports)
     with process_manager(directory) as procs:
         started = time.monotonic()
         process = procs.start(
-            f"agent-{time.monotonic_ns()}",
-            "client",
-            "--coordinator",
-            url,
-            "--token",
-            TOKEN,
-            "--data",
-            "records.csv",
-            "--state",
-            "state",
-            "--wait",
-            "1",
-            "--give-up",
-            "20",
-            *budget,
-            *extra,
+            f"agent-{time.monotonic_ns()}", *agent_argv(url, model, budget, extra)
         )
         code = process.wait(120)
         seconds = time.monotonic() - started
@@ -265,8 +287,8 @@ def test_overflow_questions_are_refused_identically_for_neighbouring_data(
     first, second = neighbours(tmp_path, model, *values)
     coordinator = Fake(public(model, **change), betas=[beta] * 2)
     with live_server(coordinator.app()) as url:
-        a = agent(first, coordinator, url)
-        b = agent(second, coordinator, url)
+        a = agent(first, coordinator, url, model=model)
+        b = agent(second, coordinator, url, model=model)
     TIMES[case] = (a.seconds, b.seconds)
     print(f"{case}: exit {a.code}/{b.code}, {a.seconds:.2f} s / {b.seconds:.2f} s")
     indistinguishable(a, b)
@@ -294,8 +316,8 @@ def test_an_overflow_inside_the_valid_ranges_still_reports(
             write_csv(directory, x)
     coordinator = Fake(public(model), betas=[beta] * 2)
     with live_server(coordinator.app()) as url:
-        a = agent(first, coordinator, url)
-        b = agent(second, coordinator, url)
+        a = agent(first, coordinator, url, model=model)
+        b = agent(second, coordinator, url, model=model)
     TIMES[case] = (a.seconds, b.seconds)
     print(f"{case}: exit {a.code}/{b.code}, {a.seconds:.2f} s / {b.seconds:.2f} s")
     assert a.code == 0, a.log[-2000:]
@@ -471,7 +493,7 @@ def test_a_reordered_or_appended_file_is_charged_against_the_same_budget(
         ledger.close()
 
 
-# --- 6. extreme parameters: refused before the records are read ---------------------------
+# --- 6. extreme parameters: refused whatever the records ----------------------------------
 def _raw(**change: str) -> str:
     params = json.dumps(public())
     for name, text in change.items():
@@ -506,15 +528,106 @@ def _raw(**change: str) -> str:
         ("not json", "invalid answer to GET /me"),
     ],
 )
-def test_extreme_parameters_are_refused_before_the_records_are_read(
+def test_extreme_parameters_are_refused_whatever_the_records(
     fake: tuple[Fake, str], tmp_path: Path, raw: str, message: str
 ) -> None:
     coordinator, url = fake
-    # Not a valid data file: had the agent read it, it would stop with the loader's message.
-    (tmp_path / "records.csv").write_text("x0,x1,x2\nnot,a,number\n")
+    first, second = neighbours(tmp_path, "gmm", 0.5, 1e300)
     coordinator.raw_identity = raw
+    a = agent(first, coordinator, url)
+    b = agent(second, coordinator, url)
+    indistinguishable(a, b)
+    assert a.code == 2
+    assert message in a.log, a.log[-1000:]
+    assert "Traceback" not in a.log
+    assert coordinator.requests == ["me", "me"] and a.reports == []
+
+
+def test_a_file_that_does_not_load_stops_the_agent_before_it_contacts_anyone(
+    fake: tuple[Fake, str], tmp_path: Path
+) -> None:
+    """Whatever the coordinator would say: it is never asked."""
+    coordinator, url = fake
+    (tmp_path / "records.csv").write_text("x0,x1,x2\n1,2,3\nnot,a,number\n")
     outcome = agent(tmp_path, coordinator, url)
     assert outcome.code == 2
-    assert message in outcome.log, outcome.log[-1000:]
-    assert "not a number" not in outcome.log and "Traceback" not in outcome.log
-    assert coordinator.requests == ["me"] and outcome.reports == []
+    assert "records.csv line 3, column 'x0': not a number" in outcome.log
+    assert outcome.log.count("\n") == 1 and "Traceback" not in outcome.log
+    assert coordinator.requests == [] and outcome.reports == []
+
+
+# --- 7. the model is the agent's own ------------------------------------------------------
+MODELS = ("gmm", "mrm", "rmc")
+
+
+def model_neighbours(tmp_path: Path, model: str) -> dict[str, Path]:
+    """Directories of records.csv for ``model`` (40 records, d = 3): complete, one blank
+    covariate, and (for models with a response) one blank response, in record 0."""
+    files: dict[str, Path] = {}
+    if model == "gmm":
+        x, y = gmm_data(), None
+    else:
+        x, y = mrm_data()
+    kinds = ["complete", "blank covariate"] + ([] if y is None else ["blank response"])
+    for kind in kinds:
+        directory = tmp_path / model / kind.replace(" ", "-")
+        write_csv(directory, x, y)
+        lines = (directory / "records.csv").read_text().splitlines()
+        cells = lines[1].split(",")
+        if kind == "blank covariate":
+            cells[0] = ""
+        elif kind == "blank response":
+            cells[-1] = ""
+        lines[1] = ",".join(cells)
+        (directory / "records.csv").write_text("\n".join(lines) + "\n")
+        files[kind] = directory
+    return files
+
+
+@pytest.mark.parametrize(
+    ("own", "announced"), [(a, b) for a in MODELS for b in MODELS if a != b], ids=str
+)
+def test_a_coordinator_naming_another_model_learns_nothing_from_the_records(
+    tmp_path: Path, own: str, announced: str
+) -> None:
+    """The run is ``own``'s (the agent's --model); the coordinator announces ``announced``.
+    Complete, blank-covariate and blank-response files give the same (exit, reports)."""
+    coordinator = Fake(public(announced))
+    outcomes: dict[str, Outcome] = {}
+    with live_server(coordinator.app()) as url:
+        for kind, directory in model_neighbours(tmp_path, own).items():
+            outcomes[kind] = agent(directory, coordinator, url, model=own)
+    seen = {kind: (o.code, len(o.reports)) for kind, o in outcomes.items()}
+    assert set(seen.values()) == {(2, 0)}, seen
+    for outcome in outcomes.values():
+        assert outcome.log.count("\n") == 1 and "Traceback" not in outcome.log
+    assert f"fits model {announced}, but this agent holds records for model {own}" in (
+        outcomes["complete"].log
+    )
+
+
+# --- 8. one agent per state directory -----------------------------------------------------
+def test_two_agents_on_one_state_directory_released_together_report_once(
+    tmp_path: Path,
+) -> None:
+    """The fake holds round 0 until both agents poll for it (or 10 s pass): without the
+    lock both would pass the budget check on an empty ledger. The first agent's lock stops
+    the second with one line before it reads a record or sends."""
+    write_csv(tmp_path, gmm_data())
+    coordinator = Fake(public(), hold_for=2)
+    with live_server(coordinator.app()) as url, process_manager(tmp_path) as procs:
+        processes = [procs.start(f"twin{k}", *agent_argv(url, "gmm", BUDGET, ())) for k in range(2)]
+        codes = sorted(process.wait(120) for process in processes)
+        logs = [procs.log(process) for process in processes]
+    assert codes == [0, 2], logs
+    loser = next(log for log, process in zip(logs, processes, strict=True) if process.returncode)
+    assert loser.count("\n") == 1 and "Traceback" not in loser, loser
+    assert "another agent" in loser and "is using this state directory" in loser
+    assert [r["round"] for r in coordinator.reports] == [0, 1]  # one agent, once a round
+    ledger = Ledger(tmp_path / "state")
+    try:
+        assert ledger.spent_epsilon("default", delta=1e-5, accounting="exact") == (
+            pytest.approx(1.0, rel=1e-9)
+        )
+    finally:
+        ledger.close()
