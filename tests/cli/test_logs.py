@@ -146,7 +146,7 @@ def test_coordinator_json_logs_carry_the_run_and_never_a_token(
 
 def test_agent_json_logs(tmp_path: Path) -> None:
     data = tmp_path / "records.csv"
-    data.write_text("0.5,1.0\n")
+    data.write_text("a,b\n0.5,1.0\n")  # loads: the agent then tries to reach the coordinator
     done = subprocess.run(
         [
             sys.executable,
