@@ -31,12 +31,12 @@ __all__ = ["RESPONSE_COLUMN", "load_records"]
 RESPONSE_COLUMN = "y"
 _MISSING_TOKENS = frozenset({"", "nan", "NaN", "NA", "na", "N/A"})
 #: ``_NUMBER_TEXT(cell, cell)``: "nan" for a missing-value token, else the cell itself.
-_NUMBER_TEXT: Callable[[str, str], str] = dict.fromkeys(_MISSING_TOKENS, "nan").get  # type: ignore[assignment]
+_NUMBER_TEXT: Callable[[str, str], str] = dict.fromkeys(_MISSING_TOKENS, "nan").get
 #: Rows parsed at a time: bounds the parser's extra memory to one block of cells.
 BLOCK_ROWS = 1 << 14
 
 if TYPE_CHECKING:
-    from _csv import _reader as _csv_reader
+    from _csv import Reader as _csv_reader
 
 
 def load_records(
