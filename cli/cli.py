@@ -12,16 +12,44 @@ import argparse
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ldpem import __version__
 from ldpem.common.errors import UserError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["HelpFormatter", "build_parser", "examples", "main"]
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written (examples keep their lines), and every option's
+    default after its help unless the help already states it: an operator should not have
+    to read the code to learn what an omitted option means."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or not (action.option_strings or action.nargs in ("?", "*"))
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def examples(*lines: str) -> str:
+    """An epilog of one or two example command lines (tests/cli/test_help_tree.py parses
+    them with the real parser, so an example cannot drift from the options)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (no usage block), exit status 2."""
+    """An argument parser whose errors are one line (no usage block), exit status 2, and
+    whose help (its subcommands' too: they are of this class) uses HelpFormatter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
