@@ -1,55 +1,119 @@
-"""``ldpem coordinator``: serve the federated run (FastAPI + uvicorn).
+"""ldpem coordinator: serve the federated run (FastAPI + uvicorn).
 
+    ldpem coordinator init DIR [--self-signed HOST [--with-localhost]]
     ldpem coordinator [--host H] [--port P] [--state FILE] [--config FILE]
                       [--tls-cert PEM --tls-key PEM] [--admin-token-file FILE]
                       [--read-token-file FILE | --public-status] [--log-format json]
 
-The admin token is read from ``LDPEM_ADMIN_TOKEN``, from ``--admin-token-file``, or from
-``<state>.admin-token``; when none exists, one is generated and written there (mode 0600).
-Create runs with ``ldpem run create`` (or ``POST /v1/runs`` with the admin token).
+Start with "ldpem coordinator init DIR": it writes DIR/admin.token and DIR/read.token
+(mode 600) and prints the command that starts the coordinator. With --self-signed HOST it
+also writes a private CA (DIR/ca.pem, sent to every hospital for --ca-cert) and a
+certificate for HOST signed by it (DIR/server.pem, DIR/server.key), for trials and
+internal networks; a certificate from your own CA goes in --tls-cert/--tls-key instead.
 
-Run state (status pages, the read API, /metrics) is private: it needs the read token or
-the admin token. The read token comes from ``LDPEM_READ_TOKEN``, ``--read-token-file`` or
-``<state>.read-token``, generated there like the admin token when none exists.
-``--public-status`` (``LDPEM_PUBLIC_STATUS=1``) serves run state to anyone who can reach
-the port instead.
+The admin token is read from LDPEM_ADMIN_TOKEN, from --admin-token-file, or from
+<state>.admin-token; when none exists, one is generated and written there (mode 600).
+The read token (status pages, read API, /metrics) comes from LDPEM_READ_TOKEN,
+--read-token-file or <state>.read-token, generated there like the admin token.
+--public-status (LDPEM_PUBLIC_STATUS=1) serves run state to anyone who can reach the port
+instead. A token or key file that group or others can read is refused (chmod 600 FILE).
+Create runs with "ldpem run create".
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import ipaddress
 import logging
-import os
+import re
 import secrets
+import shlex
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ldpem.cli import examples
 from ldpem.common.errors import UserError
 from ldpem.logsetup import setup_logging
+from ldpem.secretfiles import check_private, read_secret, write_secret
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
+    from cryptography.x509 import Certificate, GeneralName
 
 __all__ = ["register", "resolve_admin_token", "resolve_token"]
+
+#: What "init" writes into its directory.
+ADMIN_TOKEN = "admin.token"
+READ_TOKEN = "read.token"
+CA_CERT = "ca.pem"
+SERVER_CERT = "server.pem"
+SERVER_KEY = "server.key"
+STATE = "coordinator.sqlite"
+#: The port of the command "init" prints with TLS (without: the coordinator's default).
+TLS_PORT = 8443
+#: Validity of the self-signed certificates: a trial's length, renewed by a new init.
+CERT_DAYS = 365
+#: A DNS name: dot-separated labels of letters, digits and inner hyphens.
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*")
+_WHAT = {ADMIN_TOKEN: "admin token", READ_TOKEN: "read token", SERVER_KEY: "TLS private key"}
 
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "coordinator",
-        help="run the coordinator service",
+        help="run the coordinator service (first: ldpem coordinator init DIR)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "ldpem coordinator init coord --self-signed coord.example",
+            "ldpem coordinator --host 0.0.0.0 --port 8443 --state coord/coordinator.sqlite "
+            "--admin-token-file coord/admin.token --read-token-file coord/read.token "
+            "--tls-cert coord/server.pem --tls-key coord/server.key",
+        ),
     )
-    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port to listen on (default 8765)")
+    parser.add_argument("--host", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default: 8765)")
     parser.add_argument(
-        "--state", type=Path, help="SQLite state file (default ldpem-coordinator.sqlite)"
+        "--state",
+        type=Path,
+        metavar="FILE",
+        help="SQLite state file; restart on the same file to continue (default: "
+        "ldpem-coordinator.sqlite)",
     )
-    parser.add_argument("--config", type=Path, help="settings file (TOML or JSON)")
-    parser.add_argument("--tls-cert", type=Path, help="PEM certificate: serve HTTPS")
-    parser.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
-    parser.add_argument("--admin-token-file", type=Path, help="file holding the admin token")
     parser.add_argument(
-        "--read-token-file", type=Path, help="file holding the read token (status, metrics)"
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="settings file, TOML or JSON (default: none; docs/FEDERATED.md lists the settings)",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        metavar="PEM",
+        help="certificate chain: serve HTTPS (default: plain HTTP)",
+    )
+    parser.add_argument(
+        "--tls-key",
+        type=Path,
+        metavar="PEM",
+        help="private key of --tls-cert, mode 600 (default: none)",
+    )
+    parser.add_argument(
+        "--admin-token-file",
+        type=Path,
+        metavar="FILE",
+        help="file holding the admin token, mode 600 (default: <state>.admin-token, "
+        "generated when missing)",
+    )
+    parser.add_argument(
+        "--read-token-file",
+        type=Path,
+        metavar="FILE",
+        help="file holding the read token for status pages, read API and /metrics, mode 600 "
+        "(default: <state>.read-token, generated when missing)",
     )
     parser.add_argument(
         "--public-status",
@@ -57,13 +121,207 @@ def register(subparsers: Any) -> None:
         default=None,
         help="serve status pages, the read API and /metrics without a token",
     )
-    parser.add_argument("--log-level", help="debug, info, warning, error (default info)")
     parser.add_argument(
-        "--log-format", choices=("text", "json"), help="text (default) or json: one object a line"
+        "--log-level",
+        help="least severe level logged: debug, info, warning or error (default: info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        help="text, or json: one object a line (default: text)",
     )
     parser.set_defaults(handler=run)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    _register_init(actions)
 
 
+def _register_init(actions: Any) -> None:
+    init: argparse.ArgumentParser = actions.add_parser(
+        "init",
+        help="write the tokens (and a self-signed certificate) for a new coordinator",
+        description=(
+            "Write DIR/admin.token and DIR/read.token (random, mode 600) and print the "
+            "command that starts the coordinator with them. With --self-signed HOST, also "
+            "write a private CA (DIR/ca.pem: send it to every hospital, whose agents verify "
+            "the coordinator with --ca-cert ca.pem) and a certificate for HOST signed by it "
+            f"(DIR/server.pem, DIR/server.key), valid {CERT_DAYS} days. That is for trials "
+            "and internal networks: the CA's own key is not kept, so nothing else can be "
+            "signed with it. A certificate from your organisation's CA (or a public one) "
+            "goes in --tls-cert/--tls-key instead, and agents then need no --ca-cert. "
+            "Nothing that exists is overwritten."
+        ),
+        epilog=examples(
+            "ldpem coordinator init coord --self-signed coord.example",
+            "ldpem coordinator init coord --self-signed 127.0.0.1",
+        ),
+    )
+    init.add_argument(
+        "dir", type=Path, metavar="DIR", help="directory to write to, created mode 700"
+    )
+    init.add_argument(
+        "--self-signed",
+        metavar="HOST",
+        help="also make a private CA and a TLS certificate for HOST, the name or IP address "
+        "the hospitals connect to (default: no certificate)",
+    )
+    init.add_argument(
+        "--with-localhost",
+        action="store_true",
+        help="the certificate is also valid for 127.0.0.1 and localhost (reaching the "
+        "coordinator from its own machine)",
+    )
+    init.set_defaults(handler=init_coordinator)
+
+
+# --- init ------------------------------------------------------------------------------
+def _subject_names(host: str, with_localhost: bool) -> list[GeneralName]:
+    """The certificate's subject alternative names: HOST (an IP address or a DNS name)."""
+    from cryptography import x509
+
+    names: list[str] = [host]
+    if with_localhost:
+        names += [n for n in ("127.0.0.1", "localhost") if n != host]
+    out: list[GeneralName] = []
+    for name in names:
+        try:
+            out.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            if not _HOSTNAME.fullmatch(name):
+                raise UserError(
+                    f"--self-signed: {name!r} is neither an IP address nor a host name"
+                ) from None
+            out.append(x509.DNSName(name.lower()))
+    return out
+
+
+def _certificate(
+    subject: str,
+    key: EllipticCurvePrivateKey,
+    issuer: str,
+    issuer_key: EllipticCurvePrivateKey,
+    names: list[GeneralName] | None,
+) -> Certificate:
+    """A certificate for ``key``: a CA's (``names`` None) or a TLS server's for ``names``,
+    with the extensions strict verifiers (Python 3.13's default) require."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    is_ca = names is None
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+        .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        # An hour back: a hospital whose clock is a little behind still accepts it.
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=CERT_DAYS))
+        .add_extension(x509.BasicConstraints(ca=is_ca, path_length=0 if is_ca else None), True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=not is_ca,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=is_ca,
+                crl_sign=is_ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), False
+        )
+    )
+    if names is not None:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def self_signed(host: str, *, with_localhost: bool = False) -> tuple[bytes, bytes, bytes]:
+    """PEM of a new private CA's certificate, of a server certificate for ``host`` signed
+    by it, and of the server's private key. The CA's key is dropped here."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    names = _subject_names(host, with_localhost)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = f"ldpem private CA for {host}"
+    ca = _certificate(ca_name, ca_key, ca_name, ca_key, None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    server = _certificate(host, key, ca_name, ca_key, names)
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    pem = serialization.Encoding.PEM
+    return ca.public_bytes(pem), server.public_bytes(pem), key_pem
+
+
+def _start_command(directory: Path, tls: bool) -> list[str]:
+    def at(name: str) -> str:
+        return str(directory / name)
+
+    command = ["ldpem", "coordinator"]
+    if tls:
+        command += ["--host", "0.0.0.0", "--port", str(TLS_PORT)]
+    command += ["--state", at(STATE)]
+    command += ["--admin-token-file", at(ADMIN_TOKEN), "--read-token-file", at(READ_TOKEN)]
+    if tls:
+        command += ["--tls-cert", at(SERVER_CERT), "--tls-key", at(SERVER_KEY)]
+    return command
+
+
+def init_coordinator(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    if args.with_localhost and args.self_signed is None:
+        raise UserError("--with-localhost goes with --self-signed HOST")
+    files: dict[str, str | bytes] = {
+        ADMIN_TOKEN: secrets.token_urlsafe(32) + "\n",
+        READ_TOKEN: secrets.token_urlsafe(32) + "\n",
+    }
+    if args.self_signed is not None:
+        ca, server, key = self_signed(args.self_signed, with_localhost=args.with_localhost)
+        files |= {CA_CERT: ca, SERVER_CERT: server, SERVER_KEY: key}
+    # All or nothing: refuse before writing if any file exists (a token in use, a key).
+    existing = [directory / name for name in files if (directory / name).exists()]
+    if existing:
+        raise UserError(f"{existing[0]}: exists; ldpem coordinator init never overwrites")
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"{directory}: cannot create ({error.strerror})") from None
+    for name, content in files.items():
+        write_secret(directory / name, content, _WHAT.get(name, "certificate"))
+    for name in files:
+        print(f"wrote {directory / name}")
+    print("next, start the coordinator (it keeps running):")
+    print("  " + shlex.join(_start_command(directory, args.self_signed is not None)))
+    if args.self_signed is None:
+        print(
+            "that serves plain HTTP on 127.0.0.1; to serve the hospitals' machines add "
+            "--host 0.0.0.0 --tls-cert CERT.pem --tls-key KEY.pem (a certificate from your "
+            "CA), or run init again in a new DIR with --self-signed HOST"
+        )
+    else:
+        print(
+            f"send {directory / CA_CERT} to every hospital (agents: --ca-cert ca.pem); "
+            "with a certificate from your own CA instead, pass it and its key as "
+            "--tls-cert/--tls-key and agents need no --ca-cert"
+        )
+    return 0
+
+
+# --- serve -----------------------------------------------------------------------------
 def resolve_admin_token(
     token: str, token_file: Path | None, state: Path
 ) -> tuple[str, Path | None]:
@@ -80,30 +338,13 @@ def resolve_token(
     if token:
         return token, None
     path = token_file if token_file is not None else Path(f"{state}.{kind}-token")
-    if path.exists():
-        try:
-            value = path.read_text().strip()
-        except OSError as error:
-            raise UserError(f"{path}: cannot read the {kind} token ({error.strerror})") from None
+    if path.exists() or token_file is not None:
+        value = read_secret(path, f"{kind} token")
         if len(value) < 16:
             raise UserError(f"{path}: the {kind} token must be at least 16 characters")
         return value, None
-    if token_file is not None:
-        raise UserError(f"{token_file}: no such file")
     value = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as error:
-        raise UserError(f"{path}: cannot write the {kind} token ({error.strerror})") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(value + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as error:
-        # No partial state: an empty token file would make the next start refuse it.
-        path.unlink(missing_ok=True)
-        raise UserError(f"{path}: cannot write the {kind} token ({error.strerror})") from None
+    write_secret(path, value + "\n", f"{kind} token")
     return value, path
 
 
@@ -139,6 +380,8 @@ def run(args: argparse.Namespace) -> int:
     for path in (settings.tls_cert, settings.tls_key):
         if path is not None and not path.is_file():
             raise UserError(f"{path}: no such file")
+    if settings.tls_key is not None:
+        check_private(settings.tls_key, "TLS private key")
     fresh = [path for path in _state_files(settings.state) if not path.exists()]
     token, written = resolve_admin_token(
         settings.admin_token, settings.admin_token_file, settings.state

@@ -6,7 +6,6 @@ import json
 import os
 import ssl
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from tests.fedkit import (
     process_manager,
     run_request,
     settings,
+    token_file,
 )
 
 
@@ -47,8 +47,8 @@ def test_client_without_its_data_file(tmp_path: Path, capsys: pytest.CaptureFixt
             "client",
             "--coordinator",
             "http://127.0.0.1:9",
-            "--token",
-            TOKENS[0],
+            "--token-file",
+            str(token_file(tmp_path, TOKENS[0])),
             "--data",
             str(tmp_path / "nope.csv"),
             "--model",
@@ -77,8 +77,8 @@ def test_client_with_a_bad_csv_names_file_line_and_column(
             "client",
             "--coordinator",
             server,
-            "--token",
-            TOKENS[0],
+            "--token-file",
+            str(token_file(tmp_path, TOKENS[0])),
             "--data",
             str(data),
             "--model",
@@ -110,7 +110,7 @@ def test_client_without_its_own_budget_is_refused(
     """The budget is the hospital's own: never adopted from the coordinator."""
     data = tmp_path / "d.csv"
     data.write_text("a\n1\n")
-    argv = ["client", "--coordinator", "http://x", "--token", "t", "--data", str(data)]
+    argv = ["client", "--coordinator", "http://x", "--token-file", "t", "--data", str(data)]
     argv += ["--model", "gmm"]
     with pytest.raises(SystemExit) as stopped:
         main([*argv, *budget])
@@ -161,8 +161,7 @@ def test_run_create_and_status_print_json(
     request = run_request()
     request["hospitals"].append({"name": "new", "records": 100})
     config.write_text(json.dumps(request))
-    token_file = tmp_path / "admin"
-    token_file.write_text(ADMIN + "\n")
+    admin = token_file(tmp_path, ADMIN, "admin")
     monkeypatch.delenv("LDPEM_ADMIN_TOKEN", raising=False)
     assert (
         main(
@@ -174,7 +173,7 @@ def test_run_create_and_status_print_json(
                 "--config",
                 str(config),
                 "--admin-token-file",
-                str(token_file),
+                str(admin),
             ]
         )
         == 0
@@ -206,32 +205,11 @@ def test_settings_from_file_environment_and_flags(
 
 @pytest.mark.slow
 def test_coordinator_serves_tls_and_an_agent_verifies_it(tmp_path: Path) -> None:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        capture_output=True,
-        check=False,
-    )
-    if made.returncode != 0:
-        pytest.skip("openssl cannot make a test certificate here")
-    trust = ssl.create_default_context(cafile=str(cert))
+    # The operator's way to a certificate: a private CA and a server certificate for the
+    # address the agents connect to.
+    assert main(["coordinator", "init", str(tmp_path / "coord"), "--self-signed", "127.0.0.1"]) == 0
+    ca, cert, key = (tmp_path / "coord" / name for name in ("ca.pem", "server.pem", "server.key"))
+    trust = ssl.create_default_context(cafile=str(ca))
     with process_manager(tmp_path) as procs:
         _, url = start_coordinator(
             procs,
@@ -256,14 +234,14 @@ def test_coordinator_serves_tls_and_an_agent_verifies_it(tmp_path: Path) -> None
             "client",
             "--coordinator",
             url,
-            "--token",
-            TOKENS[0],
+            "--token-file",
+            str(token_file(tmp_path, TOKENS[0])),
             "--data",
             "d.csv",
             "--model",
             "gmm",
             "--ca-cert",
-            str(cert),
+            str(ca),
             "--state",
             "agent",
             *AGENT_BUDGET,
