@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ldpem.common.errors import UserError
 from ldpem.common.models import MODEL_NAMES
 from ldpem.logsetup import setup_logging
+from ldpem.secretfiles import read_secret
 
 if TYPE_CHECKING:
     from ldpem.client.sources import Source
@@ -72,6 +73,29 @@ def source_from_args(args: argparse.Namespace) -> Source:
     )
 
 
+class _RefuseToken(argparse.Action):
+    """--token TOKEN: refused, since every user of the machine sees a command line (ps)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        parser.error(
+            "--token puts the token on the command line, where every user of this machine "
+            "can read it (ps): use --token-file FILE (mode 600) or LDPEM_TOKEN"
+        )
+
+
+def _token(token_file: Path | None) -> str:
+    """This hospital's token: --token-file (owner-only), else LDPEM_TOKEN."""
+    if token_file is not None:
+        token = read_secret(token_file, "token")
+        if not token:
+            raise UserError(f"{token_file}: empty; expected this hospital's token")
+        return token
+    token = os.environ.get("LDPEM_TOKEN", "").strip()
+    if not token:
+        raise UserError("a token is needed: --token-file FILE or LDPEM_TOKEN")
+    return token
+
+
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "client",
@@ -88,8 +112,16 @@ def register(subparsers: Any) -> None:
         "records for this model before contacting the coordinator and refuses a run of "
         "another model",
     )
-    parser.add_argument("--token", help="this hospital's bearer token")
-    parser.add_argument("--token-file", type=Path, help="file holding the token")
+    # Registered only to refuse it: unknown, "--token X" would be taken as an abbreviation
+    # of --token-file and the token would end up in a "no such file" message.
+    parser.add_argument("--token", action=_RefuseToken, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="file holding this hospital's token, mode 600, as written by ldpem run create "
+        "--tokens-dir (default: the LDPEM_TOKEN environment variable)",
+    )
     add_source_arguments(parser)
     parser.add_argument(
         "--state",
@@ -162,11 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from ldpem.client.agent import Agent, AgentConfig
     from ldpem.common.wire import HOSPITAL_NAME_PATTERN
 
-    token = args.token or os.environ.get("LDPEM_TOKEN")
-    if token is None and args.token_file is not None:
-        token = args.token_file.read_text().strip()
-    if not token:
-        raise UserError("a token is needed: --token, --token-file or LDPEM_TOKEN")
+    token = _token(args.token_file)
     if not (math.isfinite(args.epsilon) and args.epsilon > 0):
         raise UserError(f"--epsilon must be > 0, got {args.epsilon}")
     if not 0 < args.delta < 1:

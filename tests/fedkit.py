@@ -60,6 +60,16 @@ def run_request(
     return request
 
 
+def token_file(directory: Path, token: str, name: str = "hospital.token") -> Path:
+    """``directory/name`` holding ``token``, mode 600, as ``ldpem run create --tokens-dir``
+    writes it: ``ldpem client`` takes its token from such a file (or LDPEM_TOKEN), never
+    from its command line."""
+    path = directory / name
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path
+
+
 def settings(tmp_path: Path, **extra: Any) -> Settings:
     values: dict[str, Any] = {
         "admin_token": ADMIN,

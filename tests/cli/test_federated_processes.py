@@ -27,7 +27,7 @@ from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator, wait_until
-from tests.fedkit import AGENT_BUDGET, TOKENS, replay, write_gmm_data
+from tests.fedkit import AGENT_BUDGET, TOKENS, replay, token_file, write_gmm_data
 from tests.fedkit import cli_create_run as create_run
 
 pytestmark = pytest.mark.slow
@@ -47,8 +47,8 @@ def agent(
         "client",
         "--coordinator",
         url,
-        "--token",
-        TOKENS[i],
+        "--token-file",
+        str(token_file(state, TOKENS[i], f"agent{i}.token")),
         "--data",
         str(data),
         "--model",

@@ -26,7 +26,7 @@ from ldpem.common.simulation import simulate_run
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator
 from ldpem.simulate import SimulationConfig, simulate
-from tests.fedkit import AGENT_BUDGET, TOKENS, cli_create_run, write_gmm_data
+from tests.fedkit import AGENT_BUDGET, TOKENS, cli_create_run, token_file, write_gmm_data
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +44,8 @@ def run_agents(procs: Processes, url: str, paths: list[Path], tmp_path: Path, *e
             "client",
             "--coordinator",
             url,
-            "--token",
-            TOKENS[i],
+            "--token-file",
+            str(token_file(tmp_path, TOKENS[i], f"agent{i}.token")),
             "--data",
             str(path),
             "--model",

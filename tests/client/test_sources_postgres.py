@@ -35,7 +35,7 @@ from tests.client.sourcekit import (
     write_postgres,
     write_sqlite,
 )
-from tests.fedkit import TOKENS, admin_headers, live_server, run_request, settings
+from tests.fedkit import TOKENS, admin_headers, live_server, run_request, settings, token_file
 
 pytestmark = pytest.mark.postgres
 
@@ -298,7 +298,8 @@ def test_agent_with_a_failing_source_spends_nothing(
     arguments, message = _cases(pg, tmp_path)[case]
     state = tmp_path / "agent"
     caplog.set_level(logging.DEBUG)
-    argv = ["client", "--coordinator", coordinator, "--token", TOKENS[0], "--state", str(state)]
+    argv = ["client", "--coordinator", coordinator, "--state", str(state)]
+    argv += ["--token-file", str(token_file(tmp_path, TOKENS[0]))]
     argv += ["--epsilon", "1", "--delta", "1e-3"]  # at least the run's own budget
     argv += ["--model", "gmm"]
     assert main([*argv, *arguments, "--give-up", "20"]) == 2
@@ -326,8 +327,8 @@ def test_agent_runs_from_postgresql_without_the_password_anywhere(
         "client",
         "--coordinator",
         coordinator,
-        "--token",
-        TOKENS[0],
+        "--token-file",
+        str(token_file(tmp_path, TOKENS[0])),
         "--state",
         str(state),
         "--model",

@@ -23,7 +23,7 @@ import pytest
 from ldpem.client.ledger import Ledger
 from ldpem.common.wire import expected_round_count
 from ldpem.processes import Processes
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, run_request, write_gmm_data
+from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, run_request, token_file, write_gmm_data
 from tests.reliability.kit import Cluster, check_exact_run
 
 COUNTS = [100, 101, 102]
@@ -279,8 +279,8 @@ def test_agent_errors_do_not_show_its_token(procs: Processes, tmp_path: Path, to
         "client",
         "--coordinator",
         url,
-        "--token",
-        token,
+        "--token-file",
+        str(token_file(tmp_path, token)),
         "--data",
         str(paths[0]),
         "--model",

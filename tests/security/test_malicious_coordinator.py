@@ -43,10 +43,11 @@ from ldpem.common.models import get_model
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
 from ldpem.common.wire import PublicParameters
-from tests.fedkit import TOKENS, live_server, process_manager
+from tests.fedkit import TOKENS, live_server, process_manager, token_file
 
 RUN = "run-under-attack"
 TOKEN = TOKENS[0]
+TOKEN_FILE = "hospital.token"
 BUDGET = ["--epsilon", "1", "--delta", "1e-5"]
 
 
@@ -171,14 +172,14 @@ class Outcome:
 
 
 def agent_argv(url: str, model: str, budget: list[str], extra: tuple[str, ...]) -> list[str]:
-    """``ldpem client`` with data ``records.csv`` and state ``state``, both relative: two
-    directories give identical command lines."""
+    """``ldpem client`` with data ``records.csv``, state ``state`` and token file
+    ``hospital.token``, all relative: two directories give identical command lines."""
     return [
         "client",
         "--coordinator",
         url,
-        "--token",
-        TOKEN,
+        "--token-file",
+        TOKEN_FILE,  # written by write_token in the agent's directory
         "--data",
         "records.csv",
         "--model",
@@ -206,6 +207,7 @@ def agent(
     before = len(fake.reports)
     with process_manager(directory) as procs:
         started = time.monotonic()
+        token_file(directory, TOKEN, TOKEN_FILE)
         process = procs.start(
             f"agent-{time.monotonic_ns()}", *agent_argv(url, model, budget, extra)
         )
@@ -614,6 +616,7 @@ def test_two_agents_on_one_state_directory_released_together_report_once(
     lock both would pass the budget check on an empty ledger. The first agent's lock stops
     the second with one line before it reads a record or sends."""
     write_csv(tmp_path, gmm_data())
+    token_file(tmp_path, TOKEN, TOKEN_FILE)
     coordinator = Fake(public(), hold_for=2)
     with live_server(coordinator.app()) as url, process_manager(tmp_path) as procs:
         processes = [procs.start(f"twin{k}", *agent_argv(url, "gmm", BUDGET, ())) for k in range(2)]
