@@ -1,21 +1,24 @@
-"""``ldpem run``: operator commands against a running coordinator.
+"""ldpem run: operator commands against a running coordinator.
 
-    ldpem run create --coordinator URL --config run.json [--admin-token-file FILE]
+    ldpem run create --coordinator URL --config run.json [--tokens-dir DIR]
+                     [--admin-token-file FILE] [--ca-cert PEM]
     ldpem run status --coordinator URL [RUN_ID] [--wait] [--beta-star FILE]
-                     [--token-file FILE | --admin-token-file FILE]
+                     [--token-file FILE | --admin-token-file FILE] [--ca-cert PEM]
 
-``create`` posts the run request (JSON, the fields of ``ldpem.common.wire.RunCreate``)
-with the admin token (``LDPEM_ADMIN_TOKEN`` or ``--admin-token-file``) and prints the
-response: run id, public parameters, expected error, warning and the generated hospital
-tokens (shown once). The same is ``POST /v1/runs`` with ``Authorization: Bearer <admin>``.
+"create" posts the run request (JSON, the fields of ldpem.common.wire.RunCreate) with the
+admin token (LDPEM_ADMIN_TOKEN or --admin-token-file). With --tokens-dir DIR it writes each
+generated hospital token to DIR/<hospital>.token (mode 600) and prints which file goes to
+which hospital, with the run's budget the agents must accept; without it, it prints the
+response as JSON: run id, public parameters, expected error, warning and the tokens (shown
+once). The same is POST /v1/runs with "Authorization: Bearer <admin token>".
 
-``status`` prints a run (without RUN_ID: the run created last). It reads with the read
-token (``LDPEM_READ_TOKEN`` or ``--token-file``) or the admin token (``LDPEM_ADMIN_TOKEN``
-or ``--admin-token-file``); a coordinator started with ``--public-status`` needs neither.
-``--wait`` follows it,
-one line per closed round on stderr, until it finished (exit 0) or failed (exit 2);
-``--beta-star FILE`` (JSON from ``ldpem generate --beta-star-out``) also prints the
-estimation error of the run's β against β*, next to the trivial error ‖β*‖.
+"status" prints a run as JSON (without RUN_ID: the run created last). It reads with the
+read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TOKEN or
+--admin-token-file); a coordinator started with --public-status needs neither. --wait
+follows it, one line per closed round on stderr, until it finished (exit 0) or failed
+(exit 2), and then prints one line (--json: the JSON too); --beta-star FILE (JSON from
+ldpem generate --beta-star-out) also prints the estimation error of the run's beta against
+beta*, next to the trivial error of beta = 0.
 """
 
 from __future__ import annotations
@@ -27,9 +30,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldpem.cli import examples
 from ldpem.common.errors import UserError
+from ldpem.secretfiles import read_secret, write_secret
 
 __all__ = ["register"]
+
+_ADMIN_HELP = "file holding the admin token, mode 600 (default: LDPEM_ADMIN_TOKEN)"
+_CA_HELP = (
+    "CA certificate that signed the coordinator's (ca.pem of ldpem coordinator init "
+    "--self-signed; default: the system's CAs)"
+)
 
 
 def register(subparsers: Any) -> None:
@@ -37,29 +48,106 @@ def register(subparsers: Any) -> None:
         "run",
         help="create or inspect runs on a coordinator",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "ldpem run create --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
+            "--admin-token-file coord/admin.token --config run.json --tokens-dir tokens",
+            "ldpem run status --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
+            "--token-file coord/read.token --wait",
+        ),
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = actions.add_parser("create", help="create a run (admin)")
-    create.add_argument("--coordinator", required=True, metavar="URL")
-    create.add_argument("--config", required=True, type=Path, help="run request, JSON")
-    create.add_argument("--admin-token-file", type=Path)
-    create.add_argument("--ca-cert", type=Path)
+    _register_create(actions)
+    _register_status(actions)
+
+
+def _register_create(actions: Any) -> None:
+    create: argparse.ArgumentParser = actions.add_parser(
+        "create",
+        help="create a run (admin)",
+        description=(
+            "Create a run from a JSON request (model, d, sigma, rounds, mechanism, epsilon, "
+            "delta, hospitals with their record counts: docs/FEDERATED.md) with the admin "
+            "token, and hand out the hospitals' tokens: with --tokens-dir, one file per "
+            "hospital; without, inside the JSON answer (shown once: the coordinator keeps "
+            "only their hashes)."
+        ),
+        epilog=examples(
+            "ldpem run create --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
+            "--admin-token-file coord/admin.token --config run.json --tokens-dir tokens",
+            "LDPEM_ADMIN_TOKEN=... ldpem run create --coordinator http://127.0.0.1:8765 "
+            "--config run.json",
+        ),
+    )
+    create.add_argument(
+        "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
+    )
+    create.add_argument(
+        "--config", required=True, type=Path, metavar="FILE", help="the run request, JSON"
+    )
+    create.add_argument(
+        "--tokens-dir",
+        type=Path,
+        metavar="DIR",
+        help="write each generated hospital token to DIR/<hospital>.token, mode 600, and "
+        "print which file goes to whom (default: the tokens are in the JSON printed)",
+    )
+    create.add_argument("--admin-token-file", type=Path, metavar="FILE", help=_ADMIN_HELP)
+    create.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
     create.set_defaults(handler=create_run)
-    status = actions.add_parser("status", help="show a run")
-    status.add_argument("--coordinator", required=True, metavar="URL")
-    status.add_argument("run_id", nargs="?", help="default: the run created last")
-    status.add_argument("--ca-cert", type=Path)
-    status.add_argument("--token-file", type=Path, help="file holding the read token")
-    status.add_argument("--admin-token-file", type=Path, help="file holding the admin token")
+
+
+def _register_status(actions: Any) -> None:
+    status: argparse.ArgumentParser = actions.add_parser(
+        "status",
+        help="show a run, or follow it to its end",
+        description=(
+            "Print a run as JSON, or with --wait follow it (one line per closed round on "
+            "stderr) until it finished (exit 0) or failed (exit 2) and print one line. "
+            "Reads with the read token, else the admin token; a coordinator started with "
+            "--public-status needs neither."
+        ),
+        epilog=examples(
+            "ldpem run status --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
+            "--token-file coord/read.token --wait",
+            "ldpem run status --coordinator http://127.0.0.1:8765 --wait --beta-star beta.json",
+        ),
+    )
+    status.add_argument(
+        "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
+    )
+    status.add_argument(
+        "run_id", nargs="?", metavar="RUN_ID", help="the run (default: the run created last)"
+    )
+    status.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
+    status.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="file holding the read token, mode 600 (default: LDPEM_READ_TOKEN, else the "
+        "admin token)",
+    )
+    status.add_argument("--admin-token-file", type=Path, metavar="FILE", help=_ADMIN_HELP)
     status.add_argument(
         "--wait", action="store_true", help="follow the run until it finished or failed"
     )
     status.add_argument(
-        "--interval", type=float, default=2.0, metavar="SECONDS", help="--wait poll interval"
+        "--json",
+        action="store_true",
+        help="with --wait, also print the run's JSON before the final line",
     )
     status.add_argument(
-        "--beta-star", type=Path, help="JSON with the true beta_star: print the error"
+        "--interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between two polls of --wait",
+    )
+    status.add_argument(
+        "--beta-star",
+        type=Path,
+        metavar="FILE",
+        help="JSON with the true beta_star (ldpem generate --beta-star-out): also print the "
+        "run's error (default: no error line)",
     )
     status.set_defaults(handler=show_status)
 
@@ -67,7 +155,7 @@ def register(subparsers: Any) -> None:
 def _admin_token(path: Path | None) -> str:
     token = os.environ.get("LDPEM_ADMIN_TOKEN", "")
     if not token and path is not None:
-        token = path.read_text().strip()
+        token = read_secret(path, "admin token")
     if not token:
         raise UserError("the admin token is needed: LDPEM_ADMIN_TOKEN or --admin-token-file")
     return token
@@ -90,6 +178,8 @@ def create_run(args: argparse.Namespace) -> int:
         request = json.loads(args.config.read_text())
     except ValueError as error:
         raise UserError(f"{args.config}: not valid JSON ({error})") from None
+    if args.tokens_dir is not None:
+        _check_token_files(args.tokens_dir, request)
     token = _admin_token(args.admin_token_file)
     verify = tls_context(args.ca_cert)
     try:
@@ -105,30 +195,88 @@ def create_run(args: argparse.Namespace) -> int:
     if response.status_code != 201:
         raise _fail(response, f"{args.config}: run not created")
     body = response.json()
-    json.dump(body, sys.stdout, indent=2)
-    print()
+    if args.tokens_dir is None:
+        json.dump(body, sys.stdout, indent=2)
+        print()
+    else:
+        files = _write_token_files(args.tokens_dir, body["tokens"], request)
+        print(_created_summary(body, files))
     if body.get("warning"):
         print(f"warning: {body['warning']}", file=sys.stderr)
     return 0
+
+
+def _token_path(directory: Path, hospital: str) -> Path:
+    return directory / f"{hospital}.token"
+
+
+def _check_token_files(directory: Path, request: Any) -> None:
+    """Before the run exists: refuse a token file that would be overwritten, so that a
+    created run never ends with a token lost."""
+    hospitals = request.get("hospitals") if isinstance(request, dict) else None
+    for hospital in hospitals if isinstance(hospitals, list) else []:
+        name = hospital.get("name") if isinstance(hospital, dict) else None
+        if isinstance(name, str) and "token" not in hospital:
+            path = _token_path(directory, name)
+            if path.exists():
+                raise UserError(f"{path}: exists; refusing to overwrite a token file")
+
+
+def _write_token_files(
+    directory: Path, tokens: list[dict[str, str]], request: dict[str, Any]
+) -> dict[str, Path | None]:
+    """Hospital name → the token file written for it (None: its token was in the request)."""
+    enrolled = [str(h["name"]) for h in request["hospitals"]]
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"{directory}: cannot create ({error.strerror})") from None
+    files: dict[str, Path | None] = dict.fromkeys(enrolled)
+    for entry in tokens:
+        name = entry["name"]
+        if name not in files:  # only names this request enrolled become file names
+            raise UserError(f"the coordinator returned a token for {name!r}, not enrolled")
+        path = _token_path(directory, name)
+        write_secret(path, entry["token"] + "\n", f"token of hospital {name}")
+        files[name] = path
+    return files
+
+
+def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str:
+    params = body["params"]
+    lines = [
+        f"run {body['run_id']} created: {params['model']}, d = {params['d']}, "
+        f"{params['rounds']} rounds, mechanism {params['mechanism']}, "
+        f"epsilon {params['epsilon']:g}, delta {params['delta']:g}"
+    ]
+    if body.get("expected_error") is not None:
+        lines.append(
+            f"expected error {body['expected_error']:.4g} (beta = 0: {body['trivial_error']:.4g})"
+        )
+    lines.append("token files (mode 600): send each to its hospital only")
+    width = max(len(name) for name in files)
+    for name, path in files.items():
+        where = "its token was given in the run request" if path is None else str(path)
+        lines.append(f"  {name:<{width}}  {where}")
+    lines.append(
+        f"agents take part with --epsilon {params['epsilon']:g} --delta {params['delta']:g} "
+        "or a larger budget (a hospital whose budget is smaller refuses the run)"
+    )
+    return "\n".join(lines)
 
 
 def _read_headers(token_file: Path | None, admin_token_file: Path | None) -> dict[str, str]:
     """Authorization for reading run state: the read token, else the admin token, else
     none (a coordinator with --public-status)."""
 
-    def read(path: Path | None) -> str:
-        if path is None:
-            return ""
-        try:
-            return path.read_text().strip()
-        except OSError as error:
-            raise UserError(f"{path}: cannot read the token ({error.strerror})") from None
+    def read(path: Path | None, what: str) -> str:
+        return "" if path is None else read_secret(path, what)
 
     token = (
         os.environ.get("LDPEM_READ_TOKEN", "")
-        or read(token_file)
+        or read(token_file, "read token")
         or os.environ.get("LDPEM_ADMIN_TOKEN", "")
-        or read(admin_token_file)
+        or read(admin_token_file, "admin token")
     )
     return {"Authorization": f"Bearer {token}"} if token else {}
 
@@ -196,10 +344,14 @@ def show_status(args: argparse.Namespace) -> int:
             break
         time.sleep(args.interval)
         run = _get(f"{base}/{run_id}", verify, f"run {run_id}", headers)
-    json.dump(run, sys.stdout, indent=2)
-    print()
+    # Following a run ends with one line, not the whole JSON above it (--json asks for it).
+    if args.json or not args.wait:
+        json.dump(run, sys.stdout, indent=2)
+        print()
     if args.beta_star is not None:
         print(_error_line(run, args.beta_star), flush=True)
+    elif args.wait:
+        print(f"run {run_id}: {run['status']} after {run['round']} of {run['rounds']} rounds")
     if args.wait and run["status"] != "finished":
         raise UserError(f"run {run_id} {run['status']}: {run.get('reason')}")
     return 0

@@ -15,7 +15,15 @@ from ldpem.cli import main
 from ldpem.client.data import load_records
 from ldpem.common.models import get_model
 from ldpem.server.app import create_app
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, live_server, run_request, settings
+from tests.fedkit import (
+    ADMIN,
+    AGENT_BUDGET,
+    TOKENS,
+    live_server,
+    run_request,
+    settings,
+    token_file,
+)
 
 
 def generate(tmp_path: Path, name: str, *extra: str) -> Path:
@@ -105,7 +113,8 @@ def test_run_status_waits_for_the_latest_run_and_prints_its_error(
         "--beta-star-out", str(tmp_path / "beta.json"),
     )  # fmt: skip
     codes: list[int] = []
-    client = ["client", "--coordinator", server, "--token", TOKENS[0], "--data", str(data)]
+    client = ["client", "--coordinator", server, "--data", str(data)]
+    client += ["--token-file", str(token_file(tmp_path, TOKENS[0]))]
     client += ["--model", "gmm"]
     client += ["--state", str(tmp_path / "agent"), "--allow-weaker", "--wait", "1", *AGENT_BUDGET]
     agent = threading.Thread(target=lambda: codes.append(main(client)))
@@ -117,7 +126,9 @@ def test_run_status_waits_for_the_latest_run_and_prints_its_error(
         agent.join(60)
     assert codes == [0]
     out, err = capsys.readouterr()
-    final = out.strip().splitlines()[-1]
+    # Following a run ends with its one final line, not the run's JSON before it.
+    assert len(out.strip().splitlines()) == 1, out
+    final = out.strip()
     assert final.startswith(f"run {run_id}: final error ")
     assert "after 2 rounds (trivial error of beta = 0: 3.0000" in final
     assert f"run {run_id}: finished, round 2/2" in err
