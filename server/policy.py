@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import ValidationError
 
-from ldpem.common.accounting import epsilon_spent
+from ldpem.common.accounting import epsilon_spent, gdp_delta, privacy_ratio
 from ldpem.common.protocol import (
     holder_contribution,
     holder_noise_std,
@@ -35,6 +35,7 @@ from ldpem.server.store import HospitalRow
 __all__ = [
     "NOISE_FLOOR_RTOL",
     "check_report",
+    "implied_delta",
     "implied_epsilon",
     "noise_floor",
     "record_bound",
@@ -111,6 +112,23 @@ def implied_epsilon(
     if sensitivity is None or not noise_std > 0:
         return None
     return _epsilon(sensitivity, noise_std, params.delta)
+
+
+def implied_delta(
+    mechanism: str, params: PublicParameters, noise_std: float, records: int, epsilon: float
+) -> float | None:
+    """δ at which a report declaring ``noise_std`` spends ``epsilon`` per record (tight
+    accounting): the other reading of the same noise. An agent whose own δ is stricter
+    than the run's calibrates at its own δ and the run's ε, and its ledger records that
+    pair, not ``implied_epsilon``'s ε at the run's δ. None when the report has no noise."""
+    sensitivity = report_sensitivity(params, records, mechanism=mechanism)
+    if sensitivity is None or not noise_std > 0:
+        return None
+    with np.errstate(over="ignore"):
+        try:
+            return gdp_delta(epsilon, privacy_ratio(sensitivity, noise_std))
+        except (ValueError, ArithmeticError):  # μ = Δ/σ_r beyond float64
+            return 1.0
 
 
 @lru_cache(maxsize=1024)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ldpem.common.wire import PublicParameters, RunCreate, RunSummary
 from ldpem.server.coordinator import Coordinator
+from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_delta
 from ldpem.server.store import ReportRow
 from ldpem.server.svg import (
     PALETTE,
@@ -517,6 +518,25 @@ def _round_table(
     )
 
 
+def _spent(h: _HospitalState, params: PublicParameters) -> str:
+    """A hospital's ε per record as its agent's ledger records it. At or below the run's
+    noise that is ε at the run's δ. With more noise (the agent's budget is stricter) the run's
+    ε at the δ that noise reaches comes first: an agent with a stricter δ calibrates at its
+    own δ and the run's ε and records that pair, and counts its budget as spent where
+    ε at the run's δ alone would read as some of it left (issue 24)."""
+    assert h.epsilon is not None
+    stricter = h.epsilon < params.epsilon * (1.0 - NOISE_FLOOR_RTOL)
+    delta = None
+    if stricter and h.noise_std is not None:
+        delta = implied_delta(params.mechanism, params, h.noise_std, h.records, params.epsilon)
+    if delta is None:
+        return f"{h.epsilon:.4g} of {params.epsilon:g}"
+    return (
+        f"{params.epsilon:g} of {params.epsilon:g} at δ = {delta:.3g} "
+        f"({h.epsilon:.4g} at the run's δ)"
+    )
+
+
 def _hospital_table(
     hospitals: Sequence[_HospitalState], params: PublicParameters, now: float
 ) -> str:
@@ -529,7 +549,7 @@ def _hospital_table(
         elif h.epsilon is None:
             spent = _e(f"0 of {params.epsilon:g}")  # no report yet: nothing spent
         else:
-            spent = _e(f"{h.epsilon:.4g} of {params.epsilon:g}")
+            spent = _e(_spent(h, params))
             if h.weaker:
                 spent = f'<span class="warn">{spent}: weaker than the run\'s budget</span>'
         noise_std = "—" if h.noise_std is None else f"{h.noise_std:.4g}"
@@ -545,9 +565,11 @@ def _hospital_table(
     note = (
         f"ε spent: at the run's δ = {params.delta:.3g} (tight accounting), inferred from the "
         "smallest noise std σ_r the hospital's reports declare and the mechanism's "
-        "sensitivity (each record reports in one round). The coordinator "
-        "cannot check σ_r: this is what the reports claim; the agent's own ledger is the "
-        "authority on its spend."
+        "sensitivity (each record reports in one round). A hospital whose own budget is "
+        "stricter than the run's adds more noise, which spends the run's ε at a smaller δ: "
+        "its agent's ledger records that (ε, δ), shown first (an agent stricter in ε "
+        "records the ε at the run's δ, in brackets). The coordinator cannot check σ_r: this "
+        "is what the reports claim; the agent's own ledger is the authority on its spend."
     )
     return (
         '<table id="hospitals"><tr><th>hospital</th><th>records</th><th>rounds reported</th>'

@@ -41,12 +41,13 @@ class Study:
         beta: list[float] = run.json()["beta"]
         return beta
 
-    def report(self, i: int, t: int) -> Any:
-        """Hospital ``i``'s honest report for round t at the current β, posted."""
+    def report(self, i: int, t: int, *, delta: float | None = None) -> Any:
+        """Hospital ``i``'s honest report for round t at the current β, posted; ``delta``:
+        calibrated at that δ (an agent stricter than the run) instead of the run's."""
         mechanism = agent_mechanism(
             self.params,
             epsilon=self.params.epsilon,
-            delta=self.params.delta,
+            delta=self.params.delta if delta is None else delta,
             accounting=self.params.accounting,
         )[0]
         report = holder_round(

@@ -186,6 +186,26 @@ def test_a_finished_run_stops_refreshing_and_reports_every_hospital(tmp_path: Pa
     assert rounds.count("3/3 (quorum 3)") == 2
 
 
+def test_a_hospital_with_a_stricter_delta_shows_the_spend_its_ledger_records(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: an agent with --delta 1e-6 in a run at δ = n^-1.1 ≈ 3.2e-6 (--allow-weaker)
+    calibrates for (1, 1e-6), and its ledger counts the budget as spent; the page read only
+    "0.9381 of 1" at the run's δ, as if some of it were left."""
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, records=200, rounds=2)
+        assert study.params.delta > 1e-6
+        assert study.report(0, 0, delta=1e-6).status_code == 200
+        study.report(1, 0)
+        page = client.get(f"/runs/{study.run_id}").text
+    hospitals = page.split('<table id="hospitals">')[1].split("</table>")[0]
+    row = hospitals.split("<td>h0</td>")[1].split("</tr>")[0]
+    at_run_delta = epsilon_for_ratio(ratio_for_budget(1.0, 1e-6), study.params.delta)
+    assert at_run_delta < 0.99
+    assert f"1 of 1 at δ = 1e-06 ({at_run_delta:.4g} at the run&#x27;s δ)" in row
+    assert "1 of 1 at δ" not in hospitals.split("<td>h1</td>")[1].split("</tr>")[0]
+
+
 def test_a_round_closed_without_a_hospital_shows_it_missing(tmp_path: Path) -> None:
     with TestClient(create_app(settings(tmp_path))) as client:
         study = start_run(client, records=200, rounds=3, quorum=2, round_deadline=0.2)
