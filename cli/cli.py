@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, NoReturn
@@ -25,12 +26,27 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     default after its help unless the help already states it: an operator should not have
     to read the code to learn what an omitted option means."""
 
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """A one-line paragraph is wrapped to the terminal; a paragraph of several lines
+        (a usage sketch, the examples) is kept as written."""
+        paragraphs = []
+        for paragraph in text.strip("\n").split("\n\n"):
+            if "\n" in paragraph:
+                paragraphs.append("\n".join(indent + line for line in paragraph.splitlines()))
+            else:
+                paragraphs.append(
+                    textwrap.fill(paragraph, width, initial_indent=indent, subsequent_indent=indent)
+                )
+        return "\n\n".join(paragraphs)
+
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
         if (
             "default" in text
-            or default in (None, False, argparse.SUPPRESS)
+            or default is None
+            or default is False  # a flag: off unless given (0, a real default, is shown)
+            or default == argparse.SUPPRESS
             or not (action.option_strings or action.nargs in ("?", "*"))
         ):
             return text

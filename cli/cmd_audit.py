@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpem.cli import examples
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.errors import UserError
 from ldpem.common.models import get_model
@@ -30,22 +31,43 @@ def register(subparsers: Any) -> None:
             "95%-confidence lower bound on epsilon (Clopper-Pearson). Passes when the lower "
             "bound does not exceed the claimed epsilon."
         ),
+        epilog=examples(
+            "ldpem audit --mechanism local --draws 200000",
+            "ldpem audit --epsilon 0.5 --delta 1e-6 --json",
+        ),
     )
-    parser.add_argument("--mechanism", choices=[*AUDITED, "all"], default="all")
-    parser.add_argument("--accounting", choices=[*ACCOUNTING_MODES, "all"], default="all")
-    parser.add_argument("--epsilon", type=float, default=1.0)
-    parser.add_argument("--delta", type=float, default=1e-5)
+    parser.add_argument(
+        "--mechanism", choices=[*AUDITED, "all"], default="all", help="the mechanism audited"
+    )
+    parser.add_argument(
+        "--accounting",
+        choices=[*ACCOUNTING_MODES, "all"],
+        default="all",
+        help="the accounting whose calibration is audited",
+    )
+    parser.add_argument("--epsilon", type=float, default=1.0, help="the claimed ε")
+    parser.add_argument("--delta", type=float, default=1e-5, help="the claimed δ")
     parser.add_argument("--draws", type=int, default=1_000_000, help="draws per input")
     parser.add_argument(
         "--holder-draws",
         type=int,
         default=None,
-        help="draws per input through the agent's round function (default draws/100)",
+        help="draws per input through the agent's round function (default: draws/100)",
     )
-    parser.add_argument("--model", choices=["gmm", "mrm", "rmc"], default="gmm")
-    parser.add_argument("--d", type=int, default=10)
-    parser.add_argument("--records-per-round", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--model",
+        choices=["gmm", "mrm", "rmc"],
+        default="gmm",
+        help="the model whose gradients are released",
+    )
+    parser.add_argument("--d", type=int, default=10, help="dimension")
+    parser.add_argument(
+        "--records-per-round",
+        type=int,
+        default=10_000,
+        help="records per round, which set the truncation scale",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the draws")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=handle)
 

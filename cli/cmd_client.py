@@ -1,8 +1,8 @@
-"""``ldpem client``: the hospital agent. Holds this hospital's records, privatizes each
+"""ldpem client: the hospital agent. Holds this hospital's records, privatizes each
 round's report on this machine and never sends a record or an un-noised gradient.
 
-    ldpem client --coordinator URL --token TOKEN --model M --data FILE --epsilon E --delta D
-                 [--state DIR] [--dataset NAME] [--allow-weaker]
+    ldpem client --coordinator URL --token-file FILE --model M --data FILE --epsilon E
+                 --delta D [--ca-cert PEM] [--state DIR] [--dataset NAME] [--allow-weaker]
     ldpem client … --data postgresql://user@host/db --query "SELECT … ORDER BY …"
                  [--columns a,b,c] [--target y] [--password-file FILE]
 
@@ -11,11 +11,13 @@ round's report on this machine and never sends a record or an un-noised gradient
 --password-file, never from the command line (docs/FEDERATED.md, "Where the records come
 from").
 
-The token may also come from ``--token-file`` or ``LDPEM_TOKEN``. --epsilon and --delta are
-this hospital's own lifetime budget per record, over every run charged to the state
-directory's dataset; they are required: a budget is never taken from the coordinator.
---dataset declares a disjoint population with a budget of its own (default "default").
-Exit status 0 when the run finished.
+The token comes from --token-file (mode 600, as ldpem run create --tokens-dir writes it)
+or LDPEM_TOKEN, never from the command line, where every user of the machine can read it.
+--epsilon and --delta are this hospital's own lifetime budget per record, over every run
+charged to the state directory's dataset; they are required: a budget is never taken from
+the coordinator. A run whose epsilon or delta is larger is refused (the run's request
+should state the hospitals' delta). --dataset declares a disjoint population with a budget
+of its own. Exit status 0 when the run finished.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ldpem.cli import examples
 from ldpem.common.errors import UserError
 from ldpem.common.models import MODEL_NAMES
 from ldpem.logsetup import setup_logging
@@ -45,18 +48,25 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, required: bool = Tr
         "--data",
         required=required,
         metavar="FILE_OR_URL",
-        help="records: a .csv, .npy or .parquet file, or postgresql://… / sqlite:///… with --query",
+        help="records: a .csv, .npy or .parquet file, or postgresql://… / sqlite:///… with --query"
+        + ("" if required else " (default: synthetic records)"),
     )
-    parser.add_argument("--query", help='SQL giving one row per record, ending "ORDER BY <key>"')
+    parser.add_argument(
+        "--query",
+        help='SQL giving one row per record, ending "ORDER BY <key>" (default: none; '
+        "needed for a database)",
+    )
     parser.add_argument(
         "--columns", metavar="A,B,C", help="covariate columns (default: all but the response)"
     )
-    parser.add_argument("--target", metavar="NAME", help="response column (default y)")
+    parser.add_argument(
+        "--target", metavar="NAME", help="response column of mrm and rmc (default: y)"
+    )
     parser.add_argument(
         "--password-file",
         type=Path,
         metavar="FILE",
-        help="file holding the database password (or PGPASSWORD, ~/.pgpass, PGSERVICE)",
+        help="file holding the database password (default: PGPASSWORD, ~/.pgpass or PGSERVICE)",
     )
 
 
@@ -101,16 +111,24 @@ def register(subparsers: Any) -> None:
         "client",
         help="run a hospital agent",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "ldpem client --coordinator https://coord.example:8443 --ca-cert ca.pem "
+            "--token-file hospital.token --model gmm --data records.csv --state agent-state "
+            "--epsilon 1 --delta 1e-6",
+            "ldpem client --coordinator https://coord.example:8443 --token-file hospital.token "
+            "--model mrm --data sqlite:///records.db "
+            "--query 'SELECT x1, x2, y FROM study ORDER BY id' --epsilon 1 --delta 1e-6",
+        ),
     )
-    parser.add_argument("--coordinator", required=True, metavar="URL", help="coordinator base URL")
+    parser.add_argument(
+        "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
+    )
     parser.add_argument(
         "--model",
         required=True,
         choices=MODEL_NAMES,
-        help="the model this hospital's records are for (required): the agent reads its "
-        "records for this model before contacting the coordinator and refuses a run of "
-        "another model",
+        help="the model this hospital's records are for: the agent reads its records for "
+        "this model before contacting the coordinator and refuses a run of another model",
     )
     # Registered only to refuse it: unknown, "--token X" would be taken as an abbreviation
     # of --token-file and the token would end up in a "no such file" message.
@@ -127,29 +145,33 @@ def register(subparsers: Any) -> None:
         "--state",
         type=Path,
         default=Path("ldpem-agent"),
-        help="ledger directory (default ldpem-agent)",
+        metavar="DIR",
+        help="ledger directory: the budget spent so far, kept across runs",
     )
     parser.add_argument(
         "--epsilon",
         type=float,
         required=True,
-        help="this hospital's own privacy budget epsilon per record, over all runs (required)",
+        help="this hospital's own privacy budget epsilon per record, over all runs",
     )
     parser.add_argument(
         "--delta",
         type=float,
         required=True,
-        help="this hospital's own privacy budget delta (required)",
+        help="this hospital's own privacy budget delta per record, over all runs",
     )
     parser.add_argument(
         "--dataset",
         default="default",
         metavar="NAME",
-        help="the population the budget belongs to (default 'default'): declare another name "
-        "ONLY for records of patients disjoint from every other dataset of this --state",
+        help="the population the budget belongs to: declare another name ONLY for records "
+        "of patients disjoint from every other dataset of this --state",
     )
     parser.add_argument(
-        "--accounting", choices=("exact", "paper"), default="exact", help="privacy accounting"
+        "--accounting",
+        choices=("exact", "paper"),
+        default="exact",
+        help="privacy accounting: exact (tight Gaussian DP) or the paper's (more noise)",
     )
     parser.add_argument(
         "--allow-weaker",
@@ -162,17 +184,21 @@ def register(subparsers: Any) -> None:
         type=float,
         default=600.0,
         metavar="SECONDS",
-        help="stop after this long without reaching the coordinator (default 600)",
+        help="stop after this long without reaching the coordinator",
     )
     parser.add_argument(
         "--wait",
         type=float,
         default=30.0,
         metavar="SECONDS",
-        help="long-poll duration (default 30)",
+        help="how long one request for the next round waits",
     )
     parser.add_argument(
-        "--ca-cert", type=Path, help="CA certificate to verify the coordinator's TLS"
+        "--ca-cert",
+        type=Path,
+        metavar="PEM",
+        help="CA certificate that signed the coordinator's (the ca.pem the operator sent; "
+        "default: the system's CAs)",
     )
     parser.add_argument(
         "--seed",
@@ -180,12 +206,14 @@ def register(subparsers: Any) -> None:
         help="research only: reproducible partition and noise; VOIDS the privacy guarantee "
         "(default: partition seed drawn once and kept in --state, fresh noise per report)",
     )
-    parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument(
+        "--log-level", default="info", help="least severe level logged: debug, info, warning, error"
+    )
     parser.add_argument(
         "--log-format",
         choices=("text", "json"),
         default="text",
-        help="text (default) or json: one object a line (ldpem.common.logs)",
+        help="text, or json: one object a line (ldpem.common.logs)",
     )
     parser.set_defaults(handler=run)
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldpem.cli import examples
 from ldpem.demo import DemoConfig, run_demo
 
 __all__ = ["register"]
@@ -24,17 +25,39 @@ def register(subparsers: Any) -> None:
             "non-private and clipped gradient EM on the same records. Writes result.json and "
             "convergence.png to the work directory."
         ),
+        epilog=examples("ldpem demo", "ldpem demo --hospitals 3 --model mrm --epsilon 0.5"),
     )
     defaults = DemoConfig()
-    parser.add_argument("--hospitals", type=int, default=defaults.hospitals, metavar="K")
+    parser.add_argument(
+        "--hospitals",
+        type=int,
+        default=defaults.hospitals,
+        metavar="K",
+        help="hospital agents, each its own process",
+    )
     parser.add_argument(
         "--records", type=int, default=defaults.records, metavar="N", help="records in all"
     )
-    parser.add_argument("--model", choices=["gmm", "mrm", "rmc"], default=defaults.model)
+    parser.add_argument(
+        "--model",
+        choices=["gmm", "mrm", "rmc"],
+        default=defaults.model,
+        help="the latent-variable model",
+    )
     parser.add_argument("--d", type=int, default=defaults.d, help="dimension")
-    parser.add_argument("--rounds", type=int, default=defaults.rounds, metavar="T")
-    parser.add_argument("--epsilon", type=float, default=defaults.epsilon)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--rounds", type=int, default=defaults.rounds, metavar="T", help="EM rounds T"
+    )
+    parser.add_argument(
+        "--epsilon", type=float, default=defaults.epsilon, help="ε per record of the run"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=defaults.seed,
+        help="seed of the records and of the agents' research --seed (replayable: a demo, "
+        "not a private run)",
+    )
     parser.add_argument(
         "--mechanism",
         choices=["local", "hospital"],

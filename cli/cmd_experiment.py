@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ldpem.cli import examples
 from ldpem.experiment import FIGURES, run_experiments
 
 __all__ = ["register"]
@@ -19,12 +20,20 @@ def register(subparsers: Any) -> None:
             "Reproduce Figures 1-8 of the paper and a robustness study (fig9), each in the "
             "central and the local model; write a CSV and a PNG per figure."
         ),
+        epilog=examples(
+            "ldpem experiment --figure fig1 --quick --out /tmp/results",
+            "ldpem experiment --figure all --seeds 10",
+        ),
     )
     parser.add_argument(
-        "--figure", default="all", help=f"one of {', '.join(FIGURES)}, or all (default)"
+        "--figure",
+        default="all",
+        help=f"the figure to reproduce, {', '.join(FIGURES)}, or all",
     )
-    parser.add_argument("--seeds", type=int, default=10, help="seeds per point (default 10)")
-    parser.add_argument("--out", type=Path, default=Path("docs/results"), help="output folder")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds per point")
+    parser.add_argument(
+        "--out", type=Path, default=Path("docs/results"), metavar="DIR", help="output folder"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check the pipeline")
     parser.add_argument("--no-plot", action="store_true", help="write the CSVs only")
     parser.set_defaults(handler=run)

@@ -1,15 +1,15 @@
-"""``ldpem generate``: write synthetic records of one model, for demos and tests.
+"""ldpem generate: write synthetic records of one model, for demos, trials and tests.
 
     ldpem generate --model gmm --d 10 --n 20000 --seed 7 [--parts 3 --part 2]
                    --out a.csv [--beta-star-out beta_star.json]
 
-``--seed`` draws one synthetic study: β* (‖β*‖ = snr·σ) and ``parts`` × ``n`` records
-(``ldpem.common.models.<model>.generate``). The file holds part ``--part`` (1-based) of
-those records, so hospitals that use the same seed, d, n and parts with different parts
-hold disjoint records of one study with the same β*. The output format follows the
-suffix: ``.csv`` (header ``x1..xd``, then ``y`` for mrm/rmc; a missing rmc covariate is
-``nan``) or ``.npy`` (for mrm/rmc the last column is y), as ``ldpem client --data`` reads
-them. ``--beta-star-out`` writes β* as JSON, to measure a run's error against it.
+--seed draws one synthetic study: beta* (of norm snr times sigma) and parts times n records
+(ldpem.common.models.<model>.generate). The file holds part --part (1-based) of those
+records, so hospitals that use the same seed, d, n and parts with different parts hold
+disjoint records of one study with the same beta*. The output format follows the suffix:
+.csv (header x1..xd, then y for mrm/rmc; a missing rmc covariate is nan) or .npy (for
+mrm/rmc the last column is y), as ldpem client --data reads them. --beta-star-out writes
+beta* as JSON, to measure a run's error against it (ldpem run status --beta-star).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldpem.cli import examples
 from ldpem.common.errors import UserError
 
 __all__ = ["register"]
@@ -33,23 +34,31 @@ def register(subparsers: Any) -> None:
         "generate",
         help="write synthetic records (one part of a seeded study)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "ldpem generate --model gmm --d 10 --n 20000 --seed 7 --parts 3 --part 1 "
+            "--out records.csv --beta-star-out beta.json",
+        ),
     )
-    parser.add_argument("--model", required=True, choices=("gmm", "mrm", "rmc"))
+    parser.add_argument(
+        "--model", required=True, choices=("gmm", "mrm", "rmc"), help="the latent-variable model"
+    )
     parser.add_argument("--d", required=True, type=int, help="dimension")
     parser.add_argument("--n", required=True, type=int, help="records in this file")
     parser.add_argument("--seed", required=True, type=int, help="seed of the whole study")
-    parser.add_argument(
-        "--parts", type=int, default=1, help="number of equal parts of the study (default 1)"
-    )
+    parser.add_argument("--parts", type=int, default=1, help="number of equal parts of the study")
     parser.add_argument("--part", type=int, default=1, help="which part to write, 1-based")
-    parser.add_argument("--snr", type=float, default=3.0, help="‖β*‖/σ (default 3)")
-    parser.add_argument("--sigma", type=float, default=1.0, help="noise std σ (default 1)")
+    parser.add_argument("--snr", type=float, default=3.0, help="‖β*‖/σ")
+    parser.add_argument("--sigma", type=float, default=1.0, help="noise std σ")
     parser.add_argument(
-        "--missing", type=float, help="rmc: fraction of missing covariates (default 0.1)"
+        "--missing", type=float, help="rmc: fraction of missing covariates (default: 0.1)"
     )
     parser.add_argument("--out", required=True, type=Path, help="output file, .csv or .npy")
-    parser.add_argument("--beta-star-out", type=Path, help="write β* here (a .json file)")
+    parser.add_argument(
+        "--beta-star-out",
+        type=Path,
+        metavar="FILE",
+        help="write β* here, as JSON (default: not written)",
+    )
     parser.set_defaults(handler=run)
 
 

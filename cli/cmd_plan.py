@@ -8,6 +8,7 @@ import json
 import math
 from typing import Any
 
+from ldpem.cli import examples
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
@@ -24,33 +25,59 @@ def register(subparsers: Any) -> None:
         description=(
             "Simulate the run in-process (seeded, synthetic data of the model at the given "
             "SNR, split over the hospitals) for each mechanism, report the expected final "
-            "error with its 10-90%% band, the trivial estimate beta = 0, the smallest n at "
+            "error with its 10-90% band, the trivial estimate beta = 0, the smallest n at "
             "which local DP beats it (mean error at most half of beta = 0's), and which "
-            "mechanism to use."
+            "mechanism to use. The consortium is --hospitals-sizes, or --n records over "
+            "--hospitals equal hospitals."
+        ),
+        epilog=examples(
+            "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
+            "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --json",
         ),
     )
     add = parser.add_argument
-    add("--model", choices=MODEL_NAMES, default="gmm")
+    add("--model", choices=MODEL_NAMES, default="gmm", help="the latent-variable model")
     add("--d", type=int, default=10, help="dimension")
     add("--sigma", type=float, default=1.0, help="noise level σ of the model")
     add("--epsilon", type=float, default=1.0, help="ε per record")
-    add("--delta", type=float, default=None, help="δ per record (default n^-1.1)")
+    add("--delta", type=float, default=None, help="δ per record (default: n^-1.1)")
     add("--rounds", type=int, default=10, help="EM rounds T")
     add("--snr", type=float, default=3.0, help="assumed ‖β*‖/σ (β = 0 has error snr·σ)")
-    add("--tau", type=float, default=None, help="second-moment bound τ (default from snr·σ)")
+    add("--tau", type=float, default=None, help="second-moment bound τ (default: from snr·σ)")
     add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
-    add("--accounting", choices=ACCOUNTING_MODES, default="exact")
-    add("--missing", type=float, default=None, help="rmc: share of missing covariates (0.1)")
+    add(
+        "--accounting",
+        choices=ACCOUNTING_MODES,
+        default="exact",
+        help="privacy accounting: exact (tight Gaussian DP) or the paper's",
+    )
+    add(
+        "--missing",
+        type=float,
+        default=None,
+        help="rmc: share of missing covariates (default: 0.1 for rmc)",
+    )
     add("--clip", type=float, default=1.0, help="C for local-clip")
-    add("--hospitals-sizes", default=None, metavar="N1,N2,...", help="records per hospital")
-    add("--n", type=int, default=None, help="records in all (with --hospitals)")
-    add("--hospitals", type=int, default=None, metavar="K", help="K equal hospitals (with --n)")
-    add("--seeds", type=int, default=3, help="simulations per mechanism (default %(default)s)")
+    add(
+        "--hospitals-sizes",
+        default=None,
+        metavar="N1,N2,...",
+        help="records per hospital (default: --n over --hospitals)",
+    )
+    add("--n", type=int, default=None, help="records in all, with --hospitals (default: none)")
+    add(
+        "--hospitals",
+        type=int,
+        default=None,
+        metavar="K",
+        help="K equal hospitals, with --n (default: none)",
+    )
+    add("--seeds", type=int, default=3, help="simulations per mechanism")
     add(
         "--crossover-limit",
         type=int,
         default=4_000_000,
-        help="largest n the local crossover search tries (default %(default)s)",
+        help="largest n the local crossover search tries",
     )
     add("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=handle)

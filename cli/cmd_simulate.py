@@ -11,6 +11,7 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.cli import examples
 from ldpem.cmd_client import add_source_arguments, source_from_args
 from ldpem.cmd_plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
@@ -32,33 +33,70 @@ def register(subparsers: Any) -> None:
         help="simulate a private gradient EM run in one process",
         description=(
             "Run the whole federated gradient EM in one process (each simulated hospital "
-            "runs the same round code as the agent) and report the estimate and its error."
+            "runs the same round code as the agent) and report the estimate and its error: "
+            "what accuracy a budget buys before anything is deployed. Without --data the "
+            "records are synthetic, drawn from --model at --snr."
+        ),
+        epilog=examples(
+            "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
+            "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
         ),
     )
     add = parser.add_argument
-    add("--model", choices=MODEL_NAMES, default=_DEFAULTS.model)
-    add("--mechanism", choices=MECHANISM_NAMES, default=_DEFAULTS.mechanism)
-    add("--n", type=int, default=_DEFAULTS.n, help="records (default %(default)s)")
-    add("--d", type=int, default=_DEFAULTS.d, help="dimension (default %(default)s)")
+    add("--model", choices=MODEL_NAMES, default=_DEFAULTS.model, help="the latent-variable model")
+    add(
+        "--mechanism",
+        choices=MECHANISM_NAMES,
+        default=_DEFAULTS.mechanism,
+        help="privacy mechanism: local DP per record, hospital-level, central, clipped, none",
+    )
+    add("--n", type=int, default=_DEFAULTS.n, help="records in all")
+    add("--d", type=int, default=_DEFAULTS.d, help="dimension")
     add("--epsilon", type=float, default=_DEFAULTS.epsilon, help="ε per record")
-    add("--delta", type=float, default=None, help="δ per record (default n^-1.1)")
+    add("--delta", type=float, default=None, help="δ per record (default: n^-1.1)")
     add("--rounds", type=int, default=_DEFAULTS.rounds, help="EM rounds T")
     add("--clip", type=float, default=_DEFAULTS.clip, help="C for the clipped baselines")
     add("--snr", type=float, default=_DEFAULTS.snr, help="‖β*‖/σ of the synthetic data")
     add("--sigma", type=float, default=_DEFAULTS.sigma, help="noise level σ of the model")
-    add("--missing", type=float, default=None, help="rmc: share of missing covariates (0.1)")
-    add("--accounting", choices=ACCOUNTING_MODES, default=_DEFAULTS.accounting)
+    add(
+        "--missing",
+        type=float,
+        default=None,
+        help="rmc: share of missing covariates (default: 0.1 for rmc)",
+    )
+    add(
+        "--accounting",
+        choices=ACCOUNTING_MODES,
+        default=_DEFAULTS.accounting,
+        help="privacy accounting: exact (tight Gaussian DP) or the paper's",
+    )
     add("--reuse", action="store_true", help="use every record in every round (budget split)")
     add("--hospitals", type=int, default=_DEFAULTS.hospitals, help="data holders K")
     add(
         "--hospitals-sizes",
         default=None,
         metavar="N1,N2,...",
-        help="explicit records per hospital (summing to n) instead of a random split",
+        help="explicit records per hospital, summing to n (default: a random split of n "
+        "over --hospitals)",
     )
-    add("--seed", type=int, default=_DEFAULTS.seed)
-    add("--tau", type=float, default=None, help="second-moment bound τ (default from B, σ, d)")
-    add("--beta-bound", type=float, default=None, help="declared bound B on ‖β‖ (snr·σ)")
+    add(
+        "--seed",
+        type=int,
+        default=_DEFAULTS.seed,
+        help="seed of the synthetic data, the split and the noise",
+    )
+    add(
+        "--tau",
+        type=float,
+        default=None,
+        help="second-moment bound τ (default: from B, σ and d)",
+    )
+    add(
+        "--beta-bound",
+        type=float,
+        default=None,
+        help="declared bound B on ‖β‖ (default: snr·σ)",
+    )
     add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
     add("--eta", type=float, default=_DEFAULTS.eta, help="step size η")
     add("--outliers", type=float, default=0.0, help="share of records made gross outliers")
