@@ -95,8 +95,8 @@ def test_help_has_no_escaped_percent_or_rst_markup(parser: argparse.ArgumentPars
 
 def examples(parser: argparse.ArgumentParser) -> list[str]:
     epilog = parser.epilog or ""
-    head, _, tail = epilog.rpartition("examples:\n")
-    assert _ == "examples:\n", f"{parser.prog}: the help does not end with examples"
+    _, marker, tail = epilog.rpartition("examples:\n")
+    assert marker == "examples:\n", f"{parser.prog}: the help does not end with examples"
     lines = tail.rstrip("\n").split("\n")
     assert all(line.startswith("  ") for line in lines), f"{parser.prog}: {lines}"
     return [line.strip() for line in lines]
