@@ -136,7 +136,7 @@ def test_client_refuses_a_token_file_others_can_read(
     token.chmod(0o604)
     data = tmp_path / "d.csv"
     data.write_text("a\n1\n")
-    argv = ["client", "--coordinator", "http://127.0.0.1:9", "--data", str(data)]
+    argv = ["client", "--coordinator", "http://127.0.0.1:9", "--model", "gmm", "--data", str(data)]
     assert main([*argv, "--token-file", str(token), *AGENT_BUDGET]) == 2
     line = one_error_line(capsys)
     assert line.endswith(f"(mode 604); chmod 600 {token}")
@@ -146,7 +146,7 @@ def test_client_refuses_a_token_file_others_can_read(
 def test_client_refuses_a_token_on_its_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["client", "--coordinator", "http://127.0.0.1:9", "--data", "d.csv"]
+    argv = ["client", "--coordinator", "http://127.0.0.1:9", "--model", "gmm", "--data", "d.csv"]
     with pytest.raises(SystemExit) as stopped:
         main([*argv, "--token", TOKENS[1], *AGENT_BUDGET])
     assert stopped.value.code == 2
@@ -159,7 +159,8 @@ def test_client_without_a_token(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("LDPEM_TOKEN", raising=False)
-    argv = ["client", "--coordinator", "http://127.0.0.1:9", "--data", "d.csv", *AGENT_BUDGET]
+    argv = ["client", "--coordinator", "http://127.0.0.1:9", "--model", "gmm", "--data", "d.csv"]
+    argv += AGENT_BUDGET
     assert main(argv) == 2
     assert one_error_line(capsys) == (
         "ldpem client: error: a token is needed: --token-file FILE or LDPEM_TOKEN"
