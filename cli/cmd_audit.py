@@ -1,4 +1,13 @@
-"""``ldpem audit``: measure, by attack, a lower bound on the ε each mechanism really gives."""
+"""``ldpem audit``: measure, by attack, a lower bound on the ε each mechanism really gives.
+
+Each mechanism is audited as two constructions build it: the simulator's
+(``protocol.make_mechanism``) and, for the mechanisms of a federated run, the agent's — the
+run's public parameters as the coordinator publishes them (``server.policy
+.usable_parameters``), then ``client.agent.agent_mechanism`` at the run's budget, the call
+an agent makes before its first report. A noise error on only one of the two paths fails
+the audit. Under ``central`` the agent adds no noise: its row audits the agent's
+contributions with the noise the coordinator adds (``protocol.central_noise``).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +15,24 @@ import argparse
 import json
 import math
 import time
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
 from ldpem.cli import examples
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.errors import UserError
+from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import get_model
-from ldpem.common.protocol import make_mechanism, study_tau
+from ldpem.common.protocol import central_noise, make_mechanism, study_tau
+from ldpem.common.wire import FederatedMechanism, RunCreate, describe_errors
 
-__all__ = ["register", "run_audit"]
+__all__ = ["AGENT_BUILT", "AUDITED", "agent_built_mechanism", "register", "run_audit"]
 
 AUDITED = ("local", "hospital", "local-clip", "central", "central-clip")
+#: The audited mechanisms an agent can run, hence also audited as the agent builds them.
+#: ``central-clip`` is the simulator's only: no federated run publishes it.
+AGENT_BUILT = tuple(name for name in AUDITED if name in get_args(FederatedMechanism))
 
 
 def register(subparsers: Any) -> None:
@@ -29,7 +43,9 @@ def register(subparsers: Any) -> None:
             "Run each mechanism many times on a worst-case pair of neighbouring records, "
             "apply a likelihood-ratio threshold test, and turn its error rates into a "
             "95%-confidence lower bound on epsilon (Clopper-Pearson). Passes when the lower "
-            "bound does not exceed the claimed epsilon."
+            "bound does not exceed the claimed epsilon and the noise is at least an "
+            "independently computed reference. Every mechanism a federated run can use is "
+            "audited twice: as the simulator builds it and as the agent does."
         ),
         epilog=examples(
             "ldpem audit --mechanism local --draws 200000",
@@ -72,6 +88,68 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=handle)
 
 
+def agent_built_mechanism(
+    name: str,
+    *,
+    model_name: str,
+    d: int,
+    records_per_round: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    accounting: str,
+) -> tuple[Mechanism, float | None]:
+    """The mechanism an agent runs in a one-round run of ``name`` where it is the only
+    holder, enrolled with ``records_per_round`` records, at the run's budget; and for
+    ``central`` the σ_r the coordinator adds to the average of those records (else None).
+
+    The run is requested as an operator would (τ given; ζ and the clip norm C left at the
+    defaults of ``RunCreate``, which are ``make_mechanism``'s) and its public parameters
+    are derived by the coordinator's own function; then ``agent_mechanism``, as the agent
+    calls it, builds the mechanism. With one round and one holder, m — and for
+    ``hospital`` the holder's m_k — is ``records_per_round``, as on the simulator's path.
+    """
+    # Imported here: the agent pulls in httpx and the ledger, the coordinator's policy its
+    # store; no other command needs them.
+    from pydantic import ValidationError
+
+    from ldpem.client.agent import agent_mechanism
+    from ldpem.server.policy import usable_parameters
+    from ldpem.server.refusals import Invalid
+
+    if name not in AGENT_BUILT:
+        raise ValueError(f"mechanism must be one of {AGENT_BUILT} for an agent, got {name!r}")
+    try:
+        request = RunCreate.model_validate(
+            {
+                "model": model_name,
+                "d": d,
+                "sigma": 1.0,
+                "rounds": 1,
+                "mechanism": name,
+                "epsilon": epsilon,
+                "delta": delta,
+                "accounting": accounting,
+                "tau": tau,
+                "hospitals": [{"name": "audit", "records": records_per_round}],
+                "forecast": False,
+            }
+        )
+        params = usable_parameters(request)
+    except ValidationError as error:
+        reason = describe_errors(error.errors())
+        raise UserError(
+            f"no federated run of mechanism {name} has these values: {reason}"
+        ) from None
+    except Invalid as error:
+        raise UserError(f"no federated run of mechanism {name} has these values: {error}") from None
+    mechanism, _ = agent_mechanism(
+        params, epsilon=epsilon, delta=delta, accounting=accounting, records=records_per_round
+    )
+    coordinator = central_noise(params)
+    return mechanism, None if coordinator is None else coordinator.std(params.records_per_round)
+
+
 def run_audit(
     *,
     mechanisms: tuple[str, ...],
@@ -85,7 +163,12 @@ def run_audit(
     records_per_round: int,
     seed: int,
 ) -> list[dict[str, Any]]:
-    """One result per (mechanism, accounting, path); see ``ldpem audit --help``."""
+    """One result per (mechanism, accounting, construction, path); see ``ldpem audit --help``.
+
+    ``built_by`` is ``simulator`` (``make_mechanism``) or ``agent``
+    (``agent_built_mechanism``). Rows of the agent's construction always compare the noise
+    with the reference σ_r, on the mechanism path as well as on the holder_round path.
+    """
     # Imported here: it pulls in scipy.stats (~1 s), which every other command (and every
     # `ldpem client` process, whose parser registers this one) would otherwise pay for.
     from ldpem.common.audit import (
@@ -105,7 +188,7 @@ def run_audit(
     results = []
     for name in mechanisms:
         for accounting in accountings:
-            mechanism = make_mechanism(
+            simulated = make_mechanism(
                 name,
                 d=d,
                 records_per_round=records_per_round,
@@ -114,55 +197,77 @@ def run_audit(
                 tau=tau,
                 accounting=accounting,
             )
-            paths = [("mechanism", draws)]
-            if mechanism.is_local:
-                paths.append(("holder_round", holder_draws))
-            for path, n in paths:
-                reference: float | None = None
-                if path == "mechanism":
-                    outcome, distance = audit_mechanism(
-                        mechanism,
-                        d=d,
-                        records_per_round=records_per_round,
-                        delta=delta,
-                        draws=n,
-                        rng=rng,
-                    )
-                else:
-                    # The noise is compared with a σ computed apart from the calibration
-                    # (analytic Gaussian mechanism), so a wrong σ formula is caught too.
-                    reference = reference_noise_std(
-                        epsilon=epsilon, delta=delta, sensitivity=mechanism.sensitivity(d)
-                    )
-                    outcome, distance = audit_holder_round(
-                        model,
-                        mechanism,
-                        d=d,
-                        sigma=1.0,
-                        delta=delta,
-                        draws=n,
-                        rng=rng,
-                        reference_noise_std=reference,
-                    )
-                noise_ok = noise_is_sufficient(outcome.noise_ratio)
-                results.append(
-                    {
-                        "mechanism": name,
-                        "accounting": accounting,
-                        "path": path,
-                        "claimed_epsilon": epsilon,
-                        "delta": delta,
-                        "lower_bound": outcome.lower_bound,
-                        "passed": outcome.lower_bound <= epsilon and noise_ok,
-                        "noise_std_ratio": outcome.noise_ratio,
-                        "reference_noise_std": reference,
-                        "tightness": outcome.lower_bound / epsilon,
-                        "draws": outcome.draws,
-                        "pair_distance": distance,
-                        "false_positive_rate": outcome.false_positive_rate,
-                        "false_negative_rate": outcome.false_negative_rate,
-                    }
+            builds: list[tuple[str, Mechanism, float | None]] = [("simulator", simulated, None)]
+            if name in AGENT_BUILT:
+                built, coordinator_std = agent_built_mechanism(
+                    name,
+                    model_name=model_name,
+                    d=d,
+                    records_per_round=records_per_round,
+                    epsilon=epsilon,
+                    delta=delta,
+                    tau=tau,
+                    accounting=accounting,
                 )
+                builds.append(("agent", built, coordinator_std))
+            for built_by, mechanism, aggregate_std in builds:
+                paths = [("mechanism", draws)]
+                if mechanism.is_local:
+                    paths.append(("holder_round", holder_draws))
+                for path, n in paths:
+                    reference: float | None = None
+                    if path == "holder_round" or built_by == "agent":
+                        # The noise is compared with a σ computed apart from the calibration
+                        # (analytic Gaussian mechanism), so a wrong σ formula is caught too;
+                        # central: the σ of the average of m records, sensitivity Δ/m.
+                        release = 1 if mechanism.is_local else records_per_round
+                        reference = reference_noise_std(
+                            epsilon=epsilon,
+                            delta=delta,
+                            sensitivity=mechanism.sensitivity(d) / release,
+                        )
+                    if path == "mechanism":
+                        outcome, distance = audit_mechanism(
+                            mechanism,
+                            d=d,
+                            records_per_round=records_per_round,
+                            delta=delta,
+                            draws=n,
+                            rng=rng,
+                            reference_noise_std=reference,
+                            aggregate_noise_std=aggregate_std,
+                        )
+                    else:
+                        outcome, distance = audit_holder_round(
+                            model,
+                            mechanism,
+                            d=d,
+                            sigma=1.0,
+                            delta=delta,
+                            draws=n,
+                            rng=rng,
+                            reference_noise_std=reference,
+                        )
+                    noise_ok = noise_is_sufficient(outcome.noise_ratio)
+                    results.append(
+                        {
+                            "mechanism": name,
+                            "accounting": accounting,
+                            "built_by": built_by,
+                            "path": path,
+                            "claimed_epsilon": epsilon,
+                            "delta": delta,
+                            "lower_bound": outcome.lower_bound,
+                            "passed": outcome.lower_bound <= epsilon and noise_ok,
+                            "noise_std_ratio": outcome.noise_ratio,
+                            "reference_noise_std": reference,
+                            "tightness": outcome.lower_bound / epsilon,
+                            "draws": outcome.draws,
+                            "pair_distance": distance,
+                            "false_positive_rate": outcome.false_positive_rate,
+                            "false_negative_rate": outcome.false_negative_rate,
+                        }
+                    )
     return results
 
 
@@ -172,8 +277,9 @@ def handle(args: argparse.Namespace) -> int:
     if not 0 < args.delta < 1:
         raise UserError(f"--delta must be in (0, 1), got {args.delta}")
     started = time.perf_counter()
+    mechanisms = AUDITED if args.mechanism == "all" else (args.mechanism,)
     results = run_audit(
-        mechanisms=AUDITED if args.mechanism == "all" else (args.mechanism,),
+        mechanisms=mechanisms,
         accountings=ACCOUNTING_MODES if args.accounting == "all" else (args.accounting,),
         epsilon=args.epsilon,
         delta=args.delta,
@@ -185,19 +291,25 @@ def handle(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     passed = all(r["passed"] for r in results)
+    simulator_only = [name for name in mechanisms if name not in AGENT_BUILT]
     if args.json:
         print(
             json.dumps(
-                {"passed": passed, "results": results, "seconds": time.perf_counter() - started}
+                {
+                    "passed": passed,
+                    "results": results,
+                    "simulator_only": simulator_only,
+                    "seconds": time.perf_counter() - started,
+                }
             )
         )
     else:
-        header = f"{'mechanism':<13}{'accounting':<11}{'path':<14}{'claimed':>8}"
+        header = f"{'mechanism':<13}{'accounting':<11}{'built by':<10}{'path':<14}{'claimed':>8}"
         print(f"{header}{'lower bound':>13}  verdict")
         for r in results:
             verdict = "pass" if r["passed"] else "FAIL"
             print(
-                f"{r['mechanism']:<13}{r['accounting']:<11}{r['path']:<14}"
+                f"{r['mechanism']:<13}{r['accounting']:<11}{r['built_by']:<10}{r['path']:<14}"
                 f"{r['claimed_epsilon']:>8.3f}{r['lower_bound']:>13.3f}  {verdict}"
                 f" ({100 * r['tightness']:.0f}% of claim, {r['draws']} draws"
                 + (
@@ -207,4 +319,6 @@ def handle(args: argparse.Namespace) -> int:
                     else ")"
                 )
             )
+        for name in simulator_only:
+            print(f"{name}: built by the simulator only (no federated run publishes it)")
     return 0 if passed else 1

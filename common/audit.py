@@ -46,6 +46,7 @@ __all__ = [
     "clopper_pearson_upper",
     "epsilon_lower_bound",
     "farthest_pair",
+    "measure_noise_ratio",
     "noise_is_sufficient",
     "reference_noise_std",
     "run_distinguisher",
@@ -66,8 +67,9 @@ class AuditOutcome:
     threshold: float
     draws: int
     #: 95% interval for (measured noise std)/(reference σ_r) along the test direction, where
-    #: measured (holder_round path). The reference is an independently computed σ_r when the
-    #: caller gives one (``reference_noise_std``), else the mechanism's own; an upper end
+    #: measured (holder_round path; the mechanism path when given a reference). The
+    #: reference is an independently computed σ_r when the caller gives one
+    #: (``reference_noise_std``), else (holder_round) the mechanism's own; an upper end
     #: below 1 − ``NOISE_TOLERANCE`` means less noise than the reference requires.
     noise_ratio: tuple[float, float] | None = None
 
@@ -314,12 +316,43 @@ def farthest_pair(
     return i, j, peak * math.sqrt(float(np.sum(difference**2)))
 
 
+def measure_noise_ratio(
+    positives: FloatArray, negatives: FloatArray, reference: float
+) -> tuple[float, float]:
+    """95% interval for (noise std)/``reference`` from projections of draws of two inputs:
+    the residuals around each input's mean, chi-square interval (each end one-sided at
+    97.5%). The distinguisher has little power at small δ; the noise level itself is
+    measured precisely (2·10⁴ draws per input: ±0.7%).
+
+    Parameters
+    ----------
+    positives, negatives : arrays of shape (N,) and (M,)
+        Projections of the outputs of each input on one unit direction (N + M ≥ 3).
+    reference : float
+        The σ_r the noise is compared with (> 0).
+
+    Returns
+    -------
+    low, high : float
+    """
+    reference = check_positive("reference", reference)
+    residuals = np.concatenate([positives - positives.mean(), negatives - negatives.mean()])
+    freedom = residuals.size - 2
+    if freedom < 1:
+        raise ValueError(f"need at least 3 projections in all, got {residuals.size}")
+    squares = float(np.sum(residuals**2))
+    low = math.sqrt(squares / chi2.ppf(ONE_SIDED_CONFIDENCE, freedom)) / reference
+    high = math.sqrt(squares / chi2.ppf(1 - ONE_SIDED_CONFIDENCE, freedom)) / reference
+    return low, high
+
+
 def run_distinguisher(
     sample_first: Callable[[int], FloatArray],
     sample_second: Callable[[int], FloatArray],
     direction: FloatArray,
     draws: int,
     delta: float,
+    reference_noise_std: float | None = None,
 ) -> AuditOutcome:
     """Draw ``draws`` outputs of each input, project them on ``direction`` (first minus
     second), and bound ε from the projections.
@@ -334,6 +367,9 @@ def run_distinguisher(
         Outputs of each input (≥ 4).
     delta : float
         The δ at which ε is bounded, in (0, 1).
+    reference_noise_std : float, optional
+        A σ_r to measure the noise along ``direction`` against (``measure_noise_ratio``); the
+        outcome's ``noise_ratio`` is None without it, or when ``direction`` is 0.
 
     Returns
     -------
@@ -341,10 +377,16 @@ def run_distinguisher(
     """
     draws = check_count("draws", draws, minimum=4)
     norm = float(np.linalg.norm(direction))
-    unit = direction / norm if norm > 0.0 and math.isfinite(norm) else direction * 0.0
+    measurable = norm > 0.0 and math.isfinite(norm)
+    unit = direction / norm if measurable else direction * 0.0
     positives = sample_first(draws) @ unit
     negatives = sample_second(draws) @ unit
-    return epsilon_lower_bound(positives, negatives, delta)
+    outcome = epsilon_lower_bound(positives, negatives, delta)
+    if reference_noise_std is None or not measurable:
+        return outcome
+    return replace(
+        outcome, noise_ratio=measure_noise_ratio(positives, negatives, reference_noise_std)
+    )
 
 
 def mechanism_candidates(d: int) -> FloatArray:
@@ -368,12 +410,17 @@ def audit_mechanism(
     delta: float,
     draws: int,
     rng: np.random.Generator,
+    reference_noise_std: float | None = None,
+    aggregate_noise_std: float | None = None,
 ) -> tuple[AuditOutcome, float]:
     """Audit one record's release by ``mechanism`` on its worst-case pair of gradients.
 
     Local mechanisms: the release is that record's report, drawn with ``privatize``.
     Central mechanisms: the release is the curator's average over ``records_per_round``
-    records (the others fixed at zero gradient) plus ``aggregate_noise``.
+    records (the others fixed at zero gradient) plus ``aggregate_noise``, or plus
+    N(0, ``aggregate_noise_std``² I) when the noise is not the mechanism's own: in a
+    federated run the agent's central mechanism carries none, and the coordinator adds
+    ``protocol.central_noise(params)``.
 
     Parameters
     ----------
@@ -389,6 +436,12 @@ def audit_mechanism(
         Outputs of each of the pair.
     rng : numpy.random.Generator
         The noise stream.
+    reference_noise_std : float, optional
+        An independently computed σ_r of the release (of the average, for a central
+        mechanism) that the measured noise is compared with (``AuditOutcome.noise_ratio``).
+    aggregate_noise_std : float, optional
+        σ_r of the aggregator's noise on the average of a central mechanism, when another
+        party adds it (ValueError for a local mechanism).
 
     Returns
     -------
@@ -396,6 +449,16 @@ def audit_mechanism(
     distance : float
         L2 distance between the pair's noiseless outputs (inf: a leak).
     """
+    if aggregate_noise_std is not None:
+        if mechanism.is_local:
+            raise ValueError(
+                f"aggregate_noise_std is for central mechanisms, got {aggregate_noise_std!r} "
+                f"for the local mechanism {mechanism.name!r}"
+            )
+        if not (math.isfinite(aggregate_noise_std) and aggregate_noise_std >= 0.0):
+            raise ValueError(
+                f"aggregate_noise_std must be a finite number >= 0, got {aggregate_noise_std!r}"
+            )
     candidates = mechanism_candidates(d)
     first, second, distance = farthest_pair(candidates, mechanism.contributions)
     if not math.isfinite(distance):
@@ -412,11 +475,19 @@ def audit_mechanism(
 
     else:
 
+        def noise(n: int) -> FloatArray:
+            if aggregate_noise_std is None:
+                return mechanism.aggregate_noise(d, rng, draws=n)
+            drawn: FloatArray = rng.normal(0.0, aggregate_noise_std, (n, d))
+            return drawn
+
         def sampler(gradient: FloatArray) -> Callable[[int], FloatArray]:
             mean = mechanism.contributions(gradient[None, :])[0] / records_per_round
-            return lambda n: mean + mechanism.aggregate_noise(d, rng, draws=n)
+            return lambda n: mean + noise(n)
 
-    outcome = run_distinguisher(sampler(g_first), sampler(g_second), direction, draws, delta)
+    outcome = run_distinguisher(
+        sampler(g_first), sampler(g_second), direction, draws, delta, reference_noise_std
+    )
     return outcome, distance
 
 
@@ -564,10 +635,7 @@ def audit_holder_round(
     positives, negatives = first_draws @ unit, second_draws @ unit
     outcome = epsilon_lower_bound(positives, negatives, delta)
     # The distinguisher has little power at small δ with few draws; the noise level itself
-    # is measured precisely: residuals around each input's mean, chi-square interval.
-    residuals = np.concatenate([positives - positives.mean(), negatives - negatives.mean()])
-    freedom = residuals.size - 2
-    squares = float(np.sum(residuals**2))
-    low = math.sqrt(squares / chi2.ppf(ONE_SIDED_CONFIDENCE, freedom)) / reference
-    high = math.sqrt(squares / chi2.ppf(1 - ONE_SIDED_CONFIDENCE, freedom)) / reference
-    return replace(outcome, noise_ratio=(low, high)), distance
+    # is measured precisely.
+    return replace(
+        outcome, noise_ratio=measure_noise_ratio(positives, negatives, reference)
+    ), distance

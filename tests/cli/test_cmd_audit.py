@@ -1,14 +1,21 @@
-"""`ldpem audit`: JSON contract, exit codes, one-line errors."""
+"""`ldpem audit`: JSON contract, exit codes, one-line errors; the agent's construction."""
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
+from typing import Any, get_args
 
 import pytest
 
 from ldpem.cli import main
+from ldpem.client import agent
+from ldpem.cmd_audit import AGENT_BUILT, AUDITED, run_audit
+from ldpem.common import protocol
+from ldpem.common.mechanisms import CentralTruncation, Mechanism
+from ldpem.common.wire import FederatedMechanism, PublicParameters
 
 
 def test_json_results_for_the_local_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
@@ -30,20 +37,23 @@ def test_json_results_for_the_local_mechanism(capsys: pytest.CaptureFixture[str]
     assert code == 0
     assert payload["passed"] is True
     rows = payload["results"]
-    assert {(r["accounting"], r["path"]) for r in rows} == {
-        ("exact", "mechanism"),
-        ("exact", "holder_round"),
-        ("paper", "mechanism"),
-        ("paper", "holder_round"),
+    assert {(r["accounting"], r["built_by"], r["path"]) for r in rows} == {
+        (accounting, built_by, path)
+        for accounting in ("exact", "paper")
+        for built_by in ("simulator", "agent")
+        for path in ("mechanism", "holder_round")
     }
+    assert payload["simulator_only"] == []
     for row in rows:
         assert row["mechanism"] == "local"
         assert row["claimed_epsilon"] == 1.0
         assert 0.0 <= row["lower_bound"] <= 1.0
         assert row["passed"] is True
-        # The holder path measures its noise against an independently computed σ.
-        assert (row["reference_noise_std"] is not None) == (row["path"] == "holder_round")
-        if row["path"] == "holder_round":
+        # The holder path, and every path of the agent's construction, measure the noise
+        # against an independently computed σ.
+        measured = row["path"] == "holder_round" or row["built_by"] == "agent"
+        assert (row["reference_noise_std"] is not None) == measured
+        if measured:
             assert row["noise_std_ratio"][1] >= 0.98
 
 
@@ -54,6 +64,75 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert code == 0
     assert "central-clip" in out and "pass" in out
+    assert "central-clip: built by the simulator only" in out
+
+
+def test_every_mechanism_a_run_can_publish_is_audited_as_the_agent_builds_it() -> None:
+    federated = set(get_args(FederatedMechanism)) - {"none"}
+    assert set(AGENT_BUILT) == federated & set(AUDITED)
+    # The one left out cannot be published: a run of it would have no agent to audit.
+    assert set(AUDITED) - set(AGENT_BUILT) == {"central-clip"}
+    assert federated <= set(AUDITED)
+
+
+#: Small enough for a few seconds (the candidate search dominates, hence d = 1), large
+#: enough that the noise check sees a factor 2 (±6% at 300 reports per input); seeded.
+SMALL: dict[str, Any] = {
+    "mechanisms": AGENT_BUILT,
+    "accountings": ("exact",),
+    "epsilon": 1.0,
+    "delta": 1e-3,
+    "draws": 10_000,
+    "holder_draws": 300,
+    "model_name": "gmm",
+    "d": 1,
+    "records_per_round": 1000,
+    "seed": 0,
+}
+
+
+def plant_on_the_agents_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break the mechanism the agent builds, and only that one: half the noise std where the
+    agent adds noise; for central, where the coordinator adds it, twice the truncation
+    scale, so the coordinator's σ_r (from the published scale) covers half the distance
+    between two records' contributions."""
+    real = protocol.holder_mechanism  # what ldpem.client.agent imported
+    assert agent.agent_mechanism.__globals__["holder_mechanism"] is real
+
+    def broken(params: PublicParameters, **kwargs: Any) -> Mechanism:
+        mechanism: Mechanism = copy.copy(real(params, **kwargs))
+        if mechanism.is_local:
+            mechanism.noise_std /= 2
+        else:
+            assert isinstance(mechanism, CentralTruncation) and mechanism.noise_std == 0.0
+            mechanism.scale *= 2
+        return mechanism
+
+    monkeypatch.setattr("ldpem.client.agent.holder_mechanism", broken)
+
+
+def test_the_agents_construction_passes_when_honest() -> None:
+    rows = run_audit(**SMALL)
+    assert {r["mechanism"] for r in rows if r["built_by"] == "agent"} == set(AGENT_BUILT)
+    failed = [(r["mechanism"], r["built_by"], r["path"]) for r in rows if not r["passed"]]
+    assert failed == []
+
+
+def test_a_noise_error_only_on_the_agents_path_fails_the_audit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plant_on_the_agents_path(monkeypatch)
+    rows = run_audit(**SMALL)
+    # The simulator's construction does not see it: what the audit checked before.
+    simulator = [r for r in rows if r["built_by"] == "simulator"]
+    assert simulator and all(r["passed"] for r in simulator)
+    # Every row of the agent's construction, every mechanism and path, fails; at least by
+    # the noise check (about half the reference σ_r).
+    agents = [r for r in rows if r["built_by"] == "agent"]
+    assert {r["mechanism"] for r in agents} == set(AGENT_BUILT)
+    for row in agents:
+        assert row["passed"] is False, row
+        assert row["noise_std_ratio"][1] < 0.6, row
 
 
 @pytest.mark.parametrize(

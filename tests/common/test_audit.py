@@ -341,3 +341,35 @@ def test_holder_round_path_catches_too_little_noise() -> None:
     )
     assert outcome.noise_ratio is not None
     assert outcome.noise_ratio[1] < 1.0
+
+
+def test_mechanism_path_measures_noise_against_the_reference_and_takes_outside_noise() -> None:
+    # The agent's central mechanism carries no noise (the coordinator adds it): the audit
+    # takes that σ_r from outside, and measures it against the reference σ_r of the
+    # average (sensitivity Δ/m).
+    honest = make_mechanism(
+        "central", d=1, records_per_round=500, epsilon=EPSILON, delta=DELTA, tau=1.0
+    )
+    reference = dp_accounting_noise_std(EPSILON, DELTA, honest.sensitivity(1) / 500)
+    kwargs: dict[str, Any] = {"d": 1, "records_per_round": 500, "delta": DELTA}
+    for std, enough in [(honest.noise_std, True), (honest.noise_std / 2, False)]:
+        outcome, _ = audit_mechanism(
+            honest,
+            draws=NOISE_DRAWS,
+            rng=np.random.default_rng(10),
+            reference_noise_std=reference,
+            aggregate_noise_std=std,
+            **kwargs,
+        )
+        assert outcome.noise_ratio is not None
+        assert noise_is_sufficient(outcome.noise_ratio) is enough
+        if enough:
+            assert outcome.noise_ratio[0] <= 1.0 <= outcome.noise_ratio[1] <= 1.02
+    with pytest.raises(ValueError, match="aggregate_noise_std is for central mechanisms"):
+        audit_mechanism(
+            honest_local(),
+            draws=100,
+            rng=np.random.default_rng(0),
+            aggregate_noise_std=1.0,
+            **kwargs,
+        )
