@@ -54,7 +54,6 @@ from _fedkit import (
     write_hospital_files,
 )
 
-from ldpem.common.calibration import default_tau
 from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import make_mechanism
 from ldpem.common.rounds import holder_round
@@ -223,7 +222,7 @@ def floors(x: np.ndarray, rounds_: int, sizes: list[int], repeats: int) -> dict[
         records_per_round=m,
         epsilon=1.0,
         delta=float(n) ** -1.1,
-        tau=default_tau("gmm", beta_bound=3.0, sigma=1.0, d=d),
+        tau=get_model("gmm").default_tau(beta_bound=3.0, sigma=1.0, d=d),
     )
     round_x = x[:m]
 

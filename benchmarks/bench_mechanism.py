@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from ldpem.common.models import MODEL_NAMES, get_model
+from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol import make_mechanism
 
 
@@ -38,7 +38,7 @@ def bench_dimension(n: int, d: int, repeats: int, seed: int) -> dict[str, float]
     mechanism = make_mechanism(
         "local", d=d, records_per_round=n, epsilon=1.0, delta=n**-1.1, tau=1.0 + 9.0 / d
     )
-    data = {name: get_model(name).generate(n, d, rng=rng) for name in MODEL_NAMES}
+    data = {name: get_model(name).generate(n, d, rng=rng) for name in model_names()}
     gradients = get_model("gmm").gradients(data["gmm"][1], data["gmm"][0], 1.0)
 
     def model_job(name: str) -> Callable[[], object]:
@@ -49,7 +49,7 @@ def bench_dimension(n: int, d: int, repeats: int, seed: int) -> dict[str, float]
     jobs: dict[str, Callable[[], object]] = {
         "floor": lambda: rng.standard_normal((n, d)),
         "mechanism": lambda: mechanism.privatize(gradients, rng),
-        **{name: model_job(name) for name in MODEL_NAMES},
+        **{name: model_job(name) for name in model_names()},
     }
     samples: dict[str, list[float]] = {name: [] for name in jobs}
     for _ in range(repeats):
@@ -72,14 +72,14 @@ def main(argv: list[str] | None = None) -> int:
         times = bench_dimension(args.records, d, args.repeats, args.seed)
         floor = times["floor"]
         row = {"d": d, "floor_seconds": floor}
-        for name in ["mechanism", *MODEL_NAMES]:
+        for name in ["mechanism", *model_names()]:
             row[f"{name}_seconds"] = times[name]
             row[f"{name}_ratio"] = times[name] / floor
         rows.append(row)
         if not args.json:
             print(
                 f"n={args.records} d={d:>3}  floor {floor:6.3f}s  "
-                + "  ".join(f"{k} {times[k] / floor:4.2f}x" for k in ["mechanism", *MODEL_NAMES]),
+                + "  ".join(f"{k} {times[k] / floor:4.2f}x" for k in ["mechanism", *model_names()]),
                 flush=True,
             )
     if args.json:

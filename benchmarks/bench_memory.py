@@ -45,7 +45,7 @@ from ldpem.server.coordinator import run_noise_std
 CHILD = """
 import json, sys, time, tracemalloc
 import numpy as np
-from ldpem.common.calibration import default_tau
+from ldpem.common.models import get_model
 from ldpem.common.protocol import make_mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.rounds import holder_round
@@ -55,7 +55,7 @@ x = np.load(path, mmap_mode="r")[:n]
 d = x.shape[1]
 mechanism = make_mechanism(
     "local", d=d, records_per_round=n, epsilon=1.0, delta=n**-1.1,
-    tau=default_tau("gmm", beta_bound=3.0, sigma=1.0, d=d),
+    tau=get_model("gmm").default_tau(beta_bound=3.0, sigma=1.0, d=d),
 )
 rng = np.random.default_rng(0)
 beta = np.full(d, 3.0 / d**0.5)

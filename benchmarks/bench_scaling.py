@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
 
-from ldpem.common.calibration import default_tau
 from ldpem.common.models import get_model
 from ldpem.common.protocol import make_mechanism
 from ldpem.common.rounds import holder_round
@@ -54,7 +53,7 @@ def agent_job(n: int, d: int, rng: np.random.Generator) -> Callable[[], object]:
         records_per_round=n,
         epsilon=1.0,
         delta=float(n) ** -1.1,
-        tau=default_tau("gmm", beta_bound=3.0, sigma=1.0, d=d),
+        tau=get_model("gmm").default_tau(beta_bound=3.0, sigma=1.0, d=d),
     )
     beta = beta_star + 0.1 * rng.standard_normal(d)
     return lambda: holder_round(

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 from ldpem import __version__
 from ldpem.common.errors import UserError
+from ldpem.plugins import load_plugins
 
 __all__ = ["HelpFormatter", "build_parser", "examples", "main"]
 
@@ -111,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        # Before the parser: registered models and mechanisms are its choices.
+        load_plugins()
+    except UserError as error:
+        print(f"ldpem: error: {error}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -15,24 +15,30 @@ import argparse
 import json
 import math
 import time
-from typing import Any, get_args
+from typing import Any
 
 import numpy as np
 
 from ldpem.cli import examples
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import Mechanism
-from ldpem.common.models import get_model
+from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
+from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol import central_noise, make_mechanism, study_tau
-from ldpem.common.wire import FederatedMechanism, RunCreate, describe_errors
+from ldpem.common.wire import RunCreate, describe_errors
 
-__all__ = ["AGENT_BUILT", "AUDITED", "agent_built_mechanism", "register", "run_audit"]
+__all__ = ["agent_built", "agent_built_mechanism", "audited", "register", "run_audit"]
 
-AUDITED = ("local", "hospital", "local-clip", "central", "central-clip")
-#: The audited mechanisms an agent can run, hence also audited as the agent builds them.
-#: ``central-clip`` is the simulator's only: no federated run publishes it.
-AGENT_BUILT = tuple(name for name in AUDITED if name in get_args(FederatedMechanism))
+
+def audited() -> tuple[str, ...]:
+    """Every registered mechanism that claims a privacy guarantee (noise somewhere)."""
+    return tuple(n for n in mechanism_names() if get_mechanism(n).noise_site != "nowhere")
+
+
+def agent_built() -> tuple[str, ...]:
+    """The audited mechanisms an agent can run, hence also audited as the agent builds
+    them (simulator-only ones, such as ``central-clip``, no federated run publishes)."""
+    return tuple(name for name in audited() if get_mechanism(name).federated)
 
 
 def register(subparsers: Any) -> None:
@@ -53,7 +59,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--mechanism", choices=[*AUDITED, "all"], default="all", help="the mechanism audited"
+        "--mechanism", choices=[*audited(), "all"], default="all", help="the mechanism audited"
     )
     parser.add_argument(
         "--accounting",
@@ -72,7 +78,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--model",
-        choices=["gmm", "mrm", "rmc"],
+        choices=model_names(),
         default="gmm",
         help="the model whose gradients are released",
     )
@@ -117,8 +123,8 @@ def agent_built_mechanism(
     from ldpem.server.policy import usable_parameters
     from ldpem.server.refusals import Invalid
 
-    if name not in AGENT_BUILT:
-        raise ValueError(f"mechanism must be one of {AGENT_BUILT} for an agent, got {name!r}")
+    if name not in agent_built():
+        raise ValueError(f"mechanism must be one of {agent_built()} for an agent, got {name!r}")
     try:
         request = RunCreate.model_validate(
             {
@@ -198,7 +204,7 @@ def run_audit(
                 accounting=accounting,
             )
             builds: list[tuple[str, Mechanism, float | None]] = [("simulator", simulated, None)]
-            if name in AGENT_BUILT:
+            if name in agent_built():
                 built, coordinator_std = agent_built_mechanism(
                     name,
                     model_name=model_name,
@@ -277,7 +283,7 @@ def handle(args: argparse.Namespace) -> int:
     if not 0 < args.delta < 1:
         raise UserError(f"--delta must be in (0, 1), got {args.delta}")
     started = time.perf_counter()
-    mechanisms = AUDITED if args.mechanism == "all" else (args.mechanism,)
+    mechanisms = audited() if args.mechanism == "all" else (args.mechanism,)
     results = run_audit(
         mechanisms=mechanisms,
         accountings=ACCOUNTING_MODES if args.accounting == "all" else (args.accounting,),
@@ -291,7 +297,7 @@ def handle(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     passed = all(r["passed"] for r in results)
-    simulator_only = [name for name in mechanisms if name not in AGENT_BUILT]
+    simulator_only = [name for name in mechanisms if name not in agent_built()]
     if args.json:
         print(
             json.dumps(

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ldpem.cli import examples
 from ldpem.common.errors import UserError
-from ldpem.common.models import MODEL_NAMES
+from ldpem.common.models import model_names
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import read_secret
 
@@ -126,7 +126,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--model",
         required=True,
-        choices=MODEL_NAMES,
+        choices=model_names(),
         help="the model this hospital's records are for: the agent reads its records for "
         "this model before contacting the coordinator and refuses a run of another model",
     )

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ldpem.cli import examples
+from ldpem.common.mechanisms import get_mechanism
+from ldpem.common.models import model_names
 from ldpem.demo import DemoConfig, run_demo
 
 __all__ = ["register"]
@@ -40,7 +42,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--model",
-        choices=["gmm", "mrm", "rmc"],
+        choices=model_names(),
         default=defaults.model,
         help="the latent-variable model",
     )
@@ -98,9 +100,11 @@ def print_summary(result: dict[str, Any], out: Any) -> None:
         f"n={result['n']}, d={result['d']}):",
         file=out,
     )
-    kind = "hospital-level" if result.get("mechanism") == "hospital" else "local"
     rows = [
-        (f"federated, {kind} DP (ε={result['epsilon']:g})", result["error"]),
+        (
+            f"federated, {get_mechanism(result['mechanism']).label} (ε={result['epsilon']:g})",
+            result["error"],
+        ),
         ("hospital-level DP, same trust boundary (in-process)", result["baselines"]["hospital"]),
         ("clipped DP gradient EM, C=1 (in-process)", result["baselines"]["local-clip"]),
         ("non-private gradient EM (in-process)", result["baselines"]["none"]),

@@ -23,6 +23,7 @@ from typing import Any
 
 from ldpem.cli import examples
 from ldpem.common.errors import UserError
+from ldpem.common.models import get_model, model_names
 
 __all__ = ["register"]
 
@@ -40,7 +41,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--model", required=True, choices=("gmm", "mrm", "rmc"), help="the latent-variable model"
+        "--model", required=True, choices=model_names(), help="the latent-variable model"
     )
     parser.add_argument("--d", required=True, type=int, help="dimension")
     parser.add_argument("--n", required=True, type=int, help="records in this file")
@@ -76,8 +77,8 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(
             f"{args.beta_star_out}: --beta-star-out writes JSON, so the file must end in .json"
         )
-    if args.missing is not None and args.model != "rmc":
-        raise UserError("--missing applies to model rmc only")
+    if args.missing is not None and not get_model(args.model).allows_missing:
+        raise UserError(f"--missing: model {args.model} allows no missing covariate")
 
 
 def _atomic_write(path: Path, write: Any) -> None:

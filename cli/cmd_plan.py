@@ -12,7 +12,8 @@ from ldpem.cli import examples
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
-from ldpem.common.models import MODEL_NAMES
+from ldpem.common.mechanisms import get_mechanism
+from ldpem.common.models import model_names
 from ldpem.common.planning import PLAN_MECHANISMS, Plan, Problem, make_plan
 
 __all__ = ["format_plan", "parse_sizes", "problem_from_args", "register"]
@@ -36,7 +37,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     add = parser.add_argument
-    add("--model", choices=MODEL_NAMES, default="gmm", help="the latent-variable model")
+    add("--model", choices=model_names(), default="gmm", help="the latent-variable model")
     add("--d", type=int, default=10, help="dimension")
     add("--sigma", type=float, default=1.0, help="noise level σ of the model")
     add("--epsilon", type=float, default=1.0, help="ε per record")
@@ -137,13 +138,9 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
         raise UserError(str(error)) from None
 
 
-_LABELS = {
-    "local": "local DP (per record)",
-    "hospital": "hospital-level DP (same trust boundary)",
-    "central": "central DP (trusted curator)",
-    "local-clip": "clipped local DP, C = {clip:g}",
-    "none": "non-private EM",
-}
+def _label(mechanism: str, clip: float) -> str:
+    kind = get_mechanism(mechanism)
+    return kind.label + (f", C = {clip:g}" if kind.needs == "clip" else "")
 
 
 def format_plan(plan: Plan) -> str:
@@ -157,8 +154,7 @@ def format_plan(plan: Plan) -> str:
     ]
     for e in plan.estimates:
         lines.append(
-            f"  {_LABELS.get(e.mechanism, e.mechanism).format(clip=p.clip):<42}{e.mean:>9.3g}"
-            f"   [{e.low:.3g}, {e.high:.3g}]"
+            f"  {_label(e.mechanism, p.clip):<42}{e.mean:>9.3g}   [{e.low:.3g}, {e.high:.3g}]"
         )
     lines.append(f"  {'trivial estimate β = 0':<42}{p.trivial_error:>9.3g}")
     beat = f"beat β = 0 (mean error ≤ {p.useful_error:.3g}, half of β = 0's)"

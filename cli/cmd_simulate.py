@@ -17,8 +17,8 @@ from ldpem.cmd_plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import MECHANISM_NAMES
-from ldpem.common.models import MODEL_NAMES
+from ldpem.common.mechanisms import get_mechanism, mechanism_names
+from ldpem.common.models import model_names
 from ldpem.simulate import Dataset, RoundCallback, SimulationConfig, SimulationOutcome, simulate
 
 __all__ = ["config_from_args", "progress_reporter", "register", "summary"]
@@ -43,10 +43,10 @@ def register(subparsers: Any) -> None:
         ),
     )
     add = parser.add_argument
-    add("--model", choices=MODEL_NAMES, default=_DEFAULTS.model, help="the latent-variable model")
+    add("--model", choices=model_names(), default=_DEFAULTS.model, help="the latent-variable model")
     add(
         "--mechanism",
-        choices=MECHANISM_NAMES,
+        choices=mechanism_names(),
         default=_DEFAULTS.mechanism,
         help="privacy mechanism: local DP per record, hospital-level, central, clipped, none",
     )
@@ -156,7 +156,7 @@ def summary(outcome: SimulationOutcome) -> str:
     """A short human-readable account of a run."""
     privacy = (
         "no privacy"
-        if outcome["mechanism"] == "none"
+        if get_mechanism(outcome["mechanism"]).noise_site == "nowhere"
         else f"ε = {outcome['epsilon']:g}, δ = {outcome['delta']:.3g} per record"
     )
     beta = ", ".join(f"{v:.3f}" for v in outcome["beta"])

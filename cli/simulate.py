@@ -30,8 +30,8 @@ from ldpem.client.data import load_records
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import MECHANISM_NAMES, Mechanism
-from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
+from ldpem.common.mechanisms import Mechanism, mechanism_names
+from ldpem.common.models import Model, Records, get_model, model_names
 from ldpem.common.planning import Problem, final_errors
 from ldpem.common.protocol import (
     central_noise_for,
@@ -79,7 +79,7 @@ class SimulationConfig:
     """Parameters of one simulated run. ``None`` means "the documented default":
 
     delta: n^-1.1 (the paper's choice, at most 0.5); missing: 0.1 for rmc, 0 otherwise;
-    beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: ``default_tau(model, B, σ, d)``
+    beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: the model's ``default_tau(B, σ, d)``
     (``ldpem.common.protocol``'s study defaults).
     ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
     ``sizes``: the hospitals' record counts (they must sum to n; ``hospitals`` is then
@@ -118,10 +118,10 @@ def _fail(name: str, requirement: str, value: object) -> UserError:
 
 
 def _check_config(config: SimulationConfig) -> None:
-    if config.model not in MODEL_NAMES:
-        raise _fail("model", f"one of {', '.join(MODEL_NAMES)}", config.model)
-    if config.mechanism not in MECHANISM_NAMES:
-        raise _fail("mechanism", f"one of {', '.join(MECHANISM_NAMES)}", config.mechanism)
+    if config.model not in model_names():
+        raise _fail("model", f"one of {', '.join(model_names())}", config.model)
+    if config.mechanism not in mechanism_names():
+        raise _fail("mechanism", f"one of {', '.join(mechanism_names())}", config.mechanism)
     if config.accounting not in ACCOUNTING_MODES:
         raise _fail("accounting", f"one of {', '.join(ACCOUNTING_MODES)}", config.accounting)
     positive = {

@@ -62,7 +62,7 @@ from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry,
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.errors import UserError
 from ldpem.common.logs import log_context
-from ldpem.common.mechanisms import Mechanism
+from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import (
     holder_mechanism,
@@ -213,12 +213,13 @@ def check_public(me: Identity) -> None:
     _in("zeta", p.zeta, *ZETA_RANGE)
     _in("epsilon", p.epsilon, *BUDGET_EPSILON)
     _in("delta", p.delta, *BUDGET_DELTA)
-    if p.mechanism in ("local", "central") and p.scale is None:
+    kind = get_mechanism(p.mechanism)
+    if kind.needs == "scale" and not kind.per_holder_scale and p.scale is None:
         raise _refuse("scale", p.scale, f"given for mechanism {p.mechanism}")
-    if p.mechanism in ("local", "central", "hospital") and p.smoothing is None:
+    if kind.needs == "scale" and p.smoothing is None:
         raise _refuse("smoothing", p.smoothing, f"given for mechanism {p.mechanism}")
-    if p.mechanism == "local-clip" and p.clip is None:
-        raise _refuse("clip", p.clip, "given for mechanism local-clip")
+    if kind.needs == "clip" and p.clip is None:
+        raise _refuse("clip", p.clip, f"given for mechanism {p.mechanism}")
     # Whatever the mechanism: every value that is published is checked.
     if p.scale is not None:
         _in("scale", p.scale, *SCALE_RANGE)
@@ -260,23 +261,26 @@ def agent_mechanism(
 ) -> tuple[Mechanism, float]:
     """The mechanism this agent runs and its privacy ratio μ = Δ/σ_r per record (∞ when the
     report is not locally private): ``protocol.holder_mechanism`` at this agent's OWN budget
-    (central: no noise here, the coordinator adds it; local: σ_r on each record's report;
-    hospital: one draw on this agent's sum). β_s is the agent's own √(log(d/ζ)), not the
-    published value (``check_public`` refuses a published value that differs). ``records``:
-    this agent's enrolled count, which sets its own scale under ``hospital``
-    (docs/HOSPITAL.md)."""
-    if params.mechanism in ("local", "central", "hospital"):
+    (noise by the aggregator: none here, the coordinator adds it; noise per record: σ_r on
+    each record's report; noise per holder: one draw on this agent's sum). β_s is the
+    agent's own √(log(d/ζ)), not the published value (``check_public`` refuses a published
+    value that differs). ``records``: this agent's enrolled count, which sets its own scale
+    when each holder takes its own (hospital, docs/HOSPITAL.md)."""
+    kind = get_mechanism(params.mechanism)
+    if kind.needs == "scale":
         scale = params.scale
-        if scale is None and params.mechanism == "hospital":
+        if scale is None and kind.per_holder_scale:
             if records is None:
-                raise AgentError("mechanism hospital needs this agent's enrolled record count")
+                raise AgentError(
+                    f"mechanism {params.mechanism} needs this agent's enrolled record count"
+                )
             scale = holder_scale(params, records)
             assert scale is not None
             _in("scale (this hospital's own s_k)", scale, *SCALE_RANGE)
         if scale is None:
             raise AgentError(f"the run publishes mechanism {params.mechanism} without a scale s")
-    if params.mechanism == "local-clip" and params.clip is None:
-        raise AgentError("the run publishes mechanism local-clip without a clip norm")
+    if kind.needs == "clip" and params.clip is None:
+        raise AgentError(f"the run publishes mechanism {params.mechanism} without a clip norm")
     mechanism = holder_mechanism(
         params,
         records=1 if records is None else records,
@@ -445,7 +449,7 @@ class Agent:
         """The (ε, δ) this run's reports are calibrated for, refusing a run less private than
         the agent's configuration allows."""
         cfg = self.config
-        if params.mechanism in ("none", "central") and not cfg.allow_weaker:
+        if not get_mechanism(params.mechanism).locally_private() and not cfg.allow_weaker:
             raise AgentError(
                 f"the run uses mechanism {params.mechanism!r}: this agent's reports would not "
                 "be locally private; start the agent with --allow-weaker to take part anyway"

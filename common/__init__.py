@@ -2,8 +2,9 @@
 
 Nothing here does I/O. Public surface:
 
-* models: ``get_model``, ``Records``, ``MODEL_NAMES``
-* mechanisms: ``smoothed_truncation``, ``truncation_bound``, ``LocalTruncation``,
+* models: ``get_model``, ``Records``, ``model_names``, ``register_model``
+* mechanisms: ``get_mechanism``, ``mechanism_names``, ``register_mechanism``,
+  ``smoothed_truncation``, ``truncation_bound``, ``LocalTruncation``,
   ``HospitalTruncation``, ``CentralTruncation``, ``LocalClipped``, ``CentralClipped``,
   ``NoPrivacy``, ``make_mechanism``
 * accounting: ``noise_std_for``, ``epsilon_spent``, ``epsilon_tilde``
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 from ldpem.common.accounting import epsilon_spent, epsilon_tilde, noise_std_for
 from ldpem.common.mechanisms import (
-    MECHANISM_NAMES,
     CentralClipped,
     CentralTruncation,
     HospitalTruncation,
@@ -23,8 +23,11 @@ from ldpem.common.mechanisms import (
     LocalTruncation,
     Mechanism,
     NoPrivacy,
+    get_mechanism,
+    mechanism_names,
+    register_mechanism,
 )
-from ldpem.common.models import MODEL_NAMES, Model, Records, get_model
+from ldpem.common.models import Model, Records, get_model, model_names, register_model
 from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
 from ldpem.common.rounds import HolderReport, holder_round
 from ldpem.common.simulation import EMResult, run_gradient_em
@@ -32,8 +35,6 @@ from ldpem.common.truncation import TRUNCATION_BOUND, smoothed_truncation
 from ldpem.common.truncation_bound import truncation_bound
 
 __all__ = [
-    "MECHANISM_NAMES",
-    "MODEL_NAMES",
     "TRUNCATION_BOUND",
     "CentralClipped",
     "CentralTruncation",
@@ -48,12 +49,17 @@ __all__ = [
     "Records",
     "epsilon_spent",
     "epsilon_tilde",
+    "get_mechanism",
     "get_model",
     "holder_round",
     "local_noise_std",
     "make_mechanism",
+    "mechanism_names",
+    "model_names",
     "noise_std_for",
     "public_scale",
+    "register_mechanism",
+    "register_model",
     "run_gradient_em",
     "smoothed_truncation",
     "truncation_bound",

@@ -14,8 +14,9 @@ When a record takes part in k rounds (``--reuse``) its budget is split evenly: e
 gets the zCDP share ρ/k, i.e. ε̃/√k in the scale formula.
 
 τ bounds the second moment of every gradient coordinate (Assumption 1). Lemmas 4, 6 and 8
-give its order for each model in terms of ‖β*‖ and σ; ``default_tau`` turns a declared
-bound on ‖β‖₂ into such a value (see its docstring), and users can override it.
+give its order for each model in terms of ‖β*‖ and σ; each model's ``default_tau``
+(``ldpem.common.models``) turns a declared bound on ‖β‖₂ into such a value, and users can
+override it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from ldpem.common.truncation_bound import truncation_bound
 __all__ = [
     "DEFAULT_ZETA",
     "central_scale",
-    "default_tau",
     "local_scale",
     "round_epsilon_tilde",
     "smoothing_precision",
@@ -83,35 +83,3 @@ def truncation_sensitivity(s: float, d: int, *, smoothing: float) -> float:
     s = check_positive("s", s)
     d = check_count("d", d)
     return 2.0 * truncation_bound(smoothing) * s * math.sqrt(d)
-
-
-def default_tau(model: str, *, beta_bound: float, sigma: float, d: int) -> float:
-    """A second-moment bound τ for each gradient coordinate, from a declared ‖β‖₂ ≤ B.
-
-    The paper's lemmas give τ only up to constants and in terms of ‖β*‖∞ (GMM, Lemma 4:
-    O(‖β*‖∞² + σ²)), ‖β*‖₂ (MRM, Lemma 6; RMC, Lemma 8). Users rarely know ‖β*‖∞, and the
-    lemmas' worst cases are loose by an order of magnitude at the parameters the EM visits,
-    which costs accuracy (the local error grows like √τ). The rule used here takes each
-    lemma's leading term with ‖β*‖∞² replaced by its value for a vector of norm B spread
-    over d coordinates, B²/d:
-
-    * GMM: τ = B²/d + σ²
-    * MRM: τ = B²/d + σ² + B²  (the x xᵀ β term adds ‖β‖² to the variance of a coordinate)
-    * RMC: τ = B²/d + σ² + B²
-
-    Checked by sweeping τ over {¼, ½, 1, 2}× (GMM: {½, 1, 2}×) these defaults, local
-    mechanism, n = 2·10⁵, d = 10, SNR 3, ε = 1, T = 10, mean final error of seeds 0–9
-    (2026-11-25): GMM 0.536 / **0.459** / 0.549; MRM 2.83 / 2.59 / 2.35 / **2.37** / 2.66;
-    RMC 1.88 / 1.35 / 1.05 / **1.11** / 1.45 (bold: the default). The defaults are the
-    best or within 6% of the best τ tried. Override ``tau`` when the data are known to be
-    more heavy-tailed.
-    """
-    beta_bound = check_positive("beta_bound", beta_bound)
-    sigma = check_positive("sigma", sigma)
-    d = check_count("d", d)
-    spread = beta_bound**2 / d + sigma**2
-    if model == "gmm":
-        return spread
-    if model in ("mrm", "rmc"):
-        return spread + beta_bound**2
-    raise ValueError(f"model must be one of ('gmm', 'mrm', 'rmc'), got {model!r}")

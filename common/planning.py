@@ -65,7 +65,7 @@ BEAT_FRACTION = 0.5
 @dataclass(frozen=True)
 class Problem:
     """The public description of a run. ``delta`` None: n^-1.1; ``tau`` None: the default
-    of ``calibration.default_tau`` for the bound B = ``beta_bound`` (None: snr·σ), as
+    of the model's ``default_tau`` for the bound B = ``beta_bound`` (None: snr·σ), as
     ``protocol.study_delta`` and ``protocol.study_tau`` resolve them;
     ``missing`` None: 0.1 for rmc, else 0; ``scale`` overrides Algorithm 2's s."""
 

@@ -21,9 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from ldpem.common.mechanisms import mechanism_names
+from ldpem.common.models import get_model, model_names
+from ldpem.common.protocol import derive_public_values
 
 __all__ = [
     "API_PREFIX",
@@ -46,15 +50,32 @@ __all__ = [
     "Trajectory",
     "describe_errors",
     "expected_round_count",
+    "public_parameters",
     "report_digest",
 ]
 
 API_PREFIX = "/v1"
 HOSPITAL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
-FederatedMechanism = Literal["local", "hospital", "local-clip", "central", "none"]
+
+def _registered_model(name: str) -> str:
+    if name not in model_names():
+        raise ValueError(f"model must be one of {', '.join(model_names())}")
+    return name
+
+
+def _federated_mechanism(name: str) -> str:
+    names = mechanism_names(federated=True)
+    if name not in names:
+        raise ValueError(f"mechanism must be one of {', '.join(names)}")
+    return name
+
+
+#: A registered model's name (``ldpem.common.models``).
+ModelName = Annotated[str, AfterValidator(_registered_model)]
+#: A registered mechanism a federated run may use (``ldpem.common.mechanisms``).
+FederatedMechanism = Annotated[str, AfterValidator(_federated_mechanism)]
 RunStatus = Literal["running", "finished", "failed"]
-ModelName = Literal["gmm", "mrm", "rmc"]
 AccountingName = Literal["exact", "paper"]
 #: Integers are stored as SQLite INTEGER (signed 64-bit): larger ones are refused up front.
 INT_LIMIT = 2**63
@@ -134,7 +155,7 @@ class RunCreate(_Schema):
     #: Default: n^-1.1 with n the total number of enrolled records.
     delta: float | None = Field(default=None, gt=0, lt=1)
     accounting: AccountingName = "exact"
-    #: Second-moment bound of Assumption 1; default ``calibration.default_tau`` of beta_bound.
+    #: Second-moment bound of Assumption 1; default: the model's ``default_tau`` of beta_bound.
     tau: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     #: Declared bound on ‖β‖₂ used for the default τ; default snr·σ.
     beta_bound: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -179,8 +200,9 @@ class RunCreate(_Schema):
                 )
         if self.beta0 is not None and len(self.beta0) != self.d:
             raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
-        if self.model != "rmc" and self.missing:
-            raise ValueError("missing is only meaningful for model rmc")
+        if self.missing and not get_model(self.model).allows_missing:
+            names = [name for name in model_names() if get_model(name).allows_missing]
+            raise ValueError(f"missing is only meaningful for models {', '.join(names)}")
         return self
 
 
@@ -199,7 +221,7 @@ class PublicParameters(_Schema):
     tau: float
     zeta: float
     #: Truncation scale s (local, central); None for local-clip and none. For hospital: None
-    #: means each holder's own s_k from its enrolled count (``protocol.hospital_scale``).
+    #: means each holder's own s_k from its enrolled count (``protocol.holder_own_scale``).
     scale: float | None
     #: Smoothing precision β_s (local, central, hospital).
     smoothing: float | None
@@ -327,3 +349,9 @@ class Trajectory(_Schema):
     betas: list[list[float]]
     #: ‖β^{t+1} − β^t‖ for each closed round.
     steps: list[float]
+
+
+def public_parameters(request: RunCreate) -> PublicParameters:
+    """The public mechanism parameters of a run, from its request and the study defaults
+    (``protocol.derive_public_values``)."""
+    return PublicParameters(**derive_public_values(request))

@@ -16,10 +16,10 @@ import numpy as np
 from pydantic import ValidationError
 
 from ldpem.common.accounting import epsilon_spent, gdp_delta, privacy_ratio
+from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.protocol import (
     holder_contribution,
     holder_noise_std,
-    public_parameters,
     report_sensitivity,
 )
 from ldpem.common.wire import (
@@ -28,6 +28,7 @@ from ldpem.common.wire import (
     RunCreate,
     describe_errors,
     expected_round_count,
+    public_parameters,
 )
 from ldpem.server.refusals import Invalid
 from ldpem.server.store import HospitalRow
@@ -51,7 +52,7 @@ NOISE_FLOOR_RTOL = 1e-6
 
 
 def usable_parameters(request: RunCreate) -> PublicParameters:
-    """``protocol.public_parameters(request)``, or Invalid (one line) when extreme values
+    """``wire.public_parameters(request)``, or Invalid (one line) when extreme values
     (ε = 5e-324, τ = 1e308, …) make a derived quantity zero or overflow float64: a run whose
     σ_r or bounds are not finite positive numbers could accept no report."""
     try:
@@ -61,7 +62,7 @@ def usable_parameters(request: RunCreate) -> PublicParameters:
             floor = noise_floor(params.mechanism, params, hospital.records)
             noise = run_noise_std(params, hospital.records)
             usable = usable and math.isfinite(noise) and math.isfinite(floor)
-            if params.mechanism != "none":
+            if get_mechanism(params.mechanism).noise_site != "nowhere":
                 usable = usable and 0 < record_bound(params, hospital.records) < math.inf
     except ValidationError as error:
         raise Invalid(
@@ -177,7 +178,8 @@ def check_report(
             f"count {report.count} does not match enrolment: {who} enrolled "
             f"{hospital.records} records, {expected} in round {t}",
         )
-    local_noise = params.mechanism in ("local", "local-clip", "hospital")
+    kind = get_mechanism(params.mechanism)
+    local_noise = kind.locally_private()
     if local_noise and report.noise_std <= 0:
         raise Invalid(f"mechanism {params.mechanism} needs noise_std > 0")
     if not local_noise and report.noise_std != 0:
@@ -222,13 +224,13 @@ def check_report(
             params.epsilon,
         )
     bound = record_bound(params, hospital.records)
-    # Local noise is one draw per record (std √count·σ_r on the sum); hospital-level
-    # noise is one draw on the whole sum (std σ_r).
-    draws = 1 if params.mechanism == "hospital" else report.count
+    # Noise per record is one draw per record (std √count·σ_r on the sum); noise per
+    # holder is one draw on the whole sum (std σ_r).
+    draws = kind.noise_draws(report.count)
     limit = report.count * bound + range_sigmas * math.sqrt(draws) * report.noise_std
     worst = max((abs(v) for v in report.total), default=0.0)
     if worst > limit:
-        spread = "" if params.mechanism == "hospital" else "√count·"
+        spread = "√count·" if kind.noise_site == "record" else ""
         raise Invalid(
             f"total is outside the range an honest client can produce: |total| = {worst:.6g}"
             f" > count·bound + {range_sigmas:g}·{spread}noise_std = {limit:.6g}",

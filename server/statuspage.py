@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.wire import PublicParameters, RunCreate, RunSummary
 from ldpem.server.coordinator import Coordinator
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_delta
@@ -542,9 +543,10 @@ def _hospital_table(
 ) -> str:
     rows = []
     for h in hospitals:
-        if params.mechanism == "central":
-            spent = _e("central: the coordinator's noise")
-        elif params.mechanism == "none":
+        site = get_mechanism(params.mechanism).noise_site
+        if site == "aggregator":
+            spent = _e(f"{params.mechanism}: the coordinator's noise")
+        elif site == "nowhere":
             spent = _e("∞ (no privacy)")
         elif h.epsilon is None:
             spent = _e(f"0 of {params.epsilon:g}")  # no report yet: nothing spent

@@ -1,9 +1,13 @@
-"""One place per idea: only ``common/protocol.py`` builds mechanisms, takes the M-step and
-derives the study defaults (docs/ARCHITECTURE.md, "One round protocol").
+"""One place per idea, and the registries decide (docs/ARCHITECTURE.md, docs/EXTENDING.md).
 
-The code of the installed package (cli/, common/, server/, client/) is read with ``ast``;
-a second copy of any of these ideas — the way the simulator once disagreed with the
-coordinator — fails here, naming the file and line.
+The code of the installed package (cli/, common/, server/, client/) is read with ``ast``:
+
+* only the protocol (``common/protocol/``) builds mechanisms, takes the M-step and derives
+  the study defaults: a second copy of any of these ideas — the way the simulator once
+  disagreed with the coordinator — fails here, naming the file and line;
+* outside the registries no file compares a model's or a mechanism's name with a string
+  literal (``params.mechanism == "hospital"``): it asks the registered class instead, so a
+  model or mechanism added in one file takes every path.
 """
 
 from __future__ import annotations
@@ -13,9 +17,18 @@ from pathlib import Path
 
 import pytest
 
+from ldpem.common.mechanisms import mechanism_names
+from ldpem.common.models import model_names
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("cli", "common", "server", "client")
-PROTOCOL = "common/protocol.py"
+PROTOCOL = "common/protocol/construction.py"
+#: The protocol package: the study defaults and the M-step live beside the construction.
+PROTOCOL_PACKAGE = "common/protocol/"
+#: Where names may be written as literals: each class's own module declares its name.
+REGISTRIES = ("common/models/", "common/mechanisms/")
+#: The names compared: every registered model and mechanism.
+NAMES = frozenset(model_names()) | frozenset(mechanism_names())
 
 #: The mechanism classes: built only by the protocol (their own module defines them).
 CONSTRUCTORS = frozenset(
@@ -33,14 +46,14 @@ CONSTRUCTORS = frozenset(
 CALIBRATION = {
     "noise_std_for": {PROTOCOL, "common/accounting.py"},
     "public_scale": {PROTOCOL},
-    "hospital_scale": {PROTOCOL},
+    "holder_own_scale": {PROTOCOL},
     "local_scale": {PROTOCOL, "common/calibration.py"},
     "central_scale": {PROTOCOL, "common/calibration.py"},
-    "truncation_sensitivity": {PROTOCOL, "common/calibration.py"},
-    "default_tau": {PROTOCOL},
+    "truncation_sensitivity": {PROTOCOL, "common/calibration.py", "common/mechanisms/local.py"},
+    "default_tau": {"common/protocol/defaults.py"},
 }
 #: Where a mechanism class may be named outside isinstance checks and annotations.
-CLASS_HOMES = {PROTOCOL, "common/mechanisms.py", "common/__init__.py"}
+CLASS_HOMES = {PROTOCOL, "common/__init__.py"}
 
 
 def _name(node: ast.expr) -> str | None:
@@ -82,10 +95,15 @@ def violations(source: str, path: str) -> list[str]:
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         where = f"{path}:{line}"
+        if isinstance(node, ast.Compare) and not path.startswith(REGISTRIES):
+            named = _compared_names(node)
+            if named:
+                found.append(f"{where}: compares with the name {sorted(named)[0]!r}")
         if (
             isinstance(node, (ast.Name, ast.Attribute))
             and _name(node) in CONSTRUCTORS
             and path not in CLASS_HOMES
+            and not path.startswith("common/mechanisms/")
             and id(node) not in allowed
         ):
             found.append(f"{where}: builds or passes mechanism class {_name(node)}")
@@ -93,7 +111,7 @@ def violations(source: str, path: str) -> list[str]:
             called = _name(node.func)
             if called in CALIBRATION and path not in CALIBRATION[called]:
                 found.append(f"{where}: calls {called} (a mechanism or default of its own)")
-        if path == PROTOCOL or not isinstance(node, ast.BinOp):
+        if path.startswith(PROTOCOL_PACKAGE) or not isinstance(node, ast.BinOp):
             continue
         if isinstance(node.op, ast.Pow) and _is_minus_1_1(node.right):
             found.append(f"{where}: a δ = n^-1.1 default of its own")
@@ -105,6 +123,18 @@ def violations(source: str, path: str) -> list[str]:
             and path != "common/wire.py"  # the partition's round sizes
         ):
             found.append(f"{where}: records per round (… // rounds) of its own")
+    return found
+
+
+def _compared_names(node: ast.Compare) -> set[str]:
+    """Registered names among the string constants a comparison holds, alone or in a tuple,
+    list or set (``x == "local"``, ``x in ("gmm", "mrm")``)."""
+    found: set[str] = set()
+    for operand in [node.left, *node.comparators]:
+        items = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+        for item in items:
+            if isinstance(item, ast.Constant) and item.value in NAMES:
+                found.add(str(item.value))
     return found
 
 
@@ -127,7 +157,10 @@ def test_only_the_protocol_builds_mechanisms_steps_and_defaults() -> None:
         ("kind = HospitalTruncation if a else b", "mechanism class"),
         ("m = mechanisms.NoPrivacy()", "mechanism class"),
         ("s = noise_std_for(epsilon=1, delta=1e-6, sensitivity=2)", "calls noise_std_for"),
-        ("tau = calibration.default_tau('gmm', beta_bound=3, sigma=1, d=2)", "default_tau"),
+        ("tau = get_model('gmm').default_tau(beta_bound=3, sigma=1, d=2)", "default_tau"),
+        ("if params.mechanism == 'hospital': pass", "compares with the name 'hospital'"),
+        ("local = name in ('local', 'local-clip')", "compares with the name 'local'"),
+        ("if config.model != 'rmc': pass", "compares with the name 'rmc'"),
         ("delta = float(n) ** -1.1", "δ = n^-1.1"),
         ("delta = n**(-1.1)", "δ = n^-1.1"),
         ("beta = beta + params.eta * gradient", "M-step"),

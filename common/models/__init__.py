@@ -1,19 +1,19 @@
-"""The three latent-variable models (docs/MATH.md §1): per-record gradients and generators."""
+"""The latent-variable models (docs/MATH.md §1) and their registry (docs/EXTENDING.md).
+
+Importing this package registers the built-in models: gmm, mrm, rmc.
+"""
 
 from __future__ import annotations
 
-from ldpem.common.models import gmm, mrm, rmc
+from ldpem.common.models import gmm, mrm, rmc  # noqa: F401  (they register themselves)
 from ldpem.common.models.base import Model, Records, estimation_error
+from ldpem.common.models.registry import get_model, model_names, register_model
 
-__all__ = ["MODELS", "MODEL_NAMES", "Model", "Records", "estimation_error", "get_model"]
-
-MODELS: dict[str, Model] = {m.name: m for m in (gmm.MODEL, mrm.MODEL, rmc.MODEL)}
-MODEL_NAMES: tuple[str, ...] = tuple(MODELS)
-
-
-def get_model(name: str) -> Model:
-    """The model called ``name`` ("gmm", "mrm" or "rmc")."""
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise ValueError(f"model must be one of {MODEL_NAMES}, got {name!r}") from None
+__all__ = [
+    "Model",
+    "Records",
+    "estimation_error",
+    "get_model",
+    "model_names",
+    "register_model",
+]

@@ -6,16 +6,16 @@ import copy
 import json
 import subprocess
 import sys
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 
 from ldpem.cli import main
 from ldpem.client import agent
-from ldpem.cmd_audit import AGENT_BUILT, AUDITED, run_audit
+from ldpem.cmd_audit import agent_built, audited, run_audit
 from ldpem.common import protocol
-from ldpem.common.mechanisms import CentralTruncation, Mechanism
-from ldpem.common.wire import FederatedMechanism, PublicParameters
+from ldpem.common.mechanisms import CentralTruncation, Mechanism, mechanism_names
+from ldpem.common.wire import PublicParameters
 
 
 def test_json_results_for_the_local_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,17 +68,17 @@ def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_every_mechanism_a_run_can_publish_is_audited_as_the_agent_builds_it() -> None:
-    federated = set(get_args(FederatedMechanism)) - {"none"}
-    assert set(AGENT_BUILT) == federated & set(AUDITED)
+    federated = set(mechanism_names(federated=True)) - {"none"}
+    assert set(agent_built()) == federated & set(audited())
     # The one left out cannot be published: a run of it would have no agent to audit.
-    assert set(AUDITED) - set(AGENT_BUILT) == {"central-clip"}
-    assert federated <= set(AUDITED)
+    assert set(audited()) - set(agent_built()) == {"central-clip"}
+    assert federated <= set(audited())
 
 
 #: Small enough for a few seconds (the candidate search dominates, hence d = 1), large
 #: enough that the noise check sees a factor 2 (±6% at 300 reports per input); seeded.
 SMALL: dict[str, Any] = {
-    "mechanisms": AGENT_BUILT,
+    "mechanisms": agent_built(),
     "accountings": ("exact",),
     "epsilon": 1.0,
     "delta": 1e-3,
@@ -113,7 +113,7 @@ def plant_on_the_agents_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_agents_construction_passes_when_honest() -> None:
     rows = run_audit(**SMALL)
-    assert {r["mechanism"] for r in rows if r["built_by"] == "agent"} == set(AGENT_BUILT)
+    assert {r["mechanism"] for r in rows if r["built_by"] == "agent"} == set(agent_built())
     failed = [(r["mechanism"], r["built_by"], r["path"]) for r in rows if not r["passed"]]
     assert failed == []
 
@@ -129,7 +129,7 @@ def test_a_noise_error_only_on_the_agents_path_fails_the_audit(
     # Every row of the agent's construction, every mechanism and path, fails; at least by
     # the noise check (about half the reference σ_r).
     agents = [r for r in rows if r["built_by"] == "agent"]
-    assert {r["mechanism"] for r in agents} == set(AGENT_BUILT)
+    assert {r["mechanism"] for r in agents} == set(agent_built())
     for row in agents:
         assert row["passed"] is False, row
         assert row["noise_std_ratio"][1] < 0.6, row

@@ -17,8 +17,7 @@ from ldpem.common.planning import (
     final_errors,
     recommendation,
 )
-from ldpem.common.protocol import public_parameters
-from ldpem.common.wire import RunCreate
+from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.server.forecast import forecast_error, run_problem
 from ldpem.simulate import SimulationConfig, simulate
 from tests.fedkit import run_request

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import MECHANISM_NAMES
-from ldpem.common.models import MODEL_NAMES, Records
+from ldpem.common.mechanisms import mechanism_names
+from ldpem.common.models import Records, model_names
 from ldpem.simulate import (
     OUTLIER_NORM,
     SimulationConfig,
@@ -94,8 +94,8 @@ def _allowance(outcome: SimulationOutcome) -> float:
     return 0.15 * float(np.linalg.norm(beta_star)) + 3.0 * noise_std * math.sqrt(d)
 
 
-@pytest.mark.parametrize("mechanism", MECHANISM_NAMES)
-@pytest.mark.parametrize("model", MODEL_NAMES)
+@pytest.mark.parametrize("mechanism", mechanism_names())
+@pytest.mark.parametrize("model", model_names())
 def test_every_model_converges_with_every_mechanism(model: str, mechanism: str) -> None:
     local = mechanism in ("local", "local-clip")
     config = SimulationConfig(

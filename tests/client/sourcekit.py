@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.calibration import default_tau
 from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import make_mechanism
 from ldpem.common.rounds import holder_round
@@ -88,7 +87,7 @@ def report(records: Records, *, model: str = "rmc", seed: int = 7) -> NDArray[np
         records_per_round=records.n,
         epsilon=1.0,
         delta=1e-6,
-        tau=default_tau(model, beta_bound=3.0, sigma=1.0, d=d),
+        tau=get_model(model).default_tau(beta_bound=3.0, sigma=1.0, d=d),
     )
     result = holder_round(
         model=get_model(model),

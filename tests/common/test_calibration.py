@@ -10,12 +10,12 @@ import pytest
 from ldpem.common.accounting import epsilon_tilde
 from ldpem.common.calibration import (
     central_scale,
-    default_tau,
     local_scale,
     round_epsilon_tilde,
     smoothing_precision,
     truncation_sensitivity,
 )
+from ldpem.common.models import get_model
 
 
 def test_smoothing_precision_is_sqrt_log_d_over_zeta() -> None:
@@ -49,9 +49,8 @@ def test_sensitivity_is_twice_the_bound_times_sqrt_d() -> None:
 
 
 def test_default_tau_per_model() -> None:
-    assert default_tau("gmm", beta_bound=3.0, sigma=1.0, d=10) == pytest.approx(1.9)
-    assert default_tau("mrm", beta_bound=3.0, sigma=1.0, d=10) == pytest.approx(10.9)
-    assert default_tau("rmc", beta_bound=3.0, sigma=1.0, d=10) == pytest.approx(10.9)
+    for name, tau in (("gmm", 1.9), ("mrm", 10.9), ("rmc", 10.9)):
+        assert get_model(name).default_tau(beta_bound=3.0, sigma=1.0, d=10) == pytest.approx(tau)
 
 
 @pytest.mark.parametrize(
@@ -67,7 +66,11 @@ def test_default_tau_per_model() -> None:
             lambda: central_scale(records=10, tau=-1.0, eps_tilde=0.1, d=3),
             "tau must be a finite number > 0, got -1.0",
         ),
-        (lambda: default_tau("lda", beta_bound=1.0, sigma=1.0, d=2), "model must be one of"),
+        (lambda: get_model("lda"), "model must be one of"),
+        (
+            lambda: get_model("gmm").default_tau(beta_bound=-1.0, sigma=1.0, d=2),
+            "beta_bound must be a finite number > 0, got -1.0",
+        ),
         (
             lambda: truncation_sensitivity(0.0, 3, smoothing=1.0),
             "s must be a finite number > 0, got 0.0",

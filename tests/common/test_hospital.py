@@ -14,8 +14,8 @@ from ldpem.common.calibration import central_scale, round_epsilon_tilde, smoothi
 from ldpem.common.mechanisms import HospitalTruncation, LocalTruncation
 from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import (
+    holder_own_scale,
     holder_records_per_round,
-    hospital_scale,
     local_noise_std,
     make_mechanism,
 )
@@ -58,7 +58,9 @@ def test_hospital_scale_uses_the_enrolled_count_per_round() -> None:
     assert holder_records_per_round(50_003, 10) == 5000
     assert holder_records_per_round(7, 10) == 1
     assert holder_records_per_round(123, 10, reuse=True) == 123
-    scale = hospital_scale(records=50_003, rounds=10, d=10, epsilon=1.0, delta=1e-6, tau=1.9)
+    scale = holder_own_scale(
+        "hospital", records=50_003, rounds=10, d=10, epsilon=1.0, delta=1e-6, tau=1.9
+    )
     direct = make_mechanism(
         "hospital", d=10, records_per_round=5000, epsilon=1.0, delta=1e-6, tau=1.9
     )

@@ -10,7 +10,7 @@ import pytest
 from ldpem.common import protocol
 from ldpem.common.mechanisms import CentralTruncation
 from ldpem.common.protocol import make_mechanism
-from ldpem.common.wire import PublicParameters, RunCreate
+from ldpem.common.wire import PublicParameters, RunCreate, public_parameters
 
 
 def test_study_defaults() -> None:
@@ -42,7 +42,7 @@ def _params(mechanism: str, **change: object) -> PublicParameters:
             **change,
         }
     )
-    return protocol.public_parameters(request)
+    return public_parameters(request)
 
 
 @pytest.mark.parametrize("mechanism", ["local", "hospital", "local-clip"])

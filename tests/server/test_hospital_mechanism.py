@@ -13,9 +13,9 @@ import pytest
 from ldpem.client.agent import AgentError, agent_mechanism
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.mechanisms import HospitalTruncation
-from ldpem.common.protocol import hospital_scale, local_noise_std, public_parameters
+from ldpem.common.protocol import holder_own_scale, local_noise_std
 from ldpem.common.truncation_bound import truncation_bound
-from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
+from ldpem.common.wire import ReportIn, RunCreate, expected_round_count, public_parameters
 from ldpem.server.coordinator import Coordinator, record_bound, run_noise_std
 from ldpem.server.refusals import Invalid
 from ldpem.server.store import Store
@@ -39,7 +39,8 @@ def test_public_parameters_leave_each_holder_its_own_scale() -> None:
     bounds = [record_bound(params, size) for size in SIZES]
     # s_k ∝ √m_k: the bound grows with the holder's size.
     assert bounds[1] / bounds[0] == pytest.approx(math.sqrt(400 / 100), rel=1e-12)
-    scale = hospital_scale(
+    scale = holder_own_scale(
+        "hospital",
         records=2000,
         rounds=ROUNDS,
         d=D,

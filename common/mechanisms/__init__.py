@@ -1,0 +1,40 @@
+"""Privacy mechanisms applied to per-record gradients, one per module, and their registry
+(``ldpem.common.mechanisms.base``; docs/EXTENDING.md).
+
+Importing this package registers the built-in mechanisms: local, hospital, central,
+local-clip, central-clip, none.
+"""
+
+from __future__ import annotations
+
+from ldpem.common.mechanisms.base import (
+    Mechanism,
+    get_mechanism,
+    mechanism_names,
+    register_mechanism,
+)
+
+# isort: off
+# Registration order is the order of every list of mechanisms (CLI choices, plan, audit).
+from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.mechanisms.hospital import HospitalTruncation
+from ldpem.common.mechanisms.central import CentralTruncation
+from ldpem.common.mechanisms.local_clip import LocalClipped, clip_rows
+from ldpem.common.mechanisms.central_clip import CentralClipped
+from ldpem.common.mechanisms.none import NoPrivacy
+
+# isort: on
+
+__all__ = [
+    "CentralClipped",
+    "CentralTruncation",
+    "HospitalTruncation",
+    "LocalClipped",
+    "LocalTruncation",
+    "Mechanism",
+    "NoPrivacy",
+    "clip_rows",
+    "get_mechanism",
+    "mechanism_names",
+    "register_mechanism",
+]

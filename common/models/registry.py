@@ -1,0 +1,52 @@
+"""The model registry: every part of ldpem takes its models from here (docs/EXTENDING.md).
+
+The CLI's choices, the wire's validation, the calibration's τ, the demo, the audit, the
+planner and ``generate`` all ask ``get_model`` / ``model_names``; nothing compares a model
+name with a literal. A model registers itself with ``register_model`` when its module is
+imported: the built-in ones through ``ldpem.common.models``, others through a plugin module
+named in ``LDPEM_PLUGINS`` (``ldpem.plugins``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+from ldpem.common.models.base import Model
+
+__all__ = ["get_model", "model_names", "register_model"]
+
+_MODELS: dict[str, Model] = {}
+#: A name is a CLI choice, a JSON value and a ledger key: plain, short, lower case.
+_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+ModelT = TypeVar("ModelT", bound=Model)
+
+
+def register_model(model: ModelT) -> ModelT:
+    """Make ``model`` (an instance of a ``Model`` subclass) available by its ``name``;
+    returns it. Registering another model under a taken name is an error; registering the
+    same class again (a module imported twice) is not."""
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a Model instance, got {type(model).__name__}")
+    name = getattr(model, "name", None)
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"model name must match {_NAME.pattern}, got {name!r}")
+    known = _MODELS.get(name)
+    if known is not None and type(known).__qualname__ != type(model).__qualname__:
+        raise ValueError(f"model name {name!r} is taken by {type(known).__name__}")
+    _MODELS[name] = model
+    return model
+
+
+def get_model(name: str) -> Model:
+    """The model registered as ``name``."""
+    try:
+        return _MODELS[name]
+    except KeyError:
+        raise ValueError(f"model must be one of {model_names()}, got {name!r}") from None
+
+
+def model_names() -> tuple[str, ...]:
+    """The registered models' names, in registration order (the built-in ones first)."""
+    return tuple(_MODELS)

@@ -1,0 +1,101 @@
+"""The round protocol of a federated run: one place for each of its ideas.
+
+The coordinator (``ldpem.server.coordinator``), the hospital agent (``ldpem.client.agent``),
+the in-process simulator (``ldpem.common.simulation``, ``ldpem simulate``), the planner and
+the forecast stated at run creation (``ldpem.common.planning``, ``ldpem.server.forecast``)
+and the tests' offline replay all call the functions below; none derives these quantities
+itself (``tests/test_one_protocol.py`` checks the code for copies). So the simulator is the
+exact model of the deployment: given the same records, seeds and partition it reproduces a
+federated run's trajectory bit for bit (``tests/cli/test_simulate_equals_federated.py``).
+
+One module per idea:
+
+* ``defaults``: the study defaults (δ, B, τ, m, β⁰);
+* ``streams``: the random streams of a run (partition, each report's noise, central noise);
+* ``construction``: every mechanism object, from public values (holder and coordinator) or
+  from a study's budget (simulator), asking each mechanism class's declarations;
+* ``mstep``: the aggregate and the M-step;
+* ``parameters``: the read-only views of a run the core takes (the wire's schemas fit them).
+"""
+
+from __future__ import annotations
+
+from ldpem.common.protocol.construction import (
+    CentralNoise,
+    central_noise,
+    central_noise_for,
+    derive_public_values,
+    holder_contribution,
+    holder_mechanism,
+    holder_noise_std,
+    holder_own_scale,
+    holder_scale,
+    local_noise_std,
+    make_mechanism,
+    privacy_ratio,
+    public_scale,
+    report_sensitivity,
+)
+from ldpem.common.protocol.defaults import (
+    DELTA_EXPONENT,
+    DELTA_MAX,
+    holder_records_per_round,
+    initial_beta,
+    records_per_round,
+    run_start,
+    study_beta_bound,
+    study_delta,
+    study_rng,
+    study_tau,
+)
+from ldpem.common.protocol.mstep import Step, aggregate, m_step
+from ldpem.common.protocol.parameters import Enrolment, PublicValues, RunRequest
+from ldpem.common.protocol.streams import (
+    FederatedStreams,
+    SharedStream,
+    Streams,
+    central_rng,
+    noise_rng,
+    partition_rng,
+    run_digest,
+)
+
+__all__ = [
+    "DELTA_EXPONENT",
+    "DELTA_MAX",
+    "CentralNoise",
+    "Enrolment",
+    "FederatedStreams",
+    "PublicValues",
+    "RunRequest",
+    "SharedStream",
+    "Step",
+    "Streams",
+    "aggregate",
+    "central_noise",
+    "central_noise_for",
+    "central_rng",
+    "derive_public_values",
+    "holder_contribution",
+    "holder_mechanism",
+    "holder_noise_std",
+    "holder_own_scale",
+    "holder_records_per_round",
+    "holder_scale",
+    "initial_beta",
+    "local_noise_std",
+    "m_step",
+    "make_mechanism",
+    "noise_rng",
+    "partition_rng",
+    "privacy_ratio",
+    "public_scale",
+    "records_per_round",
+    "report_sensitivity",
+    "run_digest",
+    "run_start",
+    "study_beta_bound",
+    "study_delta",
+    "study_rng",
+    "study_tau",
+]

@@ -1,0 +1,452 @@
+"""Mechanisms from a run's public values: the one place every mechanism object is built.
+
+``holder_mechanism`` is what a data holder runs, from the run's public parameters, its
+enrolled count and its OWN budget; the coordinator's record bound, sensitivity and noise
+floor come from the same functions (``holder_contribution``, ``report_sensitivity``,
+``holder_noise_std``). ``make_mechanism`` builds the mechanism of a simulated study from
+its budget. Nothing here compares a mechanism's name: each class's declarations
+(``ldpem.common.mechanisms.base.Mechanism``: where its noise goes, what it needs, its
+scale rule) decide, so a registered mechanism takes every path (docs/EXTENDING.md).
+
+**Central noise is calibrated on the actual count of the round** (``CentralNoise.std``):
+the aggregator releases the average of the records that reported in THIS round, whose
+replace-one sensitivity is Δ/count. Calibrating on the nominal m would under-noise every
+round with fewer records than m — a round closed at quorum, or the smaller rounds of an
+uneven partition — and break the published (ε, δ); calibrating on the count costs nothing
+when count ≥ m. The simulator does the same, so both draw the same σ_r in every round.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldpem.common._validation import check_count, check_open_unit, check_positive
+from ldpem.common.accounting import DEFAULT_ACCOUNTING, noise_std_for
+from ldpem.common.calibration import (
+    DEFAULT_ZETA,
+    central_scale,
+    local_scale,
+    round_epsilon_tilde,
+    smoothing_precision,
+    truncation_sensitivity,
+)
+from ldpem.common.mechanisms import Mechanism, get_mechanism
+from ldpem.common.protocol.defaults import (
+    holder_records_per_round,
+    records_per_round,
+    study_beta_bound,
+    study_delta,
+    study_tau,
+)
+from ldpem.common.protocol.parameters import PublicValues, RunRequest
+
+__all__ = [
+    "CentralNoise",
+    "central_noise",
+    "central_noise_for",
+    "derive_public_values",
+    "holder_contribution",
+    "holder_mechanism",
+    "holder_noise_std",
+    "holder_own_scale",
+    "holder_scale",
+    "local_noise_std",
+    "make_mechanism",
+    "privacy_ratio",
+    "public_scale",
+    "report_sensitivity",
+]
+
+FloatArray = NDArray[np.float64]
+
+
+@lru_cache(maxsize=1024)
+def _noise_std(
+    epsilon: float, delta: float, sensitivity: float, accounting: str, participations: int
+) -> float:
+    # Cached: the exact accounting solves for a root, and every report of a run asks again.
+    return noise_std_for(
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=sensitivity,
+        participations=participations,
+        accounting=accounting,
+    )
+
+
+def public_scale(
+    mechanism: str,
+    *,
+    d: int,
+    records_per_round: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    participations: int = 1,
+    zeta: float = DEFAULT_ZETA,
+) -> float:
+    """The truncation scale s of Algorithm 2 for a ``mechanism`` that needs one, by its
+    scale rule (local: m^¼, central: √m). For a mechanism whose holders each take their own
+    scale (hospital), m = ``records_per_round`` is the records ONE holder reports per round
+    (``holder_records_per_round``), computable from the run's public values and its
+    enrolled count."""
+    kind = get_mechanism(mechanism)
+    if kind.needs != "scale":
+        raise ValueError(f"mechanism {mechanism!r} has no truncation scale")
+    eps_tilde = round_epsilon_tilde(epsilon, delta, participations)
+    scale_fn = local_scale if kind.scale_rule == "fourth-root" else central_scale
+    return scale_fn(records=records_per_round, tau=tau, eps_tilde=eps_tilde, d=d, zeta=zeta)
+
+
+def holder_own_scale(
+    mechanism: str,
+    *,
+    records: int,
+    rounds: int,
+    d: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    zeta: float = DEFAULT_ZETA,
+) -> float:
+    """The scale s_k of a holder enrolled with ``records`` records in a partitioned run of
+    a ``mechanism`` whose holders take their own scale: Algorithm 2's rule with
+    m_k = ⌊records/rounds⌋, at the run's public (ε, δ). The holder and the coordinator both
+    compute it from public values and the enrolled count, so it need not be sent
+    (docs/HOSPITAL.md)."""
+    return public_scale(
+        mechanism,
+        d=d,
+        records_per_round=holder_records_per_round(records, rounds),
+        epsilon=epsilon,
+        delta=delta,
+        tau=tau,
+        zeta=zeta,
+    )
+
+
+def local_noise_std(
+    *,
+    scale: float,
+    smoothing: float,
+    d: int,
+    epsilon: float,
+    delta: float,
+    participations: int = 1,
+    accounting: str = DEFAULT_ACCOUNTING,
+) -> float:
+    """σ_r of each local report of T(·) at scale s so that ``participations`` reports of one
+    record are together (ε, δ)-DP. It is also the σ_r of the hospital-level mechanism's one
+    draw on a holder's sum: replacing one record moves that sum by at most as much as it
+    moves the record's own report."""
+    return _noise_std(
+        epsilon,
+        delta,
+        truncation_sensitivity(scale, d, smoothing=smoothing),
+        accounting,
+        check_count("participations", participations),
+    )
+
+
+@dataclass(frozen=True)
+class CentralNoise:
+    """The aggregator's noise of a central mechanism: N(0, σ_r² I_d) on the average of the
+    round's ``count`` records, σ_r calibrated to the average's sensitivity Δ/count at the
+    budget (ε, δ) over ``participations`` rounds (module docstring: why the count)."""
+
+    #: Δ of one record's contribution (L2, replace-one).
+    sensitivity: float
+    epsilon: float
+    delta: float
+    accounting: str = DEFAULT_ACCOUNTING
+    participations: int = 1
+
+    def std(self, count: int) -> float:
+        """σ_r on the average of ``count`` records."""
+        count = check_count("count", count)
+        return _noise_std(
+            self.epsilon,
+            self.delta,
+            self.sensitivity / count,
+            self.accounting,
+            self.participations,
+        )
+
+    def draw(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
+        """One draw N(0, σ_r² I_d), σ_r = ``std(count)``, for a round of ``count`` records.
+
+        Parameters
+        ----------
+        count : int
+            Records that reported in the round (≥ 1).
+        d : int
+            Dimension.
+        rng : numpy.random.Generator
+            The coordinator's central-noise stream of the round (``central_rng``).
+
+        Returns
+        -------
+        noise : array of shape (d,)
+        """
+        noise: FloatArray = rng.normal(0.0, self.std(count), d)
+        return noise
+
+
+def central_noise_for(
+    mechanism: Mechanism,
+    *,
+    d: int,
+    epsilon: float,
+    delta: float,
+    accounting: str = DEFAULT_ACCOUNTING,
+    participations: int = 1,
+) -> CentralNoise | None:
+    """The aggregator's noise for ``mechanism`` (None unless its noise is the aggregator's)."""
+    if mechanism.noise_site != "aggregator":
+        return None
+    return CentralNoise(
+        sensitivity=mechanism.sensitivity(d),
+        epsilon=epsilon,
+        delta=delta,
+        accounting=accounting,
+        participations=participations,
+    )
+
+
+def _shape(
+    kind: type[Mechanism],
+    *,
+    scale: float | None,
+    smoothing: float | None,
+    clip: float | None,
+) -> Mechanism:
+    """``kind`` without noise, from the values it ``needs``; ValueError naming a missing one."""
+    if kind.needs == "scale" and scale is None:
+        raise ValueError(f"the run publishes mechanism {kind.name} without a scale s")
+    if kind.needs == "clip" and clip is None:
+        raise ValueError(f"the run publishes mechanism {kind.name} without a clip norm")
+    return kind.from_values(noise_std=0.0, scale=scale, smoothing=smoothing, clip=clip)
+
+
+def make_mechanism(
+    name: str,
+    *,
+    d: int,
+    records_per_round: int,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    participations: int = 1,
+    tau: float | None = None,
+    zeta: float = DEFAULT_ZETA,
+    clip: float = 1.0,
+    accounting: str = DEFAULT_ACCOUNTING,
+    scale: float | None = None,
+) -> Mechanism:
+    """The mechanism of a simulated study, calibrated so that each record, over its
+    ``participations`` rounds, is (ε, δ)-DP under ``accounting``.
+
+    ``records_per_round`` is m (``records_per_round``): it sets s in Algorithm 2 and, when
+    the noise is the aggregator's, the σ_r shown as ``noise_std`` (that of a round of m
+    records; the M-step calibrates on each round's count, ``central_noise_for``); for a
+    mechanism whose holders take their own scale it is m_k, the records of ONE holder per
+    round, and the mechanism is that holder's. ``scale`` overrides s.
+    """
+    kind = get_mechanism(name)
+    d = check_count("d", d)
+    records_per_round = check_count("records_per_round", records_per_round)
+    if kind.noise_site == "nowhere":
+        return _shape(kind, scale=scale, smoothing=None, clip=clip)
+    if epsilon is None or delta is None:
+        raise ValueError(f"mechanism {name!r} needs epsilon and delta")
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_open_unit("delta", delta)
+    participations = check_count("participations", participations)
+    smoothing: float | None = None
+    if kind.needs == "clip":
+        clip = check_positive("clip", clip)
+    elif kind.needs == "scale":
+        if scale is None:
+            if tau is None:
+                raise ValueError(f"mechanism {name!r} needs tau (or an explicit scale)")
+            scale = public_scale(
+                name,
+                d=d,
+                records_per_round=records_per_round,
+                epsilon=epsilon,
+                delta=delta,
+                tau=tau,
+                participations=participations,
+                zeta=zeta,
+            )
+        smoothing = smoothing_precision(d, zeta)
+    shape = _shape(kind, scale=scale, smoothing=smoothing, clip=clip)
+    central = central_noise_for(
+        shape,
+        d=d,
+        epsilon=epsilon,
+        delta=delta,
+        accounting=accounting,
+        participations=participations,
+    )
+    if central is not None:
+        noise = central.std(records_per_round)
+    else:
+        noise = _noise_std(epsilon, delta, shape.sensitivity(d), accounting, participations)
+    return shape.with_noise(noise)
+
+
+def holder_scale(
+    params: PublicValues, records: int, *, mechanism: str | None = None
+) -> float | None:
+    """The scale a holder enrolled with ``records`` records truncates with: the published s,
+    or, for a mechanism whose holders take their own scale and a run that fixes none, its
+    own s_k (``holder_own_scale``). ``mechanism`` overrides the run's."""
+    name = params.mechanism if mechanism is None else mechanism
+    if get_mechanism(name).per_holder_scale and params.scale is None:
+        return holder_own_scale(
+            name,
+            records=records,
+            rounds=params.rounds,
+            d=params.d,
+            epsilon=params.epsilon,
+            delta=params.delta,
+            tau=params.tau,
+            zeta=params.zeta,
+        )
+    return params.scale
+
+
+def holder_contribution(
+    params: PublicValues, records: int, *, mechanism: str | None = None
+) -> Mechanism:
+    """The mechanism a holder enrolled with ``records`` records runs under ``params``
+    (``mechanism`` overrides its name), without its noise: what fixes each record's
+    contribution, its bound and its sensitivity. β_s is recomputed from d and ζ, never
+    taken from the published value. ValueError when the mechanism is not one of a federated
+    run, or the run publishes no scale or clip norm it needs."""
+    name = params.mechanism if mechanism is None else mechanism
+    kind = get_mechanism(name)
+    if not kind.federated:
+        raise ValueError(f"mechanism {name!r} is not one of a federated run")
+    scale = holder_scale(params, records, mechanism=name) if kind.needs == "scale" else None
+    smoothing = smoothing_precision(params.d, params.zeta) if kind.needs == "scale" else None
+    return _shape(kind, scale=scale, smoothing=smoothing, clip=params.clip)
+
+
+def report_sensitivity(
+    params: PublicValues, records: int, *, mechanism: str | None = None
+) -> float | None:
+    """Δ of one record in the report of a holder enrolled with ``records`` records; None
+    when that report carries no noise of the holder's (aggregator's noise, or none)."""
+    name = params.mechanism if mechanism is None else mechanism
+    if not get_mechanism(name).locally_private():
+        return None
+    return holder_contribution(params, records, mechanism=name).sensitivity(params.d)
+
+
+def holder_noise_std(
+    params: PublicValues,
+    records: int,
+    *,
+    epsilon: float,
+    delta: float,
+    accounting: str,
+    mechanism: str | None = None,
+) -> float:
+    """σ_r of the report of a holder enrolled with ``records`` records at the budget
+    (``epsilon``, ``delta``) under ``accounting`` (noise per holder: of its one draw on its
+    sum); 0 when the report carries no holder noise."""
+    sensitivity = report_sensitivity(params, records, mechanism=mechanism)
+    if sensitivity is None:
+        return 0.0
+    return _noise_std(epsilon, delta, sensitivity, accounting, 1)
+
+
+def holder_mechanism(
+    params: PublicValues, *, records: int, epsilon: float, delta: float, accounting: str
+) -> Mechanism:
+    """The mechanism a data holder enrolled with ``records`` records runs in the run of
+    ``params``, its noise calibrated from the holder's OWN budget (``epsilon``, ``delta``,
+    ``accounting``), never from a σ_r the coordinator chose. Mechanisms whose noise is the
+    aggregator's carry no holder noise (``central_noise``)."""
+    shape = holder_contribution(params, records)
+    noise = holder_noise_std(params, records, epsilon=epsilon, delta=delta, accounting=accounting)
+    return shape if noise == 0.0 else shape.with_noise(noise)
+
+
+def privacy_ratio(mechanism: Mechanism, d: int) -> float:
+    """μ = Δ/σ_r of one record in a holder's report under ``mechanism`` (∞ when the report
+    is not private on its own)."""
+    if not mechanism.locally_private():
+        return math.inf
+    return mechanism.sensitivity(d) / mechanism.noise_std
+
+
+def central_noise(params: PublicValues) -> CentralNoise | None:
+    """The coordinator's noise in a run of ``params`` (None unless its mechanism's noise is
+    the aggregator's), at the run's published budget."""
+    if get_mechanism(params.mechanism).noise_site != "aggregator":
+        return None
+    return central_noise_for(
+        holder_contribution(params, params.records_per_round),
+        d=params.d,
+        epsilon=params.epsilon,
+        delta=params.delta,
+        accounting=params.accounting,
+    )
+
+
+def derive_public_values(request: RunRequest) -> dict[str, Any]:
+    """The public parameters of a run (the fields of ``wire.PublicParameters``) from its
+    request and the study defaults."""
+    sizes = [h.records for h in request.hospitals]
+    m = records_per_round(sizes, request.rounds)
+    delta = study_delta(request.delta, sum(sizes))
+    bound = study_beta_bound(request.beta_bound, snr=request.snr, sigma=request.sigma)
+    tau = study_tau(
+        request.model, tau=request.tau, beta_bound=bound, sigma=request.sigma, d=request.d
+    )
+    kind = get_mechanism(request.mechanism)
+    scale: float | None = None
+    smoothing: float | None = None
+    clip: float | None = None
+    if kind.needs == "scale":
+        # A mechanism whose holders take their own scale publishes one only when the
+        # operator fixed one s for all.
+        scale = request.scale
+        if scale is None and not kind.per_holder_scale:
+            scale = public_scale(
+                request.mechanism,
+                d=request.d,
+                records_per_round=m,
+                epsilon=request.epsilon,
+                delta=delta,
+                tau=tau,
+                zeta=request.zeta,
+            )
+        smoothing = smoothing_precision(request.d, request.zeta)
+    elif kind.needs == "clip":
+        clip = request.clip
+    return {
+        "model": request.model,
+        "d": request.d,
+        "sigma": request.sigma,
+        "rounds": request.rounds,
+        "eta": request.eta,
+        "mechanism": request.mechanism,
+        "epsilon": request.epsilon,
+        "delta": delta,
+        "accounting": request.accounting,
+        "tau": tau,
+        "zeta": request.zeta,
+        "scale": scale,
+        "smoothing": smoothing,
+        "clip": clip,
+        "records_per_round": m,
+    }

@@ -1,0 +1,131 @@
+"""Study defaults: what a run or a simulated study uses when the operator does not say.
+
+* δ = min(n^-1.1, 0.5), n the records of the whole study (``study_delta``; 0.5 is the
+  largest δ an agent accepts);
+* B, the declared bound on ‖β‖₂: snr·σ; τ: the model's ``default_tau`` of B
+  (``study_beta_bound``, ``study_tau``);
+* m, the records per round that set the scale s of Algorithm 2: ⌊Σ nᵢ / T⌋ (at least 1),
+  all Σ nᵢ when records are reused every round (``records_per_round``); a holder's own
+  m_k = ⌊n_k / T⌋ (``holder_records_per_round``);
+* β⁰: a random direction of norm σ (β = 0 is a fixed point of the symmetric models);
+  a run draws it from its seed (``run_start``), a simulation from its generator
+  (``initial_beta``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldpem.common._validation import check_count, check_open_unit
+from ldpem.common.models import get_model
+
+__all__ = [
+    "DELTA_EXPONENT",
+    "DELTA_MAX",
+    "holder_records_per_round",
+    "initial_beta",
+    "records_per_round",
+    "run_start",
+    "study_beta_bound",
+    "study_delta",
+    "study_rng",
+    "study_tau",
+]
+
+FloatArray = NDArray[np.float64]
+
+#: δ = n^-DELTA_EXPONENT per record when the study does not fix it (the paper's choice).
+DELTA_EXPONENT = 1.1
+#: The largest δ: an agent refuses a run whose δ is above it (docs/PRIVACY.md).
+DELTA_MAX = 0.5
+#: Generator key of a run's start (with the run's seed).
+_START_KEY = 0xB0
+
+
+def study_delta(delta: float | None, records: int) -> float:
+    """δ per record: ``delta``, or n^-1.1 for the study's ``records`` records; at most
+    ``DELTA_MAX``."""
+    records = check_count("records", records)
+    value = delta if delta is not None else float(records) ** -DELTA_EXPONENT
+    return check_open_unit("delta", min(value, DELTA_MAX))
+
+
+def study_beta_bound(beta_bound: float | None, *, snr: float, sigma: float) -> float:
+    """The declared bound B on ‖β‖₂: ``beta_bound``, or snr·σ."""
+    return beta_bound if beta_bound is not None else snr * sigma
+
+
+def study_tau(model: str, *, tau: float | None, beta_bound: float, sigma: float, d: int) -> float:
+    """τ: ``tau``, or the model's ``default_tau`` of the declared bound B = ``beta_bound``."""
+    if tau is not None:
+        return tau
+    return get_model(model).default_tau(beta_bound=beta_bound, sigma=sigma, d=d)
+
+
+def records_per_round(sizes: Sequence[int], rounds: int, *, reuse: bool = False) -> int:
+    """m of a study whose holders have ``sizes`` records: ⌊Σ sizes / rounds⌋ (at least 1),
+    or Σ sizes when every record reports every round. It sets the scale s only: the
+    central noise is calibrated on each round's actual count (``ldpem.common.protocol``).
+
+    Parameters
+    ----------
+    sizes : sequence of int of length K
+        Records of each of the K holders (each ≥ 1).
+    rounds : int
+        T, the number of rounds (≥ 1).
+    reuse : bool
+        Whether every record reports in every round.
+
+    Returns
+    -------
+    int
+        m ≥ 1.
+    """
+    rounds = check_count("rounds", rounds)
+    total = sum(check_count("records", size) for size in sizes)
+    return total if reuse else max(1, total // rounds)
+
+
+def holder_records_per_round(records: int, rounds: int, *, reuse: bool = False) -> int:
+    """m_k, the records a holder with ``records`` records reports in its smallest round:
+    ⌊records/rounds⌋ partitioned (at least 1), all of them with ``reuse``."""
+    records = check_count("records", records)
+    rounds = check_count("rounds", rounds)
+    return records if reuse else max(1, records // rounds)
+
+
+def initial_beta(d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
+    """β⁰: a uniformly random direction of norm σ (β = 0 is a fixed point of the symmetric
+    models). Draws d standard normals from ``rng``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension (≥ 1).
+    sigma : float
+        The model's noise std σ, the norm of β⁰.
+    rng : numpy.random.Generator
+        The study's or run's generator.
+
+    Returns
+    -------
+    beta0 : array of shape (d,)
+    """
+    start = rng.standard_normal(check_count("d", d))
+    beta0: FloatArray = start / np.linalg.norm(start) * sigma
+    return beta0
+
+
+def run_start(seed: int, d: int, sigma: float) -> FloatArray:
+    """β⁰ of a run created with ``seed`` (the coordinator's): ``initial_beta`` of shape (d,)
+    with norm σ = ``sigma``, the model's noise std."""
+    return initial_beta(d, sigma, np.random.default_rng([seed, _START_KEY]))
+
+
+def study_rng(seed: int) -> np.random.Generator:
+    """The one generator of a simulated study with ``seed`` (``ldpem simulate``, the
+    planner and the forecast): data, β⁰, the split over holders, then the run."""
+    return np.random.default_rng(seed)
