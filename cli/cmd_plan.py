@@ -14,7 +14,7 @@ from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import model_names
-from ldpem.common.planning import PLAN_MECHANISMS, Plan, Problem, make_plan
+from ldpem.common.planning import Plan, Problem, make_plan
 
 __all__ = ["format_plan", "parse_sizes", "problem_from_args", "register"]
 
@@ -176,7 +176,6 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"--crossover-limit must be >= 1000, got {args.crossover_limit}")
     plan = make_plan(
         problem,
-        mechanisms=PLAN_MECHANISMS,
         seeds=args.seeds,
         crossover_limit=args.crossover_limit,
     )

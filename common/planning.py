@@ -26,7 +26,7 @@ import numpy as np
 
 from ldpem.common._validation import check_count, check_positive
 from ldpem.common.calibration import DEFAULT_ZETA
-from ldpem.common.mechanisms import Mechanism
+from ldpem.common.mechanisms import Mechanism, mechanism_names
 from ldpem.common.models import get_model
 from ldpem.common.protocol import (
     CentralNoise,
@@ -44,7 +44,6 @@ from ldpem.common.simulation import run_gradient_em, split_holders
 
 __all__ = [
     "BEAT_FRACTION",
-    "PLAN_MECHANISMS",
     "Estimate",
     "Plan",
     "Problem",
@@ -57,7 +56,6 @@ __all__ = [
 ]
 
 #: Mechanisms ``ldpem plan`` compares (β = 0 is added as the trivial reference).
-PLAN_MECHANISMS = ("local", "hospital", "central", "local-clip", "none")
 #: A mean final error at most this fraction of ‖β*‖ counts as beating β = 0.
 BEAT_FRACTION = 0.5
 
@@ -346,12 +344,15 @@ def recommendation(
 def make_plan(
     problem: Problem,
     *,
-    mechanisms: Sequence[str] = PLAN_MECHANISMS,
+    mechanisms: Sequence[str] | None = None,
     seeds: int = 3,
     crossover_seeds: int = 2,
     crossover_limit: int = 4_000_000,
 ) -> Plan:
-    """Estimates for every mechanism, the local crossover n and the recommendation."""
+    """Estimates for ``mechanisms`` (default: every mechanism a federated run may use,
+    from the registry), the local crossover n and the recommendation."""
+    if mechanisms is None:
+        mechanisms = mechanism_names(federated=True)
     estimates = tuple(estimate(problem, name, seeds) for name in mechanisms)
     crossover = crossover_records(
         problem, "local", seeds=crossover_seeds, max_records=crossover_limit

@@ -67,7 +67,8 @@ def test_simulate_plan_and_audit_take_it(capsys: pytest.CaptureFixture[str]) -> 
     assert main([*argv, "--d", str(D), "--seed", "1", "--json"]) == 0
     outcome = json.loads(capsys.readouterr().out)
     assert outcome["mechanism"] == "local-box" and math.isfinite(outcome["error"])
-    assert main(["plan", "--d", str(D), "--n", "20000", "--seeds", "2"]) == 0
+    plan = ["plan", "--d", str(D), "--n", "20000", "--hospitals", "2", "--seeds", "2"]
+    assert main(plan) == 0
     assert "local DP, coordinates clipped" in capsys.readouterr().out
     audit = ["audit", "--mechanism", "local-box", "--accounting", "exact", "--d", "2"]
     assert main([*audit, "--draws", "4000", "--holder-draws", "200", "--json"]) == 0
@@ -124,7 +125,9 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
             if run["status"] != "running" or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds", timeout=30).json()
+        rounds = httpx.get(
+            f"{url}/v1/runs/{run_id}/rounds", headers=admin_headers(), timeout=30
+        ).json()
     finally:
         processes.stop()
     assert run["status"] == "finished", run

@@ -89,7 +89,8 @@ def test_simulate_fits_it_without_privacy_and_with_local_dp(
 
 
 def test_plan_and_audit_take_it(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", "--model", "lr", "--d", str(D), "--n", "20000", "--seeds", "2"]) == 0
+    plan = ["plan", "--model", "lr", "--d", str(D), "--n", "20000", "--hospitals", "2"]
+    assert main([*plan, "--seeds", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("lr, d = 3") and "expected final error" in out
     argv = ["audit", "--model", "lr", "--mechanism", "local", "--accounting", "exact"]
