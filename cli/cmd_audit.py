@@ -119,7 +119,7 @@ def agent_built_mechanism(
     # store; no other command needs them.
     from pydantic import ValidationError
 
-    from ldpem.client.agent import agent_mechanism
+    from ldpem.client.trust import agent_mechanism
     from ldpem.server.policy import usable_parameters
     from ldpem.server.refusals import Invalid
 

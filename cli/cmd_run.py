@@ -172,7 +172,7 @@ def _fail(response: Any, what: str) -> UserError:
 def create_run(args: argparse.Namespace) -> int:
     import httpx
 
-    from ldpem.client.agent import tls_context
+    from ldpem.client.link import tls_context
 
     try:
         request = json.loads(args.config.read_text())
@@ -323,7 +323,7 @@ def _error_line(run: dict[str, Any], path: Path) -> str:
 def show_status(args: argparse.Namespace) -> int:
     import time
 
-    from ldpem.client.agent import tls_context
+    from ldpem.client.link import tls_context
 
     verify = tls_context(args.ca_cert)
     headers = _read_headers(args.token_file, args.admin_token_file)

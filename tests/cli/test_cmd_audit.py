@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ldpem.cli import main
-from ldpem.client import agent
+from ldpem.client import trust
 from ldpem.cmd_audit import agent_built, audited, run_audit
 from ldpem.common import protocol
 from ldpem.common.mechanisms import CentralTruncation, Mechanism, mechanism_names
@@ -96,8 +96,8 @@ def plant_on_the_agents_path(monkeypatch: pytest.MonkeyPatch) -> None:
     agent adds noise; for central, where the coordinator adds it, twice the truncation
     scale, so the coordinator's σ_r (from the published scale) covers half the distance
     between two records' contributions."""
-    real = protocol.holder_mechanism  # what ldpem.client.agent imported
-    assert agent.agent_mechanism.__globals__["holder_mechanism"] is real
+    real = protocol.holder_mechanism  # what ldpem.client.trust imported
+    assert trust.agent_mechanism.__globals__["holder_mechanism"] is real
 
     def broken(params: PublicParameters, **kwargs: Any) -> Mechanism:
         mechanism: Mechanism = copy.copy(real(params, **kwargs))
@@ -108,7 +108,7 @@ def plant_on_the_agents_path(monkeypatch: pytest.MonkeyPatch) -> None:
             mechanism.scale *= 2
         return mechanism
 
-    monkeypatch.setattr("ldpem.client.agent.holder_mechanism", broken)
+    monkeypatch.setattr("ldpem.client.trust.holder_mechanism", broken)
 
 
 def test_the_agents_construction_passes_when_honest() -> None:

@@ -21,8 +21,8 @@ import httpx
 import numpy as np
 import pytest
 
-from ldpem.client.agent import agent_mechanism
 from ldpem.client.ledger import Ledger
+from ldpem.client.trust import agent_mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.simulation import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count

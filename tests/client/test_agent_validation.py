@@ -16,20 +16,13 @@ import pytest
 from pydantic import ValidationError
 
 from ldpem.client import agent as agent_module
-from ldpem.client.agent import (
-    BETA_MAX,
-    Agent,
-    AgentConfig,
-    AgentError,
-    check_beta,
-    check_public,
-    noise_rng,
-    partition_rng,
-)
+from ldpem.client.agent import Agent, AgentConfig, AgentError
 from ldpem.client.ledger import DEFAULT_DATASET, Ledger
+from ldpem.client.trust import BETA_MAX, check_beta, check_public
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.errors import UserError
 from ldpem.common.models import Records
+from ldpem.common.protocol import noise_rng, partition_rng
 from ldpem.common.wire import Identity, PublicParameters
 
 

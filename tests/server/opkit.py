@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ldpem.client.agent import agent_mechanism
+from ldpem.client.trust import agent_mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldpem.client.agent import AgentError, agent_mechanism
+from ldpem.client.agent import AgentError
+from ldpem.client.trust import agent_mechanism
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.mechanisms import HospitalTruncation
 from ldpem.common.protocol import holder_own_scale, local_noise_std

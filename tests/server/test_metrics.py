@@ -12,7 +12,7 @@ import httpx
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from ldpem.client.agent import agent_mechanism
+from ldpem.client.trust import agent_mechanism
 from ldpem.server.app import create_app
 from ldpem.server.metrics import REFUSAL_REASONS
 from tests.fedkit import hospital_headers, live_server, settings

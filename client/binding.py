@@ -1,0 +1,91 @@
+"""What binds a run to this agent's ledger: canonical JSON, the records' digest, and the first
+difference between what was bound and what the coordinator says now."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+
+from ldpem.client.ledger import Binding
+from ldpem.client.trust import AgentError
+from ldpem.common.models import Records
+from ldpem.common.wire import Identity, RoundInfo
+
+__all__ = [
+    "beta_digest",
+    "canonical",
+    "check_binding",
+    "check_round",
+    "first_difference",
+    "records_digest",
+]
+
+
+def beta_digest(values: list[float]) -> str:
+    """SHA-256 of a round's β as the coordinator sent it (its JSON)."""
+    return hashlib.sha256(json.dumps(values).encode()).hexdigest()
+
+
+def records_digest(records: Records) -> str:
+    """SHA-256 of the records' values in order. Not a budget key (the budget belongs to the
+    state directory's dataset): it binds a run to its records, and warns of a change."""
+    h = hashlib.sha256()
+    x = np.ascontiguousarray(records.x, dtype=np.float64)
+    h.update(repr(x.shape).encode())
+    h.update(x.tobytes())
+    if records.y is not None:
+        h.update(np.ascontiguousarray(records.y, dtype=np.float64).tobytes())
+    return h.hexdigest()
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def first_difference(bound: Any, now: Any, path: str = "") -> str:
+    """``path.key was X, now Y`` for the first differing key; the coordinator's parameters
+    are compared before the agent's values derived from them."""
+    if isinstance(bound, dict) and isinstance(now, dict):
+        keys = sorted(set(bound) | set(now), key=lambda key: (key != "params", key))
+        for key in keys:
+            if bound.get(key) != now.get(key):
+                return first_difference(bound.get(key), now.get(key), f"{path}{key}.")
+    return f"{path.rstrip('.')} was {bound!r}, now {now!r}"
+
+
+def check_binding(run_id: str, bound: Binding, binding: str) -> None:
+    """Refuse a restart whose binding differs from the one stored at the first contact."""
+    if not bound.binding:
+        raise AgentError(
+            f"run {run_id} was started by an older agent that did not record its "
+            "parameters; it cannot be resumed safely (nothing was sent)"
+        )
+    if bound.binding != binding:
+        difference = first_difference(json.loads(bound.binding), json.loads(binding))
+        raise AgentError(
+            f"run {run_id} changed since this agent first took part: {difference}; refusing "
+            "before sending anything (a changed parameter could make a record report twice "
+            "or change its noise)"
+        )
+
+
+def check_round(me: Identity, info: RoundInfo, canonical_params: str) -> None:
+    """Refuse a round answer for another run, with changed parameters, or out of [0, T)."""
+    if info.run_id != me.run_id:
+        raise AgentError(
+            f"the coordinator answered for run {info.run_id[:80]!r}, not {me.run_id!r}; refusing"
+        )
+    now = canonical(info.params.model_dump(mode="json"))
+    if now != canonical_params:
+        difference = first_difference(json.loads(canonical_params), json.loads(now))
+        raise AgentError(
+            f"run {me.run_id} changed its parameters during the run: {difference}; refusing"
+        )
+    if info.status == "running" and not 0 <= info.round < me.params.rounds:
+        raise AgentError(
+            f"the coordinator opened round {info.round} of a run of "
+            f"{me.params.rounds} rounds (0..{me.params.rounds - 1}); refusing"
+        )

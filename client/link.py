@@ -1,0 +1,147 @@
+"""The agent's link to its coordinator: requests with retries and backoff, strict answers.
+
+A connection error or a 5xx is retried with exponential backoff and jitter until
+``give_up`` seconds have passed; a 4xx is the caller's to judge. Every 200 answer is
+parsed with the wire's strict schemas, and anything else is a one-line refusal: the
+coordinator's words in a message are bounded to one line of 300 characters.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import ssl
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from ldpem.client.trust import AgentError
+from ldpem.common.errors import UserError
+from ldpem.common.wire import API_PREFIX, Identity, RoundInfo, describe_errors
+
+__all__ = ["CoordinatorLink", "backoff_delay", "tls_context"]
+
+log = logging.getLogger("ldpem.client")
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+def tls_context(ca_cert: Path | None) -> ssl.SSLContext:
+    """TLS verification with ``ca_cert`` (a self-signed coordinator) or the system CAs."""
+    if ca_cert is None:
+        return ssl.create_default_context()
+    try:
+        return ssl.create_default_context(cafile=str(ca_cert))
+    except (OSError, ssl.SSLError) as error:
+        raise UserError(f"{ca_cert}: not a readable CA certificate ({error})") from None
+
+
+def backoff_delay(attempt: int, *, first: float = 0.2, cap: float = 5.0) -> float:
+    """Seconds to wait before retry ``attempt`` (0, 1, …): first·2^attempt capped at ``cap``,
+    times a uniform jitter in [0.75, 1.25) so that agents do not retry in lockstep."""
+    return min(first * 2.0 ** min(attempt, 30), cap) * (0.75 + 0.5 * random.random())
+
+
+class CoordinatorLink:
+    """HTTP to one coordinator as one hospital (its bearer token), with retries."""
+
+    def __init__(
+        self,
+        coordinator: str,
+        token: str,
+        *,
+        give_up: float,
+        wait: float,
+        ca_cert: Path | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.base = coordinator.rstrip("/")
+        self.give_up = give_up
+        self.wait = wait
+        self.sleep = sleep
+        self.clock = clock
+        self.http = httpx.Client(
+            base_url=self.base,
+            headers={"Authorization": f"Bearer {token}"},
+            verify=tls_context(ca_cert),
+            transport=transport,
+            timeout=httpx.Timeout(30.0, read=wait + 30.0),
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """The response to a request, retrying connection errors and 5xx with backoff; a 4xx
+        is returned to the caller. Raises AgentError after ``give_up`` s without success."""
+        started = self.clock()
+        attempt = 0
+        while True:
+            try:
+                response = self.http.request(method, path, **kwargs)
+                if response.status_code < 500:
+                    return response
+                problem = f"HTTP {response.status_code}: {response.text[:200]}"
+            except httpx.TransportError as error:
+                problem = f"{type(error).__name__}: {error}"
+            elapsed = self.clock() - started
+            if elapsed >= self.give_up:
+                raise AgentError(
+                    f"coordinator {self.base} unreachable for {elapsed:.0f} s, giving up "
+                    f"(last error: {problem})"
+                )
+            delay = backoff_delay(attempt)
+            attempt += 1
+            log.warning("%s %s failed (%s); retrying in %.1f s", method, path, problem, delay)
+            self.sleep(min(delay, max(0.0, self.give_up - elapsed)))
+
+    @staticmethod
+    def detail(response: httpx.Response) -> str:
+        try:
+            body = response.json()
+        except ValueError:
+            body = response.text
+        detail = body.get("detail", body) if isinstance(body, dict) else body
+        text = detail if isinstance(detail, str) else json.dumps(detail)
+        # The coordinator's words end up in this agent's one-line error: one line, bounded.
+        text = " ".join(text.split())
+        return text if len(text) <= 300 else text[:300] + "…"
+
+    def answer(self, model: type[Answer], response: httpx.Response, what: str) -> Answer:
+        """The coordinator's 200 answer as ``model`` (strict types); AgentError, one line,
+        when it is not one."""
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as error:
+            raise AgentError(
+                f"coordinator {self.base} sent an invalid answer to {what}: "
+                f"{describe_errors(error.errors())}; refusing"
+            ) from None
+
+    def identity(self) -> Identity:
+        response = self.request("GET", f"{API_PREFIX}/me")
+        if response.status_code != 200:
+            raise AgentError(
+                f"coordinator {self.base} refused the token: HTTP {response.status_code} "
+                f"{self.detail(response)}"
+            )
+        return self.answer(Identity, response, "GET /me")
+
+    def poll(self, run_id: str, after: int) -> RoundInfo:
+        response = self.request(
+            "GET",
+            f"{API_PREFIX}/runs/{run_id}/round",
+            params={"after": after, "wait": self.wait},
+        )
+        if response.status_code != 200:
+            raise AgentError(
+                f"cannot follow run {run_id}: HTTP {response.status_code} {self.detail(response)}"
+            )
+        return self.answer(RoundInfo, response, f"GET /runs/{run_id}/round")
