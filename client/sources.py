@@ -18,6 +18,10 @@ every record has been read and validated.
 The order of the records decides which round each reports in, so reading again must give
 the same order: a query without a top-level ORDER BY is refused.
 
+No message names a value read from a record, only its row and column: messages end up in
+logs and tickets that leave the hospital. Errors of the PostgreSQL server that may quote a
+value (SQLSTATE class 22, data exceptions) are shown by their condition name only.
+
 Credentials never come from the command line: PostgreSQL takes its password from the
 environment (PGPASSWORD), the password file (~/.pgpass, PGPASSFILE), a libpq service
 (PGSERVICE, ``?service=``) or ``--password-file``. A URL carrying a password is refused;
@@ -170,6 +174,16 @@ def _redacted_url(url: str) -> str:
 
 
 def _first_line(error: BaseException, secret: str | None) -> str:
+    """The first line of a library's error message, ``secret`` masked. A PostgreSQL data
+    exception (SQLSTATE class 22: "invalid input syntax for type double precision: "…"",
+    "value "…" is out of range") quotes the offending value, which is a record's: only its
+    condition name and SQLSTATE are shown."""
+    sqlstate = getattr(error, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate.startswith("22"):
+        return (
+            f"a value the query computed is invalid ({type(error).__name__}, SQLSTATE "
+            f"{sqlstate}; the server's message is not shown, as it may quote a record)"
+        )
     text = str(error).strip().splitlines()
     line = text[0].strip() if text else type(error).__name__
     if secret:
@@ -309,8 +323,7 @@ def _collect(
             if infinite.any():
                 row, column = np.argwhere(infinite)[0]
                 raise UserError(
-                    f"{label} row {n + row + 1}, column {names[column]!r}: infinite value "
-                    f"{float(block[row, column])!r}"
+                    f"{label} row {n + row + 1}, column {names[column]!r}: infinite value"
                 )
             if response is not None:
                 missing_y = np.isnan(block[:, response])
@@ -359,11 +372,11 @@ def _to_block(label: str, names: list[str], rows: list[tuple[Any, ...]], first: 
         for number, row in enumerate(rows, start=first):
             for name, value in zip(names, row, strict=True):
                 if type(value) not in _NUMBER_TYPES:
-                    shown = repr(value)
-                    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+                    # The type only: the value is a record's (it may even be the number
+                    # stored as text).
                     raise UserError(
-                        f"{label} row {number}, column {name!r}: not a number: {shown} "
-                        f"({type(value).__name__})"
+                        f"{label} row {number}, column {name!r}: not a number "
+                        f"(type {type(value).__name__})"
                     )
     try:
         return np.array(rows, dtype=np.float64).reshape(len(rows), len(names))
@@ -374,8 +387,7 @@ def _to_block(label: str, names: list[str], rows: list[tuple[Any, ...]], first: 
                     float(value) if value is not None else None
                 except OverflowError:
                     raise UserError(
-                        f"{label} row {number}, column {name!r}: too large for a float: "
-                        f"{str(value)[:40]}"
+                        f"{label} row {number}, column {name!r}: too large for a float"
                     ) from None
         raise
 
@@ -536,7 +548,10 @@ def _parquet(path: Path, source: Source, *, model: str) -> tuple[list[str], Iter
                 block = np.empty((batch.num_rows, len(names)), dtype=np.float64)
                 for j, column in enumerate(batch.columns):
                     # Nulls become NaN: a missing value, as an empty CSV cell.
-                    block[:, j] = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+                    # safe=False: an integer beyond 2**53 rounds to the nearest double,
+                    # as it does from CSV and SQL; the safe cast's error would quote it.
+                    floats = pc.cast(column, pa.float64(), safe=False)
+                    block[:, j] = floats.to_numpy(zero_copy_only=False)
                 yield block
                 first += batch.num_rows
         except (pa.ArrowException, OSError) as error:
