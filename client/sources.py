@@ -63,6 +63,10 @@ _SQL_SCHEMES = ("postgresql", "postgres", "sqlite")
 _NUMBER_TYPES = frozenset({int, float, Decimal, type(None)})
 #: libpq's URL query parameters that carry a secret.
 _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+#: The first bytes of every SQLite 3 database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Where libpq looks for a password (PGSERVICE too, but it names more than a password).
+_PASSWORD_HINT = "give it in PGPASSWORD, ~/.pgpass (or PGPASSFILE) or --password-file FILE"
 
 Block = NDArray[np.float64]
 
@@ -277,6 +281,7 @@ class Source:
         scheme = self.scheme
         if scheme is None:
             path = Path(self.location)
+            _refuse_sqlite_file(path)
             if path.suffix.lower() == ".parquet":
                 if not path.is_file():
                     raise UserError(f"{path}: no such file")
@@ -292,6 +297,22 @@ class Source:
     def loader(self, _path: Path, model: str) -> Records:
         """``load`` with the agent's loader signature (the path is this source's)."""
         return self.load(model)
+
+
+def _refuse_sqlite_file(path: Path) -> None:
+    """UserError when the file given as --data is an SQLite database: read as CSV it would
+    only be "not a UTF-8 text file", which does not say what to do instead."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError:
+        return  # missing or unreadable: the loader says so
+    if head == _SQLITE_MAGIC:
+        # sqlite:/// + a relative path, sqlite://// + an absolute one (its own leading /).
+        raise UserError(
+            f"{path}: an SQLite database, not a records file; use --data sqlite:///{path} "
+            'with --query "SELECT … ORDER BY …"'
+        )
 
 
 def _collect(
@@ -485,7 +506,12 @@ def _postgres(source: Source) -> tuple[list[str], Iterator[Block]]:
     try:
         connection = psycopg.connect(url, autocommit=False, **extra)
     except psycopg.Error as error:
-        raise UserError(f"{label}: cannot connect: {_first_line(error, secret)}") from None
+        line = _first_line(error, secret)
+        if "no password supplied" in line:
+            line += f"; the server asks for a password: {_PASSWORD_HINT}"
+        elif "password authentication failed" in line:
+            line += f"; check the password ({_PASSWORD_HINT})"
+        raise UserError(f"{label}: cannot connect: {line}") from None
     try:
         connection.read_only = True
         cursor = connection.cursor(name="ldpem_records", binary=True)

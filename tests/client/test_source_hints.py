@@ -1,7 +1,8 @@
-"""Sources that never show a record: a value planted in bad cells that no output may
-contain.
+"""Sources that say what to do and never show a record: the SQLite-file hint, and a value
+planted in bad cells that no output may contain.
 
-PostgreSQL's version is in test_sources_postgres.py.
+PostgreSQL's versions (the password hint, the planted value) are in
+test_sources_postgres.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from ldpem.cli import main
 from ldpem.client.sources import Source
 from ldpem.common.errors import UserError
+from tests.client.sourcekit import TABLE_QUERY, rmc_table, write_sqlite
 
 pytest.importorskip("pyarrow", reason="pyarrow (ldpem[parquet]) is not installed")
 
@@ -25,6 +27,39 @@ PLANTED = "987654"
 PLANTED_DECIMAL = "987654.321987"
 #: Beyond 2**53: pyarrow's safe cast to float64 refuses it with a message that quotes it.
 PLANTED_INTEGER = 987654321987654321
+
+
+# --- an SQLite file given as a path ----------------------------------------------------
+
+
+def test_an_sqlite_file_as_data_says_to_use_a_sqlite_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_sqlite(tmp_path / "records.db", rmc_table(30))
+    with pytest.raises(UserError) as caught:
+        Source("records.db").load("rmc")
+    assert str(caught.value) == (
+        "records.db: an SQLite database, not a records file; use --data sqlite:///records.db "
+        'with --query "SELECT … ORDER BY …"'
+    )
+    # An absolute path keeps its own slash (sqlite:////abs/…), whatever the file is named.
+    (tmp_path / "records.db").rename(tmp_path / "records.csv")
+    with pytest.raises(UserError, match=rf"use --data sqlite:///{tmp_path}/records\.csv with"):
+        Source(str(tmp_path / "records.csv")).load("rmc")
+    # The URL it suggests reads the file.
+    assert Source(f"sqlite:///{tmp_path}/records.csv", query=TABLE_QUERY).load("rmc").n == 30
+    # The command line says the same, in one line.
+    (tmp_path / "records.csv").rename(tmp_path / "records.db")
+    assert main(["simulate", "--model", "rmc", "--data", "records.db"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "use --data sqlite:///records.db with --query" in err
+
+
+def test_a_text_file_is_not_taken_for_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text("SQLite format 3,y\n1,2\n")  # the words, but not the 16-byte header
+    assert Source(str(path)).load("gmm").x.tolist() == [[1.0, 2.0]]
 
 
 # --- no record value in any output -----------------------------------------------------

@@ -106,6 +106,24 @@ def test_password_from_a_file_or_pgpass(
     assert Source(pg.url(), query=TABLE_QUERY).load("rmc").n == N
 
 
+def test_no_password_says_where_to_give_one(pg: Postgres, tmp_path: Path) -> None:
+    # no_ambient_credentials: no PGPASSWORD, and PGPASSFILE names no file.
+    with pytest.raises(UserError) as caught:
+        Source(pg.url(), query=TABLE_QUERY).load("rmc")
+    message = str(caught.value)
+    assert message.startswith(f"{pg.url()}: cannot connect: ") and "\n" not in message
+    assert "fe_sendauth: no password supplied" in message
+    for where in ("PGPASSWORD", "~/.pgpass", "--password-file"):
+        assert where in message
+    wrong = tmp_path / "wrong"
+    wrong.write_text("Wr0ng-Pa55word\n")
+    with pytest.raises(UserError) as caught:
+        Source(pg.url(), query=TABLE_QUERY, password_file=wrong).load("rmc")
+    message = str(caught.value)
+    assert "password authentication failed" in message and "check the password" in message
+    assert "Wr0ng-Pa55word" not in message
+
+
 #: Planted in bad cells (tests/client/test_source_hints.py plants it in Parquet and SQLite).
 PLANTED = "987654"
 PLANTED_DECIMAL = "987654.321987"
