@@ -44,6 +44,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.client.columns import check_id_columns
 from ldpem.client.data import RESPONSE_COLUMN, load_records
 from ldpem.common.errors import UserError
 from ldpem.common.models import Records, get_model
@@ -380,6 +381,7 @@ def _collect(
     if n == 0:
         raise UserError(f"{label}: no records (the query or file gave no rows)")
     x.resize((n, d), refcheck=False)
+    check_id_columns(label, [names[j] for j in covariates], x, source.columns)
     if response is None:
         return Records(x, None)
     y.resize(n, refcheck=False)

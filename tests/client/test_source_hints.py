@@ -1,5 +1,5 @@
-"""Sources that say what to do and never show a record: the SQLite-file hint, and a value
-planted in bad cells that no output may contain.
+"""Sources that say what to do and never show a record: the SQLite-file hint, the refused
+identifier column, and a value planted in bad cells that no output may contain.
 
 PostgreSQL's versions (the password hint, the planted value) are in
 test_sources_postgres.py.
@@ -12,9 +12,11 @@ import sqlite3
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ldpem.cli import main
+from ldpem.client.columns import ID_CHECK_MIN_ROWS, check_id_columns
 from ldpem.client.sources import Source
 from ldpem.common.errors import UserError
 from tests.client.sourcekit import TABLE_QUERY, rmc_table, write_sqlite
@@ -60,6 +62,96 @@ def test_a_text_file_is_not_taken_for_sqlite(tmp_path: Path) -> None:
     path = tmp_path / "r.csv"
     path.write_text("SQLite format 3,y\n1,2\n")  # the words, but not the 16-byte header
     assert Source(str(path)).load("gmm").x.tolist() == [[1.0, 2.0]]
+
+
+# --- a suspected identifier column -----------------------------------------------------
+
+
+def _with_ids(n: int, *, ids: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    table = rmc_table(n, missing=0.0)
+    person = np.arange(1001, 1001 + n) if ids is None else ids
+    rng = np.random.default_rng(5)
+    return {
+        "person_id": rng.permutation(person),  # not sorted: distinctness, not order, counts
+        "x1": table[:, 0],
+        "x2": table[:, 1],
+        "x3": table[:, 2],
+        "y": table[:, 3],
+    }
+
+
+def _parquet(path: Path, columns: dict[str, np.ndarray]) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(columns), path)
+    return str(path)
+
+
+def _sqlite(path: Path, columns: dict[str, np.ndarray]) -> tuple[str, str]:
+    names = list(columns)
+    db = sqlite3.connect(path)
+    db.execute(f"CREATE TABLE t (row INTEGER PRIMARY KEY, {', '.join(names)})")
+    rows = zip(*(column.tolist() for column in columns.values()), strict=True)
+    db.executemany(
+        f"INSERT INTO t ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", rows
+    )
+    db.commit()
+    db.close()
+    return f"sqlite:///{path}", f"SELECT {', '.join(names)} FROM t ORDER BY row"
+
+
+def _sources(tmp_path: Path, columns: dict[str, np.ndarray]) -> list[tuple[str, str | None]]:
+    parquet = _parquet(tmp_path / "ids.parquet", columns)
+    return [(parquet, None), _sqlite(tmp_path / "ids.db", columns)]
+
+
+def test_an_identifier_column_is_refused_as_a_covariate(tmp_path: Path) -> None:
+    for location, query in _sources(tmp_path, _with_ids(200)):
+        with pytest.raises(UserError) as caught:
+            Source(location, query=query).load("mrm")
+        assert str(caught.value) == (
+            f"{location}, column 'person_id': all 200 values are distinct integers, like an "
+            "identifier, so it is not taken as a covariate; choose the covariates with "
+            "--columns (e.g. --columns x1,x2,x3), naming person_id there if it is one"
+        )
+        # The suggested --columns reads the three covariates ...
+        chosen = Source(location, query=query, columns=("x1", "x2", "x3")).load("mrm")
+        assert chosen.d == 3 and chosen.n == 200
+        # ... and an operator who names the column in --columns gets it as a covariate.
+        named = Source(location, query=query, columns=("person_id", "x1")).load("mrm")
+        assert named.d == 2 and sorted(named.x[:, 0]) == list(range(1001, 1201))
+
+
+def test_integer_covariates_that_repeat_or_few_records_are_not_identifiers(
+    tmp_path: Path,
+) -> None:
+    ages = np.random.default_rng(2).integers(20, 90, size=500)  # repeats: pigeonhole
+    assert np.unique(ages).size < ages.size
+    for location, query in _sources(tmp_path, _with_ids(500, ids=ages)):
+        assert Source(location, query=query).load("mrm").d == 4
+    few = tmp_path / "few"
+    few.mkdir()
+    for location, query in _sources(few, _with_ids(ID_CHECK_MIN_ROWS - 1)):
+        assert Source(location, query=query).load("mrm").d == 4
+
+
+def test_check_id_columns() -> None:
+    n = ID_CHECK_MIN_ROWS
+    ids = np.arange(n, dtype=np.float64)
+    table = np.column_stack([np.linspace(0, 1, n), ids])
+    with pytest.raises(UserError, match=r"^f\.csv, column 'id': all 20 values are distinct"):
+        check_id_columns("f.csv", ["a", "id"], table, None)
+    check_id_columns("f.csv", ["a", "id"], table, ["a", "id"])  # named: taken as it is
+    check_id_columns("f.csv", ["a", "id"], table[:-1], None)  # too few records to tell
+    with_nan = table.copy()
+    with_nan[3, 1] = np.nan
+    check_id_columns("f.csv", ["a", "id"], with_nan, None)  # a missing value: no identifier
+    halves = table.copy()
+    halves[:, 1] += 0.5
+    check_id_columns("f.csv", ["a", "id"], halves, None)  # not integers
+    with pytest.raises(UserError, match=r"covariates with --columns, naming id there"):
+        check_id_columns("f.csv", ["id"], ids[:, None], None)  # nothing else to suggest
 
 
 # --- no record value in any output -----------------------------------------------------
