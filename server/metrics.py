@@ -4,9 +4,9 @@ A per-app ``CollectorRegistry`` (never the global one) so that several apps in o
 (the tests) count separately. What is observed where:
 
 * reports accepted, duplicate and refused (by reason), and the open long-polls: by
-  ``MetricsMiddleware``, an ASGI middleware outside every other, so a refusal by the body
-  size limit, the token check or the request validation is counted like one by the
-  coordinator;
+  ``MetricsMiddleware``, an ASGI middleware outside all but the request clock (which
+  only times requests for the access log), so a refusal by the body size limit, the token
+  check or the request validation is counted like one by the coordinator;
 * commit latency and group-commit batch size: by ``MeteredStore``, the store whose
   ``transaction`` times the COMMIT (the fsync) and counts the savepoints in it, one per
   report of a group commit (``Coordinator._flush``);
