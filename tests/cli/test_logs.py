@@ -9,6 +9,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,8 @@ from ldpem.common.logs import (
 )
 from ldpem.logsetup import setup_logging
 from ldpem.processes import Processes, free_port, start_coordinator
-from tests.fedkit import ADMIN, TOKENS, admin_headers, run_request
+from ldpem.server.app import create_app
+from tests.fedkit import ADMIN, TOKENS, admin_headers, live_server, run_request, settings
 from tests.server.opkit import READ, start_run
 
 
@@ -173,6 +175,10 @@ def test_coordinator_json_logs_carry_the_run_and_never_a_token(
     assert accepted[0]["logger"] == "ldpem.server" and accepted[0]["level"] == "INFO"
     closed = [r for r in records if "round 0 closed" in r["message"]]
     assert closed and closed[0]["run"] == study.run_id and closed[0]["round"] == 0
+    # Causal order: the last report's acceptance, then the closing of the round it completed.
+    messages = [r["message"] for r in records]
+    last = max(i for i, m in enumerate(messages) if "round 0: report from" in m)
+    assert last < messages.index(closed[0]["message"]), messages
     access = [r for r in records if r["logger"] == "uvicorn.access"]
     assert any("token=<redacted>" in r["message"] for r in access), access
     for record in access:  # every access line has its fields, not only a message
@@ -182,6 +188,37 @@ def test_coordinator_json_logs_carry_the_run_and_never_a_token(
     assert [(r["method"], r["status"]) for r in reports] == [("POST", 200)] * 3
     status_page = [r for r in access if r["path"] == f"/runs/{study.run_id}"]
     assert status_page and status_page[0]["method"] == "GET"
+
+
+def test_a_group_commit_is_logged_in_causal_order(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three reports share one commit (a long commit window), the last one closes the
+    round: the three acceptances come before the closing, and the closing before round 1's
+    acceptances."""
+    caplog.set_level(logging.INFO, logger="ldpem.server")
+    app = create_app(settings(tmp_path, commit_window=0.5))
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        study = start_run(client, hospitals=3, records=400, rounds=2)
+        threads = [threading.Thread(target=study.round, args=(0, [i])) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        study.round(1, range(3))
+    messages = [r.getMessage() for r in caplog.records if r.name == "ldpem.server"]
+    steps = [
+        "round 0: report from",
+        "round 0 closed with 3 reports",
+        "round 1: report from",
+        "finished after 2 rounds",
+    ]
+    order = [
+        next(j for j, step in enumerate(steps) if step in m)
+        for m in messages
+        if any(step in m for step in steps)
+    ]
+    assert order == [0, 0, 0, 1, 2, 2, 2, 3], messages
 
 
 def test_agent_json_logs(tmp_path: Path) -> None:
