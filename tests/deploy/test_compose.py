@@ -1,4 +1,5 @@
-"""docker-compose.yml for real: build the image, ``docker-compose up``, a federated run.
+"""docker-compose.yml for real: build the image, ``docker-compose up``, a federated run;
+then the image's layers hold no source.
 
 The engine and the base image come from ``engine.py`` (no registry needed). Skipped, with
 the reason printed, only where no Docker engine can be started; any later problem fails.
@@ -13,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -185,3 +187,43 @@ def test_compose_up_runs_a_federated_run_to_a_small_error(project: Project, tmp_
     page = httpx.get(f"{base}/runs/{runs[0]['run_id']}", timeout=10)
     assert page.status_code == 200 and "finished" in page.text
     _say(f"final error {error:.4f} (trivial {trivial:.4f}); {final[0]}")
+
+
+#: Files of the checkout that must not be in any layer of the image (the build stage's
+#: /src, our wheel, the compose and test files). Other wheels are the base image's own
+#: (Debian's python3-venv keeps pip's and setuptools' in /usr/share/python-wheels).
+_SOURCE_ONLY = re.compile(
+    r"(^|/)(src/pyproject\.toml|docker-compose\.yml|test_compose\.py|test\.lock"
+    r"|ldpem-[^/]*\.whl)$"
+)
+
+
+def _layer_names(image_tar: Path) -> list[str]:
+    """Every path in every layer of a ``docker save`` archive (the legacy layout's
+    <id>/layer.tar and the OCI layout's blobs alike: whatever member is itself a tar)."""
+    names: list[str] = []
+    with tarfile.open(image_tar) as archive:
+        for member in archive:
+            if not member.isfile():
+                continue
+            handle = archive.extractfile(member)
+            assert handle is not None
+            try:
+                with tarfile.open(fileobj=handle) as layer:
+                    names.extend(layer.getnames())
+            except tarfile.ReadError:
+                continue  # a manifest or a config, not a layer
+    return names
+
+
+def test_the_image_keeps_no_source(project: Project) -> None:
+    saved = WORKDIR / "image.tar"
+    try:
+        engine.docker("save", "-o", str(saved), IMAGE, timeout=900)
+        names = _layer_names(saved)
+    finally:
+        saved.unlink(missing_ok=True)
+    installed = [n for n in names if re.search(r"site-packages/ldpem/__init__\.py$", n)]
+    assert installed, "the scan found no installed package: it saw no layer"
+    leftovers = sorted({n for n in names if _SOURCE_ONLY.search(n)})
+    assert leftovers == [], leftovers

@@ -1,4 +1,6 @@
-"""docker-compose.yml against the Compose Specification schema, and the demo's own rules."""
+"""docker-compose.yml against the Compose Specification schema, and the demo's own rules:
+images pinned by digest, and an image that keeps no source (the Dockerfile's stages).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +19,24 @@ from ldpem.common.wire import RunCreate
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 SCHEMA = Path(__file__).with_name("compose-spec.json")
+#: An image reference pinned by digest; the tag, kept for the reader, is optional.
+PINNED = re.compile(r"[a-z0-9./-]+(:[\w.-]+)?@sha256:[0-9a-f]{64}")
+
+
+def dockerfile_stages() -> list[tuple[str, list[str]]]:
+    """The Dockerfile's stages: (the FROM line, its instructions), continuation lines
+    joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    stages: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("FROM "):
+            stages.append((line, []))
+        elif stages:
+            stages[-1][1].append(line)
+    return stages
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +91,18 @@ def test_coordinator_has_a_healthcheck_and_the_others_wait_for_it(
         assert condition == "service_completed_successfully", name
 
 
+def _base_image_default() -> str:
+    match = re.search(r"^ARG BASE_IMAGE=(\S+)$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    assert match is not None, "the Dockerfile has no ARG BASE_IMAGE=... default"
+    return match.group(1)
+
+
 def test_every_service_uses_the_image_built_from_this_repository(
     compose: dict[str, Any],
 ) -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim$", dockerfile, re.MULTILINE)
-    assert re.search(r"^FROM \$\{BASE_IMAGE\}$", dockerfile, re.MULTILINE)
+    assert _base_image_default().startswith("python:3.11-slim@")
+    assert re.search(r"^FROM \$\{BASE_IMAGE\} AS deps$", dockerfile, re.MULTILINE)
     assert 'ENTRYPOINT ["ldpem"]' in dockerfile
     assert re.search(r"^USER ldpem$", dockerfile, re.MULTILINE)
     for name, service in compose["services"].items():
@@ -84,6 +110,49 @@ def test_every_service_uses_the_image_built_from_this_repository(
             continue  # the warehouse profile's database: the official postgres image
         assert service["build"]["context"] == ".", name
         assert "BASE_IMAGE" in service["build"]["args"], name
+
+
+def test_images_are_pinned_by_digest(compose: dict[str, Any]) -> None:
+    base = _base_image_default()
+    assert PINNED.fullmatch(base), base
+    for name, service in compose["services"].items():
+        if "build" in service:
+            # The default of LDPEM_BASE_IMAGE must be the Dockerfile's: an empty build arg
+            # would override the Dockerfile's default, so compose repeats it.
+            arg = service["build"]["args"]["BASE_IMAGE"]
+            assert arg == f"${{LDPEM_BASE_IMAGE:-{base}}}", name
+        else:
+            assert PINNED.fullmatch(service["image"]), (name, service["image"])
+    # Every FROM is the pinned base or an earlier stage of this file.
+    names: list[str] = []
+    for line, _ in dockerfile_stages():
+        words = line.split()
+        assert words[1] == "${BASE_IMAGE}" or words[1] in names, line
+        if len(words) == 4 and words[2].upper() == "AS":
+            names.append(words[3])
+    assert PINNED.fullmatch("postgres:16@sha256:" + "0" * 64)
+    assert not PINNED.fullmatch("postgres:16") and not PINNED.fullmatch("python:3.11-slim")
+
+
+def test_the_image_keeps_no_source() -> None:
+    """A build stage makes the wheel from the package folders; the image's own stage copies
+    in only what that stage installed, and no stage copies the whole checkout."""
+    stages = dockerfile_stages()
+    assert [line.split()[-1] for line, _ in stages[:2]] == ["deps", "build"]
+    for line, instructions in stages:
+        for instruction in instructions:
+            if instruction.upper().startswith(("COPY", "ADD")):
+                sources = instruction.split()[1:-1]
+                assert "." not in sources and "./" not in sources, (line, instruction)
+    deps, build, image = (instructions for _, instructions in stages)
+    assert any(
+        "pip install --require-hashes --no-deps --requirement" in i and "runtime.lock" in i
+        for i in deps
+    )
+    assert any("pip wheel" in i and "pip install --no-deps" in i for i in build)
+    assert stages[2][0] == "FROM deps"
+    copies = [i for i in image if i.upper().startswith(("COPY", "ADD"))]
+    assert copies == ["COPY --from=build /install/ /opt/ldpem/"]
 
 
 def test_hospitals_are_one_study_with_their_own_tokens_and_volumes(
@@ -120,7 +189,7 @@ def test_warehouse_profile_reads_postgresql_without_a_password_on_the_command_li
     profile = {name for name, service in services.items() if "profiles" in service}
     assert profile == {"warehouse-extract", "warehouse", "run-warehouse", "hospital-d"}
     assert all(services[name]["profiles"] == ["warehouse"] for name in profile)
-    assert re.fullmatch(r"postgres:\d+", services["warehouse"]["image"])
+    assert re.fullmatch(r"postgres:\d+@sha256:[0-9a-f]{64}", services["warehouse"]["image"])
     assert (
         "./deploy/warehouse/init.sql:/docker-entrypoint-initdb.d/init.sql:ro"
         in (services["warehouse"]["volumes"])
