@@ -1,5 +1,6 @@
 """docker-compose.yml for real: build the image, ``docker-compose up``, a federated run;
-then the image's layers hold no source.
+then the image's layers hold no source, and the README's reset command removes the
+coordinator's state and the records but spares the hospitals' ledgers.
 
 The engine and the base image come from ``engine.py`` (no registry needed). Skipped, with
 the reason printed, only where no Docker engine can be started; any later problem fails.
@@ -227,3 +228,28 @@ def test_the_image_keeps_no_source(project: Project) -> None:
     assert installed, "the scan found no installed package: it saw no layer"
     leftovers = sorted({n for n in names if _SOURCE_ONLY.search(n)})
     assert leftovers == [], leftovers
+
+
+def test_the_readme_reset_spares_the_ledgers(project: Project) -> None:
+    """After the run (the first test): the README's reset (``down``, then ``docker volume
+    rm`` of the volumes labelled ldpem.reset=true; here only this project's) leaves the
+    ledger volumes only, and the hospitals' ledgers in them."""
+    project.checked("down", timeout=300)
+    label = f"label=com.docker.compose.project={project.name}"
+    listed = engine.docker("volume", "ls", "-q", "--filter", label).stdout.split()
+    reset = engine.docker(
+        "volume", "ls", "-q", "--filter", "label=ldpem.reset=true", "--filter", label
+    ).stdout.split()
+    assert reset and set(reset) < set(listed)
+    engine.docker("volume", "rm", *reset)
+    kept = set(engine.docker("volume", "ls", "-q", "--filter", label).stdout.split())
+    # <project>_<volume>: the project's name has no underscore, the volumes' neither.
+    # docker-compose v1 also creates the unused profile's volume (hospital-d-ledger).
+    short = {name.rsplit("_", 1)[-1]: name for name in kept}
+    hospitals = {f"hospital-{x}-ledger" for x in "abc"}
+    assert hospitals <= set(short) <= hospitals | {"hospital-d-ledger"}, kept
+    for volume in sorted(short[name] for name in hospitals):
+        listing = engine.docker(
+            "run", "--rm", "-v", f"{volume}:/state", "--entrypoint", "ls", IMAGE, "/state/agent"
+        ).stdout.split()
+        assert "ledger.sqlite" in listing, (volume, listing)

@@ -1,5 +1,6 @@
 """docker-compose.yml against the Compose Specification schema, and the demo's own rules:
-images pinned by digest, and an image that keeps no source (the Dockerfile's stages).
+images pinned by digest, restart policies, ledgers on volumes of their own that the
+README's reset command spares, and an image that keeps no source (the Dockerfile's stages).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ COMPOSE = ROOT / "docker-compose.yml"
 SCHEMA = Path(__file__).with_name("compose-spec.json")
 #: An image reference pinned by digest; the tag, kept for the reader, is optional.
 PINNED = re.compile(r"[a-z0-9./-]+(:[\w.-]+)?@sha256:[0-9a-f]{64}")
+#: The label of the volumes the README's reset command removes.
+RESET_LABEL = "ldpem.reset"
 
 
 def dockerfile_stages() -> list[tuple[str, list[str]]]:
@@ -132,6 +135,94 @@ def test_images_are_pinned_by_digest(compose: dict[str, Any]) -> None:
             names.append(words[3])
     assert PINNED.fullmatch("postgres:16@sha256:" + "0" * 64)
     assert not PINNED.fullmatch("postgres:16") and not PINNED.fullmatch("python:3.11-slim")
+
+
+def test_every_service_has_a_restart_policy(compose: dict[str, Any]) -> None:
+    """Long-running servers restart unless stopped (a crash, a reboot); an agent on
+    failure only (it exits 0 when its run is over); one-shot services never (a second
+    `run create` would be refused)."""
+    for name, service in compose["services"].items():
+        command = service.get("command", [])
+        words = " ".join(command if isinstance(command, list) else [command])
+        if name in ("coordinator", "warehouse"):
+            expected = {"unless-stopped", "always"}
+        elif "client" in words:
+            expected = {"on-failure"} | {f"on-failure:{n}" for n in range(1, 100)}
+        else:
+            expected = {"no"}
+        assert service.get("restart") in expected, (name, service.get("restart"))
+
+
+def _volume(mounts: list[str], target: str) -> str | None:
+    """The named volume ``mounts`` mount at ``target`` (its first path segment)."""
+    for mount in mounts:
+        source, path = mount.split(":")[:2]
+        if path == target and not source.startswith("."):
+            return source
+    return None
+
+
+def _state_dir(service: dict[str, Any]) -> str:
+    command = [str(word) for word in service["command"]]
+    if command and command[0] == "client":
+        words = command
+    else:  # sh -c "ldpem generate … && exec ldpem client …"
+        words = shlex.split(" ".join(command).replace("$$", "$"))
+    return words[words.index("--state") + 1]
+
+
+def test_ledgers_have_volumes_of_their_own_that_the_reset_spares(
+    compose: dict[str, Any],
+) -> None:
+    agents = {
+        name: service
+        for name, service in compose["services"].items()
+        if "client" in " ".join(service.get("command", []))
+    }
+    assert len(agents) == 4  # hospital-a, -b, -c and the warehouse's hospital-d
+    ledgers = set()
+    for name, service in agents.items():
+        state = _state_dir(service)
+        assert state.startswith("/state/"), (name, state)
+        ledger = _volume(service["volumes"], "/state")
+        assert ledger == f"{name}-ledger", (name, ledger)
+        assert all(
+            not mount.startswith(f"{ledger}:")
+            for s in compose["services"].values()
+            if s is not service
+            for mount in s.get("volumes", [])
+        ), ledger
+        records = _volume(service["volumes"], "/data")
+        assert records != ledger
+        ledgers.add(ledger)
+    # The reset removes exactly the volumes labelled ldpem.reset=true: all but the ledgers.
+    volumes = compose["volumes"]
+    labelled = {
+        name
+        for name, volume in volumes.items()
+        if ((volume or {}).get("labels") or {}).get(RESET_LABEL) == "true"
+    }
+    assert labelled == set(volumes) - ledgers
+    assert ledgers <= set(volumes)
+
+
+def test_the_readme_reset_command_spares_the_ledgers() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Run with docker compose", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    reset = [block for block in blocks if "docker volume rm" in block]
+    assert len(reset) == 1, blocks
+    commands = [line.split("#")[0].strip() for line in reset[0].splitlines()]
+    assert commands == [
+        "docker compose down",
+        f"docker volume rm $(docker volume ls -q --filter label={RESET_LABEL}=true)",
+    ]
+    # The only `down -v` the section mentions is the one that says it deletes the ledgers.
+    for line in section.splitlines():
+        if "down -v" in line:
+            assert "deletes the ledgers" in line, line
+    header = COMPOSE.read_text().split("\nx-ldpem:", 1)[0]
+    assert f"label={RESET_LABEL}=true" in header
 
 
 def test_the_image_keeps_no_source() -> None:
