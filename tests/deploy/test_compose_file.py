@@ -206,6 +206,32 @@ def test_ledgers_have_volumes_of_their_own_that_the_reset_spares(
     assert ledgers <= set(volumes)
 
 
+def test_every_agent_names_the_model_of_its_run(compose: dict[str, Any]) -> None:
+    """``ldpem client`` requires --model (it reads its records for that model before it
+    contacts anyone); each agent's must be its run's."""
+    runs = {
+        "run.json": RunCreate.model_validate_json((ROOT / "deploy" / "run.json").read_text()),
+        "run-warehouse.json": RunCreate.model_validate_json(
+            (ROOT / "deploy" / "run-warehouse.json").read_text()
+        ),
+    }
+    models = {h.name: run.model for run in runs.values() for h in run.hospitals}
+    agents = 0
+    for name, service in compose["services"].items():
+        command = [str(word) for word in service.get("command", [])]
+        if command[:1] == ["client"]:
+            words = command
+        elif "ldpem client" in " ".join(command):
+            words = shlex.split(" ".join(command).replace("$$", "$"))
+            words = words[words.index("client") :]
+        else:
+            continue
+        agents += 1
+        assert "--model" in words, name
+        assert words[words.index("--model") + 1] == models[name], name
+    assert agents == 4
+
+
 def test_the_readme_reset_command_spares_the_ledgers() -> None:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Run with docker compose", 1)[1].split("\n## ", 1)[0]
