@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.client.columns import check_id_columns
 from ldpem.common.errors import UserError
 from ldpem.common.models import Records, get_model
 
@@ -224,6 +225,7 @@ def _to_records(
     else:
         x, y = table[:, x_index], None
 
+    check_id_columns(label, [names[j] for j in x_index], x, columns)
     missing_x = np.isnan(x)
     if missing_x.any() and not spec.allows_missing:
         row, column = _first_bad(missing_x)

@@ -17,6 +17,7 @@ import pytest
 
 from ldpem.cli import main
 from ldpem.client.columns import ID_CHECK_MIN_ROWS, check_id_columns
+from ldpem.client.data import load_records
 from ldpem.client.sources import Source
 from ldpem.common.errors import UserError
 from tests.client.sourcekit import TABLE_QUERY, rmc_table, write_sqlite
@@ -121,6 +122,17 @@ def test_an_identifier_column_is_refused_as_a_covariate(tmp_path: Path) -> None:
         # ... and an operator who names the column in --columns gets it as a covariate.
         named = Source(location, query=query, columns=("person_id", "x1")).load("mrm")
         assert named.d == 2 and sorted(named.x[:, 0]) == list(range(1001, 1201))
+
+
+def test_an_identifier_column_in_a_csv_or_npy_file_is_refused(tmp_path: Path) -> None:
+    columns = _with_ids(200)
+    names = list(columns)
+    table = np.column_stack([np.asarray(c, dtype=np.float64) for c in columns.values()])
+    csv = tmp_path / "ids.csv"
+    np.savetxt(csv, table, delimiter=",", header=",".join(names), comments="")
+    with pytest.raises(UserError, match=r"column 'person_id': all 200 values are distinct"):
+        load_records(csv, "mrm")
+    assert load_records(csv, "mrm", columns=("x1", "x2", "x3")).d == 3
 
 
 def test_integer_covariates_that_repeat_or_few_records_are_not_identifiers(
