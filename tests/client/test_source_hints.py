@@ -286,3 +286,40 @@ def test_no_output_contains_a_value_planted_in_a_bad_sqlite_cell(
         output = _run_and_collect(argv, capsys, caplog)
         assert where in output
         assert PLANTED not in str(caught.value) and PLANTED not in output, output
+
+
+def _csv_cases(tmp_path: Path) -> list[tuple[str, str, str]]:
+    """(file, model, the message's line and column) with the planted value in a bad cell
+    or in the bad row of a CSV file, and in the bad row of a .npy file."""
+    cases = [
+        (
+            "x1,x2,y\n1,2,3\n4," + PLANTED_DECIMAL + "x,6\n",
+            "mrm",
+            "line 3, column 'x2': not a number",
+        ),
+        ("x1,x2,y\n" + PLANTED_DECIMAL + ",2,\n", "mrm", "line 2, column 'y': the response may"),
+        ("x1,x2\n" + PLANTED_DECIMAL + ",1e999\n", "gmm", "line 2, column 'x2': infinite value"),
+        ("x1,x2\n1,2\n" + PLANTED_DECIMAL + "\n", "gmm", "line 3: expected 2 fields, got 1"),
+    ]
+    out = []
+    for number, (text, model, where) in enumerate(cases):
+        path = tmp_path / f"planted{number}.csv"
+        path.write_text(text)
+        out.append((str(path), model, where))
+    npy = tmp_path / "planted.npy"
+    np.save(npy, np.array([[1.0, 2.0], [float(PLANTED_DECIMAL), np.nan]]))
+    out.append((str(npy), "gmm", "row 2, column 'x1': missing value"))
+    return out
+
+
+def test_no_output_contains_a_value_planted_in_a_bad_csv_or_npy_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for path, model, where in _csv_cases(tmp_path):
+        with pytest.raises(UserError) as caught:
+            Source(path).load(model)
+        assert where in str(caught.value)
+        output = _run_and_collect(["simulate", "--model", model, "--data", path], capsys, caplog)
+        assert where in output
+        assert PLANTED not in str(caught.value) and PLANTED not in output, output
