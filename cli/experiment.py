@@ -1,8 +1,9 @@
 """The paper's experiments (Section "Experiments", Figures 1–8) and a robustness study,
 in the paper's central model and in the local model (``ldpem experiment``).
 
-Every point is the mean (and std, min, max) over seeds 0..S−1 of ``simulate`` runs; each
-run draws its own data, starting point and noise from its seed. Figures:
+Every point is the mean (and std, min, max) over seeds 0..S−1 of simulated studies
+(``ldpem.common.study.run_study``); each draws its own data, starting point and noise from
+its seed. Figures:
 
 * ``fig1``   clipped baseline (Algorithm 1) for C ∈ {0.1, 0.5, 1, 2, 5, 10}, vs iteration;
 * ``fig2–4`` error vs iteration for several ε, d and n (GMM, MRM, RMC);
@@ -32,7 +33,7 @@ from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
 from ldpem.common.models import Records
-from ldpem.simulate import Dataset, SimulationConfig, simulate
+from ldpem.common.study import Dataset, Study, run_study
 
 __all__ = [
     "CLIPS",
@@ -155,15 +156,15 @@ DatasetFactory = Callable[[int], Dataset]
 
 
 class Runner:
-    """Runs ``simulate`` over seeds 0..S−1, remembering results so that a configuration
-    shared by several figures is run once."""
+    """Runs a study over seeds 0..S−1, remembering results so that a study shared by
+    several figures is run once."""
 
     def __init__(self, seeds: int) -> None:
         self.seeds = seeds
-        self._cache: dict[tuple[SimulationConfig, str], FloatArray] = {}
+        self._cache: dict[tuple[Study, str], FloatArray] = {}
 
     def trajectories(
-        self, config: SimulationConfig, dataset: tuple[str, DatasetFactory] | None = None
+        self, config: Study, dataset: tuple[str, DatasetFactory] | None = None
     ) -> FloatArray:
         """Errors (seeds, T+1): at β⁰, then after each round."""
         if config.mechanism == "none":  # the budget does not change a non-private run
@@ -173,12 +174,14 @@ class Runner:
             rows = []
             for seed in range(self.seeds):
                 data = None if dataset is None else dataset[1](seed)
-                outcome = simulate(replace(config, seed=seed), dataset=data)
-                rows.append([outcome["initial_error"], *outcome["errors"]])
+                result = run_study(replace(config, seed=seed), data=data)
+                # Every figure's data has a known β*, so every error is there.
+                assert result.initial_error is not None and result.errors is not None
+                rows.append([result.initial_error, *result.errors])
             self._cache[key] = np.array(rows, dtype=np.float64)
         return self._cache[key]
 
-    def finals(self, configs: list[SimulationConfig]) -> FloatArray:
+    def finals(self, configs: list[Study]) -> FloatArray:
         """Final errors (seeds, len(configs))."""
         return np.stack([self.trajectories(c)[:, -1] for c in configs], axis=1)
 
@@ -187,10 +190,8 @@ def _iterations() -> tuple[float, ...]:
     return tuple(float(t) for t in range(ROUNDS + 1))
 
 
-def _base(setting: Setting, model: str) -> SimulationConfig:
-    return SimulationConfig(
-        model=model, n=setting.n, d=setting.d, epsilon=setting.epsilon, rounds=ROUNDS
-    )
+def _base(setting: Setting, model: str) -> Study:
+    return Study(model=model, n=setting.n, d=setting.d, epsilon=setting.epsilon, rounds=ROUNDS)
 
 
 def figure_clipping(runner: Runner, setting: Setting) -> FigureResult:
@@ -198,7 +199,7 @@ def figure_clipping(runner: Runner, setting: Setting) -> FigureResult:
     n, d, epsilon = setting.clip_point
     panels = []
     for model in MODELS:
-        base = SimulationConfig(model=model, n=n, d=d, epsilon=epsilon, rounds=ROUNDS)
+        base = Study(model=model, n=n, d=d, epsilon=epsilon, rounds=ROUNDS)
         series = [
             Series(
                 f"clipped C={clip:g}",
@@ -231,7 +232,7 @@ def figure_clipping(runner: Runner, setting: Setting) -> FigureResult:
     )
 
 
-def _sweeps(setting: Setting, model: str) -> Iterator[tuple[str, str, list[SimulationConfig]]]:
+def _sweeps(setting: Setting, model: str) -> Iterator[tuple[str, str, list[Study]]]:
     """(variable, panel title, configurations) for the ε, d and n sweeps."""
     base = _base(setting, model)
     yield (
@@ -251,7 +252,7 @@ def _sweeps(setting: Setting, model: str) -> Iterator[tuple[str, str, list[Simul
     )
 
 
-def _value(config: SimulationConfig, variable: str) -> float:
+def _value(config: Study, variable: str) -> float:
     return float({"ε": config.epsilon, "d": config.d, "n": config.n}[variable])
 
 
@@ -419,7 +420,7 @@ def figure_real(runner: Runner, central: Setting, local: Setting) -> FigureResul
         model = source.model
         data = (source.name, source.dataset)
         for setting in (central, local):
-            base = SimulationConfig(
+            base = Study(
                 model=model,
                 n=source.n,
                 d=source.d,
@@ -473,9 +474,7 @@ def figure_robustness(runner: Runner, central: Setting, local: Setting) -> Figur
     """Figure 9: final error (GMM, d=10, ε=1) vs the share of gross outliers (norm ~1e3)."""
     panels = []
     for setting in (central, local):
-        base = SimulationConfig(
-            model="gmm", n=setting.robustness_n, d=10, epsilon=1.0, rounds=ROUNDS
-        )
+        base = Study(model="gmm", n=setting.robustness_n, d=10, epsilon=1.0, rounds=ROUNDS)
         series = [
             Series(
                 label,

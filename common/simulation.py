@@ -34,7 +34,15 @@ from ldpem.common.protocol import (
 from ldpem.common.rounds import holder_round
 from ldpem.common.wire import PublicParameters
 
-__all__ = ["EMResult", "round_groups", "run_gradient_em", "simulate_run", "split_holders"]
+__all__ = [
+    "EMResult",
+    "random_holder_sizes",
+    "round_groups",
+    "run_gradient_em",
+    "simulate_run",
+    "split_holders",
+    "split_in_order",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -109,6 +117,45 @@ def split_holders(
     order = rng.permutation(records.n)
     bounds = np.cumsum([0, *sizes])
     return [records.take(np.sort(order[a:b])) for a, b in itertools.pairwise(bounds)]
+
+
+def split_in_order(records: Records, sizes: Sequence[int]) -> list[Records]:
+    """``records`` cut into consecutive parts of ``sizes`` records (summing to n): records
+    already dealt out to holders in this order (the files of a federated run).
+
+    Parameters
+    ----------
+    records : Records
+        n records (``x`` of shape (n, d)).
+    sizes : sequence of K int
+        Records per holder, summing to n.
+
+    Returns
+    -------
+    list of K Records
+        Holder k's records, ``x`` of shape (sizes[k], d): the next sizes[k] in order.
+    """
+    if sum(sizes) != records.n:
+        raise ValueError(f"sizes must sum to the {records.n} records, got {sum(sizes)}")
+    bounds = itertools.accumulate(sizes, initial=0)
+    return [records.take(slice(a, b)) for a, b in itertools.pairwise(bounds)]
+
+
+def random_holder_sizes(n: int, holders: int, minimum: int, rng: np.random.Generator) -> list[int]:
+    """K = ``holders`` unequal sizes summing to n, each ≥ ``minimum``: every holder gets
+    ``minimum`` records and the rest is shared out multinomially with Dirichlet(1, …, 1)
+    proportions (one Dirichlet and one multinomial draw from ``rng``).
+
+    Returns
+    -------
+    list of K int
+        Records per holder.
+    """
+    spare = n - holders * minimum
+    if spare < 0:
+        raise ValueError(f"n must be at least {holders * minimum}, got {n}")
+    shares = rng.multinomial(spare, rng.dirichlet(np.ones(holders)))
+    return [minimum + int(share) for share in shares]
 
 
 def run_gradient_em(
