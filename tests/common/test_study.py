@@ -3,8 +3,10 @@ and the callers that build their studies through it."""
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -282,3 +284,31 @@ def test_a_plan_estimate_is_the_mean_of_its_studies(mechanism: str) -> None:
     # ``ldpem simulate`` with the same sizes and seed is the same study.
     simulated = Study(mechanism=mechanism, n=4501, d=4, rounds=5, sizes=(2003, 1501, 997))
     assert run_study(simulated).final_error == studies[0].final_error
+
+
+#: Who may call the pieces a study is made of (besides the modules that define them).
+STUDY_PIECES = {
+    "run_gradient_em": {"common/study.py", "common/simulation.py"},  # simulate_run: a replay
+    "study_rng": {"common/study.py"},
+    "split_holders": {"common/study.py"},
+    "central_noise_for": {"common/study.py"},
+    # The audit attacks single mechanisms; it runs no study.
+    "make_mechanism": {"common/study.py", "cli/cmd_audit.py"},
+}
+
+
+def test_studies_are_built_in_one_place() -> None:
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for package in ("cli", "common", "server", "client"):
+        for path in sorted((root / package).rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                allowed = STUDY_PIECES.get(str(called))
+                if allowed is not None and name not in allowed | {"common/protocol.py"}:
+                    found.append(f"{name}:{node.lineno}: calls {called}")
+    assert found == []
