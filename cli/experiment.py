@@ -14,43 +14,42 @@ its seed. Figures:
 Each figure is drawn for both trust models: ``central`` (the paper's setting, n = 1000–
 10000) and ``local`` (n = 10⁵–10⁶). Ours is Algorithm 2 (``central``/``local``), clipped is
 Algorithm 1 with C = 1 (``central-clip``/``local-clip``), EM is non-private (``none``).
+This module says which studies make which figure; ``experiment_data`` prepares the real
+data sets and ``experiment_figures`` writes a figure as CSV and PNG.
 """
 
 from __future__ import annotations
 
-import csv
-import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
-from ldpem.common.models import Records
-from ldpem.common.study import Dataset, Study, run_study
+from ldpem.common.study import Study, run_study
+from ldpem.experiment_data import DatasetFactory, real_sources
+from ldpem.experiment_figures import (
+    FigureResult,
+    Panel,
+    Series,
+    check_plotting,
+    write_csv,
+    write_png,
+)
 
 __all__ = [
     "CLIPS",
     "FIGURES",
-    "FigureResult",
-    "Panel",
-    "RealSource",
     "Runner",
-    "Series",
     "Setting",
-    "balanced_gmm_dataset",
     "compute_figure",
-    "missing_covariates_dataset",
-    "real_sources",
     "run_experiments",
     "settings",
-    "write_csv",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -62,8 +61,6 @@ OUTLIER_SHARES: tuple[float, ...] = (0.0, 0.0005, 0.001, 0.002, 0.005)
 ROUNDS = 10
 MODELS: tuple[str, ...] = ("gmm", "mrm", "rmc")
 _STYLE = {"ours": "-", "clipped C=1": "--", "EM": ":"}
-#: Panels with at most this many lines show the min–max band over seeds.
-_SHADED = 5
 
 
 @dataclass(frozen=True)
@@ -124,35 +121,6 @@ def settings(quick: bool) -> tuple[Setting, Setting]:
             robustness_n=200_000,
         ),
     )
-
-
-@dataclass(frozen=True)
-class Series:
-    """One line of a panel: y[seed, i] at x[i]."""
-
-    label: str
-    x: tuple[float, ...]
-    runs: FloatArray
-    style: str = "-"
-    color: int = 0
-
-
-@dataclass(frozen=True)
-class Panel:
-    title: str
-    xlabel: str
-    series: list[Series]
-    logx: bool = False
-
-
-@dataclass(frozen=True)
-class FigureResult:
-    name: str
-    title: str
-    panels: list[Panel]
-
-
-DatasetFactory = Callable[[int], Dataset]
 
 
 class Runner:
@@ -304,115 +272,6 @@ def figure_finals(runner: Runner, setting: Setting, model: str) -> FigureResult:
     )
 
 
-def balanced_gmm_dataset(
-    features: FloatArray, labels: NDArray[Any], rng: np.random.Generator
-) -> tuple[Dataset, float]:
-    """The paper's preprocessing of a labelled data set for the GMM, returns (data, σ).
-
-    Columns are standardised; the larger class is subsampled to the size of the smaller;
-    records are centred at the midpoint of the two class means, so β* is half their
-    difference; σ = √(largest eigenvalue of the pooled within-class covariance).
-    """
-    x = (features - features.mean(axis=0)) / features.std(axis=0)
-    classes = np.unique(labels)
-    if classes.size != 2:
-        raise ValueError(f"labels must have exactly 2 classes, got {classes.size}")
-    first, second = (np.flatnonzero(labels == c) for c in classes)
-    size = min(first.size, second.size)
-    first = rng.choice(first, size, replace=False)
-    second = rng.choice(second, size, replace=False)
-    mean_first, mean_second = x[first].mean(axis=0), x[second].mean(axis=0)
-    midpoint = (mean_first + mean_second) / 2.0
-    beta_star = (mean_second - mean_first) / 2.0
-    within = np.vstack([x[first] - mean_first, x[second] - mean_second])
-    sigma = math.sqrt(float(np.linalg.eigvalsh(np.cov(within, rowvar=False))[-1]))
-    records = x[rng.permutation(np.concatenate([first, second]))] - midpoint
-    return Dataset(Records(records), beta_star), sigma
-
-
-def missing_covariates_dataset(
-    features: FloatArray, target: FloatArray, missing: float, rng: np.random.Generator
-) -> tuple[Dataset, float]:
-    """A regression data set for RMC, returns (data, σ).
-
-    The covariates are whitened (ZCA: zero mean, identity covariance, as the model's
-    x ~ N(0, I_d); correlated covariates would make the unit gradient step diverge) and the
-    response standardised; β* is the least-squares fit on the complete data and σ the
-    residual std; then each covariate is removed (NaN) with probability ``missing``.
-    """
-    centred = features - features.mean(axis=0)
-    values, vectors = np.linalg.eigh(np.cov(centred, rowvar=False))
-    x = centred @ (vectors / np.sqrt(values)) @ vectors.T
-    y = (target - target.mean()) / target.std()
-    beta_star = np.linalg.lstsq(x, y, rcond=None)[0]
-    residual = y - x @ beta_star
-    sigma = math.sqrt(float(residual @ residual) / (x.shape[0] - x.shape[1]))
-    x[rng.random(x.shape) < missing] = np.nan
-    order = rng.permutation(x.shape[0])
-    return Dataset(Records(x[order], y[order]), beta_star), sigma
-
-
-@dataclass(frozen=True)
-class RealSource:
-    """A real data set prepared for a model: a Dataset per seed, with fixed σ and β*."""
-
-    name: str
-    model: str
-    sigma: float
-    beta_star: FloatArray
-    n: int
-    d: int
-    dataset: DatasetFactory
-
-
-def _same(dataset: Dataset, seed: int) -> Dataset:
-    return dataset
-
-
-def _with_missing(features: FloatArray, target: FloatArray, seed: int) -> Dataset:
-    rng = np.random.default_rng([seed, 8])
-    return missing_covariates_dataset(features, target, 0.1, rng)[0]
-
-
-def real_sources() -> list[RealSource]:
-    """Breast cancer (GMM, balanced once with seed 0) and diabetes (RMC, a new random 10%
-    of covariates removed for each seed), both shipped with scikit-learn."""
-    try:
-        from sklearn.datasets import load_breast_cancer, load_diabetes
-    except ImportError:
-        raise UserError(
-            "fig8 needs scikit-learn for its data sets: pip install 'ldpem[experiments]'"
-        ) from None
-    cancer = load_breast_cancer()
-    features, labels = np.asarray(cancer.data, float), np.asarray(cancer.target)
-    balanced, sigma = balanced_gmm_dataset(features, labels, np.random.default_rng(0))
-    assert balanced.beta_star is not None
-    diabetes = load_diabetes()
-    x, y = np.asarray(diabetes.data, float), np.asarray(diabetes.target, float)
-    first, diabetes_sigma = missing_covariates_dataset(x, y, 0.1, np.random.default_rng([0, 8]))
-    assert first.beta_star is not None
-    return [
-        RealSource(
-            "breast cancer",
-            "gmm",
-            sigma,
-            balanced.beta_star,
-            balanced.records.n,
-            balanced.records.d,
-            partial(_same, balanced),
-        ),
-        RealSource(
-            "diabetes",
-            "rmc",
-            diabetes_sigma,
-            first.beta_star,
-            first.records.n,
-            first.records.d,
-            partial(_with_missing, x, y),
-        ),
-    ]
-
-
 def figure_real(runner: Runner, central: Setting, local: Setting) -> FigureResult:
     """Figure 8: real medical data, error vs iteration, central and local model."""
     panels = []
@@ -516,78 +375,6 @@ def compute_figure(
 FIGURES: tuple[str, ...] = tuple(f"fig{i}" for i in range(1, 10))
 
 
-def write_csv(figure: FigureResult, path: Path) -> None:
-    """One row per point: figure, panel, series, x, mean, std, min, max, seeds."""
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["figure", "panel", "series", "x", "mean", "std", "min", "max", "seeds"])
-        for panel in figure.panels:
-            for series in panel.series:
-                runs = series.runs
-                for j, x in enumerate(series.x):
-                    column = runs[:, j]
-                    writer.writerow(
-                        [
-                            figure.name,
-                            panel.title,
-                            series.label,
-                            f"{x:g}",
-                            f"{column.mean():.6g}",
-                            f"{column.std():.6g}",
-                            f"{column.min():.6g}",
-                            f"{column.max():.6g}",
-                            runs.shape[0],
-                        ]
-                    )
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise UserError(
-            "the PNG figures need matplotlib: pip install 'ldpem[plot]' (or use --no-plot)"
-        ) from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def write_png(figure: FigureResult, path: Path) -> None:
-    """The figure's panels: mean over seeds on a log scale; in panels of at most
-    ``_SHADED`` lines the band from the smallest to the largest error over seeds."""
-    plt = _pyplot()
-    colors = plt.get_cmap("tab10").colors
-    count = len(figure.panels)
-    columns = 2 if count == 4 else min(count, 3)
-    rows = math.ceil(count / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(6.0 * columns, 4.8 * rows), squeeze=False)
-    for ax, panel in zip(axes.flat, figure.panels, strict=False):
-        shaded = len(panel.series) <= _SHADED
-        for series in panel.series:
-            color = colors[series.color % len(colors)]
-            mean = series.runs.mean(axis=0)
-            ax.plot(series.x, mean, series.style, color=color, marker=".", label=series.label)
-            if shaded:
-                low, high = series.runs.min(axis=0), series.runs.max(axis=0)
-                ax.fill_between(series.x, low, high, color=color, alpha=0.12)
-        ax.set_yscale("log")
-        if panel.logx:
-            ax.set_xscale("log")
-        ax.set_title(panel.title, fontsize=9)
-        ax.set_xlabel(panel.xlabel)
-        ax.set_ylabel("‖β − β*‖₂")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=2 if len(panel.series) > 6 else 1)
-    for ax in list(axes.flat)[count:]:
-        ax.set_visible(False)
-    fig.suptitle(figure.title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def run_experiments(
     names: list[str],
     *,
@@ -606,7 +393,7 @@ def run_experiments(
     if seeds < 1:
         raise UserError(f"seeds must be an integer >= 1, got {seeds}")
     if plot:
-        _pyplot()
+        check_plotting()
     out.mkdir(parents=True, exist_ok=True)
     runner = Runner(seeds)
     central, local = settings(quick)
