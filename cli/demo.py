@@ -32,7 +32,7 @@ from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.errors import UserError
 from ldpem.common.models import get_model
 from ldpem.common.protocol import study_delta
-from ldpem.common.simulation import split_in_order
+from ldpem.common.simulation import split_holders
 from ldpem.common.study import Dataset, Study, run_study
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
 
@@ -95,7 +95,7 @@ def _write_data(
         config.records, config.d, missing=0.1 if config.model == "rmc" else 0.0, rng=rng
     )
     paths = []
-    for i, part in enumerate(split_in_order(records, sizes)):
+    for i, part in enumerate(split_holders(records, sizes)):
         table = part.x if part.y is None else np.column_stack([part.x, part.y])
         path = workdir / f"hospital-{i + 1}" / "records.npy"
         path.parent.mkdir(parents=True, exist_ok=True)

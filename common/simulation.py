@@ -41,7 +41,6 @@ __all__ = [
     "run_gradient_em",
     "simulate_run",
     "split_holders",
-    "split_in_order",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -93,10 +92,12 @@ def round_groups(
 
 
 def split_holders(
-    records: Records, sizes: Sequence[int], rng: np.random.Generator
+    records: Records, sizes: Sequence[int], rng: np.random.Generator | None = None
 ) -> list[Records]:
-    """``records`` dealt to holders of ``sizes`` records (summing to records.n) by one random
-    permutation from ``rng``; each holder keeps its records in their original order.
+    """``records`` dealt to holders of ``sizes`` records (summing to records.n): by one random
+    permutation from ``rng``, each holder keeping its records in their original order; or,
+    without ``rng``, in consecutive parts (records already dealt out in that order, as the
+    files of a federated run).
 
     Parameters
     ----------
@@ -104,7 +105,7 @@ def split_holders(
         n records (``x`` of shape (n, d)).
     sizes : sequence of K int
         Records per holder, summing to n.
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator, optional
         Draws the permutation.
 
     Returns
@@ -114,31 +115,11 @@ def split_holders(
     """
     if sum(sizes) != records.n:
         raise ValueError(f"sizes must sum to the {records.n} records, got {sum(sizes)}")
-    order = rng.permutation(records.n)
     bounds = np.cumsum([0, *sizes])
+    if rng is None:
+        return [records.take(slice(a, b)) for a, b in itertools.pairwise(bounds)]
+    order = rng.permutation(records.n)
     return [records.take(np.sort(order[a:b])) for a, b in itertools.pairwise(bounds)]
-
-
-def split_in_order(records: Records, sizes: Sequence[int]) -> list[Records]:
-    """``records`` cut into consecutive parts of ``sizes`` records (summing to n): records
-    already dealt out to holders in this order (the files of a federated run).
-
-    Parameters
-    ----------
-    records : Records
-        n records (``x`` of shape (n, d)).
-    sizes : sequence of K int
-        Records per holder, summing to n.
-
-    Returns
-    -------
-    list of K Records
-        Holder k's records, ``x`` of shape (sizes[k], d): the next sizes[k] in order.
-    """
-    if sum(sizes) != records.n:
-        raise ValueError(f"sizes must sum to the {records.n} records, got {sum(sizes)}")
-    bounds = itertools.accumulate(sizes, initial=0)
-    return [records.take(slice(a, b)) for a, b in itertools.pairwise(bounds)]
 
 
 def random_holder_sizes(n: int, holders: int, minimum: int, rng: np.random.Generator) -> list[int]:

@@ -47,7 +47,6 @@ from ldpem.common.simulation import (
     random_holder_sizes,
     run_gradient_em,
     split_holders,
-    split_in_order,
 )
 
 __all__ = [
@@ -271,7 +270,7 @@ def _deal(
     study's sizes or with ``simulation.random_holder_sizes``, or all of them for one
     hospital (no draw)."""
     if dealt is not None:
-        return split_in_order(records, dealt)
+        return split_holders(records, dealt)
     sizes = study.sizes
     if sizes is None:
         if study.hospitals == 1:

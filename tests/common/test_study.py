@@ -290,7 +290,6 @@ def test_a_plan_estimate_is_the_mean_of_its_studies(mechanism: str) -> None:
 STUDY_PIECES = {
     "run_gradient_em": {"common/study.py", "common/simulation.py"},  # simulate_run: a replay
     "study_rng": {"common/study.py"},
-    "split_holders": {"common/study.py"},
     "central_noise_for": {"common/study.py"},
     # The audit attacks single mechanisms; it runs no study.
     "make_mechanism": {"common/study.py", "cli/cmd_audit.py"},
