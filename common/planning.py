@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -115,28 +115,10 @@ class Problem:
 
     def study(self, mechanism: str, seed: int) -> Study:
         """The simulated study of this problem with ``mechanism`` and ``seed``: synthetic
-        data of the model with ‖β*‖ = snr·σ, dealt to hospitals of ``sizes`` records."""
-        return Study(
-            model=self.model,
-            mechanism=mechanism,
-            n=self.n,
-            d=self.d,
-            epsilon=self.epsilon,
-            delta=self.delta,
-            rounds=self.rounds,
-            clip=self.clip,
-            snr=self.snr,
-            sigma=self.sigma,
-            missing=self.missing,
-            accounting=self.accounting,
-            seed=seed,
-            tau=self.tau,
-            beta_bound=self.beta_bound,
-            zeta=self.zeta,
-            eta=self.eta,
-            sizes=self.sizes,
-            scale=self.scale,
-        )
+        data of the model with ‖β*‖ = snr·σ, dealt to hospitals of ``sizes`` records.
+        Every field of a problem is one of a study's."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Study(mechanism=mechanism, n=self.n, seed=seed, **values)
 
     def with_records(self, n: int) -> Problem:
         """The same problem with ``n`` records split in the same proportions."""
@@ -329,22 +311,18 @@ def beta_zero_warning(result: StudyResult, *, max_records: int = 200_000) -> str
     if result.beta_star is not None:
         return None
     study = result.study
-    problem = Problem(
-        model=study.model,
-        d=result.d,
-        sizes=result.hospital_sizes,
-        sigma=study.sigma,
-        epsilon=study.epsilon,
-        delta=result.delta,
-        rounds=study.rounds,
-        snr=result.beta_bound / study.sigma,
-        tau=result.tau,
-        zeta=study.zeta,
-        accounting=study.accounting,
-        clip=study.clip,
-        eta=study.eta,
-        scale=study.scale,
-    )
+    # The study's own values, with what its records resolved: their d and dealing, δ, τ
+    # and the bound B as ‖β*‖; and the model's default share of missing covariates.
+    values = {f.name: getattr(study, f.name) for f in fields(Problem)}
+    resolved = {
+        "d": result.d,
+        "sizes": result.hospital_sizes,
+        "delta": result.delta,
+        "tau": result.tau,
+        "snr": result.beta_bound / study.sigma,
+        "missing": None,
+    }
+    problem = Problem(**{**values, **resolved})
     errors = final_errors(problem, study.mechanism, WARNING_SEEDS, max_records=max_records)
     expected = float(np.mean(errors))
     if expected <= problem.useful_error:

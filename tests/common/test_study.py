@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +284,11 @@ def test_a_plan_estimate_is_the_mean_of_its_studies(mechanism: str) -> None:
     # ``ldpem simulate`` with the same sizes and seed is the same study.
     simulated = Study(mechanism=mechanism, n=4501, d=4, rounds=5, sizes=(2003, 1501, 997))
     assert run_study(simulated).final_error == studies[0].final_error
+
+
+def test_every_problem_field_is_a_study_field() -> None:
+    # Problem.study and planning.beta_zero_warning pass the fields across by name.
+    assert {f.name for f in fields(Problem)} <= {f.name for f in fields(Study)}
 
 
 #: Who may call the pieces a study is made of (besides the modules that define them).
