@@ -224,6 +224,18 @@ def _value(config: Study, variable: str) -> float:
     return float({"ε": config.epsilon, "d": config.d, "n": config.n}[variable])
 
 
+def _model_figure(
+    first: int, model: str, setting: Setting, what: str, panels: list[Panel]
+) -> FigureResult:
+    """One model's figure of a series numbered from ``first`` (one per model, in MODELS)."""
+    number = first + MODELS.index(model)
+    return FigureResult(
+        f"fig{number}-{model}-{setting.name}",
+        f"{model.upper()}: {what}, {setting.name} model",
+        panels,
+    )
+
+
 def figure_iterations(runner: Runner, setting: Setting, model: str) -> FigureResult:
     """Figures 2–4: error vs iteration for several ε, d, n; ours, clipped (C=1), EM."""
     panels = []
@@ -240,12 +252,7 @@ def figure_iterations(runner: Runner, setting: Setting, model: str) -> FigureRes
                     Series(f"{label} {variable}={value:g}", _iterations(), runs, _STYLE[label], i)
                 )
         panels.append(Panel(f"{model.upper()}, {title}", "iteration t", series))
-    number = 2 + MODELS.index(model)
-    return FigureResult(
-        f"fig{number}-{model}-{setting.name}",
-        f"{model.upper()}: error vs iteration, {setting.name} model",
-        panels,
-    )
+    return _model_figure(2, model, setting, "error vs iteration", panels)
 
 
 def figure_finals(runner: Runner, setting: Setting, model: str) -> FigureResult:
@@ -264,12 +271,7 @@ def figure_finals(runner: Runner, setting: Setting, model: str) -> FigureResult:
             for i, (label, mechanism) in enumerate(setting.mechanisms().items())
         ]
         panels.append(Panel(f"{model.upper()}, {title}", variable, series, logx=variable == "n"))
-    number = 5 + MODELS.index(model)
-    return FigureResult(
-        f"fig{number}-{model}-{setting.name}",
-        f"{model.upper()}: final error (t={ROUNDS}) vs ε, d, n, {setting.name} model",
-        panels,
-    )
+    return _model_figure(5, model, setting, f"final error (t={ROUNDS}) vs ε, d, n", panels)
 
 
 def figure_real(runner: Runner, central: Setting, local: Setting) -> FigureResult:
