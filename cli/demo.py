@@ -30,6 +30,7 @@ import numpy as np
 from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.errors import UserError
+from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.protocol import study_delta
 from ldpem.common.simulation import split_holders
@@ -92,7 +93,7 @@ def _write_data(
     model = get_model(config.model)
     sizes = demo_hospital_sizes(config.records, config.hospitals, config.rounds, rng)
     records, beta_star = model.generate(
-        config.records, config.d, missing=0.1 if config.model == "rmc" else 0.0, rng=rng
+        config.records, config.d, missing=model.demo_missing, rng=rng
     )
     paths = []
     for i, part in enumerate(split_holders(records, sizes)):
@@ -196,7 +197,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 "epsilon": config.epsilon,
                 "delta": delta,
                 "seed": config.seed,
-                "missing": 0.1 if config.model == "rmc" else 0.0,
+                "missing": get_model(config.model).demo_missing,
                 "hospitals": [
                     {"name": n, "records": size, "token": t}
                     for n, size, t in zip(names, data.sizes, tokens, strict=True)
@@ -387,9 +388,9 @@ def _plot(result: dict[str, Any], path: Path) -> str | None:
     FigureCanvasAgg(figure)
     axes = figure.subplots()
     rounds = range(1, len(result["errors"]) + 1)
-    kind = "hospital-level" if result["mechanism"] == "hospital" else "local"
+    kind = get_mechanism(result["mechanism"]).label
     axes.plot(
-        rounds, result["errors"], marker="o", label=f"federated {kind} DP (ε={result['epsilon']})"
+        rounds, result["errors"], marker="o", label=f"federated, {kind} (ε={result['epsilon']})"
     )
     labels = {
         "none": "non-private EM",

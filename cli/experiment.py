@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
+from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.study import Study, run_study
 from ldpem.experiment_data import DatasetFactory, real_sources
 from ldpem.experiment_figures import (
@@ -123,6 +124,11 @@ def settings(quick: bool) -> tuple[Setting, Setting]:
     )
 
 
+def _private(mechanism: str) -> bool:
+    """Whether ``mechanism`` adds noise, so that its runs depend on the budget."""
+    return get_mechanism(mechanism).noise_site != "nowhere"
+
+
 class Runner:
     """Runs a study over seeds 0..S−1, remembering results so that a study shared by
     several figures is run once."""
@@ -135,7 +141,7 @@ class Runner:
         self, config: Study, dataset: tuple[str, DatasetFactory] | None = None
     ) -> FloatArray:
         """Errors (seeds, T+1): at β⁰, then after each round."""
-        if config.mechanism == "none":  # the budget does not change a non-private run
+        if not _private(config.mechanism):  # the budget does not change a non-private run
             config = replace(config, epsilon=1.0, delta=None, clip=1.0)
         key = (config, "" if dataset is None else dataset[0])
         if key not in self._cache:
@@ -244,7 +250,7 @@ def figure_iterations(runner: Runner, setting: Setting, model: str) -> FigureRes
         for label, mechanism in setting.mechanisms().items():
             for i, config in enumerate(configs):
                 runs = runner.trajectories(replace(config, mechanism=mechanism))
-                if mechanism == "none" and variable == "ε":  # EM does not depend on ε
+                if not _private(mechanism) and variable == "ε":  # EM does not depend on ε
                     series.append(Series("EM", _iterations(), runs, _STYLE[label], 7))
                     break
                 value = _value(config, variable)
