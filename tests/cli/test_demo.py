@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ldpem.cmd_demo import print_summary
+from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.study import Dataset
 from ldpem.demo import DemoConfig, _baselines, demo_hospital_sizes
@@ -65,10 +66,11 @@ def test_summary_table_has_the_hospital_level_row() -> None:
     text = out.getvalue()
     row = next(line for line in text.splitlines() if "hospital-level DP, same trust" in line)
     assert row.split()[-1] == "0.046"
-    assert "federated, local DP (ε=1)" in text
+    # The federated row names the run's mechanism by its registered label.
+    assert f"federated, {get_mechanism('local').label} (ε=1)" in text
     out = io.StringIO()
     print_summary({**result, "mechanism": "hospital"}, out)
-    assert "federated, hospital-level DP (ε=1)" in out.getvalue()
+    assert f"federated, {get_mechanism('hospital').label} (ε=1)" in out.getvalue()
 
 
 def test_in_process_baselines_include_hospital_level() -> None:
