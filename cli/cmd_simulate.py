@@ -173,30 +173,42 @@ def _mechanism_fields(result: StudyResult) -> dict[str, Any]:
     return fields
 
 
+#: What the outcome repeats of the study, in this order: the study's values as given, but
+#: for those its data resolved (``_RESOLVED``, read from the result).
+_REPEATED = (
+    "model",
+    "mechanism",
+    "n",
+    "d",
+    "epsilon",
+    "delta",
+    "rounds",
+    "accounting",
+    "reuse",
+    "hospital_sizes",
+    "records_per_round",
+    "seed",
+    "sigma",
+    "tau",
+    "beta_bound",
+    "outliers",
+)
+_RESOLVED = frozenset(
+    {"n", "d", "delta", "hospital_sizes", "records_per_round", "tau", "beta_bound"}
+)
+
+
 def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict[str, Any]:
     """The JSON object of ``ldpem simulate --json``: the study's values (model, mechanism,
     n, d, budget, rounds, hospital sizes, m, τ, B, the mechanism's public parameters), beta
     (final), beta_star, initial_error, errors (after each round) and error (final; the
     three null without β*), the warning (``planning.beta_zero_warning``) and seconds."""
-    study = result.study
     beta_star = result.beta_star
+    repeated = {
+        name: getattr(result if name in _RESOLVED else result.study, name) for name in _REPEATED
+    }
     return {
-        "model": study.model,
-        "mechanism": study.mechanism,
-        "n": result.n,
-        "d": result.d,
-        "epsilon": study.epsilon,
-        "delta": result.delta,
-        "rounds": study.rounds,
-        "accounting": study.accounting,
-        "reuse": study.reuse,
-        "hospital_sizes": list(result.hospital_sizes),
-        "records_per_round": result.records_per_round,
-        "seed": study.seed,
-        "sigma": study.sigma,
-        "tau": result.tau,
-        "beta_bound": result.beta_bound,
-        "outliers": study.outliers,
+        **repeated,
         **_mechanism_fields(result),
         "beta": [float(v) for v in result.beta],
         "beta_star": None if beta_star is None else [float(v) for v in beta_star],
