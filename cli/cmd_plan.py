@@ -158,7 +158,7 @@ def format_plan(plan: Plan) -> str:
         )
     lines.append(f"  {'trivial estimate β = 0':<42}{p.trivial_error:>9.3g}")
     beat = f"beat β = 0 (mean error ≤ {p.useful_error:.3g}, half of β = 0's)"
-    local = next((e for e in plan.estimates if e.mechanism == "local"), None)
+    local = {e.mechanism: e for e in plan.estimates}.get("local")
     if local is not None:
         verdict = "does" if local.mean <= p.useful_error else "does NOT"
         lines.append(f"at n = {p.n:,} local DP {verdict} {beat}")
