@@ -205,9 +205,12 @@ def _health(
 ) -> RunHealth:
     return assess(
         run_status=run.status,
+        rounds=params_of(run).rounds,
         round_deadline=request_of(run).round_deadline,
         views=views,
         hospitals=[h.name for h in hospitals],
+        reason=run.reason,
+        warning=run.warning,
         now=now,
     )
 

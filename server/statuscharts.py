@@ -218,9 +218,9 @@ def round_table(
     note = (
         f"Latest {min(len(rounds), MAX_TIMELINE_ROUNDS)} of {len(rounds)} rounds, newest first. "
         f"Times are UTC; “+x” is a report's delay after its round opened. A hospital is late "
-        f"once the open round has lasted {LATE_FACTOR:g}× the median closed round (at least "
-        f"{LATE_FLOOR:g} s) or its deadline was extended; missing: a closed round went "
-        "without it."
+        f"once the open round has lasted {LATE_FACTOR:g}× the median closed round (in round 0: "
+        f"× the latest report so far; at least {LATE_FLOOR:g} s), or its deadline passed or "
+        "was extended; missing: a closed round went without it."
     )
     return (
         '<table id="rounds"><tr><th>t</th><th>opened</th><th>closed</th><th>duration</th>'

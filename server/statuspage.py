@@ -52,7 +52,7 @@ def run_page(view: RunView) -> str:
     names = [p.hospital for p in view.participation]
     body = "".join(
         [
-            _health(run, health),
+            _health(health),
             _summary_table(run, view.params, view.request, view.now),
             "<h2>Estimate</h2>",
             accuracy(run, view.request),
@@ -69,32 +69,16 @@ def run_page(view: RunView) -> str:
     return page(f"run {run.run_id}", body, refresh=run.status == "running")
 
 
-def _health(run: RunSummary, health: RunHealth) -> str:
-    problems: list[str] = []
-    if run.status == "failed":
-        problems.append(f"the run failed: {run.reason or 'no reason recorded'}")
-    if run.warning:
-        problems.append(f"forecast warning: {run.warning}")
-    if health.late:
-        problems.append(f"late in round t = {run.round}: {', '.join(health.late)}")
-    if health.open_round is not None:
-        if health.extended:
-            problems.append(f"round t = {health.open_round} was extended: short of quorum")
-        if health.past_deadline:
-            problems.append(f"round t = {health.open_round} is past its deadline")
-    if problems:
-        items = "".join(f"<li>{escape(p)}</li>" for p in problems)
-        return (
-            f'<div id="health" class="health bad"><strong>Attention</strong><ul>{items}</ul></div>'
-        )
-    if run.status == "finished":
-        text = f"finished all {run.rounds} rounds"
-    else:
-        waiting = health.waiting
-        text = f"running, round t = {run.round} open, {run.round} of {run.rounds} closed" + (
-            f"; waiting for {', '.join(waiting)}" if waiting else ""
-        )
-    return f'<div id="health" class="health"><strong>Healthy</strong>: {escape(text)}</div>'
+#: The banner's label of each health state.
+_LABELS = {"healthy": "Healthy", "degraded": "Degraded", "failed": "Failed"}
+
+
+def _health(health: RunHealth) -> str:
+    items = "".join(f"<li>{escape(d)}</li>" for d in health.details())
+    return (
+        f'<div id="health" class="health {health.state}"><strong>{_LABELS[health.state]}'
+        f"</strong>: {escape(health.headline())}{f'<ul>{items}</ul>' if items else ''}</div>"
+    )
 
 
 def _summary_table(

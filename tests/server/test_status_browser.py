@@ -122,7 +122,7 @@ def test_running_run_page_renders_in_chromium(
     assert hospitals is not None
     rows = re.findall(r"<tr class=\"(\w*)\"><td>(h\d)</td>", hospitals.group(0))
     assert rows == [("reported", "h0"), ("reported", "h1"), ("late", "h2")]
-    assert 'id="health" class="health bad"' in dom and "late in round t = 3: h2" in dom
+    assert 'id="health" class="health degraded"' in dom and "late in round t = 3: h2" in dom
 
     shot = tmp_path / "status-page.png"
     taken = _browse(
