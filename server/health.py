@@ -2,8 +2,8 @@
 went missing in closed ones, and the one line that says so.
 
 Pure functions over the store's rows: ``ldpem.server.queries`` reads the rows and calls
-them, and the status page and ``GET /v1/runs/{run}/rounds`` read the result, so the page
-and the JSON cannot disagree.
+them, and the status page, ``GET /v1/runs/{run}/rounds`` and ``/metrics`` all read the
+result, so the page, the JSON and the alerts cannot disagree.
 
 A run is *degraded* while any enrolled hospital is late in the open round or has missed a
 closed round (a missed round is final: its records never reach the estimate), round 0
@@ -114,13 +114,14 @@ class HospitalHealth:
 
 @dataclass(frozen=True)
 class RunHealth:
-    """What the health banner says, at ``now``."""
+    """What the health banner and the run's health metrics say, at ``now``."""
 
     run_status: RunState
     rounds: int
     closed: int
     #: The open round (None once the run ended).
     open_round: int | None
+    opened_at: float | None
     #: Whether the open round's deadline was moved (short of quorum) or has passed.
     extended: bool
     past_deadline: bool
@@ -145,10 +146,20 @@ class RunHealth:
         return [h for h in self.hospitals if h.missed]
 
     @property
+    def open_age(self) -> float | None:
+        """Seconds the open round has been open (None once the run ended)."""
+        return None if self.opened_at is None else max(0.0, self.now - self.opened_at)
+
+    @property
+    def degraded(self) -> bool:
+        """Whether a hospital is late in the open round or missed a closed one."""
+        return bool(self.late or self.missing)
+
+    @property
     def state(self) -> HealthState:
         if self.run_status == "failed":
             return "failed"
-        return "degraded" if self.late or self.missing else "healthy"
+        return "degraded" if self.degraded else "healthy"
 
     def headline(self) -> str:
         """One line: the state's reason, naming the late and missing hospitals."""
@@ -228,6 +239,7 @@ def assess(
         rounds=rounds,
         closed=len(closed),
         open_round=None if open_view is None else open_view.t,
+        opened_at=None if open_view is None else open_view.opened_at,
         extended=extended,
         past_deadline=past,
         overdue=overdue,

@@ -26,6 +26,7 @@ from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 __all__ = [
     "RunView",
     "get_run",
+    "health",
     "identity",
     "params_of",
     "participation",
@@ -198,6 +199,11 @@ def _participation(
             )
         )
     return out
+
+
+def health(store: Store, run: RunRow, now: float) -> RunHealth:
+    """The run's health at ``now`` (``ldpem.server.health``)."""
+    return _health(run, _views(store, run.id), store.hospitals(run.id), now)
 
 
 def _health(
