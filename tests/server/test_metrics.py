@@ -20,23 +20,10 @@ from ldpem.client.trust import agent_mechanism
 from ldpem.server.app import create_app
 from ldpem.server.metrics import REFUSAL_REASONS, Metrics
 from tests.fedkit import hospital_headers, live_server, settings
-from tests.server.opkit import READ, read_headers, start_run
+from tests.server.opkit import READ, read_headers, run_gauges, scrape, start_run
 
 ROUNDS = 4
 HOSPITALS = 3
-
-
-def scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of /metrics by (sample name, sorted labels), parsed by
-    prometheus_client.parser."""
-    response = client.get("/metrics", headers=read_headers())
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain")
-    samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
 
 
 def refused(samples: dict[Any, float], reason: str) -> float:
@@ -209,15 +196,6 @@ def test_created_series_are_left_out_without_a_global_switch() -> None:
     registry = CollectorRegistry()
     Counter("embedding_program_events", "Events.", registry=registry).inc()
     assert b"embedding_program_events_created" in generate_latest(registry)
-
-
-def run_gauges(samples: dict[Any, float], run_id: str) -> dict[str, float]:
-    """The ldpem_run_* samples of run ``run_id`` by name."""
-    return {
-        name: value
-        for (name, labels), value in samples.items()
-        if name.startswith("ldpem_run_") and labels == (("run", run_id),)
-    }
 
 
 def test_run_health_gauges_follow_a_run_that_misses_a_hospital(tmp_path: Path) -> None:
