@@ -122,7 +122,7 @@ class RunHealth:
     #: The open round (None once the run ended).
     open_round: int | None
     opened_at: float | None
-    #: Whether the open round's deadline was moved (short of quorum) or has passed.
+    #: Whether the open round's deadline was moved (short of quorum), and whether it passed.
     extended: bool
     past_deadline: bool
     #: Whether a hospital absent from the open round is late in it (see ``late_after``).
