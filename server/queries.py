@@ -236,7 +236,8 @@ class RunView:
 
 
 def run_view(store: Store, run_id: str, now: float) -> RunView:
-    """The run ``run_id`` as its status page shows it, each table read once."""
+    """The run ``run_id`` as its status page shows it; its reports, the largest table,
+    are read once for all of it."""
     run = get_run(store, run_id)
     hospitals = store.hospitals(run_id)
     reports = store.reports(run_id)
