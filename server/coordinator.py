@@ -177,6 +177,10 @@ class Coordinator:
         ε per record that noise implies (``weaker`` when below the run's budget)."""
         return queries.participation(self.store, run_id)
 
+    def run_view(self, run_id: str) -> queries.RunView:
+        """What the run's status page shows, with its health now."""
+        return queries.run_view(self.store, run_id, self.clock())
+
     # --- reports ----------------------------------------------------------------------
     async def submit_report(
         self, run_id: str, t: int, hospital: HospitalRow, report: ReportIn

@@ -22,6 +22,9 @@ does not read it from that format. Its switch, ``disable_created_metrics()``, is
 the library (every registry of the process, the embedding program's too), so this
 registry leaves the samples out of its own scrapes instead (``_Registry``).
 
+Each run's health (progress, open round's age, late and missing hospitals) is read from
+the state file at each scrape too, by ``ldpem.server.runmetrics.RunHealthCollector``.
+
 docs/FEDERATED.md ("Metrics") lists every metric.
 """
 
@@ -50,6 +53,7 @@ from prometheus_client.registry import Collector
 
 from ldpem import __version__
 from ldpem.common.wire import API_PREFIX
+from ldpem.server.runmetrics import RunHealthCollector
 from ldpem.server.store import Store
 
 __all__ = ["REFUSAL_REASONS", "MeteredStore", "Metrics", "MetricsMiddleware", "refusal_reason"]
@@ -145,8 +149,10 @@ class Metrics:
         )
 
     def attach(self, store: Store) -> None:
-        """Also report runs by status and round durations from ``store`` at each scrape."""
+        """Also report runs by status, round durations and each run's health from ``store``
+        at each scrape."""
         self.registry.register(StateCollector(store))
+        self.registry.register(RunHealthCollector(store))
 
     def observe_report(self, status: int | None, body: bytes) -> None:
         """Count one answered ``POST …/reports`` by its status and JSON body."""

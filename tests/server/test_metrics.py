@@ -20,23 +20,10 @@ from ldpem.client.trust import agent_mechanism
 from ldpem.server.app import create_app
 from ldpem.server.metrics import REFUSAL_REASONS, Metrics
 from tests.fedkit import hospital_headers, live_server, settings
-from tests.server.opkit import READ, read_headers, start_run
+from tests.server.opkit import READ, read_headers, run_gauges, scrape, start_run
 
 ROUNDS = 4
 HOSPITALS = 3
-
-
-def scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of /metrics by (sample name, sorted labels), parsed by
-    prometheus_client.parser."""
-    response = client.get("/metrics", headers=read_headers())
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain")
-    samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
 
 
 def refused(samples: dict[Any, float], reason: str) -> float:
@@ -209,3 +196,37 @@ def test_created_series_are_left_out_without_a_global_switch() -> None:
     registry = CollectorRegistry()
     Counter("embedding_program_events", "Events.", registry=registry).inc()
     assert b"embedding_program_events_created" in generate_latest(registry)
+
+
+def test_run_health_gauges_follow_a_run_that_misses_a_hospital(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, hospitals=3, records=400, rounds=3, quorum=2, round_deadline=0.3)
+        fresh = run_gauges(scrape(client), study.run_id)
+        assert fresh["ldpem_run_open_round_age_seconds"] >= 0
+        assert {k: v for k, v in fresh.items() if k != "ldpem_run_open_round_age_seconds"} == {
+            "ldpem_run_rounds": 3,
+            "ldpem_run_rounds_closed": 0,
+            "ldpem_run_hospitals_late": 0,
+            "ldpem_run_hospitals_missing": 0,
+            "ldpem_run_degraded": 0,
+        }
+        study.round(0, [0, 1])  # h2 never reports in round 0: it closes at its deadline
+        deadline = time.monotonic() + 20
+        while client.get(f"/v1/runs/{study.run_id}").json()["round"] == 0:
+            assert time.monotonic() < deadline, "round 0 did not close at its deadline"
+            time.sleep(0.05)
+        missing = run_gauges(scrape(client), study.run_id)
+        assert missing["ldpem_run_rounds_closed"] == 1
+        assert missing["ldpem_run_hospitals_missing"] == 1
+        assert missing["ldpem_run_degraded"] == 1
+        study.round(1, range(3))
+        study.round(2, range(3))
+        finished = run_gauges(scrape(client), study.run_id)
+        assert finished == {
+            "ldpem_run_rounds": 3,
+            "ldpem_run_rounds_closed": 3,  # no open round: no age
+            "ldpem_run_hospitals_late": 0,
+            "ldpem_run_hospitals_missing": 1,
+            "ldpem_run_degraded": 1,
+        }
+        assert run_gauges(scrape(client), study.run_id) == finished  # an ended run's are kept
