@@ -72,7 +72,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, required: bool = Tr
 
 def source_from_args(args: argparse.Namespace) -> Source:
     """The ``ldpem.client.sources.Source`` the arguments describe (checked, not yet read)."""
-    from ldpem.client.sources import Source, parse_columns
+    from ldpem.client.columns import parse_columns
+    from ldpem.client.sources import Source
 
     return Source(
         location=str(args.data),
