@@ -1,11 +1,9 @@
 """Mechanisms from a run's public values: the one place every mechanism object is built.
 
-``holder_mechanism`` is what a data holder runs, from the run's public parameters, its
-enrolled count and its OWN budget; the coordinator's record bound, sensitivity and noise
-floor come from the same functions (``holder_contribution``, ``report_sensitivity``,
-``holder_noise_std``). ``make_mechanism`` builds the mechanism of a simulated study from
-its budget. Nothing here compares a mechanism's name: each class's declarations
-(``ldpem.common.mechanisms.base.Mechanism``: where its noise goes, what it needs, its
+``holder_mechanism`` is what a data holder runs (public parameters, enrolled count, its OWN
+budget); the coordinator's record bound, sensitivity and noise floor come from the same
+functions. ``make_mechanism`` builds a simulated study's mechanism from its budget. No name
+is compared here: each class's declarations (where its noise goes, what it needs, its
 scale rule) decide, so a registered mechanism takes every path (docs/EXTENDING.md).
 
 **Central noise is calibrated on the actual count of the round** (``CentralNoise.std``):
