@@ -27,7 +27,6 @@ so there is no modulo bias and nothing is rejected.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
 
 import numpy as np
@@ -88,10 +87,9 @@ def as_residues(values: Iterable[object], bits: int) -> Vector:
     for value in values:
         if isinstance(value, bool | np.bool_):
             raise ValueError("the input must hold integers, not booleans")
-        try:
-            ints.append(operator.index(value))  # ints and numpy integers; floats refused
-        except TypeError:
-            raise ValueError(f"the input must hold integers, got {type(value).__name__}") from None
+        if not isinstance(value, int | np.integer):  # a float is refused, never rounded
+            raise ValueError(f"the input must hold integers, got {type(value).__name__}")
+        ints.append(int(value))
     if any(not 0 <= v < 1 << bits for v in ints):
         raise ValueError(f"every input value must be in [0, 2^{bits})")
     return np.array(ints, dtype=np.uint64)

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ldpem.common.secagg import shamir
 from ldpem.common.secagg.shamir import (
     PRIME,
     SHARE_BYTES,
@@ -81,7 +80,7 @@ def test_fewer_than_t_shares_are_uniform_whatever_the_secret(
         seen: Counter[tuple[int, ...]] = Counter()
         for coefficients in itertools.product(range(prime), repeat=threshold - 1):
             draws = enumerated(list(coefficients))
-            monkeypatch.setattr(shamir.secrets, "randbelow", lambda _n, d=draws: next(d))
+            monkeypatch.setattr(secrets, "randbelow", lambda _n, d=draws: next(d))
             shares = split(secret, threshold, xs, prime=prime)
             for subset in itertools.combinations(shares, threshold - 1):
                 seen[tuple(s.y for s in subset)] += 1
@@ -102,7 +101,7 @@ def test_the_coefficients_come_from_secrets(monkeypatch: pytest.MonkeyPatch) -> 
         calls.append(n)
         return secrets.SystemRandom().randrange(n)
 
-    monkeypatch.setattr(shamir.secrets, "randbelow", spy)
+    monkeypatch.setattr(secrets, "randbelow", spy)
     split(5, 4, [1, 2, 3, 4])
     assert calls == [PRIME] * 3
 
