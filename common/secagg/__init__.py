@@ -20,15 +20,38 @@ from ldpem.common.secagg.keys import (
     signing_key_from_pem,
     signing_key_to_pem,
 )
+from ldpem.common.secagg.messages import (
+    EncryptedShares,
+    KeyAdvertisement,
+    MaskedInput,
+    ParticipantList,
+    RoundParameters,
+    ShareBundle,
+    UnmaskRequest,
+    UnmaskResponse,
+    minimum_t_min,
+)
+from ldpem.common.secagg.protocol import Aggregator, Holder
 
 __all__ = [
+    "Aggregator",
+    "EncryptedShares",
+    "Holder",
+    "KeyAdvertisement",
+    "MaskedInput",
+    "ParticipantList",
     "Roster",
     "RosterError",
+    "RoundParameters",
     "SecAggError",
     "SecAggRefused",
+    "ShareBundle",
+    "UnmaskRequest",
+    "UnmaskResponse",
     "decode_public_key",
     "encode_public_key",
     "generate_signing_key",
+    "minimum_t_min",
     "public_key_bytes",
     "signing_key_from_pem",
     "signing_key_to_pem",
