@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 __all__ = [
     "PRIME",
     "SECRET_BYTES",
@@ -88,18 +90,17 @@ def _check_threshold(threshold: int) -> None:
         raise ShamirError(f"the threshold must be an integer of at least 1, got {threshold!r}")
 
 
-def _evaluate(coefficients: Sequence[int], x: int, prime: int) -> int:
-    """f(x) mod prime by Horner's rule, reducing every _LAZY_STEPS steps (exact: the
-    reductions only keep the numbers small)."""
-    acc = 0
-    pending = 0
-    for c in reversed(coefficients):
-        acc = acc * x + c
-        pending += 1
-        if pending == _LAZY_STEPS:
+def _evaluate(coefficients: Sequence[int], xs: Sequence[int], prime: int) -> list[int]:
+    """f(x) mod prime at every x of ``xs``, by Horner's rule on all points at once (numpy
+    object arrays: the loop over points runs in C, one Python step per coefficient), with
+    one reduction every _LAZY_STEPS steps (exact: the reductions only keep numbers small)."""
+    points = np.array(xs, dtype=object)
+    acc = np.zeros(len(points), dtype=object)
+    for step, c in enumerate(reversed(coefficients), start=1):
+        acc = acc * points + c
+        if step % _LAZY_STEPS == 0:
             acc %= prime
-            pending = 0
-    return acc % prime
+    return [int(v) for v in acc % prime]
 
 
 def split(secret: int, threshold: int, xs: Sequence[int], *, prime: int = PRIME) -> list[Share]:
@@ -116,7 +117,7 @@ def split(secret: int, threshold: int, xs: Sequence[int], *, prime: int = PRIME)
     for x in xs:
         _checked(Share(x, 0), prime)
     coefficients = [secret, *(secrets.randbelow(prime) for _ in range(threshold - 1))]
-    return [Share(x, _evaluate(coefficients, x, prime)) for x in xs]
+    return [Share(x, y) for x, y in zip(xs, _evaluate(coefficients, xs, prime), strict=True)]
 
 
 @lru_cache(maxsize=64)
