@@ -84,8 +84,9 @@ def holder_round_cost(
     for name in names[1:]:
         (encryption, c_pk), (_, s_pk) = _x25519(), _x25519()
         peers[name] = encryption
-        adverts.append(sign_advertisement(signing[name], name, parameters, roster.digest,
-                                          c_pk, s_pk))  # fmt: skip
+        adverts.append(
+            sign_advertisement(signing[name], name, parameters, roster.digest, c_pk, s_pk)
+        )
 
     own, t_advertise = _timed(holder.advertise)
     participants = ParticipantList(RUN, 0, (own, *adverts))

@@ -228,9 +228,12 @@ class KeyAdvertisement:
 
     def signed_bytes(self) -> bytes:
         return advertisement_bytes(
-            self.holder, self.parameters, self.roster_digest, self.encryption_key,
+            self.holder,
+            self.parameters,
+            self.roster_digest,
+            self.encryption_key,
             self.masking_key,
-        )  # fmt: skip
+        )
 
     def to_dict(self) -> dict[str, Any]:
         p = self.parameters
@@ -271,9 +274,17 @@ class KeyAdvertisement:
 
 
 _ADVERTISEMENT_FIELDS = (
-    "holder", "run_id", "round", "k", "t_min", "bits", "roster_digest", "encryption_key",
-    "masking_key", "signature",
-)  # fmt: skip
+    "holder",
+    "run_id",
+    "round",
+    "k",
+    "t_min",
+    "bits",
+    "roster_digest",
+    "encryption_key",
+    "masking_key",
+    "signature",
+)
 
 
 def sign_advertisement(
@@ -337,9 +348,11 @@ class EncryptedShares:
     def from_dict(cls, data: object) -> EncryptedShares:
         r = _Reader(data, "encrypted shares", ("holder", "run_id", "round", "ciphertexts"))
         return cls(
-            r.name("holder"), r.text("run_id"), r.integer("round"),
+            r.name("holder"),
+            r.text("run_id"),
+            r.integer("round"),
             r.blobs("ciphertexts", CIPHERTEXT_BYTES),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)
@@ -366,9 +379,11 @@ class ShareBundle:
     def from_dict(cls, data: object) -> ShareBundle:
         r = _Reader(data, "share bundle", ("holder", "run_id", "round", "ciphertexts"))
         return cls(
-            r.name("holder"), r.text("run_id"), r.integer("round"),
+            r.name("holder"),
+            r.text("run_id"),
+            r.integer("round"),
             r.blobs("ciphertexts", CIPHERTEXT_BYTES),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)
@@ -457,6 +472,9 @@ class UnmaskResponse:
         fields = ("holder", "run_id", "round", "self_mask_shares", "key_shares")
         r = _Reader(data, "unmasking response", fields)
         return cls(
-            r.name("holder"), r.text("run_id"), r.integer("round"),
-            r.blobs("self_mask_shares", SHARE_BYTES), r.blobs("key_shares", SHARE_BYTES),
-        )  # fmt: skip
+            r.name("holder"),
+            r.text("run_id"),
+            r.integer("round"),
+            r.blobs("self_mask_shares", SHARE_BYTES),
+            r.blobs("key_shares", SHARE_BYTES),
+        )

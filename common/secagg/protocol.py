@@ -301,9 +301,13 @@ class Holder:
             self._channels[peer] = secret
             plaintext = seed_shares[peer].y_bytes() + key_shares[peer].y_bytes()
             ciphertexts[peer] = channel.seal(
-                secret, plaintext, run_id=p.run_id, round_=p.round, sender=self.name,
+                secret,
+                plaintext,
+                run_id=p.run_id,
+                round_=p.round,
+                sender=self.name,
                 recipient=peer,
-            )  # fmt: skip
+            )
         self._participants = by_name
         self._own_shares = {"b": seed_shares[self.name], "s": key_shares[self.name]}
         return EncryptedShares(self.name, p.run_id, p.round, ciphertexts)
@@ -320,9 +324,13 @@ class Holder:
                 raise SecAggRefused(f"the share bundle holds shares from {sender!r}, not a peer")
             try:
                 plaintext = channel.open_sealed(
-                    self._channels[sender], ciphertext, run_id=p.run_id, round_=p.round,
-                    sender=sender, recipient=self.name,
-                )  # fmt: skip
+                    self._channels[sender],
+                    ciphertext,
+                    run_id=p.run_id,
+                    round_=p.round,
+                    sender=sender,
+                    recipient=self.name,
+                )
                 received[sender] = (
                     Share.from_bytes(x, plaintext[:SHARE_BYTES]),
                     Share.from_bytes(x, plaintext[SHARE_BYTES:]),
@@ -344,16 +352,28 @@ class Holder:
         length = len(vector)
         masked = add(
             vector,
-            self_mask(self._seed, run_id=p.run_id, round_=p.round, name=self.name,
-                      length=length, bits=p.bits),
+            self_mask(
+                self._seed,
+                run_id=p.run_id,
+                round_=p.round,
+                name=self.name,
+                length=length,
+                bits=p.bits,
+            ),
             p.bits,
-        )  # fmt: skip
+        )
         for peer in received:
             try:
                 mask = pairwise_mask(
-                    self._masking, self._participants[peer].masking_key, run_id=p.run_id,
-                    round_=p.round, own=self.name, peer=peer, length=length, bits=p.bits,
-                )  # fmt: skip
+                    self._masking,
+                    self._participants[peer].masking_key,
+                    run_id=p.run_id,
+                    round_=p.round,
+                    own=self.name,
+                    peer=peer,
+                    length=length,
+                    bits=p.bits,
+                )
             except ValueError:
                 raise SecAggRefused(f"the masking key of {peer!r} is not usable") from None
             masked = add(masked, mask, p.bits)
@@ -475,8 +495,9 @@ class Aggregator:
         if self.step == "advertise":
             self._enough(len(self.advertisements), "advertised keys")
             if len(self.advertisements) > self.parameters.k:
-                raise SecAggError(f"{len(self.advertisements)} holders advertised keys; K = "
-                                  f"{self.parameters.k}")  # fmt: skip
+                raise SecAggError(
+                    f"{len(self.advertisements)} holders advertised keys; K = {self.parameters.k}"
+                )
             self.step = "share"
         p = self.parameters
         adverts = tuple(self.advertisements[n] for n in sorted(self.advertisements))
@@ -546,7 +567,7 @@ class Aggregator:
             self._request = UnmaskRequest(p.run_id, p.round, survivors, dropped)
             self.step = "unmask"
         if self._request is None:
-            raise SecAggRefused(f"no unmasking request during the {self.step} step")
+            raise SecAggError(f"no unmasking request during the {self.step} step")
         return self._request
 
     # Step 4
@@ -586,8 +607,14 @@ class Aggregator:
         for survivor in request.survivors:
             total = add(total, self.masked_inputs[survivor].vector(), p.bits)
             seed = self._reconstruct(survivor, responders, lambda r: r.self_mask_shares)
-            mask = self_mask(seed, run_id=p.run_id, round_=p.round, name=survivor,
-                             length=self.dimension, bits=p.bits)  # fmt: skip
+            mask = self_mask(
+                seed,
+                run_id=p.run_id,
+                round_=p.round,
+                name=survivor,
+                length=self.dimension,
+                bits=p.bits,
+            )
             total = subtract(total, mask, p.bits)
         for gone in request.dropped:
             raw = self._reconstruct(gone, responders, lambda r: r.key_shares)

@@ -151,9 +151,18 @@ def run_round(
             aggregator.receive_unmask_response(responses[name])
     result = [int(v) for v in aggregator.result()]
     return Round(
-        parameters, holders, aggregator, inputs, participants, bundles, masked, request,
-        responses, result, late,
-    )  # fmt: skip
+        parameters,
+        holders,
+        aggregator,
+        inputs,
+        participants,
+        bundles,
+        masked,
+        request,
+        responses,
+        result,
+        late,
+    )
 
 
 def as_list(vector: np.ndarray[Any, Any]) -> list[int]:

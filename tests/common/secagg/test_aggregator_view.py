@@ -97,8 +97,14 @@ class View:
         guess = self.masked[target].vector()
         left = []
         if target in self.seeds:
-            mask = self_mask(self.seeds[target], run_id=p.run_id, round_=p.round, name=target,
-                             length=DIM, bits=p.bits)  # fmt: skip
+            mask = self_mask(
+                self.seeds[target],
+                run_id=p.run_id,
+                round_=p.round,
+                name=target,
+                length=DIM,
+                bits=p.bits,
+            )
             guess = subtract(guess, mask, p.bits)
         else:
             left.append("self")
@@ -145,8 +151,14 @@ def test_no_ciphertext_opens_with_any_key_the_aggregator_can_get(done: Round) ->
             for peer in (sender, recipient):
                 secret = channel_secret(private, view.adverts[peer].encryption_key)
                 with pytest.raises(ValueError):
-                    open_sealed(secret, ciphertext, run_id=p.run_id, round_=p.round,
-                                sender=sender, recipient=recipient)  # fmt: skip
+                    open_sealed(
+                        secret,
+                        ciphertext,
+                        run_id=p.run_id,
+                        round_=p.round,
+                        sender=sender,
+                        recipient=recipient,
+                    )
 
 
 def test_the_store_holds_no_secret_of_any_holder_verbatim(done: Round) -> None:

@@ -131,9 +131,13 @@ def test_a_participant_not_on_the_roster_is_refused() -> None:
     stage = Stage()
     outsider = generate_signing_key()
     sybil = sign_advertisement(
-        outsider, "mallory", stage.parameters, stage.consortium.roster.digest,
-        stage.adverts["h04"].encryption_key, stage.adverts["h04"].masking_key,
-    )  # fmt: skip
+        outsider,
+        "mallory",
+        stage.parameters,
+        stage.consortium.roster.digest,
+        stage.adverts["h04"].encryption_key,
+        stage.adverts["h04"].masking_key,
+    )
     lie = stage.participant_list(*list(stage.adverts.values())[:4], sybil)
     refuses(stage.holders["h00"], "share_keys", lie, "participant 'mallory' is not on the roster")
 
@@ -187,15 +191,22 @@ def test_an_advertisement_of_a_previous_round_is_refused() -> None:
     before, now = Stage(0, consortium), Stage(1, consortium)
     lie = now.participant_list(*list(now.adverts.values())[:4], before.adverts["h04"])
     refuses(
-        now.holders["h00"], "share_keys", lie,
+        now.holders["h00"],
+        "share_keys",
+        lie,
         "of 'h04' is for run 'run-7f3a' round 0, not this round: a replay",
-    )  # fmt: skip
+    )
 
 
 def test_an_advertisement_of_another_run_is_refused() -> None:
     consortium = Consortium.of(5)
-    other = Holder("h04", consortium.roster, consortium.keys["h04"],
-                   consortium.parameters(run_id="another-run"), min_honest=1)  # fmt: skip
+    other = Holder(
+        "h04",
+        consortium.roster,
+        consortium.keys["h04"],
+        consortium.parameters(run_id="another-run"),
+        min_honest=1,
+    )
     stage = Stage(0, consortium)
     lie = stage.participant_list(*list(stage.adverts.values())[:4], other.advertise())
     refuses(stage.holders["h00"], "share_keys", lie, "is for run 'another-run' round 0")
@@ -216,8 +227,13 @@ def test_a_holder_told_another_k_or_t_min_is_refused_by_the_others(k: int, t_min
     """The coordinator tells h04 other values than the run's: h04 signs them, and every
     other holder refuses a round with it."""
     stage = Stage()
-    misled = Holder("h04", stage.consortium.roster, stage.consortium.keys["h04"],
-                    RoundParameters(RUN, 0, k, t_min, 32), min_honest=1)  # fmt: skip
+    misled = Holder(
+        "h04",
+        stage.consortium.roster,
+        stage.consortium.keys["h04"],
+        RoundParameters(RUN, 0, k, t_min, 32),
+        min_honest=1,
+    )
     lie = stage.participant_list(*list(stage.adverts.values())[:4], misled.advertise())
     refuses(stage.holders["h00"], "share_keys", lie, f"'h04' advertises K = {k}, t_min = {t_min}")
 

@@ -41,9 +41,13 @@ def test_dropouts_at_every_step() -> None:
     parameters = consortium.parameters(t_min=6)
     names = consortium.names
     done = run_round(
-        consortium, parameters, silent=[names[0]], no_shares=[names[3]], dropped=[names[9]],
+        consortium,
+        parameters,
+        silent=[names[0]],
+        no_shares=[names[3]],
+        dropped=[names[9]],
         no_unmask=[names[5]],
-    )  # fmt: skip
+    )
     assert len(done.participants.advertisements) == 9
     assert sorted(done.bundles) == [n for n in names if n not in (names[0], names[3])]
     assert done.request.dropped == (names[9],)
