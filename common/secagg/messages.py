@@ -58,7 +58,8 @@ _ADVERTISEMENT = "ldpem secagg key advertisement v1"
 
 
 def minimum_t_min(k: int) -> int:
-    """The smallest t_min secure aggregation accepts for K holders: ⌊K/2⌋ + 1.
+    """The smallest t_min secure aggregation accepts for K ≥ 2 holders: ⌊K/2⌋ + 1 (and 2:
+    the sum of a single survivor would be its input).
 
     A holder gives one kind of share per holder, but a lying aggregator can tell one group
     of holders that v survived (and collect shares of b_v) and another that v dropped
@@ -67,7 +68,7 @@ def minimum_t_min(k: int) -> int:
     aggregator (their shares of both come for free) it takes 2·(t_min − c) ≤ K − c honest
     ones, so the protection holds for c < 2·t_min − K (docs/SECAGG.md).
     """
-    return k // 2 + 1
+    return max(2, k // 2 + 1)
 
 
 def _refuse(kind: str, problem: str) -> SecAggRefused:
@@ -180,6 +181,8 @@ class RoundParameters:
             raise _refuse("round parameters", f"round must be at least 0, got {self.round}")
         if not 1 <= self.bits <= MAX_BITS:
             raise _refuse("round parameters", f"bits must be in [1, {MAX_BITS}], got {self.bits}")
+        if self.k < 2:
+            raise _refuse("round parameters", f"K must be at least 2, got {self.k}")
         if not minimum_t_min(self.k) <= self.t_min <= self.k:
             raise _refuse(
                 "round parameters",

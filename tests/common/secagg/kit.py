@@ -14,9 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ldpem.common.secagg import (
     Aggregator,
-    EncryptedShares,
     Holder,
-    KeyAdvertisement,
     MaskedInput,
     ParticipantList,
     Roster,
@@ -167,16 +165,3 @@ def run_round(
 
 def as_list(vector: np.ndarray[Any, Any]) -> list[int]:
     return [int(v) for v in vector]
-
-
-__all__ = [
-    "RUN",
-    "Consortium",
-    "EncryptedShares",
-    "KeyAdvertisement",
-    "Round",
-    "as_list",
-    "random_inputs",
-    "run_round",
-    "wire",
-]

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ldpem.common.secagg import (
     Aggregator,
@@ -33,6 +35,23 @@ def test_the_survivors_sum_comes_out(k: int, dropouts: str) -> None:
     done = run_round(consortium, parameters, dim=6, dropped=dropped)
     assert done.request.dropped == tuple(dropped)
     assert len(done.request.survivors) == k - count >= parameters.t_min
+    assert done.result == done.expected()
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), k=st.integers(2, 9), bits=st.integers(1, 64))
+def test_any_allowed_dropouts_give_the_survivors_sum(
+    data: st.DataObject, k: int, bits: int
+) -> None:
+    consortium = Consortium.of(k)
+    t_min = data.draw(st.integers(minimum_t_min(k), k), label="t_min")
+    names = consortium.names
+    dropped = data.draw(st.lists(st.sampled_from(names), unique=True, max_size=k - t_min))
+    dim = data.draw(st.integers(1, 5), label="dim")
+    done = run_round(
+        consortium, consortium.parameters(t_min=t_min, bits=bits), dim=dim, dropped=dropped
+    )
+    assert set(done.request.dropped) == set(dropped)
     assert done.result == done.expected()
 
 
@@ -138,13 +157,14 @@ def test_an_aggregator_fed_the_same_messages_gives_the_same_sum() -> None:
         (6, 3, 32, r"t_min must be in \[4, K = 6\]"),
         (5, 6, 32, r"t_min must be in \[3, K = 5\]"),
         (5, 3, 0, r"bits must be in \[1, 64\]"),
+        (1, 1, 32, "K must be at least 2, got 1"),
         (5, 3, 65, r"bits must be in \[1, 64\]"),
     ],
 )
 def test_round_parameters_are_checked(k: int, t_min: int, bits: int, message: str) -> None:
     with pytest.raises(SecAggRefused, match=message):
         RoundParameters(RUN, 0, k, t_min, bits)
-    assert minimum_t_min(6) == 4 and minimum_t_min(5) == 3
+    assert [minimum_t_min(k) for k in (2, 3, 4, 5, 6)] == [2, 2, 3, 3, 4]
 
 
 def test_a_holder_needs_its_roster_key_and_its_own_floor() -> None:
