@@ -1,14 +1,15 @@
 """Secure aggregation for distributed differential privacy (docs/SECAGG.md).
 
 The cryptography is a pure library: no HTTP, no files. A round is two state machines,
-``Holder`` and ``Aggregator`` (``protocol.py``), exchanging the frozen messages of
-``messages.py``, each with ``to_dict``/``from_dict`` for the wire. Underneath: identity
+``Holder`` (``protocol.py``) and ``Aggregator`` (``aggregator.py``), exchanging the frozen
+messages of ``messages.py``, each with ``to_dict``/``from_dict`` for the wire. Underneath: identity
 keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), masks (``masks.py``) and
 the holder-to-holder channel (``channel.py``).
 """
 
 from __future__ import annotations
 
+from ldpem.common.secagg.aggregator import Aggregator
 from ldpem.common.secagg.errors import SecAggError, SecAggRefused
 from ldpem.common.secagg.keys import (
     Roster,
@@ -31,7 +32,7 @@ from ldpem.common.secagg.messages import (
     UnmaskResponse,
     minimum_t_min,
 )
-from ldpem.common.secagg.protocol import Aggregator, Holder
+from ldpem.common.secagg.protocol import Holder
 
 __all__ = [
     "Aggregator",
