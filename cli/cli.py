@@ -81,6 +81,7 @@ def _command_modules() -> list[ModuleType]:
         cmd_demo,
         cmd_experiment,
         cmd_generate,
+        cmd_keys,
         cmd_plan,
         cmd_run,
         cmd_simulate,
@@ -96,6 +97,7 @@ def _command_modules() -> list[ModuleType]:
         cmd_demo,
         cmd_audit,
         cmd_generate,
+        cmd_keys,
     ]
 
 

@@ -79,3 +79,12 @@ def test_bench_timing_quick() -> None:
         assert set(result[field]) == cases
     assert result["ratio_to_inliers"]["inliers"] == 1.0
     assert result["records"] == 5_000 and result["repeats"] == 3
+
+
+def test_bench_secagg_quick() -> None:
+    result = run("bench_secagg.py")
+    assert [row["holders"] for row in result["rows"]] == [10, 30]
+    for row in result["rows"]:
+        assert {"advertise", "share_keys", "masked_input", "unmask", "total"} <= row["cpu_s"].keys()
+        assert row["sent_bytes"] > 0 and row["received_bytes"] > 0
+        assert row["t_min"] > row["holders"] // 2
