@@ -12,7 +12,7 @@ import pytest
 
 from ldpem.cli import main
 from ldpem.client import trust
-from ldpem.cmd_audit import agent_built, audited, run_audit
+from ldpem.commands.audit import agent_built, audited, run_audit
 from ldpem.common import protocol
 from ldpem.common.mechanisms import CentralTruncation, Mechanism, mechanism_names
 from ldpem.common.wire import PublicParameters

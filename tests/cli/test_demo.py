@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpem.cmd_demo import print_summary
+from ldpem.commands.demo import print_summary
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.study import Dataset

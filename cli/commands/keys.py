@@ -36,22 +36,21 @@ from ldpem.common.secagg.keys import (
 )
 from ldpem.secretfiles import read_secret, write_secret
 
-__all__ = ["register"]
+__all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
 _WHAT = "signing key"
 _NAME_HELP = "the holder's name in the roster (default: the key file's name without its suffix)"
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "keys",
-        help="holders' signing keys and the consortium's roster (secure aggregation)",
-        description=__doc__,
-        epilog=examples(
-            "ldpem keys generate --out hospital-a.key",
-            "ldpem keys roster --out roster.json --add hospital-a=PUBKEY --add hospital-b=PUBKEY",
-        ),
-    )
+NAME = "keys"
+HELP = "holders' signing keys and the consortium's roster (secure aggregation)"
+EXAMPLES = (
+    "ldpem keys generate --out hospital-a.key",
+    "ldpem keys roster --out roster.json --add hospital-a=PUBKEY --add hospital-b=PUBKEY",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     _register_generate(actions)
     _register_show(actions)

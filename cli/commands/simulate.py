@@ -16,9 +16,8 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.cli import examples
-from ldpem.cmd_client import add_source_arguments, source_from_args
-from ldpem.cmd_plan import parse_sizes
+from ldpem.commands.client import add_source_arguments, source_from_args
+from ldpem.commands.plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
@@ -27,27 +26,34 @@ from ldpem.common.models import model_names
 from ldpem.common.planning import beta_zero_warning
 from ldpem.common.study import Dataset, RoundCallback, Study, StudyResult, run_study
 
-__all__ = ["outcome", "progress_reporter", "register", "simulate", "study_from_args", "summary"]
+__all__ = [
+    "add_arguments",
+    "outcome",
+    "progress_reporter",
+    "simulate",
+    "study_from_args",
+    "summary",
+]
 
 _DEFAULTS = Study()
 _BAR_WIDTH = 30
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "simulate",
-        help="simulate a private gradient EM run in one process",
-        description=(
-            "Run the whole federated gradient EM in one process (each simulated hospital "
-            "runs the same round code as the agent) and report the estimate and its error: "
-            "what accuracy a budget buys before anything is deployed. Without --data the "
-            "records are synthetic, drawn from --model at --snr."
-        ),
-        epilog=examples(
-            "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
-            "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
-        ),
-    )
+NAME = "simulate"
+HELP = "simulate a private gradient EM run in one process"
+DESCRIPTION = (
+    "Run the whole federated gradient EM in one process (each simulated hospital "
+    "runs the same round code as the agent) and report the estimate and its error: "
+    "what accuracy a budget buys before anything is deployed. Without --data the "
+    "records are synthetic, drawn from --model at --snr."
+)
+EXAMPLES = (
+    "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
+    "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--model", choices=model_names(), default=_DEFAULTS.model, help="the latent-variable model")
     add(

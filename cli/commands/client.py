@@ -30,7 +30,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpem.cli import examples
 from ldpem.common.errors import UserError
 from ldpem.common.models import model_names
 from ldpem.logsetup import setup_logging
@@ -39,7 +38,7 @@ from ldpem.secretfiles import read_secret
 if TYPE_CHECKING:
     from ldpem.client.sources import Source
 
-__all__ = ["add_source_arguments", "register", "source_from_args"]
+__all__ = ["add_arguments", "add_source_arguments", "source_from_args"]
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -107,20 +106,19 @@ def _token(token_file: Path | None) -> str:
     return token
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "client",
-        help="run a hospital agent",
-        description=__doc__,
-        epilog=examples(
-            "ldpem client --coordinator https://coord.example:8443 --ca-cert ca.pem "
-            "--token-file hospital.token --model gmm --data records.csv --state agent-state "
-            "--epsilon 1 --delta 1e-6",
-            "ldpem client --coordinator https://coord.example:8443 --token-file hospital.token "
-            "--model mrm --data sqlite:///records.db "
-            "--query 'SELECT x1, x2, y FROM study ORDER BY id' --epsilon 1 --delta 1e-6",
-        ),
-    )
+NAME = "client"
+HELP = "run a hospital agent"
+EXAMPLES = (
+    "ldpem client --coordinator https://coord.example:8443 --ca-cert ca.pem "
+    "--token-file hospital.token --model gmm --data records.csv --state agent-state "
+    "--epsilon 1 --delta 1e-6",
+    "ldpem client --coordinator https://coord.example:8443 --token-file hospital.token "
+    "--model mrm --data sqlite:///records.db "
+    "--query 'SELECT x1, x2, y FROM study ORDER BY id' --epsilon 1 --delta 1e-6",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
     )
