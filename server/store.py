@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-from ldpem.common.sqlite import connect_durable
+from ldpem.common.sqlite import connect_durable, immediate
 
 __all__ = ["HospitalRow", "ReportRow", "RoundRow", "RoundState", "RunRow", "RunState", "Store"]
 
@@ -161,14 +161,8 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE … COMMIT, or ROLLBACK if the block raises."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._lock, immediate(self._db):
+            yield
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
