@@ -19,7 +19,7 @@ def run(script: str, *args: str) -> dict[str, Any]:
         [sys.executable, str(BENCHMARKS / script), "--quick", "--json", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a quick run, but the machine may be busy
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result: dict[str, Any] = json.loads(done.stdout)
