@@ -26,7 +26,7 @@ import numpy as np
 
 from ldpem.common._validation import check_count, check_positive
 from ldpem.common.calibration import DEFAULT_ZETA
-from ldpem.common.mechanisms import Mechanism, mechanism_names
+from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
 from ldpem.common.models import get_model
 from ldpem.common.protocol import (
     CentralNoise,
@@ -38,6 +38,7 @@ from ldpem.common.protocol import (
     study_beta_bound,
     study_delta,
     study_rng,
+    study_t_min,
     study_tau,
 )
 from ldpem.common.simulation import run_gradient_em, split_holders
@@ -152,7 +153,9 @@ class Estimate:
 def _mechanisms(
     problem: Problem, name: str
 ) -> tuple[Mechanism, list[Mechanism] | None, CentralNoise | None]:
-    """The study's mechanism, for ``hospital`` each hospital's own, and the central noise."""
+    """The study's mechanism, each hospital's own when holders take their own scale
+    (``hospital``), and the central noise. Noise shares assume the default t_min
+    (``protocol.study_t_min``) of the hospitals."""
 
     def build(m: int) -> Mechanism:
         return make_mechanism(
@@ -166,9 +169,10 @@ def _mechanisms(
             clip=problem.clip,
             accounting=problem.accounting,
             scale=problem.scale,
+            t_min=study_t_min(None, len(problem.sizes)),
         )
 
-    if name == "hospital":
+    if get_mechanism(name).per_holder_scale:
         holders = [build(holder_records_per_round(s, problem.rounds)) for s in problem.sizes]
         return holders[0], holders, None
     mechanism = build(records_per_round(problem.sizes, problem.rounds))

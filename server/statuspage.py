@@ -546,6 +546,8 @@ def _hospital_table(
         site = get_mechanism(params.mechanism).noise_site
         if site == "aggregator":
             spent = _e(f"{params.mechanism}: the coordinator's noise")
+        elif site == "shares":
+            spent = _e(f"{params.mechanism}: the sum's, shared by ≥ {params.t_min} hospitals")
         elif site == "nowhere":
             spent = _e("∞ (no privacy)")
         elif h.epsilon is None:
