@@ -40,6 +40,7 @@ def register(subparsers: Any) -> None:
         epilog=examples(
             "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
             "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
+            "ldpem simulate --mechanism secagg --n 200000 --hospitals 1000 --dropout 0.1",
         ),
     )
     add = parser.add_argument
@@ -48,7 +49,8 @@ def register(subparsers: Any) -> None:
         "--mechanism",
         choices=mechanism_names(),
         default=_DEFAULTS.mechanism,
-        help="privacy mechanism: local DP per record, hospital-level, central, clipped, none",
+        help="privacy mechanism: local DP per record, hospital-level, central, clipped, "
+        "distributed DP over secure aggregation (secagg), none",
     )
     add("--n", type=int, default=_DEFAULTS.n, help="records in all")
     add("--d", type=int, default=_DEFAULTS.d, help="dimension")
@@ -100,6 +102,20 @@ def register(subparsers: Any) -> None:
     add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
     add("--eta", type=float, default=_DEFAULTS.eta, help="step size η")
     add("--outliers", type=float, default=0.0, help="share of records made gross outliers")
+    add(
+        "--t-min",
+        type=int,
+        default=None,
+        help="secagg: honest hospitals whose noise shares make the noise (default: "
+        "max(2, ceil(K/2)), at most K)",
+    )
+    add(
+        "--dropout",
+        type=float,
+        default=0.0,
+        help="probability that a hospital misses a round (a round with fewer reports than "
+        "t-min is not released)",
+    )
     # Records instead of synthetic data: a file, or a database with --query (as `client`).
     add_source_arguments(parser, required=False)
     add("--json", action="store_true", help="print one JSON object instead of a summary")
@@ -128,6 +144,8 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
         zeta=args.zeta,
         eta=args.eta,
         outliers=args.outliers,
+        t_min=args.t_min,
+        dropout=args.dropout,
         # A database is no Path: `run` reads every source through ldpem.client.sources.
         data=Path(args.data) if args.data is not None and "://" not in args.data else None,
         sizes=None if args.hospitals_sizes is None else parse_sizes(args.hospitals_sizes),
@@ -168,6 +186,18 @@ def summary(outcome: SimulationOutcome) -> str:
     sizes = outcome["hospital_sizes"]
     if len(sizes) > 1:
         lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records")
+    if "t_min" in outcome:
+        lines.append(
+            f"noise shares: any {outcome['t_min']} honest hospitals make the noise of the sum "
+            f"(ε = {outcome['sum_epsilon']:.4g}); one hospital's own share alone gives "
+            f"ε = {outcome['fallback_epsilon']:.4g} (fallback); {outcome['modulus_bits']}-bit "
+            "aggregation"
+        )
+    if outcome.get("skipped_rounds"):
+        lines.append(
+            f"rounds not released (too few reports): {len(outcome['skipped_rounds'])} of "
+            f"{outcome['rounds']}"
+        )
     if outcome["error"] is not None:
         lines.append(
             f"error ‖β − β*‖ = {outcome['error']:.4g} (from {outcome['initial_error']:.4g} at β⁰)"

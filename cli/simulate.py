@@ -30,7 +30,7 @@ from ldpem.client.data import load_records
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import Mechanism, mechanism_names
+from ldpem.common.mechanisms import Mechanism, SecAggSkellam, get_mechanism, mechanism_names
 from ldpem.common.models import Model, Records, get_model, model_names
 from ldpem.common.planning import Problem, final_errors
 from ldpem.common.protocol import (
@@ -42,8 +42,10 @@ from ldpem.common.protocol import (
     study_beta_bound,
     study_delta,
     study_rng,
+    study_t_min,
     study_tau,
 )
+from ldpem.common.secagg.quantize import modulus_bits
 from ldpem.common.simulation import run_gradient_em, split_holders
 
 __all__ = [
@@ -83,9 +85,11 @@ class SimulationConfig:
     (``ldpem.common.protocol``'s study defaults).
     ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
     ``sizes``: the hospitals' record counts (they must sum to n; ``hospitals`` is then
-    ignored). ``data``: a CSV (or .npy) file of records to use instead of synthetic ones (see
-    ``ldpem.client.data``); n and d are then the file's, snr and missing are unused, and
-    without a known β* the errors are None.
+    ignored). ``data``: a CSV (or .npy) file of records to use instead of synthetic ones
+    (see ``ldpem.client.data``); n and d are then the file's, snr and missing are unused,
+    and without a known β* the errors are None. ``t_min``: for a mechanism with noise
+    shares, the honest holders whose shares make the noise. ``dropout``: the probability
+    that a holder misses a round.
     """
 
     model: str = "gmm"
@@ -111,6 +115,11 @@ class SimulationConfig:
     data: Path | None = None
     #: Explicit hospital sizes (summing to n) instead of a random split into ``hospitals``.
     sizes: tuple[int, ...] | None = None
+    #: Noise shares (secagg): the honest holders whose shares make the noise, 1 ≤ t_min ≤ K;
+    #: None: ``protocol.study_t_min`` (max(2, ⌈K/2⌉), at most K).
+    t_min: int | None = None
+    #: Each holder misses each round with this probability (``run_gradient_em``).
+    dropout: float = 0.0
 
 
 def _fail(name: str, requirement: str, value: object) -> UserError:
@@ -154,6 +163,17 @@ def _check_config(config: SimulationConfig) -> None:
         raise _fail("missing", "in [0, 1)", config.missing)
     if not 0.0 <= config.outliers <= 0.5:
         raise _fail("outliers", "in [0, 0.5]", config.outliers)
+    if not 0.0 <= config.dropout < 1.0:
+        raise _fail("dropout", "in [0, 1)", config.dropout)
+    if config.t_min is not None:
+        if get_mechanism(config.mechanism).noise_site != "shares":
+            raise UserError(
+                f"t-min is only meaningful for a mechanism whose noise is shared, not "
+                f"{config.mechanism}"
+            )
+        holders = len(config.sizes) if config.sizes is not None else config.hospitals
+        if not 1 <= config.t_min <= holders:
+            raise _fail("t-min", f"an integer in [1, {holders}] (the hospitals)", config.t_min)
 
 
 def _check_size(n: int, config: SimulationConfig) -> None:
@@ -226,7 +246,14 @@ def _load(config: SimulationConfig, model: Model, rng: np.random.Generator) -> D
 
 
 def _mechanism(
-    config: SimulationConfig, *, d: int, m: int, delta: float, tau: float, name: str | None = None
+    config: SimulationConfig,
+    *,
+    d: int,
+    m: int,
+    delta: float,
+    tau: float,
+    holders: int,
+    name: str | None = None,
 ) -> Mechanism:
     return make_mechanism(
         config.mechanism if name is None else name,
@@ -239,15 +266,17 @@ def _mechanism(
         zeta=config.zeta,
         clip=config.clip,
         accounting=config.accounting,
+        t_min=study_t_min(config.t_min, holders),
     )
 
 
 def _holder_mechanisms(
     config: SimulationConfig, holders: list[Records], *, d: int, delta: float, tau: float
 ) -> list[Mechanism] | None:
-    """Each holder's own mechanism for ``hospital`` (its scale and noise follow from its own
-    records per round, ``protocol.holder_records_per_round``); None for the others."""
-    if config.mechanism != "hospital":
+    """Each holder's own mechanism when holders take their own scale (``hospital``: its
+    scale and noise follow from its own records per round,
+    ``protocol.holder_records_per_round``); None for the others."""
+    if not get_mechanism(config.mechanism).per_holder_scale:
         return None
     return [
         _mechanism(
@@ -256,6 +285,7 @@ def _holder_mechanisms(
             m=holder_records_per_round(h.n, config.rounds, reuse=config.reuse),
             delta=delta,
             tau=tau,
+            holders=len(holders),
         )
         for h in holders
     ]
@@ -276,6 +306,42 @@ def _mechanism_fields(
         if hasattr(mechanism, name):
             fields[name] = float(getattr(mechanism, name))
     return fields
+
+
+def _share_fields(
+    config: SimulationConfig, mechanism: Mechanism, holders: list[Records], *, d: int, delta: float
+) -> dict[str, Any]:
+    """For Skellam noise shares (docs/SECAGG.md): t_min, the grid γ, the share's mean λ_s,
+    the modulus bits of the aggregation, the ε of the sum with exactly t_min honest shares
+    and the fallback ε of one holder's share alone (each at the study's δ)."""
+    if not isinstance(mechanism, SecAggSkellam):
+        return {}
+    participations = config.rounds if config.reuse else 1
+    # The most records a round can sum: every holder's largest group (⌊n_k/T⌋ + 1 bounds it).
+    most = sum(
+        holder_records_per_round(h.n, config.rounds, reuse=config.reuse) + 1 for h in holders
+    )
+    bits = modulus_bits(
+        records=most,
+        holders=len(holders),
+        bound=mechanism.record_bound(d),
+        grid=mechanism.grid,
+        share_mean=mechanism.share_mean,
+        d=d,
+    )
+    return {
+        "t_min": mechanism.t_min,
+        "dropout": config.dropout,
+        "grid": mechanism.grid,
+        "share_mean": mechanism.share_mean,
+        "modulus_bits": bits,
+        "sum_epsilon": mechanism.epsilon(
+            d, delta=delta, honest=mechanism.t_min, participations=participations
+        ),
+        "fallback_epsilon": mechanism.fallback_epsilon(
+            d, delta=delta, participations=participations
+        ),
+    }
 
 
 def simulate(
@@ -309,7 +375,7 @@ def simulate(
     mechanism = (
         holder_mechanisms[0]
         if holder_mechanisms
-        else _mechanism(config, d=d, m=m, delta=delta, tau=tau)
+        else _mechanism(config, d=d, m=m, delta=delta, tau=tau, holders=len(holders))
     )
     beta_star = data.beta_star
 
@@ -339,6 +405,8 @@ def simulate(
             accounting=config.accounting,
             participations=config.rounds if config.reuse else 1,
         ),
+        dropout=config.dropout,
+        dropout_rng=rng,
     )
     known = beta_star is not None
     warning = None if known else _data_warning(config, holders, d=d, delta=delta, tau=tau)
@@ -360,6 +428,9 @@ def simulate(
         "beta_bound": bound,
         "outliers": config.outliers,
         **_mechanism_fields(mechanism, holder_mechanisms),
+        **_share_fields(config, mechanism, holders, d=d, delta=delta),
+        "reporters": result.reporters,
+        "skipped_rounds": result.skipped,
         "beta": [float(v) for v in result.beta],
         "beta_star": [float(v) for v in beta_star] if beta_star is not None else None,
         "initial_error": model.error(beta0, beta_star) if beta_star is not None else None,
