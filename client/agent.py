@@ -368,7 +368,11 @@ class Agent:
                 mechanism=session.params.mechanism,
                 count=report.count,
                 total=total,
-                noise_std=session.mechanism.noise_std if session.mechanism.is_local else 0.0,
+                # Only a report private on its own declares its noise (a noise share is
+                # not: the coordinator checks none, docs/SECAGG.md).
+                noise_std=session.mechanism.noise_std
+                if session.mechanism.locally_private()
+                else 0.0,
             ).model_dump_json()
             entry = self.ledger.persist(entry, body.encode())
             _fault_after_persist(t)

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from ldpem.common.mechanisms import mechanism_names
+from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol import derive_public_values
 
@@ -179,6 +179,9 @@ class RunCreate(_Schema):
     #: with --allow-weaker): the run then shows each such hospital's weaker guarantee.
     #: Default: refused (422), so every counted report meets the run's (epsilon, delta).
     allow_weaker_reports: bool = False
+    #: Noise shares only (docs/SECAGG.md): the honest holders whose shares together make the
+    #: noise, 1 ≤ t_min ≤ the enrolled hospitals; default max(2, ⌈K/2⌉), at most K.
+    t_min: int | None = Field(default=None, ge=1, le=1000)
 
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
@@ -197,6 +200,16 @@ class RunCreate(_Schema):
                 raise ValueError(
                     f"hospital {h.name} has {h.records} records, fewer than the "
                     f"{self.rounds} rounds they are partitioned over"
+                )
+        if self.t_min is not None:
+            if get_mechanism(self.mechanism).noise_site != "shares":
+                raise ValueError(
+                    f"t_min is only meaningful for a mechanism whose noise is shared, not "
+                    f"{self.mechanism}"
+                )
+            if self.t_min > len(self.hospitals):
+                raise ValueError(
+                    f"t_min {self.t_min} exceeds the {len(self.hospitals)} enrolled hospitals"
                 )
         if self.beta0 is not None and len(self.beta0) != self.d:
             raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
@@ -229,6 +242,9 @@ class PublicParameters(_Schema):
     clip: float | None
     #: m = Σ enrolled records / rounds.
     records_per_round: int
+    #: Noise shares (secagg): the honest holders whose shares together make the noise;
+    #: None for every other mechanism.
+    t_min: int | None = None
 
 
 class HospitalToken(_Schema):
