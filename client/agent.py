@@ -51,7 +51,14 @@ from ldpem.client.binding import (
 )
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
 from ldpem.client.link import CoordinatorLink
-from ldpem.client.secagg import SecAggConfig, SecAggSession, aggregate, fallback, load_secagg
+from ldpem.client.secagg import (
+    SecAggConfig,
+    SecAggSession,
+    aggregate,
+    charged_ratio,
+    fallback,
+    load_secagg,
+)
 from ldpem.client.trust import (
     AgentError,
     agent_mechanism,
@@ -222,6 +229,7 @@ class Agent:
             params, epsilon=epsilon, delta=delta, accounting=cfg.accounting, records=me.records
         )
         check_float_range(me, mechanism)
+        mu = charged_ratio(params, mu, epsilon=epsilon, delta=delta, accounting=cfg.accounting)
         binding = canonical(
             {
                 "hospital": me.hospital,

@@ -20,6 +20,7 @@ from typing import Any
 from ldpem.client.ledger import Ledger
 from ldpem.client.link import CoordinatorLink
 from ldpem.client.trust import AgentError
+from ldpem.common.accounting import ratio_for_budget
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.secagg import (
     Holder,
@@ -36,7 +37,14 @@ from ldpem.common.secagg import (
 from ldpem.common.secagg.runvalues import grid_of, to_residues
 from ldpem.common.wire import API_PREFIX, PublicParameters
 
-__all__ = ["SecAggConfig", "SecAggSession", "aggregate", "fallback", "load_secagg"]
+__all__ = [
+    "SecAggConfig",
+    "SecAggSession",
+    "aggregate",
+    "charged_ratio",
+    "fallback",
+    "load_secagg",
+]
 
 log = logging.getLogger("ldpem.client")
 
@@ -82,10 +90,10 @@ def load_secagg(
         key = signing_key_from_pem(config.signing_key.read_bytes())
     except (OSError, RosterError, ValueError) as error:
         raise AgentError(f"cannot read the signing key or roster: {error}") from None
-    if roster.digest() != params.roster_digest:
+    if roster.digest != params.roster_digest:
         raise AgentError(
             f"the run's roster digest {params.roster_digest} is not that of {config.roster} "
-            f"({roster.digest()}): refusing the run"
+            f"({roster.digest}): refusing the run"
         )
     if params.t_min < config.min_honest:
         raise AgentError(
@@ -107,6 +115,17 @@ def load_secagg(
     except (SecAggRefused, SecAggError) as error:
         raise AgentError(f"secure aggregation: {error}") from None
     return session
+
+
+def charged_ratio(
+    params: PublicParameters, mu: float, *, epsilon: float, delta: float, accounting: str
+) -> float:
+    """The μ the ledger charges for a round: for noise shares (not private on their own) the
+    μ of the (ε, δ) the round's SUM was calibrated for, the guarantee under the trust
+    assumption (at least t_min honest holders); ``mu`` itself otherwise."""
+    if params.holders is None:
+        return mu
+    return ratio_for_budget(epsilon, delta, accounting)
 
 
 def fallback(mechanism: Mechanism, params: PublicParameters) -> float:

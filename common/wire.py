@@ -417,6 +417,6 @@ def public_parameters(request: RunCreate) -> PublicParameters:
         k = len(request.hospitals)
         if request.t_min is None:
             values["t_min"] = max(values["t_min"], minimum_t_min(k))
-        digest = Roster.from_json(json.dumps(request.roster)).digest()
+        digest = Roster.from_json(json.dumps(request.roster)).digest
         values.update(shares_values(PublicParameters(**values), holders=k, roster_digest=digest))
     return PublicParameters(**values)
