@@ -9,6 +9,12 @@ trajectory bit for bit (docs/ARCHITECTURE.md, "One round protocol").
 
 Records are either partitioned across rounds (Algorithm 2: each record reports once) or
 reused every round (``reuse=True``: each record reports T times, its budget split).
+
+Dropouts (``dropout`` = P): each holder misses each round with probability P, and the
+round is the sum of the others' reports. A round with fewer reports than the mechanism's
+``honest_holders`` (t_min for noise shares: their shares would not make the noise) is
+not released: β stays where it was, as a coordinator that cannot unmask the sum would
+leave it.
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ class EMResult:
 
     betas: list[FloatArray] = field(default_factory=list)
     errors: list[float] = field(default_factory=list)
+    #: Holders whose report entered each round's sum (T,).
+    reporters: list[int] = field(default_factory=list)
+    #: Rounds (0-based) that were not released: fewer reports than ``honest_holders``.
+    skipped: list[int] = field(default_factory=list)
 
     @property
     def beta(self) -> FloatArray:
@@ -155,6 +165,8 @@ def run_gradient_em(
     holder_mechanisms: Sequence[Mechanism] | None = None,
     central: CentralNoise | None = None,
     streams: Streams | None = None,
+    dropout: float = 0.0,
+    dropout_rng: np.random.Generator | None = None,
 ) -> EMResult:
     """Run T rounds of (private) gradient EM over the ``holders``' records.
 
@@ -191,6 +203,10 @@ def run_gradient_em(
     streams : Streams, optional
         Where the random draws come from (``protocol.FederatedStreams`` to model a
         federated run).
+    dropout : float
+        P in [0, 1): each holder misses each round with probability P (module doc).
+    dropout_rng : numpy.random.Generator, optional
+        Draws who drops out (one uniform per holder and round); required when P > 0.
 
     Returns
     -------
@@ -207,6 +223,10 @@ def run_gradient_em(
             f"holder_mechanisms must have one entry per holder ({len(holders)}), "
             f"got {len(holder_mechanisms)}"
         )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+    if dropout > 0.0 and dropout_rng is None:
+        raise ValueError("dropout needs a dropout_rng")
     if not mechanism.is_local and central is None:
         raise ValueError(
             f"mechanism {mechanism.name} is central: give its noise as central= "
@@ -223,12 +243,18 @@ def run_gradient_em(
     ]
     beta = np.array(beta0, dtype=np.float64)
     result = EMResult(betas=[beta.copy()])
+    needed = max(m.honest_holders for m in mechanisms)
     for t in range(rounds):
         totals = []
         counts = []
+        present = np.ones(len(holders), dtype=bool)
+        if dropout > 0.0 and dropout_rng is not None:
+            present = dropout_rng.random(len(holders)) >= dropout
         for k, (holder_groups, holder_mechanism_k) in enumerate(
             zip(groups, mechanisms, strict=True)
         ):
+            if not present[k]:
+                continue
             report = holder_round(
                 model=model,
                 beta=beta,
@@ -239,7 +265,12 @@ def run_gradient_em(
             )
             totals.append(report.total)
             counts.append(report.count)
-        beta = m_step(beta, totals, counts, eta=eta, central=central, rng=streams.central(t)).beta
+        result.reporters.append(len(totals))
+        if len(totals) >= needed:
+            step = m_step(beta, totals, counts, eta=eta, central=central, rng=streams.central(t))
+            beta = step.beta
+        else:
+            result.skipped.append(t)
         result.betas.append(beta.copy())
         if beta_star is not None:
             result.errors.append(model.error(beta, beta_star))

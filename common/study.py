@@ -41,6 +41,7 @@ from ldpem.common.protocol import (
     study_beta_bound,
     study_delta,
     study_rng,
+    study_t_min,
     study_tau,
 )
 from ldpem.common.simulation import (
@@ -105,6 +106,10 @@ class Study:
     outliers: float = 0.0
     sizes: tuple[int, ...] | None = None
     scale: float | None = None
+    #: Noise shares (secagg): honest holders whose shares make the noise (None: study_t_min).
+    t_min: int | None = None
+    #: Each holder misses each round with this probability (``run_gradient_em``).
+    dropout: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,10 @@ class StudyResult:
     beta_star: FloatArray | None
     initial_error: float | None
     errors: tuple[float, ...] | None
+    #: The rounds not released (fewer reports than the mechanism's honest holders).
+    skipped: tuple[int, ...] = ()
+    #: The reports received in each round (K each without dropouts).
+    reporters: tuple[int, ...] = ()
 
     @property
     def beta(self) -> FloatArray:
@@ -198,6 +207,10 @@ def _check_study(study: Study, *, synthetic: bool) -> None:
         raise _fail("zeta", "in (0, 1)", study.zeta)
     if study.missing is not None and not 0.0 <= study.missing < 1.0:
         raise _fail("missing", "in [0, 1)", study.missing)
+    if not 0.0 <= study.dropout < 1.0:
+        raise _fail("dropout", "in [0, 1)", study.dropout)
+    if study.t_min is not None and get_mechanism(study.mechanism).noise_site != "shares":
+        raise UserError(f"t-min is only meaningful for noise shares, not {study.mechanism}")
     if not 0.0 <= study.outliers <= 0.5:
         raise _fail("outliers", "in [0, 0.5]", study.outliers)
 
@@ -290,26 +303,9 @@ def study_mechanisms(
     (``protocol.records_per_round``), except under a mechanism whose holders take their own
     scale (``Mechanism.per_holder_scale``: ``hospital``), where each has its own scale and
     noise from its own m_k (``protocol.holder_records_per_round``).
-
-    Parameters
-    ----------
-    study : Study
-        Mechanism, budget, rounds, reuse, ζ, C, accounting and scale.
-    sizes : sequence of K int
-        The hospitals' record counts.
-    d : int
-        Dimension.
-    delta, tau : float
-        The study's resolved δ and τ.
-
-    Returns
-    -------
-    mechanism : Mechanism
-        Every hospital's mechanism; with per-holder scales, the first hospital's.
-    holder_mechanisms : tuple of K Mechanism, or None
-        With per-holder scales, hospital k's own mechanism; None otherwise.
-    central : CentralNoise or None
-        The aggregator's noise, None unless the mechanism is central.
+    ``sizes`` are the K hospitals' record counts, ``delta``/``tau`` the study's resolved
+    δ and τ. Returns every hospital's mechanism (with per-holder scales the first one's),
+    the K per-holder mechanisms or None, and the aggregator's noise (None unless central).
     """
     participations = study.rounds if study.reuse else 1
 
@@ -326,6 +322,7 @@ def study_mechanisms(
             clip=study.clip,
             accounting=study.accounting,
             scale=study.scale,
+            t_min=study_t_min(study.t_min, len(sizes)),
         )
 
     holder_mechanisms = None
@@ -425,6 +422,8 @@ def run_study(
         on_round=report,
         holder_mechanisms=holder_mechanisms,
         central=central,
+        dropout=study.dropout,
+        dropout_rng=rng,
     )
     betas = np.array(result.betas)
     betas.setflags(write=False)
@@ -444,4 +443,6 @@ def run_study(
         beta_star=beta_star,
         initial_error=None if beta_star is None else model.error(start, beta_star),
         errors=None if beta_star is None else tuple(float(e) for e in result.errors),
+        skipped=tuple(result.skipped),
+        reporters=tuple(result.reporters),
     )

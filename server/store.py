@@ -81,6 +81,15 @@ CREATE TABLE IF NOT EXISTS reports (
     PRIMARY KEY (run_id, t, hospital),
     FOREIGN KEY (run_id, t) REFERENCES rounds(run_id, t)
 );
+CREATE TABLE IF NOT EXISTS secagg_messages (
+    run_id TEXT NOT NULL,
+    t INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run_id, t, seq)
+);
 """
 
 
@@ -397,3 +406,24 @@ class Store:
                     (run_id, t),
                 ).fetchall()
         return [self._report(r) for r in rows]
+
+    # Secure aggregation (``ldpem.server.secagg``): every message of a round, in order.
+    def insert_secagg(self, run_id: str, t: int, kind: str, holder: str, body: str) -> None:
+        with self.transaction():
+            seq = self._db.execute(
+                "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = ?", (run_id, t)
+            ).fetchone()[0]
+            self._db.execute(
+                "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, t, seq, kind, holder, body),
+            )
+
+    def secagg_messages(self, run_id: str, t: int) -> list[tuple[str, str, str]]:
+        """(kind, holder, body) of round t's stored messages, in the order received."""
+        rows = self._db.execute(
+            "SELECT kind, holder, body FROM secagg_messages WHERE run_id = ? AND t = ? "
+            "ORDER BY seq",
+            (run_id, t),
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]

@@ -36,6 +36,7 @@ from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import read_secret
 
 if TYPE_CHECKING:
+    from ldpem.client.secagg import SecAggConfig
     from ldpem.client.sources import Source
 
 __all__ = ["add_arguments", "add_source_arguments", "source_from_args"]
@@ -160,6 +161,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="this hospital's own privacy budget delta per record, over all runs",
     )
     parser.add_argument(
+        "--signing-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="secagg runs: this hospital's Ed25519 signing key (mode 600, `ldpem keys generate`)",
+    )
+    parser.add_argument(
+        "--roster",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="secagg runs: the consortium's roster; its digest must equal the run's",
+    )
+    parser.add_argument(
+        "--min-honest",
+        type=int,
+        default=None,
+        metavar="N",
+        help="secagg runs: refuse a run whose t_min is below N",
+    )
+    parser.add_argument(
         "--dataset",
         default="default",
         metavar="NAME",
@@ -254,9 +276,26 @@ def run(args: argparse.Namespace) -> int:
         ca_cert=args.ca_cert,
         seed=args.seed,
         dataset=args.dataset,
+        secagg=_secagg_config(args),
     )
     agent = Agent(config, loader=source.loader)
     try:
         return agent.run()
     finally:
         agent.close()
+
+
+def _secagg_config(args: argparse.Namespace) -> SecAggConfig | None:
+    from ldpem.client.secagg import SecAggConfig
+
+    """The secure aggregation flags, all three or none (UserError otherwise)."""
+    given = [args.signing_key, args.roster, args.min_honest]
+    if all(v is None for v in given):
+        return None
+    if any(v is None for v in given):
+        raise UserError("--signing-key, --roster and --min-honest go together")
+    if args.signing_key.exists() and args.signing_key.stat().st_mode & 0o077:
+        raise UserError(f"{args.signing_key}: a signing key must be mode 600")
+    if args.min_honest < 1:
+        raise UserError(f"--min-honest must be at least 1, got {args.min_honest}")
+    return SecAggConfig(args.signing_key, args.roster, args.min_honest)

@@ -46,6 +46,7 @@ from ldpem.common.protocol.defaults import (
     study_beta_bound,
     study_delta,
     study_rng,
+    study_t_min,
     study_tau,
 )
 from ldpem.common.protocol.mstep import Step, aggregate, m_step
@@ -97,5 +98,6 @@ __all__ = [
     "study_beta_bound",
     "study_delta",
     "study_rng",
+    "study_t_min",
     "study_tau",
 ]

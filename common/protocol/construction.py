@@ -6,6 +6,11 @@ functions. ``make_mechanism`` builds a simulated study's mechanism from its budg
 is compared here: each class's declarations (where its noise goes, what it needs, its
 scale rule) decide, so a registered mechanism takes every path (docs/EXTENDING.md).
 
+**Noise shares** (``noise_site == "shares"``, docs/SECAGG.md) are calibrated by the class
+itself (``Mechanism.shared_noise_std``: integer Skellam noise on the quantized sum, not a
+Gaussian on a float one) so that any ``t_min`` honest holders' shares make the round's SUM
+(ε, δ)-DP; t_min is a public value of the run (``study_t_min`` by default).
+
 **Central noise is calibrated on the actual count of the round** (``CentralNoise.std``):
 the aggregator releases the average of the records that reported in THIS round, whose
 replace-one sensitivity is Δ/count. Calibrating on the nominal m would under-noise every
@@ -40,6 +45,7 @@ from ldpem.common.protocol.defaults import (
     records_per_round,
     study_beta_bound,
     study_delta,
+    study_t_min,
     study_tau,
 )
 from ldpem.common.protocol.parameters import PublicValues, RunRequest
@@ -223,13 +229,16 @@ def _shape(
     scale: float | None,
     smoothing: float | None,
     clip: float | None,
+    t_min: int | None = None,
 ) -> Mechanism:
     """``kind`` without noise, from the values it ``needs``; ValueError naming a missing one."""
     if kind.needs == "scale" and scale is None:
         raise ValueError(f"the run publishes mechanism {kind.name} without a scale s")
     if kind.needs == "clip" and clip is None:
         raise ValueError(f"the run publishes mechanism {kind.name} without a clip norm")
-    return kind.from_values(noise_std=0.0, scale=scale, smoothing=smoothing, clip=clip)
+    if kind.noise_site == "shares" and t_min is None:
+        raise ValueError(f"the run publishes mechanism {kind.name} without t_min")
+    return kind.from_values(noise_std=0.0, scale=scale, smoothing=smoothing, clip=clip, t_min=t_min)
 
 
 def make_mechanism(
@@ -245,9 +254,11 @@ def make_mechanism(
     clip: float = 1.0,
     accounting: str = DEFAULT_ACCOUNTING,
     scale: float | None = None,
+    t_min: int | None = None,
 ) -> Mechanism:
     """The mechanism of a simulated study, calibrated so that each record, over its
-    ``participations`` rounds, is (ε, δ)-DP under ``accounting``.
+    ``participations`` rounds, is (ε, δ)-DP under ``accounting`` (noise shares: under
+    their own Skellam accounting, given ``t_min`` honest holders; ignored otherwise).
 
     ``records_per_round`` is m (``records_per_round``): it sets s in Algorithm 2 and, when
     the noise is the aggregator's, the σ_r shown as ``noise_std`` (that of a round of m
@@ -283,7 +294,14 @@ def make_mechanism(
                 zeta=zeta,
             )
         smoothing = smoothing_precision(d, zeta)
-    shape = _shape(kind, scale=scale, smoothing=smoothing, clip=clip)
+    shares = kind.noise_site == "shares"
+    shape = _shape(
+        kind, scale=scale, smoothing=smoothing, clip=clip, t_min=t_min if shares else None
+    )
+    if shares:
+        return shape.with_noise(
+            shape.shared_noise_std(d, epsilon=epsilon, delta=delta, participations=participations)
+        )
     central = central_noise_for(
         shape,
         d=d,
@@ -334,7 +352,8 @@ def holder_contribution(
         raise ValueError(f"mechanism {name!r} is not one of a federated run")
     scale = holder_scale(params, records, mechanism=name) if kind.needs == "scale" else None
     smoothing = smoothing_precision(params.d, params.zeta) if kind.needs == "scale" else None
-    return _shape(kind, scale=scale, smoothing=smoothing, clip=params.clip)
+    t_min = params.t_min if kind.noise_site == "shares" else None
+    return _shape(kind, scale=scale, smoothing=smoothing, clip=params.clip, t_min=t_min)
 
 
 def report_sensitivity(
@@ -372,8 +391,11 @@ def holder_mechanism(
     """The mechanism a data holder enrolled with ``records`` records runs in the run of
     ``params``, its noise calibrated from the holder's OWN budget (``epsilon``, ``delta``,
     ``accounting``), never from a σ_r the coordinator chose. Mechanisms whose noise is the
-    aggregator's carry no holder noise (``central_noise``)."""
+    aggregator's carry no holder noise (``central_noise``); noise shares are calibrated
+    for the run's sum with the run's public t_min (each record reports in one round)."""
     shape = holder_contribution(params, records)
+    if shape.noise_site == "shares":
+        return shape.with_noise(shape.shared_noise_std(params.d, epsilon=epsilon, delta=delta))
     noise = holder_noise_std(params, records, epsilon=epsilon, delta=delta, accounting=accounting)
     return shape if noise == 0.0 else shape.with_noise(noise)
 
@@ -431,6 +453,10 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         smoothing = smoothing_precision(request.d, request.zeta)
     elif kind.needs == "clip":
         clip = request.clip
+    # Only noise shares need t_min: how many honest holders make the noise.
+    t_min = None
+    if kind.noise_site == "shares":
+        t_min = study_t_min(request.t_min, len(request.hospitals))
     return {
         "model": request.model,
         "d": request.d,
@@ -447,4 +473,5 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         "smoothing": smoothing,
         "clip": clip,
         "records_per_round": m,
+        "t_min": t_min,
     }

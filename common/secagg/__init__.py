@@ -5,6 +5,10 @@ The cryptography is a pure library: no HTTP, no files. A round is two state mach
 messages of ``messages.py``, each with ``to_dict``/``from_dict`` for the wire. Underneath: identity
 keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), masks (``masks.py``) and
 the holder-to-holder channel (``channel.py``).
+
+The distributed noise beside it: ``quantize`` (a holder's sum on an integer grid of step
+γ = 2^-j, its integer sensitivity and the modulus 2^k), ``noise`` (integer Skellam shares)
+and ``accounting`` (the privacy of the aggregated sum and the fallback ε of one share).
 """
 
 from __future__ import annotations
