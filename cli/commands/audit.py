@@ -36,8 +36,15 @@ def audited() -> tuple[str, ...]:
 
 def agent_built() -> tuple[str, ...]:
     """The audited mechanisms an agent can run, hence also audited as the agent builds
-    them (simulator-only ones, such as ``central-clip``, no federated run publishes)."""
-    return tuple(name for name in audited() if get_mechanism(name).federated)
+    them: not the simulator-only ones (``central-clip``: no federated run publishes it),
+    and not those whose guarantee is a sum of shares (``secagg``): one agent's share is not
+    the mechanism, t_min of them are, and a run of them needs a roster of holders; their
+    sum is audited on the simulator's path."""
+    return tuple(
+        name
+        for name in audited()
+        if get_mechanism(name).federated and get_mechanism(name).noise_site != "shares"
+    )
 
 
 NAME = "audit"
