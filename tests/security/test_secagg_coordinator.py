@@ -33,7 +33,12 @@ from ldpem.common.secagg import (
     signing_key_to_pem,
 )
 from ldpem.common.secagg.messages import sign_advertisement
-from ldpem.common.wire import PublicParameters, RunCreate, public_parameters
+from ldpem.common.wire import (
+    HospitalEnrolment,
+    PublicParameters,
+    RunCreate,
+    public_parameters,
+)
 from tests.fedkit import live_server, process_manager, token_file
 from tests.security.test_malicious_coordinator import agent_argv, gmm_data, write_csv
 
@@ -65,7 +70,9 @@ class Consortium:
             delta=1e-5,
             t_min=T_MIN,
             roster=json.loads(roster.to_json()),
-            hospitals=[{"name": n, "records": RECORDS, "token": f"{TOKEN}-{n}"} for n in NAMES],
+            hospitals=[
+                HospitalEnrolment(name=n, records=RECORDS, token=f"{TOKEN}-{n}") for n in NAMES
+            ],
         )
         return cls(keys, roster, public_parameters(request))
 
