@@ -13,12 +13,21 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from ldpem.common.secagg import (
+    EncryptedShares,
+    KeyAdvertisement,
+    MaskedInput,
+    Roster,
+    RoundParameters,
+    UnmaskResponse,
+)
 from ldpem.common.secagg.channel import channel_secret, open_sealed
 from ldpem.common.secagg.keys import encode_public_key
 from ldpem.common.secagg.masks import (
@@ -47,18 +56,38 @@ def done() -> Round:
 class View:
     """Everything the aggregator stored, and every secret that follows from it."""
 
-    def __init__(self, done: Round) -> None:
-        aggregator = done.aggregator
-        self.parameters = done.parameters
-        self.roster = aggregator.roster
-        self.adverts = aggregator.advertisements
-        self.encrypted = aggregator.encrypted_shares
-        self.masked = {**aggregator.masked_inputs, **done.late}  # the late one too
-        self.responses = aggregator.responses
+    def __init__(
+        self,
+        parameters: RoundParameters,
+        roster: Roster,
+        adverts: Mapping[str, KeyAdvertisement],
+        encrypted: Mapping[str, EncryptedShares],
+        masked: Mapping[str, MaskedInput],
+        responses: Mapping[str, UnmaskResponse],
+    ) -> None:
+        self.parameters = parameters
+        self.roster = roster
+        self.adverts = adverts
+        self.encrypted = encrypted
+        self.masked = masked
+        self.responses = responses
+        self.dim = len(next(iter(masked.values())).vector())
         self.seeds: dict[str, bytes] = {}  # reconstructed self-mask seeds b
         self.keys: dict[str, X25519PrivateKey] = {}  # reconstructed masking keys s_sk
         self.shares_held: dict[tuple[str, str], int] = defaultdict(int)
         self._reconstruct()
+
+    @classmethod
+    def of(cls, done: Round) -> View:
+        aggregator = done.aggregator
+        return cls(
+            done.parameters,
+            aggregator.roster,
+            aggregator.advertisements,
+            aggregator.encrypted_shares,
+            {**aggregator.masked_inputs, **done.late},  # the late one too
+            aggregator.responses,
+        )
 
     def _reconstruct(self) -> None:
         found: dict[tuple[str, str], list[Share]] = defaultdict(list)
@@ -86,10 +115,10 @@ class View:
         other = target if peer in self.keys else peer
         secret = agree(private, self.adverts[other].masking_key)
         p = self.parameters
-        mask = expand(pair_seed(secret, p.run_id, p.round, target, peer), DIM, p.bits)
+        mask = expand(pair_seed(secret, p.run_id, p.round, target, peer), self.dim, p.bits)
         if mask_sign(target, peer) > 0:
             return mask
-        return subtract(np.zeros(DIM, dtype=np.uint64), mask, p.bits)
+        return subtract(np.zeros(self.dim, dtype=np.uint64), mask, p.bits)
 
     def best_guess(self, target: str) -> tuple[list[int], list[str]]:
         """y_target without every mask the attacker can compute, and the masks left on."""
@@ -102,7 +131,7 @@ class View:
                 run_id=p.run_id,
                 round_=p.round,
                 name=target,
-                length=DIM,
+                length=self.dim,
                 bits=p.bits,
             )
             guess = subtract(guess, mask, p.bits)
@@ -120,7 +149,7 @@ class View:
 
 
 def test_no_holders_input_follows_from_the_aggregators_store(done: Round) -> None:
-    view = View(done)
+    view = View.of(done)
     assert set(view.seeds) == set(done.request.survivors)  # as the protocol intends
     assert set(view.keys) == {DROPPED}
     for target in view.masked:
@@ -134,7 +163,7 @@ def test_no_holders_input_follows_from_the_aggregators_store(done: Round) -> Non
 
 
 def test_the_aggregator_holds_one_kind_of_share_per_holder(done: Round) -> None:
-    view = View(done)
+    view = View.of(done)
     for name in done.holders:
         kinds = {kind for kind in "bs" if view.shares_held[kind, name]}
         assert kinds == ({"s"} if name == DROPPED else {"b"}), name
@@ -144,7 +173,7 @@ def test_the_aggregator_holds_one_kind_of_share_per_holder(done: Round) -> None:
 
 
 def test_no_ciphertext_opens_with_any_key_the_aggregator_can_get(done: Round) -> None:
-    view = View(done)
+    view = View.of(done)
     p = view.parameters
     for (sender, message), private in itertools.product(view.encrypted.items(), view.keys.values()):
         for recipient, ciphertext in message.ciphertexts.items():
@@ -181,7 +210,7 @@ def test_the_store_fits_other_inputs_with_the_same_sum(done: Round) -> None:
     replaced by m + δ, every masked input is what the aggregator stored. It cannot tell
     m from m + δ without s_uw, i.e. without s_sk_u or s_sk_w, of which it holds no share
     (previous tests): its store fits every split of the sum."""
-    view = View(done)
+    view = View.of(done)
     u, w = done.request.survivors[:2]
     bits = view.parameters.bits
     delta = np.array([1, 2, 3, 4, 5], dtype=np.uint64)
