@@ -18,7 +18,7 @@ SMALL = ["--n", "6000", "--d", "3", "--rounds", "4", "--hospitals", "12"]
 def test_json_reports_the_shares_public_values(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--mechanism", "secagg", *SMALL, "--json"]) == 0
     outcome = json.loads(capsys.readouterr().out)
-    assert outcome["mechanism"] == "secagg" and outcome["t_min"] == 6  # max(2, ⌈12/2⌉)
+    assert outcome["mechanism"] == "secagg" and outcome["t_min"] == 7  # ⌊12/2⌋ + 1
     bound = outcome["scale"] * truncation_bound(outcome["smoothing"])
     assert outcome["grid"] == grid_step(bound)
     assert outcome["share_mean"] > 0 and 20 <= outcome["modulus_bits"] <= 54

@@ -193,15 +193,16 @@ def test_a_shares_mechanism_must_say_how_its_shares_are_calibrated() -> None:
         register_mechanism(Unaccounted)
 
 
-def test_the_default_t_min_is_an_honest_majority() -> None:
+def test_the_default_t_min_is_a_strict_majority() -> None:
+    # ⌊K/2⌋ + 1, at most K: the least secure aggregation accepts (t_min > K/2).
     assert [study_t_min(None, k) for k in (1, 2, 3, 4, 100, 101, 1000)] == [
         1,
         2,
         2,
-        2,
-        50,
+        3,
         51,
-        500,
+        51,
+        501,
     ]
     assert study_t_min(7, 10) == 7
     with pytest.raises(ValueError, match="t_min must be at most the 10 holders, got 11"):
@@ -225,16 +226,9 @@ def run_request(**changes: Any) -> dict[str, Any]:
     return {**request, **changes}
 
 
-@pytest.fixture
-def federated_secagg(monkeypatch: pytest.MonkeyPatch) -> None:
-    """secagg as a federated run will publish it, once the masking protocol is wired in."""
-    monkeypatch.setattr(SecAggSkellam, "federated", True)
-
-
-@pytest.mark.usefixtures("federated_secagg")
 def test_a_run_publishes_t_min_and_agents_build_the_simulators_mechanism() -> None:
     params = PublicParameters(**derive_public_values(RunCreate.model_validate(run_request())))
-    assert params.t_min == 3  # max(2, ⌈5/2⌉)
+    assert params.t_min == 3  # ⌊5/2⌋ + 1
     assert params.scale is not None
     fixed = PublicParameters(**derive_public_values(RunCreate.model_validate(run_request(t_min=5))))
     assert fixed.t_min == 5
@@ -253,7 +247,6 @@ def test_a_run_publishes_t_min_and_agents_build_the_simulators_mechanism() -> No
     assert repr(agent) == repr(simulator)
 
 
-@pytest.mark.usefixtures("federated_secagg")
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
