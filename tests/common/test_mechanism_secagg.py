@@ -166,7 +166,7 @@ def test_t_min_is_needed_and_kept() -> None:
     with pytest.raises(ValueError, match="without t_min"):
         make_mechanism("secagg", d=3, records_per_round=100, epsilon=1.0, delta=1e-6, tau=1.0)
     mechanism = calibrated(t_min=4)
-    assert mechanism.with_noise(0.5).t_min == 4
+    assert mechanism.with_noise(0.5).honest_holders == 4
     with pytest.raises(ValueError, match="t_min must be an integer >= 1"):
         SecAggSkellam(scale=1.0, smoothing=1.0, noise_std=0.0, t_min=0)
 
