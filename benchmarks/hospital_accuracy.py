@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpem.simulate import SimulationConfig, simulate
+from ldpem.common.study import Study, run_study
 
 #: One line of the CSV files: model, mechanism, n, hospitals, mean error, its sd, seeds.
 Row = tuple[str, str, int, int, float, float, int]
@@ -73,13 +73,14 @@ def equal_sizes(n: int, k: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(k))
 
 
-def mean_error(config: SimulationConfig, seeds: int) -> tuple[float, float]:
-    errors = [float(simulate(replace(config, seed=s))["error"]) for s in range(seeds)]
+def mean_error(study: Study, seeds: int) -> tuple[float, float]:
+    finals = [run_study(replace(study, seed=s)).final_error for s in range(seeds)]
+    errors = np.array(finals, dtype=float)
     return float(np.mean(errors)), float(np.std(errors, ddof=1)) if seeds > 1 else 0.0
 
 
 def sweep(model: str, seeds: int) -> tuple[list[Row], list[Row]]:
-    base = SimulationConfig(model=model, d=10, epsilon=1.0, rounds=10)
+    base = Study(model=model, d=10, epsilon=1.0, rounds=10)
     by_n: list[Row] = []
     for n in N_GRID:
         for mechanism in ("local", "hospital", "central"):

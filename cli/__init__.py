@@ -1,9 +1,67 @@
 """ldpem: federated gradient EM under local differential privacy.
 
 Subpackages: ``ldpem.common`` (numerical core), ``ldpem.server`` (coordinator),
-``ldpem.client`` (hospital agent). This package holds the ``ldpem`` command.
+``ldpem.client`` (hospital agent). This package holds the ``ldpem`` command, and names the
+library's surface for use from Python::
+
+    from ldpem import Study, run_study
+
+    result = run_study(Study(model="gmm", n=20_000, d=5, epsilon=1.0, hospitals=3))
+    print(result.final_error)
+
+The names below are imported on first use, not with the package: every ``ldpem`` command
+imports this package, and ``ldpem client`` should not pay for numpy before it needs it
+(docs/PERFORMANCE.md, start-up).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from ldpem.common.models import Records, model_names
+    from ldpem.common.planning import Plan, Problem, make_plan
+    from ldpem.common.study import Dataset, Study, StudyResult, run_study
+
+__all__ = [
+    "Dataset",
+    "Plan",
+    "Problem",
+    "Records",
+    "Study",
+    "StudyResult",
+    "__version__",
+    "make_plan",
+    "model_names",
+    "run_study",
+]
+
+#: Where each name of the library's surface is defined.
+_SURFACE = {
+    "Records": "ldpem.common.models",
+    "model_names": "ldpem.common.models",
+    "Plan": "ldpem.common.planning",
+    "Problem": "ldpem.common.planning",
+    "make_plan": "ldpem.common.planning",
+    "Dataset": "ldpem.common.study",
+    "Study": "ldpem.common.study",
+    "StudyResult": "ldpem.common.study",
+    "run_study": "ldpem.common.study",
+}
+
+
+def __getattr__(name: str) -> object:
+    # AttributeError for anything else, so that `from ldpem import commands` goes on to
+    # import the submodule.
+    if name not in _SURFACE:
+        raise AttributeError(f"module 'ldpem' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_SURFACE[name]), name)
+    globals()[name] = value  # the next lookup does not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SURFACE})

@@ -30,19 +30,14 @@ import numpy as np
 from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import Mechanism
-from ldpem.common.models import Records, get_model
-from ldpem.common.protocol import (
-    holder_records_per_round,
-    make_mechanism,
-    records_per_round,
-    study_delta,
-    study_tau,
-)
-from ldpem.common.simulation import run_gradient_em
+from ldpem.common.mechanisms import get_mechanism
+from ldpem.common.models import get_model
+from ldpem.common.protocol import study_delta
+from ldpem.common.simulation import split_holders
+from ldpem.common.study import Dataset, Study, run_study
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
 
-__all__ = ["DemoConfig", "hospital_sizes", "run_demo"]
+__all__ = ["DemoConfig", "demo_hospital_sizes", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -60,8 +55,11 @@ class DemoConfig:
     timeout: float = 300.0
 
 
-def hospital_sizes(total: int, hospitals: int, rounds: int, rng: np.random.Generator) -> list[int]:
-    """Unequal shares of ``total`` records (Dirichlet(2) proportions), each ≥ 2·rounds."""
+def demo_hospital_sizes(
+    total: int, hospitals: int, rounds: int, rng: np.random.Generator
+) -> list[int]:
+    """The demo's hospitals: unequal shares of ``total`` records, each ≥ 2·rounds, the rest
+    split with Dirichlet(2) proportions (rounded down; the remainder goes to the first)."""
     floor = 2 * rounds
     if total < hospitals * floor:
         raise UserError(
@@ -90,23 +88,21 @@ def _terminate_on_sigterm() -> Iterator[None]:
 
 def _write_data(
     config: DemoConfig, workdir: Path, rng: np.random.Generator
-) -> tuple[list[Path], list[Records], np.ndarray]:
+) -> tuple[list[Path], Dataset]:
+    """Each hospital's records file, and all the records as dealt out to them, with β*."""
     model = get_model(config.model)
-    sizes = hospital_sizes(config.records, config.hospitals, config.rounds, rng)
+    sizes = demo_hospital_sizes(config.records, config.hospitals, config.rounds, rng)
     records, beta_star = model.generate(
-        config.records, config.d, missing=0.1 if config.model == "rmc" else 0.0, rng=rng
+        config.records, config.d, missing=model.demo_missing, rng=rng
     )
-    paths, parts, start = [], [], 0
-    for i, size in enumerate(sizes):
-        part = records.take(slice(start, start + size))
-        start += size
+    paths = []
+    for i, part in enumerate(split_holders(records, sizes)):
         table = part.x if part.y is None else np.column_stack([part.x, part.y])
         path = workdir / f"hospital-{i + 1}" / "records.npy"
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, table)
         paths.append(path)
-        parts.append(part)
-    return paths, parts, beta_star
+    return paths, Dataset(records, beta_star, tuple(sizes))
 
 
 class _Progress:
@@ -147,7 +143,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         raise UserError(f"--rounds must be at least 1, got {config.rounds}")
     if not (config.epsilon > 0 and math.isfinite(config.epsilon)):
         raise UserError(f"--epsilon must be > 0, got {config.epsilon}")
-    hospital_sizes(config.records, config.hospitals, config.rounds, np.random.default_rng(0))
+    demo_hospital_sizes(config.records, config.hospitals, config.rounds, np.random.default_rng(0))
     started = time.perf_counter()
     workdir = config.workdir or Path(tempfile.mkdtemp(prefix="ldpem-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -185,7 +181,8 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 wait=False,
             )
             # The records are written while the coordinator starts (its imports take seconds).
-            paths, parts, beta_star = _write_data(config, workdir, rng)
+            paths, data = _write_data(config, workdir, rng)
+            assert data.sizes is not None and data.beta_star is not None
             try:
                 processes.wait_healthy(coordinator, url, timeout=60.0)
             except ProcessFailed as error:
@@ -200,10 +197,10 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 "epsilon": config.epsilon,
                 "delta": delta,
                 "seed": config.seed,
-                "missing": 0.1 if config.model == "rmc" else 0.0,
+                "missing": get_model(config.model).demo_missing,
                 "hospitals": [
-                    {"name": n, "records": len(p), "token": t}
-                    for n, p, t in zip(names, parts, tokens, strict=True)
+                    {"name": n, "records": size, "token": t}
+                    for n, size, t in zip(names, data.sizes, tokens, strict=True)
                 ],
             }
             response = client.post(
@@ -253,10 +250,11 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         processes.stop()
 
     model = get_model(config.model)
+    beta_star = data.beta_star
     betas = [np.array(b) for b in trajectory]
     errors = [model.error(b, beta_star) for b in betas[1:]]
-    baselines = _baselines(config, parts, betas[0], beta_star, delta)
-    hospitals = _hospital_spend(names, parts, paths, delta)
+    baselines = _baselines(config, data, betas[0], delta)
+    hospitals = _hospital_spend(names, data.sizes, paths, delta)
     result: dict[str, Any] = {
         "run_id": run_id,
         "model": config.model,
@@ -319,56 +317,35 @@ def _follow(
 
 
 def _baselines(
-    config: DemoConfig,
-    parts: list[Records],
-    beta0: np.ndarray,
-    beta_star: np.ndarray,
-    delta: float,
+    config: DemoConfig, data: Dataset, beta0: np.ndarray, delta: float
 ) -> dict[str, dict[str, Any]]:
-    """Non-private, clipped (C = 1) and hospital-level gradient EM in-process, same records
-    and start (hospital-level: each holder's own scale and noise, docs/HOSPITAL.md)."""
-    model = get_model(config.model)
-    # τ as the coordinator derives it for the run: the default declared bound snr·σ = 3.
-    tau = study_tau(config.model, tau=None, beta_bound=3.0, sigma=1.0, d=config.d)
+    """Non-private, clipped (C = 1) and hospital-level gradient EM in-process, on the
+    hospitals' records as dealt and from the run's start β⁰ (hospital-level: each holder's
+    own scale and noise, docs/HOSPITAL.md)."""
     out = {}
     for name in ("none", "local-clip", "hospital"):
-
-        def build(records_per_round: int, name: str = name) -> Mechanism:
-            return make_mechanism(
-                name,
-                d=config.d,
-                records_per_round=records_per_round,
-                epsilon=config.epsilon,
-                delta=delta,
-                clip=1.0,
-                tau=tau,
-            )
-
-        mechanism = build(records_per_round([p.n for p in parts], config.rounds))
-        holder_mechanisms = None
-        if name == "hospital":
-            holder_mechanisms = [build(holder_records_per_round(p.n, config.rounds)) for p in parts]
-        result = run_gradient_em(
-            model=model,
-            holders=parts,
-            sigma=1.0,
-            mechanism=mechanism,
+        # σ = 1 and the default declared bound snr·σ = 3: τ as the coordinator derives it.
+        study = Study(
+            model=config.model,
+            mechanism=name,
+            d=config.d,
+            epsilon=config.epsilon,
+            delta=delta,
             rounds=config.rounds,
-            beta0=beta0,
-            rng=np.random.default_rng(config.seed + 1000),
-            beta_star=beta_star,
-            holder_mechanisms=holder_mechanisms,
+            seed=config.seed + 1000,
         )
-        out[name] = {"error": result.errors[-1], "errors": result.errors}
+        result = run_study(study, data=data, beta0=beta0)
+        assert result.errors is not None  # the demo's data has a known β*
+        out[name] = {"error": result.errors[-1], "errors": list(result.errors)}
     return out
 
 
 def _hospital_spend(
-    names: list[str], parts: list[Records], paths: list[Path], delta: float
+    names: list[str], sizes: tuple[int, ...], paths: list[Path], delta: float
 ) -> list[dict[str, Any]]:
     """Per hospital: records, rounds reported and ε spent, read from the agent's ledger."""
     out = []
-    for name, part, path in zip(names, parts, paths, strict=True):
+    for name, size, path in zip(names, sizes, paths, strict=True):
         ledger = Ledger(path.parent / "state")
         try:
             entries = ledger.entries()
@@ -378,7 +355,7 @@ def _hospital_spend(
         out.append(
             {
                 "name": name,
-                "records": part.n,
+                "records": size,
                 "rounds_reported": len(entries),
                 # Each record reports in one round only: its ε is that of the largest μ.
                 "epsilon_spent": epsilon_for_ratio(mu, delta) if mu > 0 else 0.0,
@@ -411,9 +388,9 @@ def _plot(result: dict[str, Any], path: Path) -> str | None:
     FigureCanvasAgg(figure)
     axes = figure.subplots()
     rounds = range(1, len(result["errors"]) + 1)
-    kind = "hospital-level" if result["mechanism"] == "hospital" else "local"
+    kind = get_mechanism(result["mechanism"]).label
     axes.plot(
-        rounds, result["errors"], marker="o", label=f"federated {kind} DP (ε={result['epsilon']})"
+        rounds, result["errors"], marker="o", label=f"federated, {kind} (ε={result['epsilon']})"
     )
     labels = {
         "none": "non-private EM",

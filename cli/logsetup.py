@@ -9,7 +9,7 @@ import logging
 import sys
 from typing import TextIO
 
-from ldpem.common.logs import ContextFilter, JsonFormatter, RedactTokens
+from ldpem.common.logs import AccessFields, ContextFilter, JsonFormatter, RedactTokens
 
 __all__ = ["TEXT_FORMAT", "setup_logging"]
 
@@ -43,6 +43,9 @@ def setup_logging(level: str, log_format: str) -> logging.Handler | None:
         JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
     )
     handler.addFilter(ContextFilter())
+    # Before RedactTokens: it drops the arguments of a message it redacts, and the access
+    # fields are read from them.
+    handler.addFilter(AccessFields())
     handler.addFilter(RedactTokens())
     for old in list(root.handlers):
         root.removeHandler(old)

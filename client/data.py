@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.client.columns import RESPONSE_COLUMN, check_id_columns, resolve_columns
 from ldpem.common.errors import UserError
 from ldpem.common.models import Records, get_model
 
-__all__ = ["RESPONSE_COLUMN", "load_records"]
+__all__ = ["load_records"]
 
-RESPONSE_COLUMN = "y"
 _MISSING_TOKENS = frozenset({"", "nan", "NaN", "NA", "na", "N/A"})
 #: ``_NUMBER_TEXT(cell, cell)``: "nan" for a missing-value token, else the cell itself.
 _NUMBER_TEXT: Callable[[str, str], str] = dict.fromkeys(_MISSING_TOKENS, "nan").get
@@ -191,8 +191,6 @@ def _to_records(
     columns: Sequence[str] | None,
     target: str | None,
 ) -> Records:
-    from ldpem.client.sources import resolve_columns
-
     spec = get_model(model)
 
     def where(row: int, column: int) -> str:
@@ -224,6 +222,7 @@ def _to_records(
     else:
         x, y = table[:, x_index], None
 
+    check_id_columns(label, [names[j] for j in x_index], x, columns)
     missing_x = np.isnan(x)
     if missing_x.any() and not spec.allows_missing:
         row, column = _first_bad(missing_x)

@@ -11,6 +11,7 @@ Nothing here does I/O. Public surface:
 * accounting: ``noise_std_for``, ``epsilon_spent``, ``epsilon_tilde``
 * protocol: study defaults, mechanisms from public parameters, the M-step
 * rounds: ``holder_round``; simulation: ``run_gradient_em``
+* study: ``Study``, ``run_study`` → ``StudyResult`` (a whole simulated study), ``Dataset``
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ldpem.common.models import Model, Records, get_model, model_names, register
 from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
 from ldpem.common.rounds import HolderReport, holder_round
 from ldpem.common.simulation import EMResult, run_gradient_em
+from ldpem.common.study import Dataset, Study, StudyResult, run_study
 from ldpem.common.truncation import TRUNCATION_BOUND, smoothed_truncation
 from ldpem.common.truncation_bound import truncation_bound
 
@@ -40,6 +42,7 @@ __all__ = [
     "TRUNCATION_BOUND",
     "CentralClipped",
     "CentralTruncation",
+    "Dataset",
     "EMResult",
     "HolderReport",
     "HospitalTruncation",
@@ -50,6 +53,8 @@ __all__ = [
     "NoPrivacy",
     "Records",
     "SecAggSkellam",
+    "Study",
+    "StudyResult",
     "epsilon_spent",
     "epsilon_tilde",
     "get_mechanism",
@@ -64,6 +69,7 @@ __all__ = [
     "register_mechanism",
     "register_model",
     "run_gradient_em",
+    "run_study",
     "smoothed_truncation",
     "truncation_bound",
 ]

@@ -37,8 +37,8 @@ __all__ = [
     "epsilon_tilde",
     "gdp_delta",
     "noise_std_for",
-    "privacy_ratio",
     "ratio_for_budget",
+    "ratio_for_noise",
     "zcdp_epsilon",
 ]
 
@@ -64,7 +64,7 @@ def epsilon_tilde(epsilon: float, delta: float) -> float:
     return epsilon / (math.sqrt(log_inv_delta + epsilon) + math.sqrt(log_inv_delta))
 
 
-def privacy_ratio(
+def ratio_for_noise(
     sensitivity: float | Iterable[float],
     noise_std: float | Iterable[float],
     participations: int = 1,
@@ -349,6 +349,6 @@ def epsilon_spent(
     participations: int = 1,
     accounting: str = DEFAULT_ACCOUNTING,
 ) -> float:
-    """ε at ``delta`` spent by Gaussian releases with the given Δ and σ_r (see privacy_ratio)."""
-    mu = privacy_ratio(sensitivity, noise_std, participations)
+    """ε at ``delta`` spent by Gaussian releases with the given Δ and σ_r (see ratio_for_noise)."""
+    mu = ratio_for_noise(sensitivity, noise_std, participations)
     return epsilon_for_ratio(mu, delta, accounting)

@@ -4,12 +4,11 @@ One implementation behind ``ldpem plan``, the forecast a coordinator states when
 created (``ldpem.server.forecast``) and the warning of ``ldpem simulate --data``.
 
 A ``Problem`` is the public description of a run: model, d, σ, budget, rounds and the
-hospitals' record counts. Each estimate draws synthetic data of that model (‖β*‖ = snr·σ),
-splits it over the hospitals with the given counts, and runs ``run_gradient_em`` with the
-mechanism each agent would build — for ``hospital`` one per hospital, from its own count.
-The study defaults (δ, τ, m, β⁰) are ``ldpem.common.protocol``'s, and each seed's run is
-exactly ``ldpem simulate``'s with the same seed and hospital sizes (same generator, data,
-start and split), so the forecast of ``run create`` is the mean of ``simulate``'s figures.
+hospitals' record counts. Each estimate is a simulated study (``ldpem.common.study``,
+``Problem.study``): synthetic data of that model (‖β*‖ = snr·σ), split over the hospitals
+with the given counts, run with the mechanism each agent would build — for ``hospital``
+one per hospital, from its own count. It is the study of ``ldpem simulate`` with the same
+seed and hospital sizes, so the forecast of ``run create`` is the mean of its figures.
 The trivial estimate β = 0 has error ‖β*‖ = snr·σ. A mechanism "beats β = 0" here when its
 mean final error is at most half of that (``BEAT_FRACTION``): the runs start at a random β⁰
 of norm σ, as the coordinator's do, whose error is already about ‖β*‖, so an error just
@@ -20,34 +19,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from ldpem.common._validation import check_count, check_positive
 from ldpem.common.calibration import DEFAULT_ZETA
-from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
+from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import get_model
-from ldpem.common.protocol import (
-    CentralNoise,
-    central_noise_for,
-    holder_records_per_round,
-    initial_beta,
-    make_mechanism,
-    records_per_round,
-    study_beta_bound,
-    study_delta,
-    study_rng,
-    study_t_min,
-    study_tau,
-)
-from ldpem.common.simulation import run_gradient_em, split_holders
+from ldpem.common.protocol import study_beta_bound, study_delta, study_tau
+from ldpem.common.study import Study, StudyResult, run_study
 
 __all__ = [
     "BEAT_FRACTION",
+    "WARNING_SEEDS",
     "Estimate",
     "Plan",
     "Problem",
+    "beta_zero_warning",
     "crossover_records",
     "estimate",
     "final_errors",
@@ -56,9 +45,10 @@ __all__ = [
     "study_errors",
 ]
 
-#: Mechanisms ``ldpem plan`` compares (β = 0 is added as the trivial reference).
 #: A mean final error at most this fraction of ‖β*‖ counts as beating β = 0.
 BEAT_FRACTION = 0.5
+#: Simulations behind the warning of a study on records without a known β*.
+WARNING_SEEDS = 2
 
 
 @dataclass(frozen=True)
@@ -123,6 +113,13 @@ class Problem:
         """The mean error below which a mechanism beats β = 0 (``BEAT_FRACTION``·‖β*‖)."""
         return BEAT_FRACTION * self.trivial_error
 
+    def study(self, mechanism: str, seed: int) -> Study:
+        """The simulated study of this problem with ``mechanism`` and ``seed``: synthetic
+        data of the model with ‖β*‖ = snr·σ, dealt to hospitals of ``sizes`` records.
+        Every field of a problem is one of a study's."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Study(mechanism=mechanism, n=self.n, seed=seed, **values)
+
     def with_records(self, n: int) -> Problem:
         """The same problem with ``n`` records split in the same proportions."""
         total = self.n
@@ -150,71 +147,12 @@ class Estimate:
         return float(np.quantile(self.errors, 0.9))
 
 
-def _mechanisms(
-    problem: Problem, name: str
-) -> tuple[Mechanism, list[Mechanism] | None, CentralNoise | None]:
-    """The study's mechanism, each hospital's own when holders take their own scale
-    (``hospital``), and the central noise. Noise shares assume the default t_min
-    (``protocol.study_t_min``) of the hospitals."""
-
-    def build(m: int) -> Mechanism:
-        return make_mechanism(
-            name,
-            d=problem.d,
-            records_per_round=m,
-            epsilon=problem.epsilon,
-            delta=problem.resolved_delta,
-            tau=problem.resolved_tau,
-            zeta=problem.zeta,
-            clip=problem.clip,
-            accounting=problem.accounting,
-            scale=problem.scale,
-            t_min=study_t_min(None, len(problem.sizes)),
-        )
-
-    if get_mechanism(name).per_holder_scale:
-        holders = [build(holder_records_per_round(s, problem.rounds)) for s in problem.sizes]
-        return holders[0], holders, None
-    mechanism = build(records_per_round(problem.sizes, problem.rounds))
-    central = central_noise_for(
-        mechanism,
-        d=problem.d,
-        epsilon=problem.epsilon,
-        delta=problem.resolved_delta,
-        accounting=problem.accounting,
-    )
-    return mechanism, None, central
-
-
-def study_errors(problem: Problem, mechanism: str, seed: int) -> list[float]:
-    """The errors after each round of the simulated study with ``seed``: synthetic data of
-    the problem's model, β⁰, the split over the hospitals, then the run, all from
-    ``protocol.study_rng(seed)`` in this order (the order of ``ldpem simulate``)."""
-    model = get_model(problem.model)
-    aggregate, holders_mechanisms, central = _mechanisms(problem, mechanism)
-    missing = problem.missing
-    if missing is None:
-        missing = 0.1 if model.allows_missing else 0.0
-    rng = study_rng(seed)
-    records, beta_star = model.generate(
-        problem.n, problem.d, snr=problem.snr, sigma=problem.sigma, missing=missing, rng=rng
-    )
-    beta0 = initial_beta(problem.d, problem.sigma, rng)
-    holders = split_holders(records, problem.sizes, rng)
-    result = run_gradient_em(
-        model=model,
-        holders=holders,
-        sigma=problem.sigma,
-        mechanism=aggregate,
-        rounds=problem.rounds,
-        beta0=beta0,
-        rng=rng,
-        eta=problem.eta,
-        beta_star=beta_star,
-        holder_mechanisms=holders_mechanisms,
-        central=central,
-    )
-    return result.errors
+def study_errors(problem: Problem, mechanism: str, seed: int) -> tuple[float, ...]:
+    """The errors after each round of the problem's study with ``mechanism`` and ``seed``
+    (``Problem.study``): that of ``ldpem simulate`` with the same seed and sizes."""
+    errors = run_study(problem.study(mechanism, seed)).errors
+    assert errors is not None  # synthetic data: β* is known
+    return errors
 
 
 def final_errors(
@@ -363,3 +301,35 @@ def make_plan(
     )
     line = recommendation(problem, estimates, crossover, crossover_limit)
     return Plan(problem, estimates, crossover, crossover_limit, line)
+
+
+def beta_zero_warning(result: StudyResult, *, max_records: int = 200_000) -> str | None:
+    """For a study on records without a known β*: what the planning simulations expect for
+    its size, budget and declared bound ‖β‖ ≤ B, and a warning when its mechanism cannot
+    beat β = 0 there (``ldpem plan``). None when it can, or when β* is known (the error
+    itself then says it)."""
+    if result.beta_star is not None:
+        return None
+    study = result.study
+    # The study's own values, with what its records resolved: their d and dealing, δ, τ
+    # and the bound B as ‖β*‖; and the model's default share of missing covariates.
+    values = {f.name: getattr(study, f.name) for f in fields(Problem)}
+    resolved = {
+        "d": result.d,
+        "sizes": result.hospital_sizes,
+        "delta": result.delta,
+        "tau": result.tau,
+        "snr": result.beta_bound / study.sigma,
+        "missing": None,
+    }
+    problem = Problem(**{**values, **resolved})
+    errors = final_errors(problem, study.mechanism, WARNING_SEEDS, max_records=max_records)
+    expected = float(np.mean(errors))
+    if expected <= problem.useful_error:
+        return None
+    return (
+        f"on synthetic {study.model} data of this size with ‖β*‖ = {result.beta_bound:g}, "
+        f"mechanism {study.mechanism} reaches a mean error of {expected:.3g}, not below half "
+        f"the error of the trivial estimate β = 0 ({problem.trivial_error:.3g}): this "
+        "estimate is probably no better than β = 0; see `ldpem plan` for what would be"
+    )

@@ -40,7 +40,14 @@ from ldpem.common.protocol import (
 from ldpem.common.rounds import holder_round
 from ldpem.common.wire import PublicParameters
 
-__all__ = ["EMResult", "round_groups", "run_gradient_em", "simulate_run", "split_holders"]
+__all__ = [
+    "EMResult",
+    "random_holder_sizes",
+    "round_groups",
+    "run_gradient_em",
+    "simulate_run",
+    "split_holders",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -95,10 +102,12 @@ def round_groups(
 
 
 def split_holders(
-    records: Records, sizes: Sequence[int], rng: np.random.Generator
+    records: Records, sizes: Sequence[int], rng: np.random.Generator | None = None
 ) -> list[Records]:
-    """``records`` dealt to holders of ``sizes`` records (summing to records.n) by one random
-    permutation from ``rng``; each holder keeps its records in their original order.
+    """``records`` dealt to holders of ``sizes`` records (summing to records.n): by one random
+    permutation from ``rng``, each holder keeping its records in their original order; or,
+    without ``rng``, in consecutive parts (records already dealt out in that order, as the
+    files of a federated run).
 
     Parameters
     ----------
@@ -106,7 +115,7 @@ def split_holders(
         n records (``x`` of shape (n, d)).
     sizes : sequence of K int
         Records per holder, summing to n.
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator, optional
         Draws the permutation.
 
     Returns
@@ -116,9 +125,28 @@ def split_holders(
     """
     if sum(sizes) != records.n:
         raise ValueError(f"sizes must sum to the {records.n} records, got {sum(sizes)}")
-    order = rng.permutation(records.n)
     bounds = np.cumsum([0, *sizes])
+    if rng is None:
+        return [records.take(slice(a, b)) for a, b in itertools.pairwise(bounds)]
+    order = rng.permutation(records.n)
     return [records.take(np.sort(order[a:b])) for a, b in itertools.pairwise(bounds)]
+
+
+def random_holder_sizes(n: int, holders: int, minimum: int, rng: np.random.Generator) -> list[int]:
+    """K = ``holders`` unequal sizes summing to n, each ≥ ``minimum``: every holder gets
+    ``minimum`` records and the rest is shared out multinomially with Dirichlet(1, …, 1)
+    proportions (one Dirichlet and one multinomial draw from ``rng``).
+
+    Returns
+    -------
+    list of K int
+        Records per holder.
+    """
+    spare = n - holders * minimum
+    if spare < 0:
+        raise ValueError(f"n must be at least {holders * minimum}, got {n}")
+    shares = rng.multinomial(spare, rng.dirichlet(np.ones(holders)))
+    return [minimum + int(share) for share in shares]
 
 
 def run_gradient_em(

@@ -182,6 +182,9 @@ class RunCreate(_Schema):
     #: Noise shares only (docs/SECAGG.md): the honest holders whose shares together make the
     #: noise, 1 ≤ t_min ≤ the enrolled hospitals; default max(2, ⌈K/2⌉), at most K.
     t_min: int | None = Field(default=None, ge=1, le=1000)
+    #: Noise shares only: the consortium's roster of holders' public keys (the JSON of
+    #: ``ldpem keys roster``); every enrolled hospital must be on it.
+    roster: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
@@ -211,6 +214,7 @@ class RunCreate(_Schema):
                 raise ValueError(
                     f"t_min {self.t_min} exceeds the {len(self.hospitals)} enrolled hospitals"
                 )
+        _check_shares(self)
         if self.beta0 is not None and len(self.beta0) != self.d:
             raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
         if self.missing and not get_model(self.model).allows_missing:
@@ -245,6 +249,41 @@ class PublicParameters(_Schema):
     #: Noise shares (secagg): the honest holders whose shares together make the noise;
     #: None for every other mechanism.
     t_min: int | None = None
+    #: Noise shares (secagg): K, the enrolled holders; the modulus bits of the masked sums;
+    #: the roster's digest (each agent's pinned roster must have it). None otherwise.
+    holders: int | None = None
+    modulus_bits: int | None = None
+    roster_digest: str | None = None
+
+
+def _check_shares(request: RunCreate) -> None:
+    """A run of noise shares needs a roster naming every hospital, K ≥ 2 and t_min > K/2
+    (``secagg.minimum_t_min``); no other run takes a roster. ValueError otherwise."""
+    if get_mechanism(request.mechanism).noise_site != "shares":
+        if request.roster is not None:
+            raise ValueError(
+                f"a roster is only meaningful for noise shares, not {request.mechanism}"
+            )
+        return
+    from ldpem.common.secagg import Roster, RosterError, minimum_t_min
+
+    k = len(request.hospitals)
+    if k < 2:
+        raise ValueError("a run of noise shares needs at least 2 hospitals")
+    if request.roster is None:
+        raise ValueError("a run of noise shares needs the consortium's roster")
+    try:
+        roster = Roster.from_json(json.dumps(request.roster))
+    except RosterError as error:
+        raise ValueError(f"roster: {error}") from None
+    missing = [h.name for h in request.hospitals if h.name not in roster]
+    if missing:
+        raise ValueError(f"hospitals not on the roster: {', '.join(missing[:5])}")
+    if request.t_min is not None and request.t_min < minimum_t_min(k):
+        raise ValueError(
+            f"t_min {request.t_min} must be more than half the {k} hospitals "
+            f"(at least {minimum_t_min(k)}): secure aggregation needs an honest majority"
+        )
 
 
 class HospitalToken(_Schema):
@@ -370,4 +409,14 @@ class Trajectory(_Schema):
 def public_parameters(request: RunCreate) -> PublicParameters:
     """The public mechanism parameters of a run, from its request and the study defaults
     (``protocol.derive_public_values``)."""
-    return PublicParameters(**derive_public_values(request))
+    values = derive_public_values(request)
+    if request.roster is not None:  # noise shares (``_check_shares``)
+        from ldpem.common.secagg import Roster, minimum_t_min
+        from ldpem.common.secagg.runvalues import shares_values
+
+        k = len(request.hospitals)
+        if request.t_min is None:
+            values["t_min"] = max(values["t_min"], minimum_t_min(k))
+        digest = Roster.from_json(json.dumps(request.roster)).digest
+        values.update(shares_values(PublicParameters(**values), holders=k, roster_digest=digest))
+    return PublicParameters(**values)

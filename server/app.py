@@ -19,15 +19,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ldpem import __version__
+from ldpem.common.logs import request_clock
 from ldpem.common.wire import API_PREFIX, describe_errors
 from ldpem.server.coordinator import Coordinator, hash_token
 from ldpem.server.metrics import MeteredStore, Metrics, MetricsMiddleware
 from ldpem.server.refusals import Conflict, Forbidden, Invalid, NotFound, Refused
-from ldpem.server.routes import rounds, runs, status
+from ldpem.server.routes import rounds, runs, secagg, status
 from ldpem.server.settings import Settings
 from ldpem.server.store import Store
 
-__all__ = ["BodySizeLimit", "create_app"]
+__all__ = ["BodySizeLimit", "RequestClock", "create_app"]
 
 log = logging.getLogger("ldpem.server")
 
@@ -36,6 +37,22 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class RequestClock:
+    """ASGI middleware: runs each HTTP request inside ``request_clock``, so the access
+    line uvicorn logs when the response starts carries the request's ``duration_ms``
+    (uvicorn runs each request in a task of its own: the clock is that request's)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with request_clock():
+            await self.app(scope, receive, send)
 
 
 class BodySizeLimit:
@@ -161,9 +178,12 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
 
     app.include_router(runs.router, prefix=API_PREFIX)
     app.include_router(rounds.router, prefix=API_PREFIX)
+    app.include_router(secagg.router, prefix=API_PREFIX)
     app.include_router(status.public)
     app.include_router(status.router)
     app.add_middleware(BodySizeLimit, limit=settings.max_body)
-    # Outermost, so that it also counts the reports the body limit refuses.
+    # Outside the body limit, so that it also counts the reports the body limit refuses.
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    # Outermost: a request's duration includes every other middleware.
+    app.add_middleware(RequestClock)
     return app

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import logging
 import time
 from collections.abc import Callable
 
@@ -32,7 +31,7 @@ from ldpem.common.wire import (
 )
 from ldpem.server import queries, runs
 from ldpem.server.groupcommit import GroupCommit
-from ldpem.server.machine import accept_report, check_open, expire
+from ldpem.server.machine import Outcome, accept_report, check_open, expire
 from ldpem.server.policy import (
     NOISE_FLOOR_RTOL,
     check_report,
@@ -43,6 +42,7 @@ from ldpem.server.policy import (
 )
 from ldpem.server.refusals import Forbidden, shown_run
 from ldpem.server.runs import hash_token
+from ldpem.server.secagg import SecAggRounds
 from ldpem.server.store import HospitalRow, Store
 
 __all__ = [
@@ -54,8 +54,6 @@ __all__ = [
     "record_bound",
     "run_noise_std",
 ]
-
-log = logging.getLogger("ldpem.server")
 
 
 class Coordinator:
@@ -79,7 +77,7 @@ class Coordinator:
         self.store = store
         #: Seconds a report waits for others to share its commit (see ``GroupCommit``).
         self.commit_window = commit_window
-        self._commits: GroupCommit[str] = GroupCommit(store, commit_window, self._committed)
+        self._commits: GroupCommit[Outcome] = GroupCommit(store, commit_window, self._committed)
         self._admin_hash = hash_token(admin_token)
         self.range_sigmas = range_sigmas
         self.max_noise_factor = max_noise_factor
@@ -92,6 +90,10 @@ class Coordinator:
         #: change of a run's status, round or deadline must call ``_notify`` (as it must
         #: anyway to wake the waiters).
         self._infos: dict[str, RoundInfo] = {}
+        #: The secure aggregation rounds of runs whose noise is shared.
+        self.secagg = SecAggRounds(
+            store, clock=clock, notify=self._notify, range_sigmas=range_sigmas
+        )
 
     # --- authentication ---------------------------------------------------------------
     def is_admin(self, token: str | None) -> bool:
@@ -114,10 +116,17 @@ class Coordinator:
         event, self._changed = self._changed, asyncio.Event()
         event.set()
 
-    def _committed(self, outcomes: list[str | Exception]) -> None:
+    def _committed(self, outcomes: list[Outcome | Exception]) -> None:
+        # Logged here, once the batch is committed and before any of its callers resumes,
+        # in the batch's order: a report's acceptance before the round its last report
+        # closed, and a report whose client went away meanwhile is logged too.
+        done = [outcome for outcome in outcomes if isinstance(outcome, Outcome)]
+        for outcome in done:
+            for note in outcome.notes:
+                note.emit()
         # Long-poll waiters only care about a new round or the end of the run: they are
         # woken when a batch closed a round, not on every report.
-        if "closed" in outcomes:
+        if any(outcome.status == "closed" for outcome in done):
             self._notify()
 
     # --- runs -------------------------------------------------------------------------
@@ -173,6 +182,10 @@ class Coordinator:
         ε per record that noise implies (``weaker`` when below the run's budget)."""
         return queries.participation(self.store, run_id)
 
+    def run_view(self, run_id: str) -> queries.RunView:
+        """What the run's status page shows, with its health now."""
+        return queries.run_view(self.store, run_id, self.clock())
+
     # --- reports ----------------------------------------------------------------------
     async def submit_report(
         self, run_id: str, t: int, hospital: HospitalRow, report: ReportIn
@@ -198,16 +211,12 @@ class Coordinator:
         outcome = await self._commits.durably(
             lambda: accept_report(self.store, params, hospital, t, report, digest, self.clock())
         )
-        if outcome != "duplicate":
-            log.info(
-                "run %s round %d: report from %s accepted",
-                run_id,
-                t,
-                hospital.name,
-                extra={"run": run_id, "round": t, "hospital": hospital.name},
-            )
+        # Logged by _committed, with the rest of its batch.
         return ReportAck(
-            run_id=run_id, round=t, hospital=hospital.name, duplicate=outcome == "duplicate"
+            run_id=run_id,
+            round=t,
+            hospital=hospital.name,
+            duplicate=outcome.status == "duplicate",
         )
 
     # --- deadlines --------------------------------------------------------------------
@@ -215,8 +224,10 @@ class Coordinator:
         """Close, extend or fail the open rounds whose deadline passed (on this thread)."""
         if expire(self.store, self.clock()):
             self._notify()
+        self.secagg.tick()
 
     async def check_deadlines(self) -> None:
         """``tick`` with its transactions in a worker thread, off the event loop."""
         if await asyncio.to_thread(expire, self.store, self.clock()):
             self._notify()
+        self.secagg.tick()

@@ -8,11 +8,18 @@ only then is the report acknowledged. A round
 closes when every enrolled hospital reported, or at its deadline when at least the quorum
 did; short of quorum at the deadline it is extended by another deadline period or the run
 fails (``on_short``), never averaged over nothing.
+
+What a change logs is returned as ``Note``s and logged by the caller once the transaction
+has committed, in the order of the changes: logged inside the transaction, "round 8
+closed … round 9 open" came before "round 8: report from a accepted" (the acceptance is
+logged after the commit), and would have claimed a change that a failed COMMIT undid.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -22,9 +29,31 @@ from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
-__all__ = ["accept_report", "check_open", "close_round", "expire"]
+__all__ = ["Note", "Outcome", "accept_report", "check_open", "close_round", "expire"]
 
 log = logging.getLogger("ldpem.server")
+
+
+@dataclass(frozen=True)
+class Note:
+    """A log line of a change, to be logged (``emit``) once the change is committed."""
+
+    level: int
+    message: str
+    args: tuple[object, ...]
+    fields: dict[str, object] = field(default_factory=dict)
+
+    def emit(self) -> None:
+        log.log(self.level, self.message, *self.args, extra=self.fields)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``accept_report`` did, and its log lines in causal order: the acceptance, then
+    the round's closing (and the next round's opening) when this report closed it."""
+
+    status: Literal["accepted", "closed", "duplicate"]
+    notes: tuple[Note, ...] = ()
 
 
 def check_open(
@@ -58,7 +87,7 @@ def accept_report(
     report: ReportIn,
     digest: str,
     now: float,
-) -> str:
+) -> Outcome:
     """Insert ``report`` (inside the batch's transaction) and, if it is the round's last,
     close the round: "accepted", "closed", or "duplicate" when this exact report is in."""
     run_id = hospital.run_id
@@ -66,7 +95,7 @@ def accept_report(
     # one (a retry).
     current, again = check_open(store, run_id, t, hospital, digest)
     if again:
-        return "duplicate"
+        return Outcome("duplicate")
     store.insert_report(
         ReportRow(
             run_id=run_id,
@@ -79,18 +108,25 @@ def accept_report(
             received_at=now,
         )
     )
+    accepted = Note(
+        logging.INFO,
+        "run %s round %d: report from %s accepted",
+        (run_id, t, hospital.name),
+        {"run": run_id, "round": t, "hospital": hospital.name},
+    )
     # Counted, not loaded: loading the round's reports on every report made a round of N
     # hospitals cost O(N²) rows.
     if store.report_count(run_id, t) == store.hospital_count(run_id):
-        close_round(store, current, params, store.reports(run_id, t), now)
-        return "closed"
-    return "accepted"
+        closed = close_round(store, current, params, store.reports(run_id, t), now)
+        return Outcome("closed", (accepted, *closed))
+    return Outcome("accepted", (accepted,))
 
 
 def close_round(
     store: Store, run: RunRow, params: PublicParameters, reports: list[ReportRow], now: float
-) -> None:
-    """M-step over ``reports`` and open the next round (inside a transaction)."""
+) -> list[Note]:
+    """M-step over ``reports`` and open the next round (inside a transaction); the log
+    lines to write once it is committed."""
     t = run.current_round
     step = m_step(
         run.beta,
@@ -113,8 +149,9 @@ def close_round(
             "large); no estimate"
         )
         store.update_run(run.id, status="failed", current_round=t, beta=run.beta, reason=reason)
-        log.error("run %s failed: %s", run.id, reason)
-        return
+        return [
+            Note(logging.ERROR, "run %s failed: %s", (run.id, reason), {"run": run.id, "round": t})
+        ]
     beta_next = [float(v) for v in step.beta]
     store.close_round(run.id, t, now=now, beta_next=beta_next, noise=noise)
     request = request_of(run)
@@ -122,25 +159,24 @@ def close_round(
         store.update_run(
             run.id, status="finished", current_round=t + 1, beta=beta_next, reason=None
         )
-        log.info(
-            "run %s finished after %d rounds: beta = %s",
-            run.id,
-            t + 1,
-            beta_next,
-            extra={"run": run.id, "round": t},
-        )
-    else:
-        store.update_run(run.id, status="running", current_round=t + 1, beta=beta_next, reason=None)
-        store.insert_round(run.id, t + 1, beta_next, now, now + request.round_deadline)
-        log.info(
+        return [
+            Note(
+                logging.INFO,
+                "run %s finished after %d rounds: beta = %s",
+                (run.id, t + 1, beta_next),
+                {"run": run.id, "round": t},
+            )
+        ]
+    store.update_run(run.id, status="running", current_round=t + 1, beta=beta_next, reason=None)
+    store.insert_round(run.id, t + 1, beta_next, now, now + request.round_deadline)
+    return [
+        Note(
+            logging.INFO,
             "run %s round %d closed with %d reports (%d records); round %d open",
-            run.id,
-            t,
-            len(reports),
-            count,
-            t + 1,
-            extra={"run": run.id, "round": t},
+            (run.id, t, len(reports), count, t + 1),
+            {"run": run.id, "round": t},
         )
+    ]
 
 
 def expire(store: Store, now: float) -> bool:
@@ -150,6 +186,7 @@ def expire(store: Store, now: float) -> bool:
     for r in store.open_rounds():
         if r.deadline > now:
             continue
+        notes: list[Note] = []
         with store.transaction():
             run = store.get_run(r.run_id)
             current = store.get_round(r.run_id, r.t)
@@ -161,25 +198,24 @@ def expire(store: Store, now: float) -> bool:
                 or current.deadline > now
             ):
                 continue
+            if params_of(run).holders is not None:
+                continue  # secure aggregation: its steps have their deadlines (secagg.py)
             reports = store.reports(r.run_id, r.t)
             request = request_of(run)
+            fields: dict[str, object] = {"run": run.id, "round": r.t}
             if len(reports) >= run.quorum:
-                close_round(store, run, params_of(run), reports, now)
-                log.info(
-                    "run %s round %d closed at its deadline",
-                    run.id,
-                    r.t,
-                    extra={"run": run.id, "round": r.t},
-                )
+                notes += close_round(store, run, params_of(run), reports, now)
+                closing = "run %s round %d closed at its deadline"
+                notes.append(Note(logging.INFO, closing, (run.id, r.t), fields))
             elif request.on_short == "extend":
                 store.set_deadline(run.id, r.t, now + request.round_deadline)
-                log.warning(
-                    "run %s round %d: %d of quorum %d reported by the deadline; extended",
-                    run.id,
-                    r.t,
-                    len(reports),
-                    run.quorum,
-                    extra={"run": run.id, "round": r.t},
+                notes.append(
+                    Note(
+                        logging.WARNING,
+                        "run %s round %d: %d of quorum %d reported by the deadline; extended",
+                        (run.id, r.t, len(reports), run.quorum),
+                        fields,
+                    )
                 )
             else:
                 reason = (
@@ -193,6 +229,8 @@ def expire(store: Store, now: float) -> bool:
                     beta=run.beta,
                     reason=reason,
                 )
-                log.error("run %s failed: %s", run.id, reason, extra={"run": run.id, "round": r.t})
+                notes.append(Note(logging.ERROR, "run %s failed: %s", (run.id, reason), fields))
+        for note in notes:  # committed
+            note.emit()
         changed = True
     return changed

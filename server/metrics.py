@@ -4,14 +4,26 @@ A per-app ``CollectorRegistry`` (never the global one) so that several apps in o
 (the tests) count separately. What is observed where:
 
 * reports accepted, duplicate and refused (by reason), and the open long-polls: by
-  ``MetricsMiddleware``, an ASGI middleware outside every other, so a refusal by the body
-  size limit, the token check or the request validation is counted like one by the
-  coordinator;
+  ``MetricsMiddleware``, an ASGI middleware outside all but the request clock (which
+  only times requests for the access log), so a refusal by the body size limit, the token
+  check or the request validation is counted like one by the coordinator;
 * commit latency and group-commit batch size: by ``MeteredStore``, the store whose
   ``transaction`` times the COMMIT (the fsync) and counts the savepoints in it, one per
   report of a group commit (``Coordinator._flush``);
 * runs by status and round durations: read from the state file at each scrape
-  (``StateCollector``), so they include what happened before a restart.
+  (``StateCollector``), so they include what happened before a restart;
+* the process (CPU, memory, open files, start time), the Python runtime and its garbage
+  collector: prometheus_client's own collectors, registered on this registry; the version
+  as ``ldpem_build_info{version="…"} 1``.
+
+No ``_created`` series: prometheus_client adds one per counter and histogram, written in
+the text format as a gauge family of its own with the same HELP text again, and Prometheus
+does not read it from that format. Its switch, ``disable_created_metrics()``, is a global of
+the library (every registry of the process, the embedding program's too), so this
+registry leaves the samples out of its own scrapes instead (``_Registry``).
+
+Each run's health (progress, open round's age, late and missing hospitals) is read from
+the state file at each scrape too, by ``ldpem.server.runmetrics.RunHealthCollector``.
 
 docs/FEDERATED.md ("Metrics") lists every metric.
 """
@@ -26,11 +38,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ldpem import __version__
 from ldpem.common.wire import API_PREFIX
+from ldpem.server.runmetrics import RunHealthCollector
 from ldpem.server.store import Store
 
 __all__ = ["REFUSAL_REASONS", "MeteredStore", "Metrics", "MetricsMiddleware", "refusal_reason"]
@@ -59,11 +82,36 @@ _ROUND_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/round")
 _REPORT_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/rounds/[^/]+/reports")
 
 
+#: Suffix of the sample prometheus_client adds to a counter, histogram or summary with the
+#: time it was created.
+_CREATED = "_created"
+
+
+class _Registry(CollectorRegistry):
+    """A registry whose ``collect`` (what ``generate_latest`` writes) has no ``_created``
+    samples, without the library-wide ``disable_created_metrics()``."""
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in super().collect():
+            created = metric.name + _CREATED
+            # Each collect builds new Metric objects: filtering in place changes no state.
+            metric.samples = [s for s in metric.samples if s.name != created]
+            yield metric
+
+
 class Metrics:
     """The registry of one app and the metrics the middleware and the store update."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        self.registry: CollectorRegistry = _Registry()
+        # What the library's default registry has, but on this one: two apps in one
+        # process (the tests) each expose them, and nothing global is registered.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)  # registers nothing where gc has no statistics
+        Info(
+            "ldpem_build", "The ldpem version this coordinator runs.", registry=self.registry
+        ).info({"version": __version__})
         self.reports_accepted = Counter(
             "ldpem_reports_accepted",
             "Reports accepted and committed (a retried duplicate is not counted again).",
@@ -101,8 +149,10 @@ class Metrics:
         )
 
     def attach(self, store: Store) -> None:
-        """Also report runs by status and round durations from ``store`` at each scrape."""
+        """Also report runs by status, round durations and each run's health from ``store``
+        at each scrape."""
         self.registry.register(StateCollector(store))
+        self.registry.register(RunHealthCollector(store))
 
     def observe_report(self, status: int | None, body: bytes) -> None:
         """Count one answered ``POST …/reports`` by its status and JSON body."""

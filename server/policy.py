@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import ValidationError
 
-from ldpem.common.accounting import epsilon_spent, gdp_delta, privacy_ratio
+from ldpem.common.accounting import epsilon_spent, gdp_delta, ratio_for_noise
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.protocol import (
     holder_contribution,
@@ -127,7 +127,7 @@ def implied_delta(
         return None
     with np.errstate(over="ignore"):
         try:
-            return gdp_delta(epsilon, privacy_ratio(sensitivity, noise_std))
+            return gdp_delta(epsilon, ratio_for_noise(sensitivity, noise_std))
         except (ValueError, ArithmeticError):  # μ = Δ/σ_r beyond float64
             return 1.0
 

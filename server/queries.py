@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -16,18 +18,22 @@ from ldpem.common.wire import (
     RunSummary,
     Trajectory,
 )
+from ldpem.server.health import RoundView, RunHealth, assess, round_views
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor
 from ldpem.server.refusals import NotFound, shown_run
-from ldpem.server.store import HospitalRow, RunRow, Store
+from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
 __all__ = [
+    "RunView",
     "get_run",
+    "health",
     "identity",
     "params_of",
     "participation",
     "request_of",
     "round_info",
     "rounds",
+    "run_view",
     "summary",
     "trajectory",
 ]
@@ -51,7 +57,7 @@ def request_of(run: RunRow) -> RunCreate:
 
 # A run's stored parameters and request never change, and their models are frozen, so one
 # parse serves every report: parsing a request that enrols 1,000 hospitals on each report
-# made a round O(hospitals²) (docs/PERFORMANCE.md, section 10).
+# made a round O(hospitals²) (docs/perf/HISTORY.md, section 10).
 @lru_cache(maxsize=256)
 def _parsed_params(text: str) -> PublicParameters:
     return PublicParameters.model_validate_json(text)
@@ -113,49 +119,65 @@ def round_info(store: Store, run_id: str) -> RoundInfo:
 
 def rounds(store: Store, run_id: str) -> list[RoundSummary]:
     get_run(store, run_id)
-    reports = store.reports(run_id)
-    out = []
-    for r in store.rounds(run_id):
-        mine = [p for p in reports if p.t == r.t]
-        out.append(
-            RoundSummary(
-                round=r.t,
-                status=r.status,
-                opened_at=r.opened_at,
-                deadline=r.deadline,
-                closed_at=r.closed_at,
-                reporters=[p.hospital for p in mine],
-                count=sum(p.count for p in mine),
-                beta=r.beta,
-                beta_next=r.beta_next,
-            )
+    return [
+        RoundSummary(
+            round=r.t,
+            status=r.status,
+            opened_at=r.opened_at,
+            deadline=r.deadline,
+            closed_at=r.closed_at,
+            reporters=sorted(r.reporters),
+            count=sum(p.count for p in r.reports),
+            beta=r.beta,
+            beta_next=r.beta_next,
         )
-    return out
+        for r in _views(store, run_id)
+    ]
+
+
+def _views(
+    store: Store, run_id: str, reports: Sequence[ReportRow] | None = None
+) -> list[RoundView]:
+    """The run's rounds with their reports (``reports``: the run's, when read already)."""
+    if reports is None:
+        reports = store.reports(run_id)
+    return round_views(store.rounds(run_id), reports)
 
 
 def trajectory(store: Store, run_id: str) -> Trajectory:
     run = get_run(store, run_id)
-    rounds = store.rounds(run_id)
-    betas = [r.beta for r in rounds]
-    if run.status == "finished" and rounds and rounds[-1].beta_next is not None:
-        betas.append(rounds[-1].beta_next)
+    return _trajectory(run, _views(store, run_id, reports=()))  # β only: no reports read
+
+
+def _trajectory(run: RunRow, views: Sequence[RoundView]) -> Trajectory:
+    betas = [r.beta for r in views]
+    if run.status == "finished" and views and views[-1].beta_next is not None:
+        betas.append(views[-1].beta_next)
     steps = [
         float(np.linalg.norm(np.subtract(r.beta_next, r.beta)))
-        for r in rounds
+        for r in views
         if r.beta_next is not None
     ]
-    return Trajectory(run_id=run_id, betas=betas, steps=steps)
+    return Trajectory(run_id=run.id, betas=betas, steps=steps)
 
 
 def participation(store: Store, run_id: str) -> list[HospitalParticipation]:
     """Per hospital: the rounds it reported and the weakest noise it declared, with the
     ε per record that noise implies (``weaker`` when below the run's budget)."""
     run = get_run(store, run_id)
+    return _participation(run, store.hospitals(run_id), store.reports(run_id))
+
+
+def _participation(
+    run: RunRow, hospitals: Sequence[HospitalRow], reports: Sequence[ReportRow]
+) -> list[HospitalParticipation]:
     params = params_of(run)
-    reports = store.reports(run_id)
+    by_hospital: dict[str, list[ReportRow]] = {}
+    for p in reports:
+        by_hospital.setdefault(p.hospital, []).append(p)
     out = []
-    for h in store.hospitals(run_id):
-        mine = [p for p in reports if p.hospital == h.name]
+    for h in hospitals:
+        mine = by_hospital.get(h.name, [])
         noise_std: float | None = None
         epsilon: float | None = None
         weaker = False
@@ -177,3 +199,56 @@ def participation(store: Store, run_id: str) -> list[HospitalParticipation]:
             )
         )
     return out
+
+
+def health(store: Store, run: RunRow, now: float) -> RunHealth:
+    """The run's health at ``now`` (``ldpem.server.health``)."""
+    return _health(run, _views(store, run.id), store.hospitals(run.id), now)
+
+
+def _health(
+    run: RunRow, views: Sequence[RoundView], hospitals: Sequence[HospitalRow], now: float
+) -> RunHealth:
+    return assess(
+        run_status=run.status,
+        rounds=params_of(run).rounds,
+        round_deadline=request_of(run).round_deadline,
+        views=views,
+        hospitals=[h.name for h in hospitals],
+        reason=run.reason,
+        warning=run.warning,
+        now=now,
+    )
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything the status page of a run shows, read in one go at ``now``."""
+
+    summary: RunSummary
+    params: PublicParameters
+    request: RunCreate
+    trajectory: Trajectory
+    rounds: list[RoundView]
+    participation: list[HospitalParticipation]
+    health: RunHealth
+    now: float
+
+
+def run_view(store: Store, run_id: str, now: float) -> RunView:
+    """The run ``run_id`` as its status page shows it; its reports, the largest table,
+    are read once for all of it."""
+    run = get_run(store, run_id)
+    hospitals = store.hospitals(run_id)
+    reports = store.reports(run_id)
+    views = _views(store, run_id, reports)
+    return RunView(
+        summary=summary(store, run),
+        params=params_of(run),
+        request=request_of(run),
+        trajectory=_trajectory(run, views),
+        rounds=views,
+        participation=_participation(run, hospitals, reports),
+        health=_health(run, views, hospitals, now),
+        now=now,
+    )

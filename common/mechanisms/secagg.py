@@ -63,9 +63,9 @@ class SecAggSkellam(LocalTruncation):
     label = "distributed DP (secure aggregation)"
     noise_site: ClassVar[NoiseSite] = "shares"
     scale_rule: ClassVar[ScaleRule | None] = "square-root"
-    #: The masking protocol (common/secagg/protocol.py) is not wired into the coordinator
-    #: and agent yet: without it a holder's report would reach the coordinator unmasked.
-    federated = False
+    #: Federated runs mask every report (server/secagg*.py, client/secagg.py): the
+    #: coordinator only ever sees the sum.
+    federated = True
 
     def __init__(self, *, scale: float, smoothing: float, noise_std: float, t_min: int) -> None:
         super().__init__(scale=scale, smoothing=smoothing, noise_std=noise_std)

@@ -10,8 +10,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common._validation import check_count, check_positive
+from ldpem.common.models._synthetic import true_parameter
 
-__all__ = ["Model", "Records", "estimation_error", "tau_spread"]
+__all__ = ["Draw", "FloatArray", "Model", "Records", "estimation_error", "tau_spread"]
 
 FloatArray = NDArray[np.float64]
 
@@ -84,6 +85,18 @@ def estimation_error(beta: FloatArray, beta_star: FloatArray, *, sign_invariant:
     return error
 
 
+@dataclass(frozen=True)
+class Draw:
+    """What ``Model.sample_records`` draws from: n records at β*, noise std σ, a share
+    ``missing`` of missing covariates, and the one generator."""
+
+    n: int
+    beta_star: FloatArray
+    sigma: float
+    missing: float
+    rng: np.random.Generator
+
+
 def tau_spread(*, beta_bound: float, sigma: float, d: int) -> float:
     """B²/d + σ²: the part of the default τ every model shares.
 
@@ -127,9 +140,24 @@ class Model(ABC):
 
     @abstractmethod
     def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:
-        """Per-record ∇q_i(β; β): β (d,), n records, the model's σ -> array of shape (n, d)."""
+        """Per-record ∇q_i(β; β).
 
-    @abstractmethod
+        Parameters
+        ----------
+        beta : array of shape (d,)
+            The current estimate β.
+        records : Records
+            n records of dimension d.
+        sigma : float
+            The model's noise std σ (> 0), not the privacy noise.
+
+        Returns
+        -------
+        gradients : array of shape (n, d)
+            Row i is ∇q_i(β; β); finite or not, never an exception for a finite record (a
+            refusal would depend on the record: the mechanisms bound every row).
+        """
+
     def generate(
         self,
         n: int,
@@ -140,8 +168,49 @@ class Model(ABC):
         missing: float = 0.0,
         rng: np.random.Generator,
     ) -> tuple[Records, FloatArray]:
-        """n synthetic records of dimension d with ‖β*‖ = snr·σ and a share ``missing`` of
-        covariates missing: (records, β* of shape (d,))."""
+        """n synthetic records of dimension d with ‖β*‖ = snr·σ; returns (records, β*).
+
+        β* is drawn first (``true_parameter``: equal magnitudes, random signs), then the
+        model's records (``sample_records``).
+
+        Parameters
+        ----------
+        n : int
+            Number of records (≥ 1).
+        d : int
+            Dimension (≥ 1).
+        snr : float
+            ‖β*‖₂/σ (> 0).
+        sigma : float
+            The model's noise std σ (> 0).
+        missing : float
+            The share of covariates left missing (NaN), in [0, 1); 0 unless the model
+            ``allows_missing``.
+        rng : numpy.random.Generator
+            The only source of randomness.
+
+        Returns
+        -------
+        records : Records
+            ``x`` of shape (n, d), ``y`` of shape (n,) when the model has a response.
+        beta_star : array of shape (d,)
+            The true parameter β*.
+        """
+        n = check_count("n", n)
+        sigma = check_positive("sigma", sigma)
+        if missing and not self.allows_missing:
+            raise ValueError(f"missing must be 0 for model {self.name}, got {missing!r}")
+        if not 0.0 <= missing < 1.0:
+            raise ValueError(f"missing must be in [0, 1), got {missing!r}")
+        beta_star = true_parameter(d, snr=snr, sigma=sigma, rng=rng)
+        draw = Draw(n=n, beta_star=beta_star, sigma=sigma, missing=missing, rng=rng)
+        return self.sample_records(draw), beta_star
+
+    @abstractmethod
+    def sample_records(self, draw: Draw) -> Records:
+        """``draw.n`` records from the model at β* = ``draw.beta_star`` (d,) with noise std
+        ``draw.sigma``, a share ``draw.missing`` of covariates NaN (0 unless
+        ``allows_missing``), all randomness from ``draw.rng``."""
 
     @abstractmethod
     def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:

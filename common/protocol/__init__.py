@@ -15,6 +15,7 @@ One module per idea:
 * ``construction``: every mechanism object, from public values (holder and coordinator) or
   from a study's budget (simulator), asking each mechanism class's declarations;
 * ``mstep``: the aggregate and the M-step;
+* ``public``: a run's public parameters from its request and the defaults;
 * ``parameters``: the read-only views of a run the core takes (the wire's schemas fit them).
 """
 
@@ -24,7 +25,6 @@ from ldpem.common.protocol.construction import (
     CentralNoise,
     central_noise,
     central_noise_for,
-    derive_public_values,
     holder_contribution,
     holder_mechanism,
     holder_noise_std,
@@ -51,6 +51,7 @@ from ldpem.common.protocol.defaults import (
 )
 from ldpem.common.protocol.mstep import Step, aggregate, m_step
 from ldpem.common.protocol.parameters import Enrolment, PublicValues, RunRequest
+from ldpem.common.protocol.public import derive_public_values
 from ldpem.common.protocol.streams import (
     FederatedStreams,
     SharedStream,

@@ -1,11 +1,9 @@
 """Mechanisms from a run's public values: the one place every mechanism object is built.
 
-``holder_mechanism`` is what a data holder runs, from the run's public parameters, its
-enrolled count and its OWN budget; the coordinator's record bound, sensitivity and noise
-floor come from the same functions (``holder_contribution``, ``report_sensitivity``,
-``holder_noise_std``). ``make_mechanism`` builds the mechanism of a simulated study from
-its budget. Nothing here compares a mechanism's name: each class's declarations
-(``ldpem.common.mechanisms.base.Mechanism``: where its noise goes, what it needs, its
+``holder_mechanism`` is what a data holder runs (public parameters, enrolled count, its OWN
+budget); the coordinator's record bound, sensitivity and noise floor come from the same
+functions. ``make_mechanism`` builds a simulated study's mechanism from its budget. No name
+is compared here: each class's declarations (where its noise goes, what it needs, its
 scale rule) decide, so a registered mechanism takes every path (docs/EXTENDING.md).
 
 **Noise shares** (``noise_site == "shares"``, docs/SECAGG.md) are calibrated by the class
@@ -26,7 +24,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,19 +41,13 @@ from ldpem.common.calibration import (
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.protocol.defaults import (
     holder_records_per_round,
-    records_per_round,
-    study_beta_bound,
-    study_delta,
-    study_t_min,
-    study_tau,
 )
-from ldpem.common.protocol.parameters import PublicValues, RunRequest
+from ldpem.common.protocol.parameters import PublicValues
 
 __all__ = [
     "CentralNoise",
     "central_noise",
     "central_noise_for",
-    "derive_public_values",
     "holder_contribution",
     "holder_mechanism",
     "holder_noise_std",
@@ -422,58 +413,3 @@ def central_noise(params: PublicValues) -> CentralNoise | None:
         delta=params.delta,
         accounting=params.accounting,
     )
-
-
-def derive_public_values(request: RunRequest) -> dict[str, Any]:
-    """The public parameters of a run (the fields of ``wire.PublicParameters``) from its
-    request and the study defaults."""
-    sizes = [h.records for h in request.hospitals]
-    m = records_per_round(sizes, request.rounds)
-    delta = study_delta(request.delta, sum(sizes))
-    bound = study_beta_bound(request.beta_bound, snr=request.snr, sigma=request.sigma)
-    tau = study_tau(
-        request.model, tau=request.tau, beta_bound=bound, sigma=request.sigma, d=request.d
-    )
-    kind = get_mechanism(request.mechanism)
-    scale: float | None = None
-    smoothing: float | None = None
-    clip: float | None = None
-    if kind.needs == "scale":
-        # A mechanism whose holders take their own scale publishes one only when the
-        # operator fixed one s for all.
-        scale = request.scale
-        if scale is None and not kind.per_holder_scale:
-            scale = public_scale(
-                request.mechanism,
-                d=request.d,
-                records_per_round=m,
-                epsilon=request.epsilon,
-                delta=delta,
-                tau=tau,
-                zeta=request.zeta,
-            )
-        smoothing = smoothing_precision(request.d, request.zeta)
-    elif kind.needs == "clip":
-        clip = request.clip
-    # Only noise shares need t_min: how many honest holders make the noise.
-    t_min = None
-    if kind.noise_site == "shares":
-        t_min = study_t_min(request.t_min, len(request.hospitals))
-    return {
-        "model": request.model,
-        "d": request.d,
-        "sigma": request.sigma,
-        "rounds": request.rounds,
-        "eta": request.eta,
-        "mechanism": request.mechanism,
-        "epsilon": request.epsilon,
-        "delta": delta,
-        "accounting": request.accounting,
-        "tau": tau,
-        "zeta": request.zeta,
-        "scale": scale,
-        "smoothing": smoothing,
-        "clip": clip,
-        "records_per_round": m,
-        "t_min": t_min,
-    }

@@ -19,7 +19,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ldpem.server.deps import READ_COOKIE, CoordinatorDep, OptionalTokenDep, ReaderDep, can_read
 from ldpem.server.deps import page_token as _page_token
 from ldpem.server.metrics import Metrics
-from ldpem.server.statuspage import index_page, page, run_page
+from ldpem.server.pagekit import page
+from ldpem.server.statuspage import index_page, run_page
 
 __all__ = ["public", "router"]
 
@@ -96,7 +97,7 @@ async def run_status(
     denied = _guard(request, bearer)
     if denied is not None:
         return denied
-    return _html(run_page(coordinator, run_id, now=coordinator.clock()))
+    return _html(run_page(coordinator.run_view(run_id)))
 
 
 @router.get("/metrics", include_in_schema=False, dependencies=[ReaderDep])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ldpem.cli import main
-from ldpem.cmd_audit import run_audit
+from ldpem.commands.audit import run_audit
 from ldpem.common.mechanisms import SecAggSkellam
 
 #: As tests/cli/test_cmd_audit.py's SMALL: d = 1 for speed, 300 releases per input through

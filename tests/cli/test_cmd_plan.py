@@ -19,7 +19,6 @@ from ldpem.common.planning import (
 )
 from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.server.forecast import forecast_error, run_problem
-from ldpem.simulate import SimulationConfig, simulate
 from tests.fedkit import run_request
 
 
@@ -129,14 +128,23 @@ def test_run_forecast_is_the_planning_estimate() -> None:
     assert forecast_error(request, params, seeds=2) == expected
 
 
-def test_simulate_on_data_warns_when_beta_zero_is_as_good(tmp_path: Path) -> None:
+def test_simulate_on_data_warns_when_beta_zero_is_as_good(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model_records = tmp_path / "rmc.csv"
     generate = ["generate", "--model", "rmc", "--d", "10", "--n", "20000", "--seed", "1"]
     assert main([*generate, "--out", str(model_records)]) == 0
-    local = simulate(SimulationConfig(model="rmc", data=model_records))
+    capsys.readouterr()
+
+    def simulate(*argv: str) -> dict[str, object]:
+        assert main(["simulate", "--model", "rmc", *argv, "--json"]) == 0
+        outcome: dict[str, object] = json.loads(capsys.readouterr().out)
+        return outcome
+
+    local = simulate("--data", str(model_records))
     assert local["error"] is None
     assert "probably no better than β = 0" in str(local["warning"])
-    hospital = simulate(SimulationConfig(model="rmc", mechanism="hospital", data=model_records))
+    hospital = simulate("--data", str(model_records), "--mechanism", "hospital")
     assert hospital["warning"] is None
-    synthetic = simulate(SimulationConfig(model="rmc", n=2000))
+    synthetic = simulate("--n", "2000")
     assert synthetic["warning"] is None  # β* known: the error itself says it

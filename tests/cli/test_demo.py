@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpem.cmd_demo import print_summary
+from ldpem.commands.demo import print_summary
+from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
-from ldpem.demo import DemoConfig, _baselines, hospital_sizes
+from ldpem.common.study import Dataset
+from ldpem.demo import DemoConfig, _baselines, demo_hospital_sizes
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -37,7 +39,7 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 def test_hospital_sizes_are_unequal_and_cover_every_record() -> None:
-    sizes = hospital_sizes(10_000, 4, 10, np.random.default_rng(0))
+    sizes = demo_hospital_sizes(10_000, 4, 10, np.random.default_rng(0))
     assert sum(sizes) == 10_000
     assert min(sizes) >= 20
     assert len(set(sizes)) == 4
@@ -64,10 +66,11 @@ def test_summary_table_has_the_hospital_level_row() -> None:
     text = out.getvalue()
     row = next(line for line in text.splitlines() if "hospital-level DP, same trust" in line)
     assert row.split()[-1] == "0.046"
-    assert "federated, local DP (ε=1)" in text
+    # The federated row names the run's mechanism by its registered label.
+    assert f"federated, {get_mechanism('local').label} (ε=1)" in text
     out = io.StringIO()
     print_summary({**result, "mechanism": "hospital"}, out)
-    assert "federated, hospital-level DP (ε=1)" in out.getvalue()
+    assert f"federated, {get_mechanism('hospital').label} (ε=1)" in out.getvalue()
 
 
 def test_in_process_baselines_include_hospital_level() -> None:
@@ -75,9 +78,8 @@ def test_in_process_baselines_include_hospital_level() -> None:
     model = get_model("gmm")
     rng = np.random.default_rng(0)
     records, beta_star = model.generate(30_000, 4, snr=3.0, sigma=1.0, missing=0.0, rng=rng)
-    parts = [records.take(slice(a, b)) for a, b in ((0, 15_000), (15_000, 24_000), (24_000, None))]
-    beta0 = np.array([1.0, 0.0, 0.0, 0.0])
-    baselines = _baselines(config, parts, beta0, beta_star, 30_000**-1.1)
+    data = Dataset(records, beta_star, (15_000, 9_000, 6_000))
+    baselines = _baselines(config, data, np.array([1.0, 0.0, 0.0, 0.0]), 30_000**-1.1)
     assert set(baselines) == {"none", "local-clip", "hospital"}
     # Hospital-level noise on 3 sums of ~2000 records: close to non-private, far below β = 0.
     assert baselines["hospital"]["error"] < 0.1 * float(np.linalg.norm(beta_star))

@@ -10,11 +10,8 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
-from ldpem.experiment import (
-    balanced_gmm_dataset,
-    missing_covariates_dataset,
-    run_experiments,
-)
+from ldpem.experiment import run_experiments
+from ldpem.experiment_data import balanced_gmm_dataset, missing_covariates_dataset
 
 COLUMNS = ["figure", "panel", "series", "x", "mean", "std", "min", "max", "seeds"]
 

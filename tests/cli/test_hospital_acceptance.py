@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ldpem.simulate import SimulationConfig, simulate
+from ldpem.common.study import Study, run_study
 
 SEEDS = range(5)
 
@@ -22,9 +22,9 @@ SEEDS = range(5)
     [(200_000, 4, 0.05), (20_000, 3, 0.16)],
 )
 def test_hospital_level_error(n: int, hospitals: int, target: float) -> None:
-    config = SimulationConfig(
+    study = Study(
         model="gmm", mechanism="hospital", n=n, d=10, epsilon=1.0, rounds=10, hospitals=hospitals
     )
-    errors = np.array([simulate(replace(config, seed=s))["error"] for s in SEEDS], dtype=float)
+    errors = np.array([run_study(replace(study, seed=s)).final_error for s in SEEDS], dtype=float)
     margin = 3.0 * errors.std(ddof=1) / math.sqrt(len(errors))
     assert errors.mean() + margin <= target, (errors.mean(), margin)

@@ -9,6 +9,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +18,18 @@ from typing import Any
 import httpx
 import pytest
 
-from ldpem.common.logs import ContextFilter, JsonFormatter, RedactTokens, log_context
+from ldpem.common.logs import (
+    AccessFields,
+    ContextFilter,
+    JsonFormatter,
+    RedactTokens,
+    log_context,
+    request_clock,
+)
 from ldpem.logsetup import setup_logging
 from ldpem.processes import Processes, free_port, start_coordinator
-from tests.fedkit import ADMIN, TOKENS, admin_headers, run_request
+from ldpem.server.app import create_app
+from tests.fedkit import ADMIN, TOKENS, admin_headers, live_server, run_request, settings
 from tests.server.opkit import READ, start_run
 
 
@@ -28,8 +38,9 @@ def captured() -> Iterator[tuple[logging.Logger, io.StringIO]]:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
-    handler.addFilter(RedactTokens())
     handler.addFilter(ContextFilter())
+    handler.addFilter(AccessFields())  # in setup_logging's order: before RedactTokens
+    handler.addFilter(RedactTokens())
     logger = logging.getLogger("ldpem.test-logs")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -95,6 +106,30 @@ def test_tokens_are_redacted(captured: tuple[logging.Logger, io.StringIO], messa
     assert "SECRET" not in text and "<redacted>" in text
 
 
+def test_access_lines_have_method_path_status_and_duration(
+    captured: tuple[logging.Logger, io.StringIO],
+) -> None:
+    _, stream = captured
+    handler = logging.getLogger("ldpem.test-logs").handlers[0]
+    access = logging.getLogger("uvicorn.access")
+    access.addHandler(handler)
+    access.propagate, access.level = False, logging.INFO
+    fmt = '%s - "%s %s HTTP/%s" %d'  # uvicorn's own (protocols/http/*_impl.py)
+    try:
+        with request_clock():
+            time.sleep(0.02)
+            access.info(fmt, "127.0.0.1:5", "GET", "/runs/abc?token=SECRET-123", "1.1", 200)
+        access.info(fmt, "127.0.0.1:5", "POST", "/v1/runs", "1.1", 409)  # no clock: no duration
+    finally:
+        access.removeHandler(handler)
+        access.propagate, access.level = True, logging.NOTSET
+    timed, untimed = lines(stream)
+    assert (timed["method"], timed["path"], timed["status"]) == ("GET", "/runs/abc", 200)
+    assert 20 <= timed["duration_ms"] < 10_000
+    assert "SECRET" not in json.dumps(timed) and "token=<redacted>" in timed["message"]
+    assert (untimed["method"], untimed["status"], "duration_ms" in untimed) == ("POST", 409, False)
+
+
 def test_setup_logging_refuses_unknown_levels_and_formats() -> None:
     with pytest.raises(ValueError, match="log format must be"):
         setup_logging("info", "xml")
@@ -140,8 +175,50 @@ def test_coordinator_json_logs_carry_the_run_and_never_a_token(
     assert accepted[0]["logger"] == "ldpem.server" and accepted[0]["level"] == "INFO"
     closed = [r for r in records if "round 0 closed" in r["message"]]
     assert closed and closed[0]["run"] == study.run_id and closed[0]["round"] == 0
+    # Causal order: the last report's acceptance, then the closing of the round it completed.
+    messages = [r["message"] for r in records]
+    last = max(i for i, m in enumerate(messages) if "round 0: report from" in m)
+    assert last < messages.index(closed[0]["message"]), messages
     access = [r for r in records if r["logger"] == "uvicorn.access"]
     assert any("token=<redacted>" in r["message"] for r in access), access
+    for record in access:  # every access line has its fields, not only a message
+        assert {"method", "path", "status", "duration_ms"} <= set(record), record
+        assert "?" not in record["path"] and record["duration_ms"] >= 0
+    reports = [r for r in access if r["path"].endswith("/rounds/0/reports")]
+    assert [(r["method"], r["status"]) for r in reports] == [("POST", 200)] * 3
+    status_page = [r for r in access if r["path"] == f"/runs/{study.run_id}"]
+    assert status_page and status_page[0]["method"] == "GET"
+
+
+def test_a_group_commit_is_logged_in_causal_order(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three reports share one commit (a long commit window), the last one closes the
+    round: the three acceptances come before the closing, and the closing before round 1's
+    acceptances."""
+    caplog.set_level(logging.INFO, logger="ldpem.server")
+    app = create_app(settings(tmp_path, commit_window=0.5))
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        study = start_run(client, hospitals=3, records=400, rounds=2)
+        threads = [threading.Thread(target=study.round, args=(0, [i])) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        study.round(1, range(3))
+    messages = [r.getMessage() for r in caplog.records if r.name == "ldpem.server"]
+    steps = [
+        "round 0: report from",
+        "round 0 closed with 3 reports",
+        "round 1: report from",
+        "finished after 2 rounds",
+    ]
+    order = [
+        next(j for j, step in enumerate(steps) if step in m)
+        for m in messages
+        if any(step in m for step in steps)
+    ]
+    assert order == [0, 0, 0, 1, 2, 2, 2, 3], messages
 
 
 def test_agent_json_logs(tmp_path: Path) -> None:

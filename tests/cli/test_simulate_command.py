@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
-from ldpem.cmd_simulate import progress_reporter
+from ldpem.commands.simulate import progress_reporter
+from ldpem.common.study import Study, run_study
 
 SMALL = ["--n", "2000", "--d", "3", "--rounds", "4"]
 
@@ -48,6 +49,17 @@ def test_options_reach_the_simulation(capsys: pytest.CaptureFixture[str]) -> Non
     assert outcome["records_per_round"] == 2000 and outcome["seed"] == 5
     assert main([*argv, *extra[:-1]]) == 0
     assert "3 hospitals of " in capsys.readouterr().out
+
+
+def test_json_is_the_study_of_the_library(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--mechanism", "hospital", "--hospitals", "3", "--seed", "4", *SMALL]
+    assert main([*argv, "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    result = run_study(Study(mechanism="hospital", n=2000, d=3, rounds=4, hospitals=3, seed=4))
+    assert outcome["beta"] == result.beta.tolist()
+    assert outcome["errors"] == list(result.errors or ())
+    assert outcome["hospital_sizes"] == list(result.hospital_sizes)
+    assert outcome["holder_noise_stds"] == [m.noise_std for m in result.holder_mechanisms or ()]
 
 
 def test_readable_summary_and_a_line_per_round_off_a_terminal(

@@ -23,9 +23,9 @@ import pytest
 from ldpem.client.data import load_records
 from ldpem.common.protocol import FederatedStreams, records_per_round
 from ldpem.common.simulation import simulate_run
+from ldpem.common.study import Study, run_study
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator
-from ldpem.simulate import SimulationConfig, simulate
 from tests.fedkit import AGENT_BUDGET, TOKENS, cli_create_run, token_file, write_gmm_data
 
 pytestmark = pytest.mark.slow
@@ -99,7 +99,7 @@ def federated_and_simulated(
 
 def simulate_figure(mechanism: str) -> float:
     """``ldpem simulate``'s mean final error for the run's study over the forecast's seeds."""
-    config = SimulationConfig(
+    study = Study(
         model="gmm",
         mechanism=mechanism,
         n=sum(COUNTS),
@@ -108,8 +108,8 @@ def simulate_figure(mechanism: str) -> float:
         rounds=ROUNDS,
         sizes=tuple(COUNTS),
     )
-    errors = [float(simulate(replace(config, seed=s))["error"]) for s in range(FORECAST_SEEDS)]
-    return float(np.mean(errors))
+    errors = [run_study(replace(study, seed=s)).final_error for s in range(FORECAST_SEEDS)]
+    return float(np.mean(np.array(errors, dtype=float)))
 
 
 def test_central_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_t_min_and_dropout_reach_the_simulation(capsys: pytest.CaptureFixture[st
     ("arguments", "message"),
     [
         (["--mechanism", "local", "--t-min", "2"], "t-min is only meaningful"),
-        (["--mechanism", "secagg", "--t-min", "13"], "t-min must be an integer in [1, 12]"),
+        (["--mechanism", "secagg", "--t-min", "13"], "t_min must be at most the 12 holders"),
         (["--mechanism", "secagg", "--dropout", "1"], "dropout must be in [0, 1), got 1.0"),
     ],
 )

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
+from ldpem.client.columns import parse_columns
 from ldpem.client.data import load_records
-from ldpem.client.sources import Source, has_top_level_order_by, parse_columns
+from ldpem.client.sources import Source
+from ldpem.client.sql import has_top_level_order_by
 from ldpem.common.errors import UserError
 from tests.client.sourcekit import (
     TABLE_QUERY,
@@ -132,7 +134,7 @@ def _sqlite_db(tmp_path: Path, rows: list[tuple[object, ...]]) -> str:
             "SELECT x1, x2, y FROM t ORDER BY id",
             [(1, 1.0, 2.0, 3.0), (2, 1.0, "abc", 3.0)],
             "mrm",
-            "row 2, column 'x2': not a number: 'abc' (str)",
+            "row 2, column 'x2': not a number (type str)",
         ),
         (
             "SELECT x1, x2, y FROM t ORDER BY id",
@@ -258,7 +260,7 @@ def test_simulate_bad_source_is_one_line(
     )
     assert main([*argv[:-1], "SELECT x1, x2, y FROM t ORDER BY id"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "row 1, column 'x2': not a number: 'x' (str)" in err
+    assert err.count("\n") == 1 and "row 1, column 'x2': not a number (type str)" in err
 
 
 def test_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -278,19 +280,23 @@ def test_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 @pytest.mark.parametrize(
     ("select", "message"),
     [
-        ("9e999", "row 1, column 'a': infinite value inf"),
-        ("-9e999", "row 1, column 'a': infinite value -inf"),
-        ("x'00ff'", "row 1, column 'a': not a number: b'\\x00\\xff' (bytes)"),
-        ("'1.5'", "row 1, column 'a': not a number: '1.5' (str)"),  # text, even if numeric
-        ("'" + "z" * 100 + "'", "not a number: '" + "z" * 36 + "..."),
-        ("NULL", "row 1, column 'a': missing value (NULL), but model gmm allows none"),
+        ("9e999", "row 1, column 'a': infinite value"),
+        ("-9e999", "row 1, column 'a': infinite value"),
+        ("x'00ff'", "row 1, column 'a': not a number (type bytes)"),
+        ("'1.5'", "row 1, column 'a': not a number (type str)"),  # text, even if numeric
+        ("'" + "z" * 100 + "'", "row 1, column 'a': not a number (type str)"),
+        (
+            "NULL",
+            "row 1, column 'a': missing value (NULL), but model gmm allows none (only rmc "
+            "accepts missing covariates)",
+        ),
     ],
 )
 def test_sqlite_hostile_values(tmp_path: Path, select: str, message: str) -> None:
     url = _sqlite_db(tmp_path, [(1, 1.0, 2.0, 3.0)])
     with pytest.raises(UserError) as caught:
         Source(url, query=f"SELECT {select} AS a ORDER BY 1").load("gmm")
-    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value) == f"{url} {message}"  # the row and column, never the value
 
 
 def test_sqlite_huge_integers_and_zero_rows_edges(tmp_path: Path) -> None:

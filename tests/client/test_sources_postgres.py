@@ -106,6 +106,77 @@ def test_password_from_a_file_or_pgpass(
     assert Source(pg.url(), query=TABLE_QUERY).load("rmc").n == N
 
 
+def test_no_password_says_where_to_give_one(pg: Postgres, tmp_path: Path) -> None:
+    # no_ambient_credentials: no PGPASSWORD, and PGPASSFILE names no file.
+    with pytest.raises(UserError) as caught:
+        Source(pg.url(), query=TABLE_QUERY).load("rmc")
+    message = str(caught.value)
+    assert message.startswith(f"{pg.url()}: cannot connect: ") and "\n" not in message
+    assert "fe_sendauth: no password supplied" in message
+    for where in ("PGPASSWORD", "~/.pgpass", "--password-file"):
+        assert where in message
+    wrong = tmp_path / "wrong"
+    wrong.write_text("Wr0ng-Pa55word\n")
+    with pytest.raises(UserError) as caught:
+        Source(pg.url(), query=TABLE_QUERY, password_file=wrong).load("rmc")
+    message = str(caught.value)
+    assert "password authentication failed" in message and "check the password" in message
+    assert "Wr0ng-Pa55word" not in message
+
+
+#: Planted in bad cells (tests/client/test_source_hints.py plants it in Parquet and SQLite).
+PLANTED = "987654"
+PLANTED_DECIMAL = "987654.321987"
+
+
+@pytest.mark.parametrize(
+    ("query", "model", "where"),
+    [
+        # Text that is a number: refused by its type, not shown.
+        ("SELECT x1, note AS x2 FROM planted ORDER BY id", "gmm", "row 1, column 'x2'"),
+        # The server's own message quotes the value: "invalid input syntax for type double
+        # precision: "987654.321987x"" (SQLSTATE 22P02), at the first fetch.
+        (
+            "SELECT x1, bad::float8 AS x2 FROM planted ORDER BY id",
+            "gmm",
+            "InvalidTextRepresentation, SQLSTATE 22P02",
+        ),
+        (
+            "SELECT x1, (x1 * 1e6)::int4 AS x2 FROM planted ORDER BY id",
+            "gmm",
+            "NumericValueOutOfRange, SQLSTATE 22003",
+        ),
+        # The value in the row whose response is missing.
+        ("SELECT x1, y FROM planted ORDER BY id", "mrm", "row 2, column 'y'"),
+    ],
+)
+def test_no_output_contains_a_value_planted_in_a_bad_cell(
+    pg: Postgres,
+    password_env: None,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    query: str,
+    model: str,
+    where: str,
+) -> None:
+    with psycopg.connect(pg.conninfo()) as db:
+        db.execute("DROP TABLE IF EXISTS planted")
+        db.execute("CREATE TABLE planted (id int, x1 float8, note text, bad text, y float8)")
+        db.execute(
+            "INSERT INTO planted VALUES (1, 1.5, %s, %s, 1.0), (2, %s, 'a', '1', NULL)",
+            (PLANTED_DECIMAL, PLANTED_DECIMAL + "x", float(PLANTED_DECIMAL)),
+        )
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(UserError) as caught:
+        Source(pg.url(), query=query).load(model)
+    assert where in str(caught.value)  # it failed where the value was planted
+    assert main(["simulate", "--model", model, "--data", pg.url(), "--query", query]) == 2
+    captured = capsys.readouterr()
+    output = captured.out + captured.err + caplog.text
+    assert where in output
+    assert PLANTED not in str(caught.value) and PLANTED not in output, output
+
+
 def _omop(conninfo: str) -> None:
     """person + measurement (long format, one row per person and concept), OMOP CDM style."""
     rng = np.random.default_rng(9)
@@ -231,7 +302,7 @@ def _cases(pg: Postgres, tmp_path: Path) -> dict[str, tuple[list[str], str]]:
                 "--query",
                 "SELECT x1, 'n/a'::text AS x2, x3 FROM complete ORDER BY id",
             ],
-            f"{url} row 1, column 'x2': not a number: 'n/a' (str)",
+            f"{url} row 1, column 'x2': not a number (type str)",
         ),
         "null for gmm": (
             ["--data", url, "--query", TABLE_QUERY, "--columns", "x1,x2,x3,y"],
@@ -413,12 +484,16 @@ def test_compose_warehouse_init_and_query(
 @pytest.mark.parametrize(
     ("select", "message"),
     [
-        ("'Infinity'::float8", "row 1, column 'a': infinite value inf"),
-        ("1e400::numeric", "row 1, column 'a': infinite value inf"),
-        ("'NaN'::numeric", "row 1, column 'a': missing value (NULL), but model gmm allows none"),
-        ("true", "row 1, column 'a': not a number: True (bool)"),
-        ("DATE '2024-01-01'", "row 1, column 'a': not a number: datetime.date(2024, 1, 1) (date)"),
-        ("'{1,2}'::float8[]", "row 1, column 'a': not a number: [1.0, 2.0] (list)"),
+        ("'Infinity'::float8", "row 1, column 'a': infinite value"),
+        ("1e400::numeric", "row 1, column 'a': infinite value"),
+        (
+            "'NaN'::numeric",
+            "row 1, column 'a': missing value (NULL), but model gmm allows none (only rmc "
+            "accepts missing covariates)",
+        ),
+        ("true", "row 1, column 'a': not a number (type bool)"),
+        ("DATE '2024-01-01'", "row 1, column 'a': not a number (type date)"),
+        ("'{1,2}'::float8[]", "row 1, column 'a': not a number (type list)"),
     ],
 )
 def test_postgres_hostile_values(
@@ -426,7 +501,7 @@ def test_postgres_hostile_values(
 ) -> None:
     with pytest.raises(UserError) as caught:
         Source(pg.url(), query=f"SELECT {select} AS a ORDER BY 1").load("gmm")
-    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value) == f"{pg.url()} {message}"  # the row and column, never the value
 
 
 def test_postgres_integers_and_numeric_convert_exactly_where_float_can(

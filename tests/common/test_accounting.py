@@ -17,8 +17,8 @@ from ldpem.common.accounting import (
     epsilon_tilde,
     gdp_delta,
     noise_std_for,
-    privacy_ratio,
     ratio_for_budget,
+    ratio_for_noise,
     zcdp_epsilon,
 )
 
@@ -135,9 +135,9 @@ def test_gdp_delta_is_the_tight_formula() -> None:
 
 
 def test_heterogeneous_participations_compose_in_quadrature() -> None:
-    ratio = privacy_ratio([1.0, 2.0], [2.0, 2.0])
+    ratio = ratio_for_noise([1.0, 2.0], [2.0, 2.0])
     assert ratio == pytest.approx(math.sqrt(0.25 + 1.0))
-    assert privacy_ratio(1.0, 2.0, participations=4) == pytest.approx(1.0)
+    assert ratio_for_noise(1.0, 2.0, participations=4) == pytest.approx(1.0)
 
 
 def test_budget_and_ratio_inverse() -> None:

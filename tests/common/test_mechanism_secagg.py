@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, ClassVar
 
@@ -26,6 +27,7 @@ from ldpem.common.protocol import (
     study_t_min,
 )
 from ldpem.common.rounds import holder_round
+from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes
 from ldpem.common.secagg.quantize import grid_step, integer_sensitivity, modulus_bits
 from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import PublicParameters, RunCreate
@@ -58,7 +60,7 @@ def test_it_is_registered_after_central_clip_and_before_none() -> None:
     assert not kind.locally_private()
     assert kind.noise_draws(10) == 1 and kind.noise_draws(0) == 0
     # Until the masking protocol is wired in, a federated run cannot publish it.
-    assert "secagg" not in mechanism_names(federated=True)
+    assert "secagg" in mechanism_names(federated=True)  # masked: client/secagg.py
 
 
 def test_the_grid_and_sensitivity_follow_the_record_bound() -> None:
@@ -196,7 +198,8 @@ def test_t_min_is_needed_and_kept() -> None:
     with pytest.raises(ValueError, match="without t_min"):
         make_mechanism("secagg", d=3, records_per_round=100, epsilon=1.0, delta=1e-6, tau=1.0)
     mechanism = calibrated(t_min=4)
-    assert mechanism.with_noise(0.5).honest_holders == 4
+    noisy = mechanism.with_noise(0.5)
+    assert isinstance(noisy, SecAggSkellam) and noisy.t_min == 4
     with pytest.raises(ValueError, match="t_min must be an integer >= 1"):
         SecAggSkellam(scale=1.0, smoothing=1.0, noise_std=0.0, t_min=0)
 
@@ -244,6 +247,10 @@ def run_request(**changes: Any) -> dict[str, Any]:
         "mechanism": "secagg",
         "tau": 10.0,
         "hospitals": [{"name": f"h{i}", "records": 100} for i in range(5)],
+        # A federated secagg run names its holders' roster (wire._check_shares).
+        "roster": json.loads(
+            Roster({f"h{i}": public_key_bytes(generate_signing_key()) for i in range(5)}).to_json()
+        ),
     }
     return {**request, **changes}
 
@@ -291,10 +298,13 @@ def test_a_run_request_with_a_bad_t_min_is_refused(changes: dict[str, Any], mess
 
 
 def test_other_mechanisms_publish_no_t_min() -> None:
-    values = derive_public_values(RunCreate.model_validate(run_request(mechanism="central")))
+    request = RunCreate.model_validate(run_request(mechanism="central", roster=None))
+    values = derive_public_values(request)
     assert values["t_min"] is None
 
 
-def test_a_federated_run_cannot_publish_it_yet() -> None:
-    with pytest.raises(ValueError, match="mechanism must be one of"):
-        RunCreate.model_validate(run_request())
+def test_a_federated_run_needs_the_roster_and_an_honest_majority() -> None:
+    with pytest.raises(ValueError, match="needs the consortium's roster"):
+        RunCreate.model_validate(run_request(roster=None))
+    with pytest.raises(ValueError, match="more than half"):
+        RunCreate.model_validate(run_request(t_min=2))

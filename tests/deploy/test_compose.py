@@ -1,4 +1,6 @@
-"""docker-compose.yml for real: build the image, ``docker-compose up``, a federated run.
+"""docker-compose.yml for real: build the image, ``docker-compose up``, a federated run;
+then the image's layers hold no source, and the README's reset command removes the
+coordinator's state and the records but spares the hospitals' ledgers.
 
 The engine and the base image come from ``engine.py`` (no registry needed). Skipped, with
 the reason printed, only where no Docker engine can be started; any later problem fails.
@@ -13,6 +15,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -185,3 +188,68 @@ def test_compose_up_runs_a_federated_run_to_a_small_error(project: Project, tmp_
     page = httpx.get(f"{base}/runs/{runs[0]['run_id']}", timeout=10)
     assert page.status_code == 200 and "finished" in page.text
     _say(f"final error {error:.4f} (trivial {trivial:.4f}); {final[0]}")
+
+
+#: Files of the checkout that must not be in any layer of the image (the build stage's
+#: /src, our wheel, the compose and test files). Other wheels are the base image's own
+#: (Debian's python3-venv keeps pip's and setuptools' in /usr/share/python-wheels).
+_SOURCE_ONLY = re.compile(
+    r"(^|/)(src/pyproject\.toml|docker-compose\.yml|test_compose\.py|test\.lock"
+    r"|ldpem-[^/]*\.whl)$"
+)
+
+
+def _layer_names(image_tar: Path) -> list[str]:
+    """Every path in every layer of a ``docker save`` archive (the legacy layout's
+    <id>/layer.tar and the OCI layout's blobs alike: whatever member is itself a tar)."""
+    names: list[str] = []
+    with tarfile.open(image_tar) as archive:
+        for member in archive:
+            if not member.isfile():
+                continue
+            handle = archive.extractfile(member)
+            assert handle is not None
+            try:
+                with tarfile.open(fileobj=handle) as layer:
+                    names.extend(layer.getnames())
+            except tarfile.ReadError:
+                continue  # a manifest or a config, not a layer
+    return names
+
+
+def test_the_image_keeps_no_source(project: Project) -> None:
+    saved = WORKDIR / "image.tar"
+    try:
+        engine.docker("save", "-o", str(saved), IMAGE, timeout=900)
+        names = _layer_names(saved)
+    finally:
+        saved.unlink(missing_ok=True)
+    installed = [n for n in names if re.search(r"site-packages/ldpem/__init__\.py$", n)]
+    assert installed, "the scan found no installed package: it saw no layer"
+    leftovers = sorted({n for n in names if _SOURCE_ONLY.search(n)})
+    assert leftovers == [], leftovers
+
+
+def test_the_readme_reset_spares_the_ledgers(project: Project) -> None:
+    """After the run (the first test): the README's reset (``down``, then ``docker volume
+    rm`` of the volumes labelled ldpem.reset=true; here only this project's) leaves the
+    ledger volumes only, and the hospitals' ledgers in them."""
+    project.checked("down", timeout=300)
+    label = f"label=com.docker.compose.project={project.name}"
+    listed = engine.docker("volume", "ls", "-q", "--filter", label).stdout.split()
+    reset = engine.docker(
+        "volume", "ls", "-q", "--filter", "label=ldpem.reset=true", "--filter", label
+    ).stdout.split()
+    assert reset and set(reset) < set(listed)
+    engine.docker("volume", "rm", *reset)
+    kept = set(engine.docker("volume", "ls", "-q", "--filter", label).stdout.split())
+    # <project>_<volume>: the project's name has no underscore, the volumes' neither.
+    # docker-compose v1 also creates the unused profile's volume (hospital-d-ledger).
+    short = {name.rsplit("_", 1)[-1]: name for name in kept}
+    hospitals = {f"hospital-{x}-ledger" for x in "abc"}
+    assert hospitals <= set(short) <= hospitals | {"hospital-d-ledger"}, kept
+    for volume in sorted(short[name] for name in hospitals):
+        listing = engine.docker(
+            "run", "--rm", "-v", f"{volume}:/state", "--entrypoint", "ls", IMAGE, "/state/agent"
+        ).stdout.split()
+        assert "ledger.sqlite" in listing, (volume, listing)

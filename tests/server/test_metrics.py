@@ -3,6 +3,7 @@ that match the run that produced them."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -10,29 +11,19 @@ from typing import Any
 
 import httpx
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.parser import text_string_to_metric_families
 
+from ldpem import __version__
 from ldpem.client.trust import agent_mechanism
 from ldpem.server.app import create_app
-from ldpem.server.metrics import REFUSAL_REASONS
+from ldpem.server.metrics import REFUSAL_REASONS, Metrics
 from tests.fedkit import hospital_headers, live_server, settings
-from tests.server.opkit import READ, read_headers, start_run
+from tests.server.opkit import READ, read_headers, run_gauges, scrape, start_run
 
 ROUNDS = 4
 HOSPITALS = 3
-
-
-def scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of /metrics by (sample name, sorted labels), parsed by
-    prometheus_client.parser."""
-    response = client.get("/metrics", headers=read_headers())
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain")
-    samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
 
 
 def refused(samples: dict[Any, float], reason: str) -> float:
@@ -171,3 +162,71 @@ def test_each_app_has_its_own_registry(tmp_path: Path) -> None:
         assert scrape(first)[("ldpem_reports_accepted_total", ())] == HOSPITALS
         assert scrape(second)[("ldpem_reports_accepted_total", ())] == 0
         assert scrape(second)[("ldpem_runs", (("status", "running"),))] == 0
+
+
+def test_no_created_series_no_repeated_help_and_process_and_build_info(tmp_path: Path) -> None:
+    app = create_app(settings(tmp_path))
+    with TestClient(app) as client:
+        study = start_run(client, hospitals=HOSPITALS, records=400, rounds=ROUNDS)
+        study.round(0, range(HOSPITALS))  # counters and histograms with observations
+        text = client.get("/metrics", headers=read_headers()).text
+    helps = [line.split()[2] for line in text.splitlines() if line.startswith("# HELP ")]
+    assert helps and len(helps) == len(set(helps)), "a HELP line is repeated"
+    assert "_created" not in text
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    build = families["ldpem_build_info"]
+    assert [(s.name, s.labels, s.value) for s in build.samples] == [
+        ("ldpem_build_info", {"version": __version__}, 1.0)
+    ]
+    assert "python_info" in families
+    if sys.platform.startswith("linux"):  # prometheus_client reads /proc
+        for name in ("process_cpu_seconds", "process_resident_memory_bytes", "process_open_fds"):
+            assert families[name].samples[0].value > 0, name
+        start = families["process_start_time_seconds"].samples[0].value
+        assert 0 < time.time() - start < 24 * 3600
+
+
+def test_created_series_are_left_out_without_a_global_switch() -> None:
+    """The library's own registries still get their _created samples: the coordinator
+    changes nothing for a program that embeds it."""
+    ours = Metrics()  # what create_app builds
+    ours.reports_accepted.inc()
+    assert b"_created" not in generate_latest(ours.registry)
+    assert prometheus_metrics._use_created is True
+    registry = CollectorRegistry()
+    Counter("embedding_program_events", "Events.", registry=registry).inc()
+    assert b"embedding_program_events_created" in generate_latest(registry)
+
+
+def test_run_health_gauges_follow_a_run_that_misses_a_hospital(tmp_path: Path) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, hospitals=3, records=400, rounds=3, quorum=2, round_deadline=0.3)
+        fresh = run_gauges(scrape(client), study.run_id)
+        assert fresh["ldpem_run_open_round_age_seconds"] >= 0
+        assert {k: v for k, v in fresh.items() if k != "ldpem_run_open_round_age_seconds"} == {
+            "ldpem_run_rounds": 3,
+            "ldpem_run_rounds_closed": 0,
+            "ldpem_run_hospitals_late": 0,
+            "ldpem_run_hospitals_missing": 0,
+            "ldpem_run_degraded": 0,
+        }
+        study.round(0, [0, 1])  # h2 never reports in round 0: it closes at its deadline
+        deadline = time.monotonic() + 20
+        while client.get(f"/v1/runs/{study.run_id}").json()["round"] == 0:
+            assert time.monotonic() < deadline, "round 0 did not close at its deadline"
+            time.sleep(0.05)
+        missing = run_gauges(scrape(client), study.run_id)
+        assert missing["ldpem_run_rounds_closed"] == 1
+        assert missing["ldpem_run_hospitals_missing"] == 1
+        assert missing["ldpem_run_degraded"] == 1
+        study.round(1, range(3))
+        study.round(2, range(3))
+        finished = run_gauges(scrape(client), study.run_id)
+        assert finished == {
+            "ldpem_run_rounds": 3,
+            "ldpem_run_rounds_closed": 3,  # no open round: no age
+            "ldpem_run_hospitals_late": 0,
+            "ldpem_run_hospitals_missing": 1,
+            "ldpem_run_degraded": 1,
+        }
+        assert run_gauges(scrape(client), study.run_id) == finished  # an ended run's are kept

@@ -1,11 +1,13 @@
-"""The status page of a running run, opened in a real headless Chromium.
+"""The status page opened in a real headless Chromium: of a running run, and of a real run
+(coordinator and agents as processes) that finished with a hospital missing round 0.
 
 Chromium is Debian's ``chromium`` package. When it is missing the test installs it with
 apt-get, but only as root and with CI=true or LDPEM_TEST_BROWSER=1; otherwise it is skipped
-with the reason in pytest's summary. The page is opened with ``?token=`` (the coordinator
-answers with a redirect that sets the read cookie, as for an operator's browser); the DOM
-after rendering must hold the plots with ticks, the round timeline and the hospital table,
-and a screenshot is saved under the test's tmp_path (docs/status-page.png is one).
+with the reason in pytest's summary. The running run's page is opened with ``?token=`` (the
+coordinator answers with a redirect that sets the read cookie, as for an operator's
+browser); the DOM after rendering must hold the plots with ticks, the round timeline and
+the hospital table. Each test saves a screenshot under its tmp_path (docs/status-page.png
+and docs/status-page-degraded.png are two).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ldpem.processes import Processes
 from ldpem.server.app import create_app
 from tests.fedkit import live_server, settings
-from tests.server.opkit import READ, start_run
+from tests.server.opkit import READ, late_hospital_run, start_run
 
 pytestmark = pytest.mark.browser
 
@@ -122,9 +125,37 @@ def test_running_run_page_renders_in_chromium(
     assert hospitals is not None
     rows = re.findall(r"<tr class=\"(\w*)\"><td>(h\d)</td>", hospitals.group(0))
     assert rows == [("reported", "h0"), ("reported", "h1"), ("late", "h2")]
-    assert 'id="health" class="health bad"' in dom and "late in round t = 3: h2" in dom
+    assert 'id="health" class="health degraded"' in dom and "late in round t = 3: h2" in dom
 
-    shot = tmp_path / "status-page.png"
+    _screenshot(chromium, page, tmp_path, "status-page.png", "LDPEM_SCREENSHOT_OUT")
+
+
+@pytest.mark.slow
+def test_a_run_finished_with_missing_rounds_renders_degraded_in_chromium(
+    chromium: str, procs: Processes, tmp_path: Path
+) -> None:
+    """The run of tests/server/test_late_hospital.py: h2 started after round 0 closed."""
+    run = late_hospital_run(procs, tmp_path)
+    page = f"{run.url}/runs/{run.run_id}"  # the coordinator runs with --public-status
+    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    assert re.search(
+        r'<div id="health" class="health degraded"><strong>Degraded</strong>: finished with '
+        r"missing rounds: h2 reported [1-3] of 4</div>",
+        dom,
+    ), dom[:2000]
+    row = re.search(r'<tr class="closed"><td class="num">0</td>.*?</tr>', dom, re.S)
+    assert row is not None and '<span class="missing">missing: h2</span>' in row.group(0)
+    _screenshot(
+        chromium, page, tmp_path, "status-page-degraded.png", "LDPEM_DEGRADED_SCREENSHOT_OUT"
+    )
+
+
+def _screenshot(chromium: str, page: str, tmp_path: Path, name: str, out: str) -> None:
+    """A screenshot of ``page`` as ``tmp_path/name``, copied to the path in the environment
+    variable ``out`` when it is set (how the docs' screenshots are made)."""
+    shot = tmp_path / name
     taken = _browse(
         chromium,
         tmp_path / "profile-shot",
@@ -136,5 +167,5 @@ def test_running_run_page_renders_in_chromium(
     assert taken.returncode == 0, taken.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
-    if os.environ.get("LDPEM_SCREENSHOT_OUT"):
-        shutil.copy(shot, os.environ["LDPEM_SCREENSHOT_OUT"])
+    if os.environ.get(out):
+        shutil.copy(shot, os.environ[out])

@@ -223,6 +223,28 @@ def test_a_round_closed_without_a_hospital_shows_it_missing(tmp_path: Path) -> N
     assert "0 of 1" in hospitals  # h2 reported nothing: spent nothing
 
 
+def test_a_run_that_finished_with_missing_rounds_is_degraded_and_names_them(
+    tmp_path: Path,
+) -> None:
+    with TestClient(create_app(settings(tmp_path))) as client:
+        study = start_run(client, records=200, rounds=3, quorum=2, round_deadline=0.2)
+        study.round(0, [0, 1])
+        deadline = time.monotonic() + 20
+        while client.get(f"/v1/runs/{study.run_id}").json()["round"] == 0:
+            assert time.monotonic() < deadline, "round 0 did not close at its deadline"
+            time.sleep(0.05)
+        running = client.get(f"/runs/{study.run_id}").text
+        study.round(1, range(3))
+        study.round(2, range(3))
+        page = client.get(f"/runs/{study.run_id}").text
+    assert '<div id="health" class="health degraded"><strong>Degraded</strong>: running' in running
+    assert "missed rounds: h2 (t = 0)" in running
+    assert (
+        '<div id="health" class="health degraded"><strong>Degraded</strong>: finished with '
+        "missing rounds: h2 reported 2 of 3</div>"
+    ) in page
+
+
 def test_unknown_run_page_is_404(tmp_path: Path) -> None:
     with TestClient(create_app(settings(tmp_path))) as client:
         assert client.get("/runs/nope").status_code == 404

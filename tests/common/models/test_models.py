@@ -168,7 +168,6 @@ def test_generator_validation(model: str, kwargs: dict[str, float], message: str
 
 
 def test_unknown_model() -> None:
-    with pytest.raises(
-        ValueError, match="model must be one of \\('gmm', 'mrm', 'rmc'\\), got 'lda'"
-    ):
+    # The built-in three first; a model another test registered may follow them.
+    with pytest.raises(ValueError, match=r"model must be one of \('gmm', 'mrm', 'rmc'.*got 'lda'"):
         get_model("lda")

@@ -1,47 +1,62 @@
-"""``ldpem simulate``: run the whole gradient EM in one process and report the accuracy."""
+"""``ldpem simulate``: run the whole gradient EM in one process and report the accuracy.
+
+The study is ``ldpem.common.study.run_study``'s; this module reads the command line, loads
+records given with ``--data`` and writes the outcome (``outcome``: the ``--json`` fields).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from pathlib import Path
+import time
 from typing import Any, TextIO
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.cli import examples
-from ldpem.cmd_client import add_source_arguments, source_from_args
-from ldpem.cmd_plan import parse_sizes
+from ldpem.commands.client import add_source_arguments, source_from_args
+from ldpem.commands.plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import get_mechanism, mechanism_names
+from ldpem.common.mechanisms import Mechanism, SecAggSkellam, get_mechanism, mechanism_names
 from ldpem.common.models import model_names
-from ldpem.simulate import Dataset, RoundCallback, SimulationConfig, SimulationOutcome, simulate
+from ldpem.common.planning import beta_zero_warning
+from ldpem.common.protocol import holder_records_per_round
+from ldpem.common.secagg.quantize import modulus_bits
+from ldpem.common.study import Dataset, RoundCallback, Study, StudyResult, run_study
 
-__all__ = ["config_from_args", "progress_reporter", "register", "summary"]
+__all__ = [
+    "add_arguments",
+    "outcome",
+    "progress_reporter",
+    "simulate",
+    "study_from_args",
+    "summary",
+]
 
-_DEFAULTS = SimulationConfig()
+_DEFAULTS = Study()
 _BAR_WIDTH = 30
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "simulate",
-        help="simulate a private gradient EM run in one process",
-        description=(
-            "Run the whole federated gradient EM in one process (each simulated hospital "
-            "runs the same round code as the agent) and report the estimate and its error: "
-            "what accuracy a budget buys before anything is deployed. Without --data the "
-            "records are synthetic, drawn from --model at --snr."
-        ),
-        epilog=examples(
-            "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
-            "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
-        ),
-    )
+NAME = "simulate"
+HELP = "simulate a private gradient EM run in one process"
+DESCRIPTION = (
+    "Run the whole federated gradient EM in one process (each simulated hospital "
+    "runs the same round code as the agent) and report the estimate and its error: "
+    "what accuracy a budget buys before anything is deployed. Without --data the "
+    "records are synthetic, drawn from --model at --snr."
+)
+EXAMPLES = (
+    "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
+    "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
+    "ldpem simulate --mechanism secagg --n 200000 --hospitals 1000 --dropout 0.1",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--model", choices=model_names(), default=_DEFAULTS.model, help="the latent-variable model")
     add(
@@ -121,8 +136,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def config_from_args(args: argparse.Namespace) -> SimulationConfig:
-    return SimulationConfig(
+def study_from_args(args: argparse.Namespace) -> Study:
+    return Study(
         model=args.model,
         mechanism=args.mechanism,
         n=args.n,
@@ -145,8 +160,6 @@ def config_from_args(args: argparse.Namespace) -> SimulationConfig:
         outliers=args.outliers,
         t_min=args.t_min,
         dropout=args.dropout,
-        # A database is no Path: `run` reads every source through ldpem.client.sources.
-        data=Path(args.data) if args.data is not None and "://" not in args.data else None,
         sizes=None if args.hospitals_sizes is None else parse_sizes(args.hospitals_sizes),
     )
 
@@ -169,7 +182,122 @@ def progress_reporter(rounds: int, stream: TextIO) -> RoundCallback:
     return on_round
 
 
-def summary(outcome: SimulationOutcome) -> str:
+def _mechanism_fields(result: StudyResult) -> dict[str, Any]:
+    """The mechanism's public parameters; with per-hospital mechanisms those of the one
+    with the largest scale, plus each hospital's scale and noise std (of its one draw)."""
+    mechanism: Mechanism = result.mechanism
+    fields: dict[str, Any] = {"noise_std": mechanism.noise_std}
+    holders = result.holder_mechanisms
+    if holders:
+        mechanism = max(holders, key=lambda m: float(getattr(m, "scale", 0.0)))
+        fields["noise_std"] = mechanism.noise_std
+        fields["holder_scales"] = [float(getattr(m, "scale", math.nan)) for m in holders]
+        fields["holder_noise_stds"] = [m.noise_std for m in holders]
+    for name in ("scale", "smoothing", "clip"):
+        if hasattr(mechanism, name):
+            fields[name] = float(getattr(mechanism, name))
+    return fields
+
+
+#: What the outcome repeats of the study, in this order: the study's values as given, but
+#: for those its data resolved (``_RESOLVED``, read from the result).
+_REPEATED = (
+    "model",
+    "mechanism",
+    "n",
+    "d",
+    "epsilon",
+    "delta",
+    "rounds",
+    "accounting",
+    "reuse",
+    "hospital_sizes",
+    "records_per_round",
+    "seed",
+    "sigma",
+    "tau",
+    "beta_bound",
+    "outliers",
+)
+_RESOLVED = frozenset(
+    {"n", "d", "delta", "hospital_sizes", "records_per_round", "tau", "beta_bound"}
+)
+
+
+def _share_fields(result: StudyResult) -> dict[str, Any]:
+    """For Skellam noise shares (docs/SECAGG.md): t_min, the grid γ, the share's mean λ_s,
+    the modulus bits of the aggregation, the ε of the sum with exactly t_min honest shares
+    and the fallback ε of one holder's share alone (each at the study's δ)."""
+    mechanism = result.mechanism
+    if not isinstance(mechanism, SecAggSkellam):
+        return {}
+    study = result.study
+    participations = study.rounds if study.reuse else 1
+    # The most records a round can sum: every holder's largest group (⌊n_k/T⌋ + 1 bounds it).
+    most = sum(
+        holder_records_per_round(n, study.rounds, reuse=study.reuse) + 1
+        for n in result.hospital_sizes
+    )
+    d = result.d
+    bits = modulus_bits(
+        records=most,
+        holders=len(result.hospital_sizes),
+        bound=mechanism.record_bound(d),
+        grid=mechanism.grid,
+        share_mean=mechanism.share_mean,
+        d=d,
+    )
+    return {
+        "t_min": mechanism.t_min,
+        "dropout": study.dropout,
+        "grid": mechanism.grid,
+        "share_mean": mechanism.share_mean,
+        "modulus_bits": bits,
+        "sum_epsilon": mechanism.epsilon(
+            d, delta=result.delta, honest=mechanism.t_min, participations=participations
+        ),
+        "fallback_epsilon": mechanism.fallback_epsilon(
+            d, delta=result.delta, participations=participations
+        ),
+    }
+
+
+def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict[str, Any]:
+    """The JSON object of ``ldpem simulate --json``: the study's values (model, mechanism,
+    n, d, budget, rounds, hospital sizes, m, τ, B, the mechanism's public parameters), beta
+    (final), beta_star, initial_error, errors (after each round) and error (final; the
+    three null without β*), the warning (``planning.beta_zero_warning``) and seconds."""
+    beta_star = result.beta_star
+    repeated = {
+        name: getattr(result if name in _RESOLVED else result.study, name) for name in _REPEATED
+    }
+    return {
+        **repeated,
+        **_mechanism_fields(result),
+        **_share_fields(result),
+        "reporters": list(result.reporters),
+        "skipped_rounds": list(result.skipped),
+        "beta": [float(v) for v in result.beta],
+        "beta_star": None if beta_star is None else [float(v) for v in beta_star],
+        "initial_error": result.initial_error,
+        "errors": None if result.errors is None else list(result.errors),
+        "error": result.final_error,
+        "warning": warning,
+        "seconds": seconds,
+    }
+
+
+def simulate(
+    study: Study, *, data: Dataset | None = None, on_round: RoundCallback | None = None
+) -> dict[str, Any]:
+    """Run ``study`` (on ``data`` when given) and return its ``outcome``."""
+    started = time.perf_counter()
+    result = run_study(study, data=data, on_round=on_round)
+    warning = beta_zero_warning(result)
+    return outcome(result, warning=warning, seconds=time.perf_counter() - started)
+
+
+def summary(outcome: dict[str, Any]) -> str:
     """A short human-readable account of a run."""
     privacy = (
         "no privacy"
@@ -206,19 +334,17 @@ def summary(outcome: SimulationOutcome) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    dataset = None
+    study = study_from_args(args)
+    data = None
     if args.data is not None:
-        dataset = Dataset(source_from_args(args).load(config.model))
+        data = Dataset(source_from_args(args).load(study.model))
     elif args.query or args.columns or args.target or args.password_file:
         raise UserError("--query, --columns, --target and --password-file need --data")
     if args.json:
-        print(json.dumps(simulate(config, dataset=dataset)))
+        print(json.dumps(simulate(study, data=data)))
         return 0
-    outcome = simulate(
-        config, on_round=progress_reporter(config.rounds, sys.stderr), dataset=dataset
-    )
-    print(summary(outcome))
-    if outcome.get("warning"):
-        print(f"warning: {outcome['warning']}", file=sys.stderr)
+    shown = simulate(study, data=data, on_round=progress_reporter(study.rounds, sys.stderr))
+    print(summary(shown))
+    if shown["warning"]:
+        print(f"warning: {shown['warning']}", file=sys.stderr)
     return 0

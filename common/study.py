@@ -1,0 +1,448 @@
+"""One simulated study: the pipeline behind ``ldpem simulate``, ``ldpem plan``, the forecast
+a coordinator states at run creation, the demo's in-process baselines and
+``ldpem experiment``.
+
+A ``Study`` is the declarative description (model, mechanism, size, budget, hospitals,
+seed); ``run_study`` draws it and runs it through the round protocol: every hospital's
+round is ``ldpem.common.rounds.holder_round`` and every M-step ``protocol.m_step`` (via
+``simulation.run_gradient_em``), the functions the agent and the coordinator run. The
+study defaults (δ, B, τ, m, β⁰) and the mechanisms are ``ldpem.common.protocol``'s, and
+``study_mechanisms`` is the one place a study builds them.
+
+One seeded generator (``protocol.study_rng``) drives everything, in this order: the
+synthetic data, the gross outliers (if any), β⁰ (a random direction of norm σ, as the
+coordinator's), the split over hospitals (only when there are several or their sizes are
+given), then the run itself (partition into rounds, noise). So a study with the hospital
+sizes of a run is exactly the planner's study of that run, and the forecast of
+``run create`` is the mean of these studies' final errors over seeds 0, 1, ….
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldpem.common.accounting import ACCOUNTING_MODES
+from ldpem.common.calibration import DEFAULT_ZETA
+from ldpem.common.errors import UserError
+from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
+from ldpem.common.models import Model, Records, get_model, model_names
+from ldpem.common.protocol import (
+    CentralNoise,
+    central_noise_for,
+    holder_records_per_round,
+    initial_beta,
+    make_mechanism,
+    records_per_round,
+    study_beta_bound,
+    study_delta,
+    study_rng,
+    study_t_min,
+    study_tau,
+)
+from ldpem.common.simulation import (
+    random_holder_sizes,
+    run_gradient_em,
+    split_holders,
+)
+
+__all__ = [
+    "OUTLIER_NORM",
+    "Dataset",
+    "RoundCallback",
+    "Study",
+    "StudyResult",
+    "add_outliers",
+    "run_study",
+    "study_mechanisms",
+]
+
+FloatArray = NDArray[np.float64]
+#: Called after each M-step with (round t = 1..T, β^t of shape (d,), error at β^t or None).
+RoundCallback = Callable[[int, FloatArray, float | None], None]
+
+#: L2 norm of the gross outliers that ``Study.outliers`` plants in the data.
+OUTLIER_NORM = 1e3
+
+
+@dataclass(frozen=True)
+class Study:
+    """A simulated study. ``None`` means "the documented default":
+
+    delta: n^-1.1 (at most 0.5); missing: 0.1 for a model that allows missing covariates
+    (rmc), 0 otherwise; beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: the model's
+    ``default_tau`` of B, σ and d (``protocol.study_tau``); scale: Algorithm 2's rule (the
+    ``scale`` a run's operator may fix instead).
+    ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
+    ``sizes``: the hospitals' record counts (summing to n; ``hospitals`` is then ignored);
+    otherwise ``hospitals`` hospitals of random unequal sizes
+    (``simulation.random_holder_sizes``). With records given to ``run_study`` instead of
+    synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
+    """
+
+    model: str = "gmm"
+    mechanism: str = "local"
+    n: int = 20_000
+    d: int = 10
+    epsilon: float = 1.0
+    delta: float | None = None
+    rounds: int = 10
+    clip: float = 1.0
+    snr: float = 3.0
+    sigma: float = 1.0
+    missing: float | None = None
+    accounting: str = "exact"
+    reuse: bool = False
+    hospitals: int = 1
+    seed: int = 0
+    tau: float | None = None
+    beta_bound: float | None = None
+    zeta: float = DEFAULT_ZETA
+    eta: float = 1.0
+    outliers: float = 0.0
+    sizes: tuple[int, ...] | None = None
+    scale: float | None = None
+    #: Noise shares (secagg): honest holders whose shares make the noise (None: study_t_min).
+    t_min: int | None = None
+    #: Each holder misses each round with this probability (``run_gradient_em``).
+    dropout: float = 0.0
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Records to run a study on instead of synthetic ones, with the true β* (d,) when it
+    is known. ``sizes``: the records are already dealt out in order (the first sizes[0]
+    are hospital 1's, …), as the files of a federated run; None: the study deals them."""
+
+    records: Records
+    beta_star: FloatArray | None = None
+    sizes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class StudyResult:
+    """What a study drew and reached. T rounds, d dimensions, K hospitals.
+
+    ``mechanism`` is every hospital's, or with per-hospital mechanisms (a mechanism with a
+    ``per_holder_scale``, such as ``hospital``) the first one's, and ``holder_mechanisms``
+    then holds the K of them (else None);
+    ``central`` is the aggregator's noise (None unless the mechanism is central).
+    ``betas`` (T+1, d) is β⁰ … β^T; ``errors`` (T floats) the error after each round,
+    None (as ``initial_error``) without a known β*.
+    """
+
+    study: Study
+    n: int
+    d: int
+    delta: float
+    tau: float
+    beta_bound: float
+    hospital_sizes: tuple[int, ...]
+    records_per_round: int
+    mechanism: Mechanism
+    holder_mechanisms: tuple[Mechanism, ...] | None
+    central: CentralNoise | None
+    betas: FloatArray
+    beta_star: FloatArray | None
+    initial_error: float | None
+    errors: tuple[float, ...] | None
+    #: The rounds not released (fewer reports than the mechanism's honest holders).
+    skipped: tuple[int, ...] = ()
+    #: The reports received in each round (K each without dropouts).
+    reporters: tuple[int, ...] = ()
+
+    @property
+    def beta(self) -> FloatArray:
+        """The final estimate β^T, shape (d,)."""
+        final: FloatArray = self.betas[-1]
+        return final
+
+    @property
+    def final_error(self) -> float | None:
+        """‖β^T − β*‖ (up to the model's symmetry), None without a known β*."""
+        return None if self.errors is None else self.errors[-1]
+
+
+def _fail(name: str, requirement: str, value: object) -> UserError:
+    return UserError(f"{name} must be {requirement}, got {value!r}")
+
+
+def _check_study(study: Study, *, synthetic: bool) -> None:
+    """One-line UserErrors for a study's values (those its records do not decide)."""
+    if study.model not in model_names():
+        raise _fail("model", f"one of {', '.join(model_names())}", study.model)
+    if study.mechanism not in mechanism_names():
+        raise _fail("mechanism", f"one of {', '.join(mechanism_names())}", study.mechanism)
+    if study.accounting not in ACCOUNTING_MODES:
+        raise _fail("accounting", f"one of {', '.join(ACCOUNTING_MODES)}", study.accounting)
+    optional = {"tau": study.tau, "beta-bound": study.beta_bound, "scale": study.scale}
+    positive = {
+        "epsilon": study.epsilon,
+        "clip": study.clip,
+        "snr": study.snr,
+        "sigma": study.sigma,
+        "eta": study.eta,
+        **{name: value for name, value in optional.items() if value is not None},
+    }
+    for name, value in positive.items():
+        if not (math.isfinite(value) and value > 0):
+            raise _fail(name, "a finite number > 0", value)
+    for name, count in {"n": study.n, "d": study.d, "rounds": study.rounds}.items():
+        if count < 1:
+            raise _fail(name, "an integer >= 1", count)
+    if study.hospitals < 1:
+        raise _fail("hospitals", "an integer >= 1", study.hospitals)
+    if study.sizes is not None:
+        if not study.sizes or min(study.sizes) < 1:
+            raise _fail("hospital sizes", "a non-empty list of integers >= 1", study.sizes)
+        if synthetic and sum(study.sizes) != study.n:
+            raise _fail("hospital sizes", f"a list summing to n = {study.n}", study.sizes)
+    if study.delta is not None and not 0.0 < study.delta < 1.0:
+        raise _fail("delta", "in (0, 1)", study.delta)
+    if not 0.0 < study.zeta < 1.0:
+        raise _fail("zeta", "in (0, 1)", study.zeta)
+    if study.missing is not None and not 0.0 <= study.missing < 1.0:
+        raise _fail("missing", "in [0, 1)", study.missing)
+    if not 0.0 <= study.dropout < 1.0:
+        raise _fail("dropout", "in [0, 1)", study.dropout)
+    if study.t_min is not None and get_mechanism(study.mechanism).noise_site != "shares":
+        raise UserError(f"t-min is only meaningful for noise shares, not {study.mechanism}")
+    if not 0.0 <= study.outliers <= 0.5:
+        raise _fail("outliers", "in [0, 0.5]", study.outliers)
+
+
+def _check_size(n: int, study: Study, sizes: tuple[int, ...] | None) -> None:
+    """Every hospital needs a record in every round (partitioned: ``rounds`` records)."""
+    per_hospital = 1 if study.reuse else study.rounds
+    if sizes is not None:
+        if sum(sizes) != n:
+            raise _fail("hospital sizes", f"a list summing to the {n} records", sizes)
+        if min(sizes) < per_hospital:
+            raise _fail("hospital sizes", f"each at least {per_hospital}", sizes)
+    needed = study.hospitals * per_hospital
+    if n < max(needed, study.rounds):
+        raise UserError(
+            f"n must be at least {max(needed, study.rounds)} for {study.hospitals} "
+            f"hospital(s) and {study.rounds} rounds{'' if study.reuse else ' (partitioned)'}"
+            f", got {n}"
+        )
+
+
+def _given_sizes(study: Study, data: Dataset) -> tuple[int, ...] | None:
+    """The hospitals' sizes fixed before any draw: the dataset's dealing, else the study's."""
+    if data.sizes is None:
+        return study.sizes
+    if study.sizes is not None and study.sizes != data.sizes:
+        raise UserError(
+            f"the records are already dealt out as {list(data.sizes)}: give no other "
+            f"hospital sizes, got {list(study.sizes)}"
+        )
+    return data.sizes
+
+
+def add_outliers(records: Records, fraction: float, rng: np.random.Generator) -> Records:
+    """``records`` with ⌊fraction·n⌋ random records replaced by gross outliers: covariates
+    (GMM: the observation) of norm ~``OUTLIER_NORM`` and, if there is one, a response of
+    size ~``OUTLIER_NORM``. Draws nothing from ``rng`` when that count is 0.
+
+    Parameters
+    ----------
+    records : Records
+        n records, ``x`` of shape (n, d), ``y`` of shape (n,) or None.
+    fraction : float
+        Share of the records to replace, in [0, 1].
+    rng : numpy.random.Generator
+        The study's generator.
+
+    Returns
+    -------
+    Records
+        n records, ``x`` of shape (n, d); ``records`` itself when none is replaced.
+    """
+    count = int(fraction * records.n)
+    if count == 0:
+        return records
+    index = rng.choice(records.n, count, replace=False)
+    x = records.x.copy()
+    x[index] = rng.standard_normal((count, records.d)) * (OUTLIER_NORM / math.sqrt(records.d))
+    y = None
+    if records.y is not None:
+        y = records.y.copy()
+        y[index] = rng.standard_normal(count) * OUTLIER_NORM
+    return Records(x, y)
+
+
+def _deal(
+    records: Records, study: Study, dealt: tuple[int, ...] | None, rng: np.random.Generator
+) -> list[Records]:
+    """The hospitals' records: as the dataset dealt them (no draw), at random with the
+    study's sizes or with ``simulation.random_holder_sizes``, or all of them for one
+    hospital (no draw)."""
+    if dealt is not None:
+        return split_holders(records, dealt)
+    sizes = study.sizes
+    if sizes is None:
+        if study.hospitals == 1:
+            return [records]
+        minimum = 1 if study.reuse else study.rounds
+        sizes = tuple(random_holder_sizes(records.n, study.hospitals, minimum, rng))
+    return split_holders(records, sizes, rng)
+
+
+def study_mechanisms(
+    study: Study, sizes: Sequence[int], *, d: int, delta: float, tau: float
+) -> tuple[Mechanism, tuple[Mechanism, ...] | None, CentralNoise | None]:
+    """Each hospital's mechanism and the aggregator's noise: the one place a simulated
+    study builds them (from ``protocol.make_mechanism`` and ``protocol.central_noise_for``).
+
+    Every hospital runs the mechanism calibrated on the study's m
+    (``protocol.records_per_round``), except under a mechanism whose holders take their own
+    scale (``Mechanism.per_holder_scale``: ``hospital``), where each has its own scale and
+    noise from its own m_k (``protocol.holder_records_per_round``).
+    ``sizes`` are the K hospitals' record counts, ``delta``/``tau`` the study's resolved
+    δ and τ. Returns every hospital's mechanism (with per-holder scales the first one's),
+    the K per-holder mechanisms or None, and the aggregator's noise (None unless central).
+    """
+    participations = study.rounds if study.reuse else 1
+
+    def build(m: int) -> Mechanism:
+        return make_mechanism(
+            study.mechanism,
+            d=d,
+            records_per_round=m,
+            epsilon=study.epsilon,
+            delta=delta,
+            participations=participations,
+            tau=tau,
+            zeta=study.zeta,
+            clip=study.clip,
+            accounting=study.accounting,
+            scale=study.scale,
+            t_min=study_t_min(study.t_min, len(sizes)),
+        )
+
+    holder_mechanisms = None
+    if get_mechanism(study.mechanism).per_holder_scale:
+        holder_mechanisms = tuple(
+            build(holder_records_per_round(size, study.rounds, reuse=study.reuse)) for size in sizes
+        )
+        mechanism = holder_mechanisms[0]
+    else:
+        mechanism = build(records_per_round(sizes, study.rounds, reuse=study.reuse))
+    central = central_noise_for(
+        mechanism,
+        d=d,
+        epsilon=study.epsilon,
+        delta=delta,
+        accounting=study.accounting,
+        participations=participations,
+    )
+    return mechanism, holder_mechanisms, central
+
+
+def _synthetic(study: Study, model: Model, rng: np.random.Generator) -> Dataset:
+    missing = study.missing
+    if missing is None:
+        missing = 0.1 if model.allows_missing else 0.0
+    if missing and not model.allows_missing:
+        raise UserError(f"missing must be 0 for model {model.name}, got {missing!r}")
+    records, beta_star = model.generate(
+        study.n, study.d, snr=study.snr, sigma=study.sigma, missing=missing, rng=rng
+    )
+    return Dataset(records, beta_star)
+
+
+def run_study(
+    study: Study,
+    *,
+    data: Dataset | None = None,
+    beta0: FloatArray | None = None,
+    on_round: RoundCallback | None = None,
+) -> StudyResult:
+    """Draw and run ``study`` in-process (module docstring: what, and in which order).
+
+    Parameters
+    ----------
+    study : Study
+        What to simulate.
+    data : Dataset, optional
+        Records (n, d) to use instead of synthetic ones, with β* when known, possibly
+        already dealt out over the hospitals.
+    beta0 : array of shape (d,), optional
+        The start β⁰ (a federated run's), instead of a draw.
+    on_round : RoundCallback, optional
+        Called after each M-step with (t, β^t, error at β^t or None).
+
+    Returns
+    -------
+    StudyResult
+        ``betas`` of shape (T+1, d), ``errors`` of T floats (None without β*), the
+        resolved δ, τ, B, m, the hospitals' sizes and the mechanisms.
+    """
+    _check_study(study, synthetic=data is None)
+    model = get_model(study.model)
+    rng = study_rng(study.seed)
+    data = data if data is not None else _synthetic(study, model, rng)
+    records = add_outliers(data.records, study.outliers, rng)
+    n, d = records.n, records.d
+    _check_size(n, study, _given_sizes(study, data))
+    delta = study_delta(study.delta, n)
+    bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
+    tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
+    if beta0 is None:
+        start = initial_beta(d, study.sigma, rng)
+    else:
+        start = np.asarray(beta0, dtype=np.float64)
+    holders = _deal(records, study, data.sizes, rng)
+    counts = tuple(h.n for h in holders)
+    mechanism, holder_mechanisms, central = study_mechanisms(
+        study, counts, d=d, delta=delta, tau=tau
+    )
+    beta_star = data.beta_star
+
+    def report(t: int, beta: FloatArray) -> None:
+        if on_round is not None:
+            on_round(t, beta, None if beta_star is None else model.error(beta, beta_star))
+
+    result = run_gradient_em(
+        model=model,
+        holders=holders,
+        sigma=study.sigma,
+        mechanism=mechanism,
+        rounds=study.rounds,
+        beta0=start,
+        rng=rng,
+        eta=study.eta,
+        reuse=study.reuse,
+        beta_star=beta_star,
+        on_round=report,
+        holder_mechanisms=holder_mechanisms,
+        central=central,
+        dropout=study.dropout,
+        dropout_rng=rng,
+    )
+    betas = np.array(result.betas)
+    betas.setflags(write=False)
+    return StudyResult(
+        study=study,
+        n=n,
+        d=d,
+        delta=delta,
+        tau=tau,
+        beta_bound=bound,
+        hospital_sizes=counts,
+        records_per_round=records_per_round(counts, study.rounds, reuse=study.reuse),
+        mechanism=mechanism,
+        holder_mechanisms=holder_mechanisms,
+        central=central,
+        betas=betas,
+        beta_star=beta_star,
+        initial_error=None if beta_star is None else model.error(start, beta_star),
+        errors=None if beta_star is None else tuple(float(e) for e in result.errors),
+        skipped=tuple(result.skipped),
+        reporters=tuple(result.reporters),
+    )
