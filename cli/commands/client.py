@@ -173,7 +173,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="secagg runs: the consortium's roster; its digest must equal the run's (default: none)",
+        help="secagg runs: the consortium's roster, whose digest must equal the run's "
+        "(default: none)",
     )
     parser.add_argument(
         "--min-honest",
