@@ -53,4 +53,4 @@ def test_installs_use_the_locks() -> None:
     assert "--require-hashes --no-deps -r $(TEST_LOCK)" in makefile
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "COPY requirements/runtime.lock" in dockerfile
-    assert "--require-hashes --no-deps --requirement runtime.lock" in dockerfile
+    assert "--require-hashes --no-deps --requirement /opt/ldpem-runtime.lock" in dockerfile
