@@ -13,7 +13,13 @@ errors into the one-line message both sides show.
 Round numbering: round t (0-based) starts from β^t and ends with the M-step that gives
 β^{t+1}; a run of T rounds ends with β^T. Under partition, a hospital enrolled with N
 records reports, in round t, the t-th of T disjoint groups of its records, whose size is
-``expected_round_count(N, T, t)`` (``numpy.array_split`` sizes).
+``expected_round_count(N, T, t, schedule)`` (the run's schedule,
+``ldpem.common.protocol.schedule``; by default ``numpy.array_split`` sizes).
+
+Fields added after a protocol's first release (a schedule, per-round scales, the final
+estimate) are optional with a default, and ``PublicParameters`` leaves them out of its
+JSON while they hold it: a run without them is published, and bound in an agent's ledger,
+byte for byte as before, so older agents and ledgers keep working.
 """
 
 from __future__ import annotations
@@ -23,11 +29,27 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import get_model, model_names
-from ldpem.common.protocol import derive_public_values
+from ldpem.common.protocol import (
+    EQUAL,
+    LAST,
+    check_final,
+    check_schedule,
+    derive_public_values,
+    round_size,
+    round_sizes,
+)
 
 __all__ = [
     "API_PREFIX",
@@ -47,6 +69,7 @@ __all__ = [
     "RunCreated",
     "RunStatus",
     "RunSummary",
+    "ScheduleSpec",
     "Trajectory",
     "describe_errors",
     "expected_round_count",
@@ -81,17 +104,34 @@ AccountingName = Literal["exact", "paper"]
 INT_LIMIT = 2**63
 
 
-def expected_round_count(records: int, rounds: int, t: int) -> int:
+#: A round schedule: ``"equal"``, ``"geometric:G"`` or T fractions (> 0, summing to 1).
+ScheduleSpec = (
+    Annotated[str, Field(max_length=40)]
+    | Annotated[list[float], Field(min_length=1, max_length=10_000)]
+)
+#: The reported estimate: ``"last"`` or ``"average:K"``.
+FinalRule = Annotated[str, Field(max_length=40)]
+
+
+def expected_round_count(records: int, rounds: int, t: int, schedule: ScheduleSpec = EQUAL) -> int:
     """Records a holder with ``records`` records reports in round ``t`` of ``rounds``
-    (partition; the sizes ``numpy.array_split`` gives: the first records % rounds groups
-    have one record more)."""
-    if not 0 <= t < rounds:
-        raise ValueError(f"round must be in 0..{rounds - 1}, got {t}")
-    return records // rounds + (1 if t < records % rounds else 0)
+    (partition by ``schedule``; for ``equal`` the sizes ``numpy.array_split`` gives: the
+    first records % rounds groups have one record more)."""
+    return round_size(records, rounds, t, schedule)
 
 
 class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+#: The later fields of the run's parameters and their defaults, left out of the JSON when
+#: they hold them (module docstring).
+_LATER = {"schedule": EQUAL, "scales": None, "final": LAST}
+
+
+def _check_later(schedule: ScheduleSpec, final: str, rounds: int) -> None:
+    check_schedule(schedule, rounds)
+    check_final(final, rounds)
 
 
 def _location(loc: Sequence[Any]) -> str:
@@ -179,6 +219,11 @@ class RunCreate(_Schema):
     #: with --allow-weaker): the run then shows each such hospital's weaker guarantee.
     #: Default: refused (422), so every counted report meets the run's (epsilon, delta).
     allow_weaker_reports: bool = False
+    #: Records per round (``ldpem.common.protocol.schedule``); default: equal rounds.
+    schedule: ScheduleSpec = EQUAL
+    #: The reported estimate: the last iterate, or the average of the last K
+    #: (``ldpem.common.protocol.estimate``; post-processing, no privacy cost).
+    final: FinalRule = LAST
 
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
@@ -192,12 +237,17 @@ class RunCreate(_Schema):
             raise ValueError(
                 f"quorum {self.quorum} exceeds the {len(self.hospitals)} enrolled hospitals"
             )
+        _check_later(self.schedule, self.final, self.rounds)
         for h in self.hospitals:
             if h.records < self.rounds:
                 raise ValueError(
                     f"hospital {h.name} has {h.records} records, fewer than the "
                     f"{self.rounds} rounds they are partitioned over"
                 )
+            try:
+                round_sizes(h.records, self.rounds, self.schedule)
+            except ValueError as error:
+                raise ValueError(f"hospital {h.name}: {error}") from None
         if self.beta0 is not None and len(self.beta0) != self.d:
             raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
         if self.missing and not get_model(self.model).allows_missing:
@@ -229,6 +279,28 @@ class PublicParameters(_Schema):
     clip: float | None
     #: m = Σ enrolled records / rounds.
     records_per_round: int
+    #: Records per round (``ldpem.common.protocol.schedule``); default: equal rounds.
+    schedule: ScheduleSpec = EQUAL
+    #: Truncation scale s_t of each round, when they differ (a schedule other than equal
+    #: and Algorithm 2's rule); ``scale`` is then None. None: every round uses ``scale``.
+    scales: Annotated[list[float], Field(min_length=1, max_length=10_000)] | None = None
+    #: The reported estimate: ``"last"`` or ``"average:K"`` (``protocol.estimate``).
+    final: FinalRule = LAST
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PublicParameters:
+        _check_later(self.schedule, self.final, self.rounds)
+        if self.scales is not None and len(self.scales) != self.rounds:
+            raise ValueError(f"scales must have one entry per round ({self.rounds})")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name, default in _LATER.items():
+            if name in data and data[name] == default:
+                del data[name]
+        return data
 
 
 class HospitalToken(_Schema):
@@ -310,6 +382,7 @@ class RunSummary(_Schema):
     trivial_error: float
     warning: str | None
     reason: str | None
+    #: β^t of the open round; once the run finished, the reported estimate (``final``).
     beta: list[float]
     #: Whether the run accepts reports weaker than its budget (see HospitalParticipation).
     allow_weaker_reports: bool = False
@@ -341,14 +414,23 @@ class HospitalParticipation(_Schema):
     #: in a run created with ``allow_weaker_reports``): that hospital's guarantee is
     #: ``epsilon``, weaker than the run's.
     weaker: bool = False
+    #: The round of that least private report (its sensitivity depends on the round's
+    #: scale under a schedule).
+    noise_round: int | None = None
 
 
 class Trajectory(_Schema):
     run_id: str
-    #: β^0 … β^t (the last is the current or final estimate).
+    #: β^0 … β^t (the last is the current or final iterate).
     betas: list[list[float]]
     #: ‖β^{t+1} − β^t‖ for each closed round.
     steps: list[float]
+    #: The run's ``final`` rule.
+    final: str = LAST
+    #: The reported estimate once the run finished (``final`` of the iterates), else None.
+    estimate: list[float] | None = None
+    #: Once finished: the weights of the iterates averaged, β^{T−k+1} … β^T (sum 1).
+    weights: list[float] | None = None
 
 
 def public_parameters(request: RunCreate) -> PublicParameters:
