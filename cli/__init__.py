@@ -54,7 +54,7 @@ _SURFACE = {
 
 
 def __getattr__(name: str) -> object:
-    # AttributeError for anything else, so that `from ldpem import cmd_plan` goes on to
+    # AttributeError for anything else, so that `from ldpem import commands` goes on to
     # import the submodule.
     if name not in _SURFACE:
         raise AttributeError(f"module 'ldpem' has no attribute {name!r}")

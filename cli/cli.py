@@ -74,29 +74,20 @@ class _Parser(argparse.ArgumentParser):
 
 def _command_modules() -> list[ModuleType]:
     # Imported here so that `ldpem --help` does not pay for numpy/fastapi imports twice.
-    from ldpem import (
-        cmd_audit,
-        cmd_client,
-        cmd_coordinator,
-        cmd_demo,
-        cmd_experiment,
-        cmd_generate,
-        cmd_plan,
-        cmd_run,
-        cmd_simulate,
+    from ldpem.commands import (
+        audit,
+        client,
+        coordinator,
+        demo,
+        experiment,
+        generate,
+        keys,
+        plan,
+        run,
+        simulate,
     )
 
-    return [
-        cmd_simulate,
-        cmd_plan,
-        cmd_experiment,
-        cmd_coordinator,
-        cmd_client,
-        cmd_run,
-        cmd_demo,
-        cmd_audit,
-        cmd_generate,
-    ]
+    return [simulate, plan, experiment, coordinator, client, run, demo, audit, generate, keys]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,7 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ldpem {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _command_modules():
-        module.register(subparsers)
+        command = subparsers.add_parser(
+            module.NAME,
+            help=module.HELP,
+            description=getattr(module, "DESCRIPTION", module.__doc__),
+            epilog=examples(*module.EXAMPLES),
+        )
+        module.add_arguments(command)
     return parser
 
 

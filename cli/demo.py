@@ -321,11 +321,14 @@ def _baselines(
 ) -> dict[str, dict[str, Any]]:
     """Non-private, clipped (C = 1) and hospital-level gradient EM in-process, on the
     hospitals' records as dealt and from the run's start β⁰ (hospital-level: each holder's
-    own scale and noise, docs/HOSPITAL.md)."""
+    own scale and noise, docs/HOSPITAL.md; secagg: the masked sum of noise shares,
+    docs/SECAGG.md, with the honest majority t_min = ⌊K/2⌋ + 1, at most K)."""
     out = {}
-    for name in ("none", "local-clip", "hospital"):
+    for name in ("none", "local-clip", "hospital", "secagg"):
+        shared = get_mechanism(name).noise_site == "shares"
         # σ = 1 and the default declared bound snr·σ = 3: τ as the coordinator derives it.
         study = Study(
+            t_min=min(config.hospitals, config.hospitals // 2 + 1) if shared else None,
             model=config.model,
             mechanism=name,
             d=config.d,
@@ -396,6 +399,7 @@ def _plot(result: dict[str, Any], path: Path) -> str | None:
         "none": "non-private EM",
         "local-clip": "clipped DP EM (C = 1)",
         "hospital": "hospital-level DP (in-process)",
+        "secagg": "secure aggregation, noise shares (in-process)",
     }
     for name, errors in result["baseline_errors"].items():
         axes.plot(rounds, errors, marker=".", linestyle="--", label=labels[name])

@@ -23,8 +23,9 @@ round's records, their count and the noise std used. The coordinator is an adver
 * checks the round's spend against its budget and charges it in one ledger transaction,
   then commits the exact report bytes before sending; a retry (timeout, 5xx, crash and
   restart) resends those bytes, and a second, different report for a round is never made;
-* warns for each round that closed before it could report (those records went unused);
-* long-polls, retrying connection errors and 5xx with backoff (``ldpem.client.link``).
+* warns for each round that closed before it could report; long-polls, retrying
+  connection errors and 5xx with backoff (``ldpem.client.link``);
+* in a run of noise shares, masks the persisted report (``ldpem.client.secagg``).
 """
 
 from __future__ import annotations
@@ -44,14 +45,22 @@ import numpy as np
 
 from ldpem.client.binding import (
     beta_digest,
+    bind_run,
     canonical,
-    check_binding,
     check_round,
     records_digest,
     run_binding,
 )
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
 from ldpem.client.link import CoordinatorLink
+from ldpem.client.secagg import (
+    SecAggConfig,
+    SecAggSession,
+    aggregate,
+    charged_ratio,
+    fallback,
+    load_secagg,
+)
 from ldpem.client.trust import (
     AgentError,
     agent_mechanisms,
@@ -110,6 +119,8 @@ class AgentConfig:
     #: The population the budget belongs to (docs/PRIVACY.md); one budget per state directory
     #: unless another, disjoint population is declared.
     dataset: str = DEFAULT_DATASET
+    #: Secure aggregation: signing key, roster and --min-honest (runs of noise shares).
+    secagg: SecAggConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,7 @@ class _Session:
     groups: list[Records]
     #: The run's public parameters as canonical JSON: every round's must equal them.
     params_json: str
+    shares: SecAggSession | None = None
 
     @property
     def run_id(self) -> str:
@@ -219,6 +231,12 @@ class Agent:
         mechanisms = agent_mechanisms(
             params, epsilon=epsilon, delta=delta, accounting=cfg.accounting, records=me.records
         )
+        # Noise shares: the ledger charges the μ of the budget the round's SUM is calibrated
+        # for (``charged_ratio``); every other mechanism's μ as it is.
+        mechanisms = [
+            (m, charged_ratio(params, mu, epsilon=epsilon, delta=delta, accounting=cfg.accounting))
+            for m, mu in mechanisms
+        ]
         for mechanism in {id(m): m for m, _ in mechanisms}.values():
             check_float_range(me, mechanism)
         binding = run_binding(
@@ -246,7 +264,14 @@ class Agent:
             delta,
             mechanisms[0][0].noise_std,
         )
+        shares = None
+        if params.holders is not None:  # noise shares: masked (ldpem.client.secagg)
+            # Equal rounds only (``protocol.check_noise_shares``): one mechanism for all.
+            first = mechanisms[0][0]
+            shares = load_secagg(cfg.secagg, params, me.hospital, first)
+            log.info("fallback epsilon %.4g if all others collude", fallback(first, params))
         return _Session(
+            shares=shares,
             me=me,
             epsilon=epsilon,
             delta=delta,
@@ -258,34 +283,7 @@ class Agent:
     def _bind(self, run_id: str, binding: str, data_key: str) -> Binding:
         """The run's binding: stored at the first contact, checked at every restart."""
         cfg = self.config
-        bound = self.ledger.binding(run_id)
-        if bound is not None:
-            check_binding(run_id, bound, binding)
-        else:
-            last = self.ledger.last_records(cfg.dataset)
-            if last is not None and last != data_key:
-                log.warning(
-                    "%s: records changed since the last run; charged against the same budget "
-                    "(dataset %r)",
-                    cfg.data,
-                    cfg.dataset,
-                )
-            seed = cfg.seed if cfg.seed is not None else self.ledger.seed()
-            bound = self.ledger.bind_run(
-                run_id, Binding(seed=seed, records=data_key, dataset=cfg.dataset, binding=binding)
-            )
-            self.ledger.remember_records(cfg.dataset, data_key)
-        if bound.records != data_key:
-            raise AgentError(
-                f"{cfg.data}: run {run_id} was started with other records; a record "
-                "reported under one partition could report again under another"
-            )
-        if cfg.seed is not None and cfg.seed != bound.seed:
-            raise AgentError(
-                f"run {run_id} was started with --seed {bound.seed}, not {cfg.seed}; "
-                "a different seed would partition the records differently"
-            )
-        return bound
+        return bind_run(self.ledger, run_id, binding, data_key, cfg.dataset, cfg.data, cfg.seed)
 
     def _follow(self, session: _Session) -> int:
         """Long-poll round after round until the run ends; 0 when it finished."""
@@ -360,13 +358,17 @@ class Agent:
                 mechanism=session.params.mechanism,
                 count=report.count,
                 total=total,
+                # Only a report private on its own declares its noise (a noise share is
+                # not: the coordinator checks none, docs/SECAGG.md).
                 noise_std=report_noise_std(mechanism),
             ).model_dump_json()
             entry = self.ledger.persist(entry, body.encode())
             _fault_after_persist(t)
         elif entry.status == "persisted":
             log.info("round %d: resending the report persisted before (not redrawn)", t)
-        if entry.status == "persisted":
+        if entry.status == "persisted" and session.shares is not None:
+            aggregate(session.shares, self.link, self.ledger, session.run_id, t, entry.body, 5.0)
+        elif entry.status == "persisted":
             self._send(session.run_id, t, entry.body)
 
     def _reserve(

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 import numpy as np
 
-from ldpem.client.ledger import Binding
+from ldpem.client.ledger import Binding, Ledger
 from ldpem.client.trust import AgentError
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records
 from ldpem.common.wire import Identity, RoundInfo
 
+log = logging.getLogger("ldpem.client")
+
 __all__ = [
     "beta_digest",
+    "bind_run",
     "canonical",
     "check_binding",
     "check_round",
@@ -128,3 +132,44 @@ def check_round(me: Identity, info: RoundInfo, canonical_params: str) -> None:
             f"the coordinator opened round {info.round} of a run of "
             f"{me.params.rounds} rounds (0..{me.params.rounds - 1}); refusing"
         )
+
+
+def bind_run(
+    ledger: Ledger,
+    run_id: str,
+    binding: str,
+    data_key: str,
+    dataset: str,
+    data: object,
+    seed: int | None,
+) -> Binding:
+    """The run's binding in ``ledger``: stored at the first contact, checked at every
+    restart (``data`` names the records in messages; ``seed`` is the research seed)."""
+    bound = ledger.binding(run_id)
+    if bound is not None:
+        check_binding(run_id, bound, binding)
+    else:
+        last = ledger.last_records(dataset)
+        if last is not None and last != data_key:
+            log.warning(
+                "%s: records changed since the last run; charged against the same budget "
+                "(dataset %r)",
+                data,
+                dataset,
+            )
+        chosen = seed if seed is not None else ledger.seed()
+        bound = ledger.bind_run(
+            run_id, Binding(seed=chosen, records=data_key, dataset=dataset, binding=binding)
+        )
+        ledger.remember_records(dataset, data_key)
+    if bound.records != data_key:
+        raise AgentError(
+            f"{data}: run {run_id} was started with other records; a record "
+            "reported under one partition could report again under another"
+        )
+    if seed is not None and seed != bound.seed:
+        raise AgentError(
+            f"run {run_id} was started with --seed {bound.seed}, not {seed}; "
+            "a different seed would partition the records differently"
+        )
+    return bound

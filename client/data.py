@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.client.columns import check_id_columns
+from ldpem.client.columns import RESPONSE_COLUMN, check_id_columns, resolve_columns
 from ldpem.common.errors import UserError
 from ldpem.common.models import Records, get_model
 
-__all__ = ["RESPONSE_COLUMN", "load_records"]
+__all__ = ["load_records"]
 
-RESPONSE_COLUMN = "y"
 _MISSING_TOKENS = frozenset({"", "nan", "NaN", "NA", "na", "N/A"})
 #: ``_NUMBER_TEXT(cell, cell)``: "nan" for a missing-value token, else the cell itself.
 _NUMBER_TEXT: Callable[[str, str], str] = dict.fromkeys(_MISSING_TOKENS, "nan").get
@@ -192,8 +191,6 @@ def _to_records(
     columns: Sequence[str] | None,
     target: str | None,
 ) -> Records:
-    from ldpem.client.sources import resolve_columns
-
     spec = get_model(model)
 
     def where(row: int, column: int) -> str:

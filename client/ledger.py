@@ -43,12 +43,12 @@ import math
 import os
 import secrets
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.errors import UserError
-from ldpem.common.sqlite import connect_durable
+from ldpem.common.sqlite import connect_durable, immediate
 
 __all__ = ["DEFAULT_DATASET", "LOCK_FILE", "Binding", "BudgetExceeded", "Entry", "Ledger"]
 
@@ -149,14 +149,9 @@ class Ledger:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         if row is not None:
             return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self._db):
             self._db.execute("UPDATE rounds SET data = ?", (DEFAULT_DATASET,))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def close(self) -> None:
         self._db.close()
@@ -229,18 +224,8 @@ class Ledger:
         ).fetchone()
         if row is None:
             return None
-        return Entry(
-            run_key=row["run_key"],
-            round=row["round"],
-            data=row["data"],
-            mu=row["mu"],
-            epsilon=row["epsilon"],
-            delta=row["delta"],
-            noise_std=row["noise_std"],
-            beta_digest=row["beta_digest"],
-            body=bytes(row["body"]),
-            status=row["status"],
-        )
+        values = {field.name: row[field.name] for field in fields(Entry)}
+        return Entry(**{**values, "body": bytes(values["body"])})
 
     def entries(self, run_key: str | None = None) -> list[Entry]:
         if run_key is None:
@@ -297,8 +282,7 @@ class Ledger:
         is returned (the existing one if there was one). ``budget``: the ε at ``delta`` that
         no record of ``entry.data`` may exceed (None: no check, for reports that are not
         private at all); BudgetExceeded when the reservation would exceed it."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self._db):
             existing = self.entry(entry.run_key, entry.round)
             if existing is None:
                 if budget is not None:
@@ -326,10 +310,6 @@ class Ledger:
                         time.time(),
                     ),
                 )
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
         _fsync_dir(self.directory)
         if existing is not None:
             return existing
@@ -338,17 +318,12 @@ class Ledger:
     def persist(self, entry: Entry, body: bytes) -> Entry:
         """Store the exact report bytes of the reserved ``entry``; committed (fsynced) on
         return. Only a reserved entry takes a body: a round's report is made once."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(self._db):
             changed = self._db.execute(
                 "UPDATE rounds SET body = ?, status = 'persisted' "
                 "WHERE run_key = ? AND round = ? AND status = 'reserved'",
                 (body, entry.run_key, entry.round),
             ).rowcount
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
         if changed != 1:
             raise RuntimeError(
                 f"round {entry.round} of run {entry.run_key} is not reserved; not persisted"

@@ -240,7 +240,9 @@ def run_budget(
     is (``epsilon``, ``delta``): the stricter of its own and the run's. Refuses a run less
     private than that (a mechanism whose reports are not private on their own, or a weaker
     published budget) unless ``allow_weaker``."""
-    if not get_mechanism(params.mechanism).locally_private() and not allow_weaker:
+    kind = get_mechanism(params.mechanism)
+    # Noise shares are masked (ldpem.client.secagg): only the sum of ≥ t_min is ever seen.
+    if not kind.locally_private() and kind.noise_site != "shares" and not allow_weaker:
         raise AgentError(
             f"the run uses mechanism {params.mechanism!r}: this agent's reports would not "
             "be locally private; start the agent with --allow-weaker to take part anyway"

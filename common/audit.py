@@ -25,16 +25,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import beta as beta_distribution
-from scipy.stats import chi2, norm
 
-from ldpem.common._validation import check_count, check_open_unit, check_positive
+from ldpem.common._validation import check_count, check_positive
+from ldpem.common.audit_pairs import farthest_pair, holder_candidates, mechanism_candidates
+from ldpem.common.audit_stats import (
+    NOISE_TOLERANCE,
+    AuditOutcome,
+    clopper_pearson_upper,
+    epsilon_lower_bound,
+    measure_noise_ratio,
+    noise_is_sufficient,
+    reference_noise_std,
+)
 from ldpem.common.mechanisms import Mechanism
-from ldpem.common.models import Model, Records
+from ldpem.common.models import Model
 from ldpem.common.rounds import holder_round
 
 __all__ = [
@@ -42,10 +50,8 @@ __all__ = [
     "AuditOutcome",
     "audit_holder_round",
     "audit_mechanism",
-    "candidate_values",
     "clopper_pearson_upper",
     "epsilon_lower_bound",
-    "farthest_pair",
     "measure_noise_ratio",
     "noise_is_sufficient",
     "reference_noise_std",
@@ -53,297 +59,6 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
-#: Confidence of each one-sided Clopper–Pearson bound; two of them make 95% jointly.
-ONE_SIDED_CONFIDENCE = 0.975
-
-
-@dataclass(frozen=True)
-class AuditOutcome:
-    """Result of one distinguishing experiment."""
-
-    lower_bound: float
-    false_positive_rate: float
-    false_negative_rate: float
-    threshold: float
-    draws: int
-    #: 95% interval for (measured noise std)/(reference σ_r) along the test direction, where
-    #: measured (holder_round path; the mechanism path when given a reference). The
-    #: reference is an independently computed σ_r when the caller gives one
-    #: (``reference_noise_std``), else (holder_round) the mechanism's own; an upper end
-    #: below 1 − ``NOISE_TOLERANCE`` means less noise than the reference requires.
-    noise_ratio: tuple[float, float] | None = None
-
-
-#: How far below the reference σ_r the measured noise may be before the noise check fails:
-#: the reference and the calibration are both exact, so 2% only absorbs sampling error.
-NOISE_TOLERANCE = 0.02
-
-
-def reference_noise_std(*, epsilon: float, delta: float, sensitivity: float) -> float:
-    """The smallest σ_r for which one Gaussian release of L2 sensitivity Δ is (ε, δ)-DP.
-
-    From the analytic Gaussian mechanism (Balle & Wang 2018, Theorem 8): N(0, σ_r²I) added
-    to a query of sensitivity Δ is (ε, δ)-DP iff
-    Φ(Δ/2σ_r − εσ_r/Δ) − e^ε Φ(−Δ/2σ_r − εσ_r/Δ) ≤ δ; the left side decreases in σ_r, and
-    σ_r is found by bisection on log σ_r. Written apart from
-    ``ldpem.common.accounting`` (which calibrates the mechanisms) so that an error in the
-    calibration cannot also be in the audit's yardstick; tests/common/test_audit.py checks
-    it against Google's dp_accounting (privacy loss distributions).
-    """
-    epsilon = check_positive("epsilon", epsilon)
-    delta = check_open_unit("delta", delta)
-    sensitivity = check_positive("sensitivity", sensitivity)
-
-    def excess(log_ratio: float) -> float:
-        ratio = math.exp(log_ratio)  # σ_r/Δ
-        first = float(norm.cdf(0.5 / ratio - epsilon * ratio))
-        second = math.exp(epsilon + float(norm.logcdf(-0.5 / ratio - epsilon * ratio)))
-        return first - second - delta
-
-    low, high = -20.0, 20.0  # σ_r/Δ from 2e-9 to 5e8: any (ε, δ) with ε ≤ 1e8, δ ≥ 1e-300
-    if excess(low) <= 0.0 or excess(high) > 0.0:
-        raise ValueError(f"no noise_std/sensitivity in [e^-20, e^20] fits epsilon={epsilon!r}")
-    for _ in range(200):
-        middle = 0.5 * (low + high)
-        if excess(middle) > 0.0:
-            low = middle
-        else:
-            high = middle
-    return sensitivity * math.exp(high)
-
-
-def noise_is_sufficient(noise_ratio: tuple[float, float] | None) -> bool:
-    """Whether a measured 95% interval of noise/reference σ_r allows the reference noise:
-    its upper end is at least 1 − NOISE_TOLERANCE (True when nothing was measured)."""
-    return noise_ratio is None or noise_ratio[1] >= 1.0 - NOISE_TOLERANCE
-
-
-def clopper_pearson_upper(
-    failures: int, trials: int, confidence: float = ONE_SIDED_CONFIDENCE
-) -> float:
-    """One-sided upper confidence bound for a binomial proportion (exact, Clopper–Pearson)."""
-    trials = check_count("trials", trials)
-    if not 0 <= failures <= trials:
-        raise ValueError(f"failures must be in [0, {trials}], got {failures}")
-    if failures == trials:
-        return 1.0
-    return float(beta_distribution.ppf(confidence, failures + 1, trials - failures))
-
-
-def _epsilon_from_rates(fpr: float, fnr: float, delta: float) -> float:
-    """Largest ε the rates (α, β) prove: max of log((1−δ−β)/α), log((1−δ−α)/β), 0."""
-    best = 0.0
-    for first, second in ((fpr, fnr), (fnr, fpr)):
-        numerator = 1.0 - delta - second
-        if numerator > 0.0 and first > 0.0:
-            best = max(best, math.log(numerator / first))
-    return best
-
-
-def epsilon_lower_bound(positives: FloatArray, negatives: FloatArray, delta: float) -> AuditOutcome:
-    """95%-confidence lower bound on ε from scores of the two neighbouring inputs.
-
-    The first half of each sample picks the threshold that maximises the point estimate of
-    ε, the second half gives Clopper–Pearson bounds at that threshold.
-
-    Parameters
-    ----------
-    positives : array of shape (N,)
-        Test statistics of outputs of the first input; larger means "the first input".
-    negatives : array of shape (M,)
-        Test statistics of outputs of the second input (N, M ≥ 2).
-    delta : float
-        The δ at which ε is bounded, in (0, 1).
-
-    Returns
-    -------
-    AuditOutcome
-    """
-    delta = check_open_unit("delta", delta)
-    half_pos, half_neg = positives.size // 2, negatives.size // 2
-    if min(half_pos, half_neg) < 1:
-        raise ValueError("need at least 2 scores of each input")
-    choose_pos, test_pos = np.sort(positives[:half_pos]), positives[half_pos:]
-    choose_neg, test_neg = np.sort(negatives[:half_neg]), negatives[half_neg:]
-
-    candidates = np.unique(np.concatenate([choose_pos, choose_neg]))
-    if candidates.size > 4096:
-        candidates = np.quantile(candidates, np.linspace(0.0, 1.0, 4096))
-    # Rates of "say positive iff score > t" on the selection half.
-    fpr = 1.0 - np.searchsorted(choose_neg, candidates, side="right") / half_neg
-    fnr = np.searchsorted(choose_pos, candidates, side="right") / half_pos
-    # Conservative plug-in: a rate of 0 counts as 1/N so the search prefers supported tails.
-    fpr_floor = np.maximum(fpr, 1.0 / half_neg)
-    fnr_floor = np.maximum(fnr, 1.0 / half_pos)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        estimate = np.maximum(
-            np.log(np.maximum(1.0 - delta - fnr_floor, 1e-300) / fpr_floor),
-            np.log(np.maximum(1.0 - delta - fpr_floor, 1e-300) / fnr_floor),
-        )
-    threshold = float(candidates[int(np.argmax(estimate))])
-
-    false_positives = int(np.count_nonzero(test_neg > threshold))
-    false_negatives = int(np.count_nonzero(test_pos <= threshold))
-    fpr_upper = clopper_pearson_upper(false_positives, test_neg.size)
-    fnr_upper = clopper_pearson_upper(false_negatives, test_pos.size)
-    return AuditOutcome(
-        lower_bound=_epsilon_from_rates(fpr_upper, fnr_upper, delta),
-        false_positive_rate=false_positives / test_neg.size,
-        false_negative_rate=false_negatives / test_pos.size,
-        threshold=threshold,
-        draws=int(positives.size + negatives.size),
-    )
-
-
-#: Seed of the random magnitudes and sign patterns: every audit, on every machine, tries
-#: the same pool, so a result can be reproduced.
-CANDIDATE_SEED = 20_251_126
-#: Grid magnitudes per decade: a step of 10^(1/8) ≈ 1.33 < 2 puts a grid point in every
-#: binade [2^k, 2^(k+1)) of the normal floats.
-PER_DECADE = 8
-#: Log-uniform random magnitudes added to the grid (between its points, seeded).
-RANDOM_MAGNITUDES = 2048
-#: Random mixed-sign, mixed-magnitude rows added for d > 1.
-RANDOM_ROWS = 4096
-#: Entries of the (chunk, k) block of pair distances ``farthest_pair`` holds at once: 32 MiB.
-PAIR_BLOCK = 1 << 22
-
-_TINY = float(np.finfo(np.float64).tiny)  # 2.2e-308, the smallest normal float
-_HUGE = float(np.finfo(np.float64).max)  # 1.8e308
-
-
-def _magnitudes() -> FloatArray:
-    """Positive magnitudes from the smallest subnormal to the largest float: every 1/8
-    decade from 2.2e-308 to 1.7e308 (so every binade), both ends, and seeded log-uniform
-    draws between the grid points."""
-    exponents = np.arange(
-        math.ceil(PER_DECADE * math.log10(_TINY)), math.floor(PER_DECADE * math.log10(_HUGE)) + 1
-    )
-    grid = 10.0 ** (exponents / PER_DECADE)
-    rng = np.random.default_rng(CANDIDATE_SEED)
-    # 2^u for u uniform in [−1022, 1024): log-uniform over the normal range, never inf.
-    drawn = np.exp2(rng.uniform(-1022.0, np.nextafter(1024.0, 0.0), RANDOM_MAGNITUDES))
-    ends = np.array([5e-324, _TINY, _HUGE])
-    return np.unique(np.concatenate([grid, drawn, ends]))
-
-
-def candidate_values() -> FloatArray:
-    """Scalar values for worst-case gradient coordinates: 0 and ± every magnitude of
-    ``_magnitudes`` (about 7,000: each 1/8 decade over the whole float range plus seeded
-    log-uniform draws), so no binade a mechanism could misbehave in goes untried.
-
-    Returns
-    -------
-    values : array of shape (k,)
-    """
-    magnitudes = _magnitudes()
-    return np.concatenate([[0.0], magnitudes, -magnitudes])
-
-
-def _patterns(values: FloatArray, d: int) -> FloatArray:
-    """Rows (k, d) built from scalar ``values``: all coordinates equal, a single non-zero
-    coordinate, alternating signs (+v, −v, +v, …), and seeded random rows whose coordinates
-    have independent random signs and magnitudes drawn from ``values``."""
-    equal = np.repeat(values[:, None], d, axis=1)
-    if d == 1:
-        return equal
-    spikes = np.zeros((values.size, d))
-    spikes[:, 0] = values
-    alternating = equal * np.where(np.arange(d) % 2 == 0, 1.0, -1.0)
-    rng = np.random.default_rng(CANDIDATE_SEED + d)
-    mixed = rng.choice(values, size=(RANDOM_ROWS, d)) * rng.choice([-1.0, 1.0], (RANDOM_ROWS, d))
-    return np.concatenate([equal, spikes, alternating, mixed])
-
-
-def farthest_pair(
-    candidates: FloatArray, transform: Callable[[FloatArray], FloatArray]
-) -> tuple[int, int, float]:
-    """Indices (i, j) of the two candidate rows whose transforms are farthest apart in L2.
-
-    Parameters
-    ----------
-    candidates : array of shape (k, d)
-        The inputs.
-    transform : callable
-        Maps an array of shape (k, d) to the noiseless outputs, shape (k, d').
-
-    Returns
-    -------
-    i, j : int
-        Row indices into ``candidates`` (i = j = 0 when all outputs are equal).
-    distance : float
-        ‖transform(candidates)[i] − transform(candidates)[j]‖₂; inf if an output is not
-        finite (itself a leak).
-
-    Exact, in bounded memory: identical outputs are merged first (many candidates saturate
-    to the same value); a pair found by two farthest-point sweeps gives a lower bound L on
-    the diameter, and since ‖o_i − o_j‖ ≤ ‖o_i − c‖ + max_k ‖o_k − c‖ for the centroid c,
-    only outputs with ‖o_i − c‖ + max ≥ L can belong to the farthest pair. The distances
-    among those are computed in blocks of at most ``PAIR_BLOCK`` entries (32 MiB), so the
-    memory is O(PAIR_BLOCK + k·d') for any k, and the time O(k'²·d') for the k' outputs kept.
-    """
-    outputs = transform(candidates)
-    finite = np.all(np.isfinite(outputs), axis=1)
-    if not finite.all():
-        # An output that is not finite is itself a leak: report it as infinitely far.
-        bad = int(np.argmin(finite))
-        return bad, (bad + 1) % len(candidates), math.inf
-    peak = float(np.max(np.abs(outputs))) or 1.0
-    distinct, first_seen = np.unique(outputs / peak, axis=0, return_index=True)
-    if len(distinct) == 1:
-        return 0, 0, 0.0
-    centre = distinct.mean(axis=0)
-    radius = np.sqrt(np.sum((distinct - centre) ** 2, axis=1))
-    start = int(np.argmax(radius))
-    end = int(np.argmax(np.sum((distinct - distinct[start]) ** 2, axis=1)))
-    other = int(np.argmax(np.sum((distinct - distinct[end]) ** 2, axis=1)))
-    lower = math.sqrt(float(np.sum((distinct[end] - distinct[other]) ** 2)))
-    # The slack covers rounding in the radii (outputs are scaled to |entry| ≤ 1).
-    kept = np.flatnonzero(radius + radius.max() >= lower - 1e-9)
-    points = distinct[kept]
-    squared = np.sum(points**2, axis=1)
-    best, best_i, best_j = -1.0, end, other
-    rows = max(1, PAIR_BLOCK // len(points))
-    for begin in range(0, len(points), rows):
-        block = points[begin : begin + rows]
-        distances = squared[begin : begin + rows, None] + squared[None, :] - 2.0 * block @ points.T
-        flat = int(np.argmax(distances))
-        i, j = divmod(flat, len(points))
-        if distances[i, j] > best:
-            best, best_i, best_j = float(distances[i, j]), int(kept[begin + i]), int(kept[j])
-    i, j = int(first_seen[best_i]), int(first_seen[best_j])
-    difference = outputs[i] / peak - outputs[j] / peak
-    return i, j, peak * math.sqrt(float(np.sum(difference**2)))
-
-
-def measure_noise_ratio(
-    positives: FloatArray, negatives: FloatArray, reference: float
-) -> tuple[float, float]:
-    """95% interval for (noise std)/``reference`` from projections of draws of two inputs:
-    the residuals around each input's mean, chi-square interval (each end one-sided at
-    97.5%). The distinguisher has little power at small δ; the noise level itself is
-    measured precisely (2·10⁴ draws per input: ±0.7%).
-
-    Parameters
-    ----------
-    positives, negatives : arrays of shape (N,) and (M,)
-        Projections of the outputs of each input on one unit direction (N + M ≥ 3).
-    reference : float
-        The σ_r the noise is compared with (> 0).
-
-    Returns
-    -------
-    low, high : float
-    """
-    reference = check_positive("reference", reference)
-    residuals = np.concatenate([positives - positives.mean(), negatives - negatives.mean()])
-    freedom = residuals.size - 2
-    if freedom < 1:
-        raise ValueError(f"need at least 3 projections in all, got {residuals.size}")
-    squares = float(np.sum(residuals**2))
-    low = math.sqrt(squares / chi2.ppf(ONE_SIDED_CONFIDENCE, freedom)) / reference
-    high = math.sqrt(squares / chi2.ppf(1 - ONE_SIDED_CONFIDENCE, freedom)) / reference
-    return low, high
 
 
 def run_distinguisher(
@@ -387,19 +102,6 @@ def run_distinguisher(
     return replace(
         outcome, noise_ratio=measure_noise_ratio(positives, negatives, reference_noise_std)
     )
-
-
-def mechanism_candidates(d: int) -> FloatArray:
-    """Candidate per-record gradients: the ``_patterns`` of every candidate value and of a
-    dense grid around the truncation's extremum.
-
-    Returns
-    -------
-    candidates : array of shape (k, d)
-    """
-    d = check_count("d", d)
-    values = np.concatenate([candidate_values(), np.linspace(-25.0, 25.0, 401)])
-    return _patterns(values, d)
 
 
 def audit_mechanism(
@@ -509,30 +211,6 @@ BROADCAST_LEVELS = (0.5, 100.0, 1e4)
 
 def _identity(rows: FloatArray) -> FloatArray:
     return rows
-
-
-def holder_candidates(model: Model, d: int) -> Records:
-    """Candidate single records for ``model``: the ``_patterns`` of every candidate value
-    (the whole float range, as for the mechanism path) and spikes on each coordinate;
-    responses ±|v| and 0, and for RMC records with missing covariates.
-
-    Returns
-    -------
-    Records
-        k candidate records: ``x`` of shape (k, d), ``y`` of shape (k,) for models with a
-        response.
-    """
-    rows = np.concatenate([_patterns(candidate_values(), d), np.eye(d) * 1e6])
-    if not model.has_response:
-        return Records(rows)
-    x = np.concatenate([rows, rows, rows])
-    y = np.concatenate([np.abs(rows[:, 0]), -np.abs(rows[:, 0]), np.zeros(len(rows))])
-    if model.allows_missing:
-        holes = x.copy()
-        holes[:, 1:] = np.nan
-        x = np.concatenate([x, holes])
-        y = np.concatenate([y, y])
-    return Records(x, y)
 
 
 def audit_holder_round(

@@ -268,7 +268,9 @@ class Plan:
 def recommendation(
     problem: Problem, estimates: Sequence[Estimate], local_crossover: int | None, limit: int
 ) -> str:
-    """One line: which mechanism that keeps the noise on the hospitals' machines to use."""
+    """One line: which mechanism that keeps the noise on the hospitals' machines to use:
+    local, hospital, or secagg (noise shares, for a clear gain: it assumes an honest
+    majority of holders)."""
     by_name = {e.mechanism: e for e in estimates}
     trivial, useful = problem.trivial_error, problem.useful_error
     local, hospital = by_name.get("local"), by_name.get("hospital")
@@ -277,6 +279,20 @@ def recommendation(
         if local_crossover is not None
         else f"local DP does not beat β = 0 even at n = {limit:,}"
     )
+    secagg = by_name.get("secagg")
+    rivals = [e for e in (local, hospital) if e is not None and e.mean <= useful]
+    if (
+        secagg is not None
+        and secagg.mean <= useful
+        and all(secagg.mean < 0.8 * e.mean for e in rivals)
+    ):
+        # Noise shares add a trust assumption: only for a clear gain over both others.
+        others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in (local, hospital) if e)
+        return (
+            f"use secure aggregation (--mechanism secagg, t_min > K/2): expected error "
+            f"{secagg.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at least "
+            f"t_min of the holders do not collude with the coordinator; {need}"
+        )
     if local is not None and hospital is not None:
         if hospital.mean <= useful and (local.mean > useful or hospital.mean < 0.8 * local.mean):
             return (

@@ -12,6 +12,12 @@ the run's round schedule (``protocol.round_sizes``), or reused every round (``re
 each record reports T times, its budget split). The mechanisms may differ by round (a
 schedule's per-round scale, ``RoundMechanisms``); the reported estimate is
 ``protocol.final_estimate`` of the trajectory, as the coordinator's.
+
+Dropouts (``dropout`` = P): each holder misses each round with probability P, and the
+round is the sum of the others' reports. A round with fewer reports than the mechanism's
+``honest_holders`` (t_min for noise shares: their shares would not make the noise) is
+not released: β stays where it was, as a coordinator that cannot unmask the sum would
+leave it (its noise variance is then the previous round's: the iterate is unchanged).
 """
 
 from __future__ import annotations
@@ -69,6 +75,10 @@ class EMResult:
     errors: list[float] = field(default_factory=list)
     variances: list[float] = field(default_factory=list)
     final: FinalEstimate | None = None
+    #: Holders whose report entered each round's sum (T,).
+    reporters: list[int] = field(default_factory=list)
+    #: Rounds (0-based) that were not released: fewer reports than ``honest_holders``.
+    skipped: list[int] = field(default_factory=list)
 
     @property
     def beta(self) -> FloatArray:
@@ -192,6 +202,8 @@ def run_gradient_em(
     schedule: Schedule = EQUAL,
     round_mechanisms: Sequence[RoundMechanisms] | None = None,
     final: str = LAST,
+    dropout: float = 0.0,
+    dropout_rng: np.random.Generator | None = None,
 ) -> EMResult:
     """Run T rounds of (private) gradient EM over the ``holders``' records.
 
@@ -236,6 +248,10 @@ def run_gradient_em(
         ``holder_mechanisms`` and ``central``).
     final : str
         The reported estimate (``protocol.final_estimate``): ``"last"`` or ``"average:k"``.
+    dropout : float
+        P in [0, 1): each holder misses each round with probability P (module doc).
+    dropout_rng : numpy.random.Generator, optional
+        Draws who drops out (one uniform per holder and round); required when P > 0.
 
     Returns
     -------
@@ -263,6 +279,10 @@ def run_gradient_em(
                 f"mechanism {plan.holders[0].name} is central: give its noise as central= "
                 "(protocol.central_noise_for)"
             )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+    if dropout > 0.0 and dropout_rng is None:
+        raise ValueError("dropout needs a dropout_rng")
     if streams is None:
         if rng is None:
             raise ValueError("give rng or streams")
@@ -273,10 +293,17 @@ def run_gradient_em(
     ]
     beta = np.array(beta0, dtype=np.float64)
     result = EMResult(betas=[beta.copy()])
+    needed = max(m.honest_holders for plan in round_mechanisms for m in plan.holders)
     for t, plan in enumerate(round_mechanisms):
         totals = []
         counts = []
+        declared = []
+        present = np.ones(len(holders), dtype=bool)
+        if dropout > 0.0 and dropout_rng is not None:
+            present = dropout_rng.random(len(holders)) >= dropout
         for k, holder_groups in enumerate(groups):
+            if not present[k]:
+                continue
             report = holder_round(
                 model=model,
                 beta=beta,
@@ -287,12 +314,18 @@ def run_gradient_em(
             )
             totals.append(report.total)
             counts.append(report.count)
-        step = m_step(beta, totals, counts, eta=eta, central=plan.central, rng=streams.central(t))
-        beta = step.beta
-        declared = [report_noise_std(m) for m in plan.holders]
-        result.variances.append(
-            round_noise_variance(plan.holders[0], counts, declared, plan.central)
-        )
+            declared.append(report_noise_std(plan.holders[k]))
+        result.reporters.append(len(totals))
+        if len(totals) >= needed:
+            central_rng = streams.central(t)
+            step = m_step(beta, totals, counts, eta=eta, central=plan.central, rng=central_rng)
+            beta = step.beta
+            result.variances.append(
+                round_noise_variance(plan.holders[0], counts, declared, plan.central)
+            )
+        else:
+            result.skipped.append(t)
+            result.variances.append(result.variances[-1] if result.variances else 0.0)
         result.betas.append(beta.copy())
         if beta_star is not None:
             result.errors.append(model.error(beta, beta_star))

@@ -10,9 +10,11 @@ the same way.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["connect_durable"]
+__all__ = ["connect_durable", "immediate"]
 
 
 def connect_durable(path: str | Path) -> sqlite3.Connection:
@@ -38,3 +40,16 @@ def connect_durable(path: str | Path) -> sqlite3.Connection:
     # acknowledged or sent survives a power loss, not only a process kill.
     db.execute("PRAGMA synchronous=FULL")
     return db
+
+
+@contextmanager
+def immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE … COMMIT on ``db``, or ROLLBACK if the block raises: the write lock
+    is taken at BEGIN, so a check and the write that depends on it see the same state."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")

@@ -48,6 +48,7 @@ from ldpem.common.protocol import (
     study_beta_bound,
     study_delta,
     study_rng,
+    study_t_min,
     study_tau,
 )
 from ldpem.common.simulation import (
@@ -119,6 +120,10 @@ class Study:
     scale: float | None = None
     schedule: str | tuple[float, ...] = EQUAL
     final: str = LAST
+    #: Noise shares (secagg): honest holders whose shares make the noise (None: study_t_min).
+    t_min: int | None = None
+    #: Each holder misses each round with this probability (``run_gradient_em``).
+    dropout: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,10 @@ class StudyResult:
     estimate: FloatArray
     estimate_weights: tuple[float, ...]
     estimate_error: float | None
+    #: The rounds not released (fewer reports than the mechanism's honest holders).
+    skipped: tuple[int, ...] = ()
+    #: The reports received in each round (K each without dropouts).
+    reporters: tuple[int, ...] = ()
 
     @property
     def beta(self) -> FloatArray:
@@ -276,6 +285,7 @@ def study_mechanisms(
             clip=study.clip,
             accounting=study.accounting,
             scale=study.scale,
+            t_min=study_t_min(study.t_min, len(sizes)),
         )
 
     @cache
@@ -379,6 +389,8 @@ def run_study(
         schedule=study.schedule,
         round_mechanisms=plans,
         final=study.final,
+        dropout=study.dropout,
+        dropout_rng=rng,
     )
     betas = np.array(result.betas)
     betas.setflags(write=False)
@@ -407,4 +419,6 @@ def run_study(
         estimate=estimate,
         estimate_weights=result.final.weights,
         estimate_error=None if beta_star is None else model.error(estimate, beta_star),
+        skipped=tuple(result.skipped),
+        reporters=tuple(result.reporters),
     )

@@ -8,9 +8,16 @@ from typing import TYPE_CHECKING
 
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import mechanism_names
+from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
-from ldpem.common.protocol import check_final, check_schedule, is_equal, least_records, round_sizes
+from ldpem.common.protocol import (
+    check_final,
+    check_noise_shares,
+    check_schedule,
+    is_equal,
+    least_records,
+    round_sizes,
+)
 
 if TYPE_CHECKING:
     from ldpem.common.study import Study
@@ -58,11 +65,16 @@ def check_study(study: Study, *, synthetic: bool) -> None:
         raise _fail("zeta", "in (0, 1)", study.zeta)
     if study.missing is not None and not 0.0 <= study.missing < 1.0:
         raise _fail("missing", "in [0, 1)", study.missing)
+    if not 0.0 <= study.dropout < 1.0:
+        raise _fail("dropout", "in [0, 1)", study.dropout)
+    if study.t_min is not None and get_mechanism(study.mechanism).noise_site != "shares":
+        raise UserError(f"t-min is only meaningful for noise shares, not {study.mechanism}")
     if not 0.0 <= study.outliers <= 0.5:
         raise _fail("outliers", "in [0, 0.5]", study.outliers)
     try:
         check_schedule(study.schedule, study.rounds)
         check_final(study.final, study.rounds)
+        check_noise_shares(study.mechanism, study.schedule, study.final)
     except ValueError as error:
         raise UserError(str(error)) from None
     if study.reuse and not is_equal(study.schedule):

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -45,11 +44,14 @@ from ldpem.common.protocol import (
     EQUAL,
     LAST,
     check_final,
+    check_noise_shares,
     check_schedule,
     derive_public_values,
     round_size,
     round_sizes,
 )
+from ldpem.common.wire_errors import describe_errors
+from ldpem.common.wire_shares import check_shares
 
 __all__ = [
     "API_PREFIX",
@@ -129,48 +131,10 @@ class _Schema(BaseModel):
 _LATER = {"schedule": EQUAL, "scales": None, "final": LAST}
 
 
-def _check_later(schedule: ScheduleSpec, final: str, rounds: int) -> None:
+def _check_later(mechanism: str, schedule: ScheduleSpec, final: str, rounds: int) -> None:
     check_schedule(schedule, rounds)
     check_final(final, rounds)
-
-
-def _location(loc: Sequence[Any]) -> str:
-    """``("body", "total", 1)`` → ``total[1]``; ``("query", "wait")`` → ``query wait``;
-    user-chosen parts (unknown keys) are shortened and escaped so they stay on one line."""
-    parts = list(loc)
-    prefix = ""
-    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
-        kind = parts.pop(0)
-        prefix = "" if kind == "body" else f"{kind} "
-    out = ""
-    for part in parts:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-        else:
-            text = str(part)
-            if len(text) > 24 or not text.isprintable() or text != text.strip():
-                text = ascii(text[:24]) + ("…" if len(text) > 24 else "")
-            out += f".{text}" if out else text
-    return prefix + (out or "body")
-
-
-def describe_errors(errors: Sequence[Mapping[str, Any]]) -> str:
-    """One line for pydantic validation errors: the first error's location and reason, and
-    how many more there are. Never the input value (it may be huge, non-finite or secret)."""
-    if not errors:
-        return "invalid request"
-    first = errors[0]
-    reason = str(first.get("msg", "invalid")).replace("\n", " ").replace("\r", " ")
-    context = first.get("ctx") or {}
-    if first.get("type") == "json_invalid" and "error" in context:
-        reason = f"not valid JSON ({context['error']})"
-    elif first.get("type") == "extra_forbidden":
-        reason = "unknown field"
-    if len(reason) > 200:
-        reason = reason[:200] + "…"
-    more = len(errors) - 1
-    tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
-    return f"{_location(first.get('loc', ()))}: {reason}{tail}"
+    check_noise_shares(mechanism, schedule, final)
 
 
 class HospitalEnrolment(_Schema):
@@ -224,6 +188,12 @@ class RunCreate(_Schema):
     #: The reported estimate: the last iterate, or the average of the last K
     #: (``ldpem.common.protocol.estimate``; post-processing, no privacy cost).
     final: FinalRule = LAST
+    #: Noise shares only (docs/SECAGG.md): the honest holders whose shares together make the
+    #: noise, 1 ≤ t_min ≤ the enrolled hospitals; default max(2, ⌈K/2⌉), at most K.
+    t_min: int | None = Field(default=None, ge=1, le=1000)
+    #: Noise shares only: the consortium's roster of holders' public keys (the JSON of
+    #: ``ldpem keys roster``); every enrolled hospital must be on it.
+    roster: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
@@ -237,7 +207,7 @@ class RunCreate(_Schema):
             raise ValueError(
                 f"quorum {self.quorum} exceeds the {len(self.hospitals)} enrolled hospitals"
             )
-        _check_later(self.schedule, self.final, self.rounds)
+        _check_later(self.mechanism, self.schedule, self.final, self.rounds)
         for h in self.hospitals:
             if h.records < self.rounds:
                 raise ValueError(
@@ -248,6 +218,7 @@ class RunCreate(_Schema):
                 round_sizes(h.records, self.rounds, self.schedule)
             except ValueError as error:
                 raise ValueError(f"hospital {h.name}: {error}") from None
+        check_shares(self)
         if self.beta0 is not None and len(self.beta0) != self.d:
             raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
         if self.missing and not get_model(self.model).allows_missing:
@@ -286,10 +257,18 @@ class PublicParameters(_Schema):
     scales: Annotated[list[float], Field(min_length=1, max_length=10_000)] | None = None
     #: The reported estimate: ``"last"`` or ``"average:K"`` (``protocol.estimate``).
     final: FinalRule = LAST
+    #: Noise shares (secagg): the honest holders whose shares together make the noise;
+    #: None for every other mechanism.
+    t_min: int | None = None
+    #: Noise shares (secagg): K, the enrolled holders; the modulus bits of the masked sums;
+    #: the roster's digest (each agent's pinned roster must have it). None otherwise.
+    holders: int | None = None
+    modulus_bits: int | None = None
+    roster_digest: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> PublicParameters:
-        _check_later(self.schedule, self.final, self.rounds)
+        _check_later(self.mechanism, self.schedule, self.final, self.rounds)
         if self.scales is not None and len(self.scales) != self.rounds:
             raise ValueError(f"scales must have one entry per round ({self.rounds})")
         return self
@@ -436,4 +415,14 @@ class Trajectory(_Schema):
 def public_parameters(request: RunCreate) -> PublicParameters:
     """The public mechanism parameters of a run, from its request and the study defaults
     (``protocol.derive_public_values``)."""
-    return PublicParameters(**derive_public_values(request))
+    values = derive_public_values(request)
+    if request.roster is not None:  # noise shares (``wire_shares.check_shares``)
+        from ldpem.common.secagg import Roster, minimum_t_min
+        from ldpem.common.secagg.runvalues import shares_values
+
+        k = len(request.hospitals)
+        if request.t_min is None:
+            values["t_min"] = max(values["t_min"], minimum_t_min(k))
+        digest = Roster.from_json(json.dumps(request.roster)).digest
+        values.update(shares_values(PublicParameters(**values), holders=k, roster_digest=digest))
+    return PublicParameters(**values)

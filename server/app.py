@@ -24,7 +24,7 @@ from ldpem.common.wire import API_PREFIX, describe_errors
 from ldpem.server.coordinator import Coordinator, hash_token
 from ldpem.server.metrics import MeteredStore, Metrics, MetricsMiddleware
 from ldpem.server.refusals import Conflict, Forbidden, Invalid, NotFound, Refused
-from ldpem.server.routes import rounds, runs, status
+from ldpem.server.routes import rounds, runs, secagg, status
 from ldpem.server.settings import Settings
 from ldpem.server.store import Store
 
@@ -178,6 +178,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
 
     app.include_router(runs.router, prefix=API_PREFIX)
     app.include_router(rounds.router, prefix=API_PREFIX)
+    app.include_router(secagg.router, prefix=API_PREFIX)
     app.include_router(status.public)
     app.include_router(status.router)
     app.add_middleware(BodySizeLimit, limit=settings.max_body)

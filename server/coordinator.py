@@ -42,6 +42,7 @@ from ldpem.server.policy import (
 )
 from ldpem.server.refusals import Forbidden, shown_run
 from ldpem.server.runs import hash_token
+from ldpem.server.secagg import SecAggRounds
 from ldpem.server.store import HospitalRow, Store
 
 __all__ = [
@@ -89,6 +90,10 @@ class Coordinator:
         #: change of a run's status, round or deadline must call ``_notify`` (as it must
         #: anyway to wake the waiters).
         self._infos: dict[str, RoundInfo] = {}
+        #: The secure aggregation rounds of runs whose noise is shared.
+        self.secagg = SecAggRounds(
+            store, clock=clock, notify=self._notify, range_sigmas=range_sigmas
+        )
 
     # --- authentication ---------------------------------------------------------------
     def is_admin(self, token: str | None) -> bool:
@@ -219,8 +224,10 @@ class Coordinator:
         """Close, extend or fail the open rounds whose deadline passed (on this thread)."""
         if expire(self.store, self.clock()):
             self._notify()
+        self.secagg.tick()
 
     async def check_deadlines(self) -> None:
         """``tick`` with its transactions in a worker thread, off the event loop."""
         if await asyncio.to_thread(expire, self.store, self.clock()):
             self._notify()
+        self.secagg.tick()

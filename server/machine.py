@@ -203,6 +203,8 @@ def expire(store: Store, now: float) -> bool:
                 or current.deadline > now
             ):
                 continue
+            if params_of(run).holders is not None:
+                continue  # secure aggregation: its steps have their deadlines (secagg.py)
             reports = store.reports(r.run_id, r.t)
             request = request_of(run)
             fields: dict[str, object] = {"run": run.id, "round": r.t}

@@ -69,7 +69,7 @@ def request_of(run: RunRow) -> RunCreate:
 
 # A run's stored parameters and request never change, and their models are frozen, so one
 # parse serves every report: parsing a request that enrols 1,000 hospitals on each report
-# made a round O(hospitals²) (docs/PERFORMANCE.md, section 10).
+# made a round O(hospitals²) (docs/perf/HISTORY.md, section 10).
 @lru_cache(maxsize=256)
 def _parsed_params(text: str) -> PublicParameters:
     return PublicParameters.model_validate_json(text)

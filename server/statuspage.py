@@ -190,6 +190,8 @@ def _hospital_table(
     for h in hospitals:
         if site == "aggregator":
             spent = escape(f"{params.mechanism}: the coordinator's noise")
+        elif site == "shares":
+            spent = escape(f"{params.mechanism}: the sum's, shared by ≥ {params.t_min} hospitals")
         elif site == "nowhere":
             spent = escape("∞ (no privacy)")
         elif h.epsilon is None:

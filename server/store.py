@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-from ldpem.common.sqlite import connect_durable
+from ldpem.common.sqlite import connect_durable, immediate
 
 __all__ = ["HospitalRow", "ReportRow", "RoundRow", "RoundState", "RunRow", "RunState", "Store"]
 
@@ -80,6 +80,15 @@ CREATE TABLE IF NOT EXISTS reports (
     received_at REAL NOT NULL,
     PRIMARY KEY (run_id, t, hospital),
     FOREIGN KEY (run_id, t) REFERENCES rounds(run_id, t)
+);
+CREATE TABLE IF NOT EXISTS secagg_messages (
+    run_id TEXT NOT NULL,
+    t INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run_id, t, seq)
 );
 """
 
@@ -161,14 +170,8 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE … COMMIT, or ROLLBACK if the block raises."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self._lock, immediate(self._db):
+            yield
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -403,3 +406,24 @@ class Store:
                     (run_id, t),
                 ).fetchall()
         return [self._report(r) for r in rows]
+
+    # Secure aggregation (``ldpem.server.secagg``): every message of a round, in order.
+    def insert_secagg(self, run_id: str, t: int, kind: str, holder: str, body: str) -> None:
+        with self.transaction():
+            seq = self._db.execute(
+                "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = ?", (run_id, t)
+            ).fetchone()[0]
+            self._db.execute(
+                "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, t, seq, kind, holder, body),
+            )
+
+    def secagg_messages(self, run_id: str, t: int) -> list[tuple[str, str, str]]:
+        """(kind, holder, body) of round t's stored messages, in the order received."""
+        rows = self._db.execute(
+            "SELECT kind, holder, body FROM secagg_messages WHERE run_id = ? AND t = ? "
+            "ORDER BY seq",
+            (run_id, t),
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]

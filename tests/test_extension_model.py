@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from ldpem.cli import main
 from ldpem.common.models import Model, Records, get_model, register_model
-from ldpem.common.models.base import tau_spread
+from ldpem.common.models.base import Draw, tau_spread
 from ldpem.processes import Processes, start_agent, start_coordinator
 from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, admin_headers
 
@@ -44,17 +44,9 @@ class LinearRegression(Model):
         gradients: NDArray[np.float64] = residual[:, None] * records.x
         return gradients
 
-    def sample_records(
-        self,
-        n: int,
-        beta_star: NDArray[np.float64],
-        *,
-        sigma: float,
-        missing: float,
-        rng: np.random.Generator,
-    ) -> Records:
-        x = rng.standard_normal((n, beta_star.size))
-        return Records(x, x @ beta_star + sigma * rng.standard_normal(n))
+    def sample_records(self, draw: Draw) -> Records:
+        x = draw.rng.standard_normal((draw.n, draw.beta_star.size))
+        return Records(x, x @ draw.beta_star + draw.sigma * draw.rng.standard_normal(draw.n))
 
     def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:
         return tau_spread(beta_bound=beta_bound, sigma=sigma, d=d) + beta_bound**2

@@ -45,7 +45,7 @@ CONSTRUCTORS = frozenset(
 #: the protocol (and inside the modules that define them).
 CALIBRATION = {
     "noise_std_for": {PROTOCOL, "common/accounting.py"},
-    "public_scale": {PROTOCOL},
+    "public_scale": {PROTOCOL, "common/protocol/public.py"},
     "holder_own_scale": {PROTOCOL},
     "local_scale": {PROTOCOL, "common/calibration.py"},
     "central_scale": {PROTOCOL, "common/calibration.py"},

@@ -2,7 +2,7 @@
 (``ldpem.common.mechanisms.base``; docs/EXTENDING.md).
 
 Importing this package registers the built-in mechanisms: local, hospital, central,
-local-clip, central-clip, none.
+local-clip, central-clip, secagg, none.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ldpem.common.mechanisms.hospital import HospitalTruncation
 from ldpem.common.mechanisms.central import CentralTruncation
 from ldpem.common.mechanisms.local_clip import LocalClipped, clip_rows
 from ldpem.common.mechanisms.central_clip import CentralClipped
+from ldpem.common.mechanisms.secagg import SecAggSkellam
 from ldpem.common.mechanisms.none import NoPrivacy
 
 # isort: on
@@ -33,6 +34,7 @@ __all__ = [
     "LocalTruncation",
     "Mechanism",
     "NoPrivacy",
+    "SecAggSkellam",
     "clip_rows",
     "get_mechanism",
     "mechanism_names",

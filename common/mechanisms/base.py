@@ -7,6 +7,10 @@ if there is any) and the part the aggregator adds once to the average of all hol
 
     mean = Σ holder sums / Σ counts + aggregate_noise.
 
+A holder's sum is accumulated chunk by chunk (``empty_sum``, ``partial_sum``) and finished
+once (``finish_sum``: the holder's noise, and for noise shares the quantization), so a
+mechanism may sum in its own arithmetic (exact integers for ``shares``).
+
 Where the noise is added (``Mechanism.noise_site``):
 
 * ``record``: on each record's report (the local model); a holder's sum carries one draw
@@ -14,6 +18,10 @@ Where the noise is added (``Mechanism.noise_site``):
   the distribution of the sum of m independent reports;
 * ``holder``: once on a holder's sum (hospital-level: the holder is its own curator);
 * ``aggregator``: once on the average, by the coordinator (the central model);
+* ``shares``: each holder adds a share of the noise to its sum, and only the sum of all
+  holders' reports is ever seen (secure aggregation): any ``honest_holders`` shares
+  together make the noise of the sum; one holder's report is not private on its own
+  (docs/SECAGG.md);
 * ``nowhere``: no noise at all.
 
 ``privatize`` returns one report per record (the strict local-model view). Parameters are
@@ -33,7 +41,7 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
-from typing import ClassVar, Literal, TypeVar, get_args
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -49,7 +57,7 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
-NoiseSite = Literal["record", "holder", "aggregator", "nowhere"]
+NoiseSite = Literal["record", "holder", "aggregator", "shares", "nowhere"]
 Needs = Literal["scale", "clip"] | None
 ScaleRule = Literal["fourth-root", "square-root"]
 
@@ -99,7 +107,7 @@ class Mechanism(ABC):
     #: Whether a federated run may use it (False: simulator and audit only).
     federated: ClassVar[bool] = True
     #: Per-coordinate noise std of one record's report (record), of a holder's sum
-    #: (holder) or of the average (aggregator).
+    #: (holder), of the average (aggregator) or of one holder's share (shares).
     noise_std: float
 
     @classmethod
@@ -110,10 +118,18 @@ class Mechanism(ABC):
         scale: float | None = None,
         smoothing: float | None = None,
         clip: float | None = None,
+        t_min: int | None = None,
     ) -> Mechanism:
         """The mechanism with these public values and noise std: ``scale`` and
-        ``smoothing`` β_s when it ``needs`` a scale, ``clip`` when it needs a clip norm.
-        ValueError, naming the value, when one it needs is missing."""
+        ``smoothing`` β_s when it ``needs`` a scale, ``clip`` when it needs a clip norm,
+        ``t_min`` (the honest holders whose shares make the noise) when its noise is
+        ``shares``. ValueError, naming the value, when one it needs is missing."""
+        if cls.noise_site == "shares":
+            if t_min is None:
+                raise ValueError(f"mechanism {cls.name} needs t_min, the honest holders")
+            if cls.needs != "scale" or scale is None or smoothing is None:
+                raise ValueError(f"mechanism {cls.name} needs a scale and a smoothing")
+            return cls(scale=scale, smoothing=smoothing, noise_std=noise_std, t_min=t_min)  # type: ignore[call-arg]
         if cls.needs == "scale":
             if scale is None or smoothing is None:
                 raise ValueError(f"mechanism {cls.name} needs a scale and a smoothing")
@@ -131,6 +147,7 @@ class Mechanism(ABC):
             scale=getattr(self, "scale", None),
             smoothing=getattr(self, "smoothing", None),
             clip=getattr(self, "clip", None),
+            t_min=getattr(self, "t_min", None),
         )
 
     @property
@@ -146,11 +163,27 @@ class Mechanism(ABC):
 
     @classmethod
     def noise_draws(cls, count: int) -> int:
-        """Independent Gaussian draws in the noise of a holder's sum of ``count`` records:
-        one per record, one per holder, or none."""
+        """Independent draws in the noise of a holder's sum of ``count`` records: one per
+        record, one per holder (its own noise or its share), or none."""
         if count == 0:
             return 0
-        return {"record": count, "holder": 1}.get(cls.noise_site, 0)
+        return {"record": count, "holder": 1, "shares": 1}.get(cls.noise_site, 0)
+
+    @property
+    def honest_holders(self) -> int:
+        """The fewest holders' reports whose sum is private: 1, or for noise ``shares``
+        the t_min honest holders whose shares together make the noise. A round with
+        fewer reports is not released."""
+        return 1
+
+    def shared_noise_std(
+        self, d: int, *, epsilon: float, delta: float, participations: int = 1
+    ) -> float:
+        """For noise ``shares``: the std of one holder's share such that any
+        ``honest_holders`` shares make each record (ε, δ)-DP over ``participations``
+        rounds, in dimension ``d``. The protocol calls it to calibrate such a mechanism;
+        every other mechanism is calibrated from its ``sensitivity``."""
+        raise NotImplementedError(f"mechanism {self.name} has no noise shares")
 
     @abstractmethod
     def contributions(self, gradients: FloatArray) -> FloatArray:
@@ -202,8 +235,25 @@ class Mechanism(ABC):
             return np.zeros(d)
         return rng.normal(0.0, self.noise_std * math.sqrt(draws), d)
 
+    def empty_sum(self, d: int) -> NDArray[Any]:
+        """The sum of no contributions in this mechanism's arithmetic, shape (d,)."""
+        return np.zeros(d)
+
+    def partial_sum(self, gradients: FloatArray) -> NDArray[Any]:
+        """Σ of a chunk's contributions in this mechanism's arithmetic (floats; exact
+        integers for noise ``shares``): (n, d) gradients → (d,)."""
+        total: FloatArray = self.contributions(gradients).sum(axis=0)
+        return total
+
+    def finish_sum(self, total: NDArray[Any], count: int, rng: np.random.Generator) -> FloatArray:
+        """What a holder sends for the sum ``total`` (from ``partial_sum``) of ``count``
+        records: here ``total`` + ``holder_noise``, shape (d,)."""
+        finished: FloatArray = total + self.holder_noise(count, total.shape[0], rng)
+        return finished
+
     def holder_sum(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
-        """What a data holder sends for a batch: Σ_i contribution_i + local noise.
+        """What a data holder sends for a batch: Σ_i contribution_i + local noise (for
+        noise shares: the quantized sum plus the holder's share).
 
         Parameters
         ----------
@@ -217,8 +267,7 @@ class Mechanism(ABC):
         total : array of shape (d,)
         """
         g = _as_gradients(gradients)
-        total: FloatArray = self.contributions(g).sum(axis=0)
-        return total + self.holder_noise(g.shape[0], g.shape[1], rng)
+        return self.finish_sum(self.empty_sum(g.shape[1]) + self.partial_sum(g), g.shape[0], rng)
 
     def privatize(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
         """One report per record: contribution_i + N(0, σ_r² I_d) for local mechanisms, (n, d).
@@ -289,6 +338,8 @@ def register_mechanism(cls: MechanismT) -> MechanismT:
         raise ValueError(f"mechanism {name}: needs must be 'scale', 'clip' or None")
     if (cls.needs == "scale") != (cls.scale_rule in get_args(ScaleRule)):
         raise ValueError(f"mechanism {name}: a scale_rule goes with needs = 'scale'")
+    if cls.noise_site == "shares" and cls.shared_noise_std is Mechanism.shared_noise_std:
+        raise ValueError(f"mechanism {name}: noise shares need a shared_noise_std")
     known = _MECHANISMS.get(name)
     if known is not None and known.__qualname__ != cls.__qualname__:
         raise ValueError(f"mechanism name {name!r} is taken by {known.__name__}")

@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 from ldpem.common._validation import check_count, check_positive
 from ldpem.common.models._synthetic import true_parameter
 
-__all__ = ["Model", "Records", "estimation_error", "tau_spread"]
+__all__ = ["Draw", "FloatArray", "Model", "Records", "estimation_error", "tau_spread"]
 
 FloatArray = NDArray[np.float64]
 
@@ -83,6 +83,18 @@ def estimation_error(beta: FloatArray, beta_star: FloatArray, *, sign_invariant:
     if sign_invariant:
         error = min(error, float(np.linalg.norm(beta + beta_star)))
     return error
+
+
+@dataclass(frozen=True)
+class Draw:
+    """What ``Model.sample_records`` draws from: n records at β*, noise std σ, a share
+    ``missing`` of missing covariates, and the one generator."""
+
+    n: int
+    beta_star: FloatArray
+    sigma: float
+    missing: float
+    rng: np.random.Generator
 
 
 def tau_spread(*, beta_bound: float, sigma: float, d: int) -> float:
@@ -191,20 +203,14 @@ class Model(ABC):
         if not 0.0 <= missing < 1.0:
             raise ValueError(f"missing must be in [0, 1), got {missing!r}")
         beta_star = true_parameter(d, snr=snr, sigma=sigma, rng=rng)
-        return self.sample_records(n, beta_star, sigma=sigma, missing=missing, rng=rng), beta_star
+        draw = Draw(n=n, beta_star=beta_star, sigma=sigma, missing=missing, rng=rng)
+        return self.sample_records(draw), beta_star
 
     @abstractmethod
-    def sample_records(
-        self,
-        n: int,
-        beta_star: FloatArray,
-        *,
-        sigma: float,
-        missing: float,
-        rng: np.random.Generator,
-    ) -> Records:
-        """n records drawn from the model at β* (d,) and noise std σ, a share ``missing``
-        of covariates NaN (checked by ``generate``: 0 unless ``allows_missing``)."""
+    def sample_records(self, draw: Draw) -> Records:
+        """``draw.n`` records from the model at β* = ``draw.beta_star`` (d,) with noise std
+        ``draw.sigma``, a share ``draw.missing`` of covariates NaN (0 unless
+        ``allows_missing``), all randomness from ``draw.rng``."""
 
     @abstractmethod
     def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
-from ldpem.common.models.base import Model, Records, tau_spread
+from ldpem.common.models.base import Draw, FloatArray, Model, Records, tau_spread
 from ldpem.common.models.registry import register_model
 
 __all__ = ["MODEL", "GaussianMixture"]
@@ -17,11 +16,8 @@ class GaussianMixture(Model):
     name = "gmm"
     sign_invariant = True
     has_response = False
-    allows_missing = False
 
-    def gradients(
-        self, beta: NDArray[np.float64], records: Records, sigma: float
-    ) -> NDArray[np.float64]:
+    def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:
         """Per-record ∇q_i(β; β) = tanh(⟨β, y_i⟩/σ²)·y_i − β, shape (n, d).
 
         The paper writes the weight as 2w − 1 with w = sigmoid(⟨β, y⟩/σ²), which is
@@ -32,20 +28,11 @@ class GaussianMixture(Model):
         weight = np.tanh((y @ beta) / (sigma * sigma))
         return weight[:, None] * y - beta[None, :]
 
-    def sample_records(
-        self,
-        n: int,
-        beta_star: NDArray[np.float64],
-        *,
-        sigma: float,
-        missing: float,
-        rng: np.random.Generator,
-    ) -> Records:
+    def sample_records(self, draw: Draw) -> Records:
         """y = Z·β* + V with Z = ±1 equally likely, V ~ N(0, σ² I_d)."""
-        d = beta_star.size
-        labels = rng.choice(np.array([-1.0, 1.0]), size=n)
-        y = labels[:, None] * beta_star[None, :] + sigma * rng.standard_normal((n, d))
-        return Records(y)
+        labels = draw.rng.choice(np.array([-1.0, 1.0]), size=draw.n)
+        noise = draw.sigma * draw.rng.standard_normal((draw.n, draw.beta_star.size))
+        return Records(labels[:, None] * draw.beta_star[None, :] + noise)
 
     def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:
         """τ = B²/d + σ² (Lemma 4 with ‖β*‖∞² spread over d coordinates; docs/MATH.md)."""

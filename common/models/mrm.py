@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import NDArray
 
-from ldpem.common.models.base import Model, Records, tau_spread
+from ldpem.common.models.base import Draw, FloatArray, Model, Records, tau_spread
 from ldpem.common.models.registry import register_model
 
 __all__ = ["MODEL", "MixtureOfRegressions"]
@@ -17,11 +16,8 @@ class MixtureOfRegressions(Model):
     name = "mrm"
     sign_invariant = True
     has_response = True
-    allows_missing = False
 
-    def gradients(
-        self, beta: NDArray[np.float64], records: Records, sigma: float
-    ) -> NDArray[np.float64]:
+    def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:
         """Per-record ∇q_i(β; β) = tanh(y_i⟨β, x_i⟩/σ²)·y_i·x_i − x_i x_iᵀ β, shape (n, d).
 
         Weight corrected as for GMM (the paper halves the argument of tanh; docs/MATH.md (1.2)).
@@ -34,21 +30,13 @@ class MixtureOfRegressions(Model):
         coefficient = np.tanh(y * fitted / (sigma * sigma)) * y - fitted
         return coefficient[:, None] * x
 
-    def sample_records(
-        self,
-        n: int,
-        beta_star: NDArray[np.float64],
-        *,
-        sigma: float,
-        missing: float,
-        rng: np.random.Generator,
-    ) -> Records:
+    def sample_records(self, draw: Draw) -> Records:
         """x ~ N(0, I_d), y = Z·⟨β*, x⟩ + V with Z = ±1 equally likely, V ~ N(0, σ²)."""
-        d = beta_star.size
-        x = rng.standard_normal((n, d))
-        labels = rng.choice(np.array([-1.0, 1.0]), size=n)
-        y = labels * (x @ beta_star) + sigma * rng.standard_normal(n)
-        return Records(x, y)
+        x = draw.rng.standard_normal((draw.n, draw.beta_star.size))
+        labels = draw.rng.choice(np.array([-1.0, 1.0]), size=draw.n)
+        return Records(
+            x, labels * (x @ draw.beta_star) + draw.sigma * draw.rng.standard_normal(draw.n)
+        )
 
     def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:
         """τ = B²/d + σ² + B² (Lemma 6: the x xᵀ β term adds ‖β‖² to a coordinate's variance)."""

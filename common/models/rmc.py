@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.models.base import Model, Records, tau_spread
+from ldpem.common.models.base import Draw, FloatArray, Model, Records, tau_spread
 from ldpem.common.models.registry import register_model
 
 __all__ = ["MODEL", "RegressionWithMissingCovariates"]
@@ -24,9 +24,7 @@ class RegressionWithMissingCovariates(Model):
     #: The share of covariates the demo and the extension examples leave missing.
     demo_missing = 0.1
 
-    def gradients(
-        self, beta: NDArray[np.float64], records: Records, sigma: float
-    ) -> NDArray[np.float64]:
+    def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:
         """Per-record ∇q_i(β; β) = y_i·m_i − K_i β (docs/MATH.md (1.3)–(1.5)), shape (n, d).
 
         With z the observed mask, u = (1−z)⊙β:
@@ -51,20 +49,11 @@ class RegressionWithMissingCovariates(Model):
         gradient: NDArray[np.float64] = y[:, None] * imputed - k_beta
         return gradient
 
-    def sample_records(
-        self,
-        n: int,
-        beta_star: NDArray[np.float64],
-        *,
-        sigma: float,
-        missing: float,
-        rng: np.random.Generator,
-    ) -> Records:
-        """x ~ N(0, I_d), y = ⟨x, β*⟩ + V, V ~ N(0, σ²); each x_j missing (NaN) w.p. ``missing``."""
-        d = beta_star.size
-        x = rng.standard_normal((n, d))
-        y = x @ beta_star + sigma * rng.standard_normal(n)
-        x[rng.random((n, d)) < missing] = np.nan
+    def sample_records(self, draw: Draw) -> Records:
+        """x ~ N(0, I_d), y = ⟨x, β*⟩ + V, V ~ N(0, σ²); x_j NaN w.p. ``missing``."""
+        x = draw.rng.standard_normal((draw.n, draw.beta_star.size))
+        y = x @ draw.beta_star + draw.sigma * draw.rng.standard_normal(draw.n)
+        x[draw.rng.random(x.shape) < draw.missing] = np.nan
         return Records(x, y)
 
     def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:

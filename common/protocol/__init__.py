@@ -49,12 +49,14 @@ from ldpem.common.protocol.defaults import (
     study_beta_bound,
     study_delta,
     study_rng,
+    study_t_min,
     study_tau,
 )
 from ldpem.common.protocol.estimate import (
     LAST,
     FinalEstimate,
     check_final,
+    check_noise_shares,
     final_estimate,
     final_iterates,
     round_noise_variance,
@@ -105,6 +107,7 @@ __all__ = [
     "central_noise_for",
     "central_rng",
     "check_final",
+    "check_noise_shares",
     "check_schedule",
     "derive_public_values",
     "final_estimate",
@@ -140,5 +143,6 @@ __all__ = [
     "study_beta_bound",
     "study_delta",
     "study_rng",
+    "study_t_min",
     "study_tau",
 ]

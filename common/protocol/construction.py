@@ -1,12 +1,15 @@
 """Mechanisms from a run's public values: the one place every mechanism object is built.
 
-``holder_mechanism`` is what a data holder runs, from the run's public parameters, its
-enrolled count and its OWN budget; the coordinator's record bound, sensitivity and noise
-floor come from the same functions (``holder_contribution``, ``report_sensitivity``,
-``holder_noise_std``). ``make_mechanism`` builds the mechanism of a simulated study from
-its budget. Nothing here compares a mechanism's name: each class's declarations
-(``ldpem.common.mechanisms.base.Mechanism``: where its noise goes, what it needs, its
+``holder_mechanism`` is what a data holder runs (public parameters, enrolled count, its OWN
+budget); the coordinator's record bound, sensitivity and noise floor come from the same
+functions. ``make_mechanism`` builds a simulated study's mechanism from its budget. No name
+is compared here: each class's declarations (where its noise goes, what it needs, its
 scale rule) decide, so a registered mechanism takes every path (docs/EXTENDING.md).
+
+**Noise shares** (``noise_site == "shares"``, docs/SECAGG.md) are calibrated by the class
+itself (``Mechanism.shared_noise_std``: integer Skellam noise on the quantized sum, not a
+Gaussian on a float one) so that any ``t_min`` honest holders' shares make the round's SUM
+(ε, δ)-DP; t_min is a public value of the run (``study_t_min`` by default).
 
 **Central noise is calibrated on the actual count of the round** (``CentralNoise.std``):
 the aggregator releases the average of the records that reported in THIS round, whose
@@ -205,21 +208,8 @@ class CentralNoise:
         )
 
     def draw(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
-        """One draw N(0, σ_r² I_d), σ_r = ``std(count)``, for a round of ``count`` records.
-
-        Parameters
-        ----------
-        count : int
-            Records that reported in the round (≥ 1).
-        d : int
-            Dimension.
-        rng : numpy.random.Generator
-            The coordinator's central-noise stream of the round (``central_rng``).
-
-        Returns
-        -------
-        noise : array of shape (d,)
-        """
+        """One draw N(0, σ_r² I_d) of shape (d,), σ_r = ``std(count)``, for a round of
+        ``count`` ≥ 1 records, from the round's central-noise stream ``rng`` (``central_rng``)."""
         noise: FloatArray = rng.normal(0.0, self.std(count), d)
         return noise
 
@@ -251,13 +241,16 @@ def _shape(
     scale: float | None,
     smoothing: float | None,
     clip: float | None,
+    t_min: int | None = None,
 ) -> Mechanism:
     """``kind`` without noise, from the values it ``needs``; ValueError naming a missing one."""
     if kind.needs == "scale" and scale is None:
         raise ValueError(f"the run publishes mechanism {kind.name} without a scale s")
     if kind.needs == "clip" and clip is None:
         raise ValueError(f"the run publishes mechanism {kind.name} without a clip norm")
-    return kind.from_values(noise_std=0.0, scale=scale, smoothing=smoothing, clip=clip)
+    if kind.noise_site == "shares" and t_min is None:
+        raise ValueError(f"the run publishes mechanism {kind.name} without t_min")
+    return kind.from_values(noise_std=0.0, scale=scale, smoothing=smoothing, clip=clip, t_min=t_min)
 
 
 def make_mechanism(
@@ -273,9 +266,11 @@ def make_mechanism(
     clip: float = 1.0,
     accounting: str = DEFAULT_ACCOUNTING,
     scale: float | None = None,
+    t_min: int | None = None,
 ) -> Mechanism:
     """The mechanism of a simulated study, calibrated so that each record, over its
-    ``participations`` rounds, is (ε, δ)-DP under ``accounting``.
+    ``participations`` rounds, is (ε, δ)-DP under ``accounting`` (noise shares: under
+    their own Skellam accounting, given ``t_min`` honest holders; ignored otherwise).
 
     ``records_per_round`` is m (``records_per_round``): it sets s in Algorithm 2 and, when
     the noise is the aggregator's, the σ_r shown as ``noise_std`` (that of a round of m
@@ -311,7 +306,14 @@ def make_mechanism(
                 zeta=zeta,
             )
         smoothing = smoothing_precision(d, zeta)
-    shape = _shape(kind, scale=scale, smoothing=smoothing, clip=clip)
+    shares = kind.noise_site == "shares"
+    shape = _shape(
+        kind, scale=scale, smoothing=smoothing, clip=clip, t_min=t_min if shares else None
+    )
+    if shares:
+        return shape.with_noise(
+            shape.shared_noise_std(d, epsilon=epsilon, delta=delta, participations=participations)
+        )
     central = central_noise_for(
         shape,
         d=d,
@@ -371,7 +373,8 @@ def holder_contribution(
     scaled = kind.needs == "scale"
     scale = holder_scale(params, records, mechanism=name, t=t) if scaled else None
     smoothing = smoothing_precision(params.d, params.zeta) if scaled else None
-    return _shape(kind, scale=scale, smoothing=smoothing, clip=params.clip)
+    t_min = params.t_min if kind.noise_site == "shares" else None
+    return _shape(kind, scale=scale, smoothing=smoothing, clip=params.clip, t_min=t_min)
 
 
 def report_sensitivity(
@@ -417,8 +420,12 @@ def holder_mechanism(
     """The mechanism a data holder enrolled with ``records`` records runs in round ``t`` of
     the run of ``params``, its noise calibrated from the holder's OWN budget (``epsilon``,
     ``delta``, ``accounting``), never from a σ_r the coordinator chose. Mechanisms whose
-    noise is the aggregator's carry no holder noise (``central_noise``)."""
+    noise is the aggregator's carry no holder noise (``central_noise``); noise shares are
+    calibrated for the run's sum with the run's public t_min (each record reports in one
+    round)."""
     shape = holder_contribution(params, records, t=t)
+    if shape.noise_site == "shares":
+        return shape.with_noise(shape.shared_noise_std(params.d, epsilon=epsilon, delta=delta))
     noise = holder_noise_std(
         params, records, epsilon=epsilon, delta=delta, accounting=accounting, t=t
     )

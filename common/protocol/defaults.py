@@ -7,6 +7,11 @@
 * m, the records per round that set the scale s of Algorithm 2: ⌊Σ nᵢ / T⌋ (at least 1),
   all Σ nᵢ when records are reused every round (``records_per_round``); a holder's own
   m_k = ⌊n_k / T⌋ (``holder_records_per_round``);
+* t_min, for noise shares (docs/SECAGG.md): the honest holders whose shares make the
+  noise, by default ⌊K/2⌋ + 1 of K holders (at most K): a strict majority, so the
+  guarantee survives up to ⌊K/2⌋ holders that drop out or collude with the coordinator,
+  at the price of about K/t_min ≈ 2 times the central noise variance when all report
+  (``study_t_min``);
 * β⁰: a random direction of norm σ (β = 0 is a fixed point of the symmetric models);
   a run draws it from its seed (``run_start``), a simulation from its generator
   (``initial_beta``).
@@ -32,6 +37,7 @@ __all__ = [
     "study_beta_bound",
     "study_delta",
     "study_rng",
+    "study_t_min",
     "study_tau",
 ]
 
@@ -63,6 +69,21 @@ def study_tau(model: str, *, tau: float | None, beta_bound: float, sigma: float,
     if tau is not None:
         return tau
     return get_model(model).default_tau(beta_bound=beta_bound, sigma=sigma, d=d)
+
+
+def study_t_min(t_min: int | None, holders: int) -> int:
+    """t_min of a study with ``holders`` holders K: ``t_min`` (1 ≤ t_min ≤ K), or
+    ⌊K/2⌋ + 1: a strict majority, the least the secure aggregation accepts (t_min > K/2:
+    below it a lying aggregator could collect both seeds of a holder, docs/SECAGG.md), and
+    never a single holder's share as the whole noise when there are two or more.
+    ValueError naming a value out of range."""
+    holders = check_count("holders", holders)
+    if t_min is None:
+        return min(holders, holders // 2 + 1)
+    t_min = check_count("t_min", t_min)
+    if t_min > holders:
+        raise ValueError(f"t_min must be at most the {holders} holders, got {t_min}")
+    return t_min
 
 
 def records_per_round(sizes: Sequence[int], rounds: int, *, reuse: bool = False) -> int:

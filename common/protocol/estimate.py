@@ -35,13 +35,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ldpem.common._validation import check_count
-from ldpem.common.mechanisms import Mechanism
+from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.protocol.construction import CentralNoise
+from ldpem.common.protocol.schedule import Schedule, is_equal
 
 __all__ = [
     "LAST",
     "FinalEstimate",
     "check_final",
+    "check_noise_shares",
     "final_estimate",
     "final_iterates",
     "round_noise_variance",
@@ -72,6 +74,17 @@ def final_iterates(final: str, rounds: int) -> int:
 def check_final(final: str, rounds: int) -> None:
     """ValueError (one line) unless ``final`` is valid for ``rounds`` rounds."""
     final_iterates(final, rounds)
+
+
+def check_noise_shares(mechanism: str, schedule: Schedule, final: str) -> None:
+    """ValueError (one line) when ``mechanism``'s noise is shares (secure aggregation) and
+    the run's schedule is not ``equal`` or its ``final`` not ``last``: the shares are
+    calibrated, quantized and checked with the run's one scale, and the coordinator sees
+    only their sum, so neither per-round scales nor the averaged estimate apply to them."""
+    if get_mechanism(mechanism).noise_site != "shares":
+        return
+    if not is_equal(schedule) or final != LAST:
+        raise ValueError(f"mechanism {mechanism} runs only with --schedule equal and --final last")
 
 
 def round_noise_variance(

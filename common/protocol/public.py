@@ -1,5 +1,5 @@
-"""A run's public parameters from its request: the values every agent computes its report
-with, derived once by the coordinator from the request and the study defaults."""
+"""The public parameters of a run, derived from its request and the study defaults: what
+the coordinator publishes and every agent checks (``wire.public_parameters`` wraps it)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from ldpem.common.protocol.defaults import (
     records_per_round,
     study_beta_bound,
     study_delta,
+    study_t_min,
     study_tau,
 )
-from ldpem.common.protocol.estimate import check_final
+from ldpem.common.protocol.estimate import check_final, check_noise_shares
 from ldpem.common.protocol.parameters import RunRequest
 from ldpem.common.protocol.schedule import is_equal, round_sizes
 
@@ -29,12 +30,14 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
     equal rounds (m = ⌊Σ records / T⌋, as without a schedule), or under another schedule
     one s_t per round (``scales``) from that round's m_t, when no s is fixed for all
     (an operator's ``scale``, or a mechanism whose holders take their own).
-    ValueError when a hospital's records leave a round of the schedule empty, or ``final``
-    is not one of the run's."""
+    ValueError when a hospital's records leave a round of the schedule empty, ``final``
+    is not one of the run's, or noise shares (secure aggregation) would run under a
+    schedule other than ``equal`` or a ``final`` other than ``last``."""
     sizes = [h.records for h in request.hospitals]
     for size in sizes:
         round_sizes(size, request.rounds, request.schedule)
     check_final(request.final, request.rounds)
+    check_noise_shares(request.mechanism, request.schedule, request.final)
     m = records_per_round(sizes, request.rounds)
     delta = study_delta(request.delta, sum(sizes))
     bound = study_beta_bound(request.beta_bound, snr=request.snr, sigma=request.sigma)
@@ -69,6 +72,10 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         smoothing = smoothing_precision(request.d, request.zeta)
     elif kind.needs == "clip":
         clip = request.clip
+    # Only noise shares need t_min: how many honest holders make the noise.
+    t_min = None
+    if kind.noise_site == "shares":
+        t_min = study_t_min(request.t_min, len(request.hospitals))
     return {
         "model": request.model,
         "d": request.d,
@@ -88,4 +95,5 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         "schedule": request.schedule,
         "scales": scales,
         "final": request.final,
+        "t_min": t_min,
     }

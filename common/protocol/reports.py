@@ -10,9 +10,11 @@ __all__ = ["privacy_ratio", "report_noise_std"]
 
 
 def report_noise_std(mechanism: Mechanism) -> float:
-    """The noise std a holder's report declares under ``mechanism``: its σ_r, or 0 when the
-    noise is the aggregator's (the agent's ``noise_std`` field and the simulator's)."""
-    return mechanism.noise_std if mechanism.is_local else 0.0
+    """The noise std a holder's report declares under ``mechanism``: its σ_r when the
+    report is private on its own, else 0 (the aggregator's noise, or a noise share that
+    the coordinator never checks, docs/SECAGG.md): the agent's ``noise_std`` field and the
+    simulator's."""
+    return mechanism.noise_std if mechanism.locally_private() else 0.0
 
 
 def privacy_ratio(mechanism: Mechanism, d: int) -> float:

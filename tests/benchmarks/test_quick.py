@@ -19,7 +19,7 @@ def run(script: str, *args: str) -> dict[str, Any]:
         [sys.executable, str(BENCHMARKS / script), "--quick", "--json", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a quick run, but the machine may be busy
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result: dict[str, Any] = json.loads(done.stdout)
@@ -79,3 +79,26 @@ def test_bench_timing_quick() -> None:
         assert set(result[field]) == cases
     assert result["ratio_to_inliers"]["inliers"] == 1.0
     assert result["records"] == 5_000 and result["repeats"] == 3
+
+
+def test_bench_secagg_quick() -> None:
+    result = run("bench_secagg.py")
+    assert [row["holders"] for row in result["rows"]] == [10, 30]
+    for row in result["rows"]:
+        assert {"advertise", "share_keys", "masked_input", "unmask", "total"} <= row["cpu_s"].keys()
+        assert row["sent_bytes"] > 0 and row["received_bytes"] > 0
+        assert row["t_min"] > row["holders"] // 2
+
+
+def test_bench_load_timing_quick() -> None:
+    result = run("bench_load_timing.py")
+    files = {"complete", "1%", "50%", "99%"}
+    groups = [result["in_process"]["wall"], result["in_process"]["cpu"]]
+    groups += [result["end_to_end"]["current"][key] for key in ("start_to_me", "me_to_poll")]
+    for stats in groups:
+        assert 0.0 <= stats["kruskal_p"] <= 1.0
+        assert set(stats["files"]) == files
+        for row in stats["files"].values():
+            assert {"median", "q25", "q75", "iqr", "ratio_to_complete"} <= row.keys()
+    assert result["end_to_end"]["current"]["model_flag"] is True
+    assert result["rows"] == 2_000 and result["agent_repeats"] == 2

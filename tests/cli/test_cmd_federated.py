@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ldpem.cli import main
-from ldpem.cmd_coordinator import resolve_admin_token
+from ldpem.commands.coordinator import resolve_admin_token
 from ldpem.processes import start_coordinator
 from ldpem.server.app import create_app
 from ldpem.server.settings import load_settings

@@ -75,7 +75,7 @@ def test_response_models_write_y_last_and_rmc_missing_cells(tmp_path: Path) -> N
     [
         (["--part", "4", "--parts", "3"], "--part must be between 1 and --parts (3), got 4"),
         (["--n", "0"], "--n must be at least 1, got 0"),
-        (["--missing", "0.1"], "--missing applies to model rmc only"),
+        (["--missing", "0.1"], "--missing: model gmm allows no missing covariate"),
         (["--out", "x.txt"], "x.txt: the output must end in .csv or .npy"),
         (
             ["--beta-star-out", "bstar.npy"],

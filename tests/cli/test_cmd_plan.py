@@ -115,6 +115,12 @@ def test_recommendation_rules() -> None:
     assert line.startswith("use hospital-level DP") and "even at n = 1,000,000" in line
     line = recommendation(problem, [est("local", 2.9), est("hospital", 2.0)], None, 10**6)
     assert line.startswith("no private mechanism")
+    # Secure aggregation only for a clear gain (it assumes an honest majority).
+    many = [est("local", 2.0), est("hospital", 0.4), est("secagg", 0.11)]
+    line = recommendation(problem, many, None, 10**6)
+    assert line.startswith("use secure aggregation (--mechanism secagg")
+    close = [est("local", 2.0), est("hospital", 0.1), est("secagg", 0.09)]
+    assert recommendation(problem, close, None, 10**6).startswith("use hospital-level DP")
 
 
 def test_run_forecast_is_the_planning_estimate() -> None:

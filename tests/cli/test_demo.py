@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpem.cmd_demo import print_summary
+from ldpem.commands.demo import print_summary
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.study import Dataset
@@ -54,7 +54,7 @@ def test_summary_table_has_the_hospital_level_row() -> None:
         "epsilon": 1.0,
         "mechanism": "local",
         "error": 0.9,
-        "baselines": {"local-clip": 0.5, "none": 0.02, "hospital": 0.0456},
+        "baselines": {"local-clip": 0.5, "none": 0.02, "hospital": 0.0456, "secagg": 0.0312},
         "trivial_error": 3.0,
         "hospitals": [],
         "seconds": 1.0,
@@ -66,6 +66,8 @@ def test_summary_table_has_the_hospital_level_row() -> None:
     text = out.getvalue()
     row = next(line for line in text.splitlines() if "hospital-level DP, same trust" in line)
     assert row.split()[-1] == "0.046"
+    row = next(line for line in text.splitlines() if "secure aggregation, t_min" in line)
+    assert row.split()[-1] == "0.031"
     # The federated row names the run's mechanism by its registered label.
     assert f"federated, {get_mechanism('local').label} (ε=1)" in text
     out = io.StringIO()
@@ -80,10 +82,13 @@ def test_in_process_baselines_include_hospital_level() -> None:
     records, beta_star = model.generate(30_000, 4, snr=3.0, sigma=1.0, missing=0.0, rng=rng)
     data = Dataset(records, beta_star, (15_000, 9_000, 6_000))
     baselines = _baselines(config, data, np.array([1.0, 0.0, 0.0, 0.0]), 30_000**-1.1)
-    assert set(baselines) == {"none", "local-clip", "hospital"}
+    assert set(baselines) == {"none", "local-clip", "hospital", "secagg"}
     # Hospital-level noise on 3 sums of ~2000 records: close to non-private, far below β = 0.
     assert baselines["hospital"]["error"] < 0.1 * float(np.linalg.norm(beta_star))
     assert len(baselines["hospital"]["errors"]) == 5
+    # Noise shares (t_min = 2 of 3) on the masked sum: the central noise, as accurate.
+    assert baselines["secagg"]["error"] < 0.1 * float(np.linalg.norm(beta_star))
+    assert len(baselines["secagg"]["errors"]) == 5
 
 
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
-from ldpem.cmd_simulate import progress_reporter
+from ldpem.commands.simulate import progress_reporter
 from ldpem.common.study import Study, run_study
 
 SMALL = ["--n", "2000", "--d", "3", "--rounds", "4"]

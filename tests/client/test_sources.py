@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
+from ldpem.client.columns import parse_columns
 from ldpem.client.data import load_records
-from ldpem.client.sources import Source, has_top_level_order_by, parse_columns
+from ldpem.client.sources import Source
+from ldpem.client.sql import has_top_level_order_by
 from ldpem.common.errors import UserError
 from tests.client.sourcekit import (
     TABLE_QUERY,

@@ -19,14 +19,12 @@ from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.audit import (
     audit_holder_round,
     audit_mechanism,
-    candidate_values,
     clopper_pearson_upper,
     epsilon_lower_bound,
-    farthest_pair,
-    mechanism_candidates,
     noise_is_sufficient,
     reference_noise_std,
 )
+from ldpem.common.audit_pairs import candidate_values, farthest_pair, mechanism_candidates
 from ldpem.common.mechanisms import LocalTruncation
 from ldpem.common.models import get_model
 from ldpem.common.protocol import make_mechanism

@@ -298,7 +298,7 @@ STUDY_PIECES = {
     "study_rng": {"common/study.py"},
     "central_noise_for": {"common/study.py"},
     # The audit attacks single mechanisms; it runs no study.
-    "make_mechanism": {"common/study.py", "cli/cmd_audit.py"},
+    "make_mechanism": {"common/study.py", "cli/commands/audit.py"},
 }
 
 

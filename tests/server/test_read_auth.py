@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from ldpem.cmd_coordinator import resolve_token
+from ldpem.commands.coordinator import resolve_token
 from ldpem.server.app import create_app
 from ldpem.server.deps import READ_COOKIE
 from tests.fedkit import ADMIN, admin_headers, hospital_headers, live_server, settings

@@ -34,7 +34,7 @@ from ldpem.cli import examples
 from ldpem.common.errors import UserError
 from ldpem.secretfiles import read_secret, write_secret
 
-__all__ = ["register"]
+__all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
 _ADMIN_HELP = "file holding the admin token, mode 600 (default: LDPEM_ADMIN_TOKEN)"
 _CA_HELP = (
@@ -43,18 +43,17 @@ _CA_HELP = (
 )
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "run",
-        help="create or inspect runs on a coordinator",
-        description=__doc__,
-        epilog=examples(
-            "ldpem run create --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
-            "--admin-token-file coord/admin.token --config run.json --tokens-dir tokens",
-            "ldpem run status --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
-            "--token-file coord/read.token --wait",
-        ),
-    )
+NAME = "run"
+HELP = "create or inspect runs on a coordinator"
+EXAMPLES = (
+    "ldpem run create --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
+    "--admin-token-file coord/admin.token --config run.json --tokens-dir tokens",
+    "ldpem run status --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
+    "--token-file coord/read.token --wait",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     _register_create(actions)
     _register_status(actions)

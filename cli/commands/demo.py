@@ -8,27 +8,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.cli import examples
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import model_names
 from ldpem.demo import DemoConfig, run_demo
 
-__all__ = ["register"]
+__all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="run a coordinator and K hospital agents on 127.0.0.1 and compare with baselines",
-        description=(
-            "Start a coordinator and K hospital agents as separate processes on 127.0.0.1, "
-            "each hospital with its own synthetic records (unequal sizes), run federated "
-            "gradient EM under local differential privacy, and compare the result with "
-            "non-private and clipped gradient EM on the same records. Writes result.json and "
-            "convergence.png to the work directory."
-        ),
-        epilog=examples("ldpem demo", "ldpem demo --hospitals 3 --model mrm --epsilon 0.5"),
-    )
+NAME = "demo"
+HELP = "run a coordinator and K hospital agents on 127.0.0.1 and compare with baselines"
+DESCRIPTION = (
+    "Start a coordinator and K hospital agents as separate processes on 127.0.0.1, "
+    "each hospital with its own synthetic records (unequal sizes), run federated "
+    "gradient EM under local differential privacy, and compare the result with "
+    "non-private and clipped gradient EM on the same records. Writes result.json and "
+    "convergence.png to the work directory."
+)
+EXAMPLES = (
+    "ldpem demo",
+    "ldpem demo --hospitals 3 --model mrm --epsilon 0.5",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = DemoConfig()
     parser.add_argument(
         "--hospitals",
@@ -106,6 +108,7 @@ def print_summary(result: dict[str, Any], out: Any) -> None:
             result["error"],
         ),
         ("hospital-level DP, same trust boundary (in-process)", result["baselines"]["hospital"]),
+        ("secure aggregation, t_min = ⌊K/2⌋+1 (in-process)", result["baselines"]["secagg"]),
         ("clipped DP gradient EM, C=1 (in-process)", result["baselines"]["local-clip"]),
         ("non-private gradient EM (in-process)", result["baselines"]["none"]),
         ("trivial estimate β = 0", result["trivial_error"]),

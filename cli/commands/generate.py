@@ -21,25 +21,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.cli import examples
 from ldpem.common.errors import UserError
 from ldpem.common.models import get_model, model_names
 
-__all__ = ["register"]
+__all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
 _FORMATS = (".csv", ".npy")
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "generate",
-        help="write synthetic records (one part of a seeded study)",
-        description=__doc__,
-        epilog=examples(
-            "ldpem generate --model gmm --d 10 --n 20000 --seed 7 --parts 3 --part 1 "
-            "--out records.csv --beta-star-out beta.json",
-        ),
-    )
+NAME = "generate"
+HELP = "write synthetic records (one part of a seeded study)"
+EXAMPLES = (
+    "ldpem generate --model gmm --d 10 --n 20000 --seed 7 --parts 3 --part 1 "
+    "--out records.csv --beta-star-out beta.json",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", required=True, choices=model_names(), help="the latent-variable model"
     )

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from ldpem.cli import examples
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
@@ -27,7 +26,7 @@ from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol import central_noise, make_mechanism, study_tau
 from ldpem.common.wire import RunCreate, describe_errors
 
-__all__ = ["agent_built", "agent_built_mechanism", "audited", "register", "run_audit"]
+__all__ = ["add_arguments", "agent_built", "agent_built_mechanism", "audited", "run_audit"]
 
 
 def audited() -> tuple[str, ...]:
@@ -37,27 +36,34 @@ def audited() -> tuple[str, ...]:
 
 def agent_built() -> tuple[str, ...]:
     """The audited mechanisms an agent can run, hence also audited as the agent builds
-    them (simulator-only ones, such as ``central-clip``, no federated run publishes)."""
-    return tuple(name for name in audited() if get_mechanism(name).federated)
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "audit",
-        help="empirical lower bound on epsilon for each mechanism, by distinguishing attack",
-        description=(
-            "Run each mechanism many times on a worst-case pair of neighbouring records, "
-            "apply a likelihood-ratio threshold test, and turn its error rates into a "
-            "95%-confidence lower bound on epsilon (Clopper-Pearson). Passes when the lower "
-            "bound does not exceed the claimed epsilon and the noise is at least an "
-            "independently computed reference. Every mechanism a federated run can use is "
-            "audited twice: as the simulator builds it and as the agent does."
-        ),
-        epilog=examples(
-            "ldpem audit --mechanism local --draws 200000",
-            "ldpem audit --epsilon 0.5 --delta 1e-6 --json",
-        ),
+    them: not the simulator-only ones (``central-clip``: no federated run publishes it),
+    and not those whose guarantee is a sum of shares (``secagg``): one agent's share is not
+    the mechanism, t_min of them are, and a run of them needs a roster of holders; their
+    sum is audited on the simulator's path."""
+    return tuple(
+        name
+        for name in audited()
+        if get_mechanism(name).federated and get_mechanism(name).noise_site != "shares"
     )
+
+
+NAME = "audit"
+HELP = "empirical lower bound on epsilon for each mechanism, by distinguishing attack"
+DESCRIPTION = (
+    "Run each mechanism many times on a worst-case pair of neighbouring records, "
+    "apply a likelihood-ratio threshold test, and turn its error rates into a "
+    "95%-confidence lower bound on epsilon (Clopper-Pearson). Passes when the lower "
+    "bound does not exceed the claimed epsilon and the noise is at least an "
+    "independently computed reference. Every mechanism a federated run can use is "
+    "audited twice: as the simulator builds it and as the agent does."
+)
+EXAMPLES = (
+    "ldpem audit --mechanism local --draws 200000",
+    "ldpem audit --epsilon 0.5 --delta 1e-6 --json",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mechanism", choices=[*audited(), "all"], default="all", help="the mechanism audited"
     )

@@ -16,22 +16,23 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.cli import examples
-from ldpem.cmd_client import add_source_arguments, source_from_args
-from ldpem.cmd_plan import parse_sizes
+from ldpem.commands.client import add_source_arguments, source_from_args
+from ldpem.commands.plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
+from ldpem.common.mechanisms import Mechanism, SecAggSkellam, get_mechanism, mechanism_names
 from ldpem.common.models import model_names
 from ldpem.common.planning import beta_zero_warning
+from ldpem.common.protocol import holder_records_per_round
+from ldpem.common.secagg.quantize import modulus_bits
 from ldpem.common.study import Dataset, RoundCallback, Study, StudyResult, run_study
 
 __all__ = [
+    "add_arguments",
     "outcome",
     "parse_schedule",
     "progress_reporter",
-    "register",
     "simulate",
     "study_from_args",
     "summary",
@@ -41,28 +42,30 @@ _DEFAULTS = Study()
 _BAR_WIDTH = 30
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "simulate",
-        help="simulate a private gradient EM run in one process",
-        description=(
-            "Run the whole federated gradient EM in one process (each simulated hospital "
-            "runs the same round code as the agent) and report the estimate and its error: "
-            "what accuracy a budget buys before anything is deployed. Without --data the "
-            "records are synthetic, drawn from --model at --snr."
-        ),
-        epilog=examples(
-            "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
-            "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
-        ),
-    )
+NAME = "simulate"
+HELP = "simulate a private gradient EM run in one process"
+DESCRIPTION = (
+    "Run the whole federated gradient EM in one process (each simulated hospital "
+    "runs the same round code as the agent) and report the estimate and its error: "
+    "what accuracy a budget buys before anything is deployed. Without --data the "
+    "records are synthetic, drawn from --model at --snr."
+)
+EXAMPLES = (
+    "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
+    "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
+    "ldpem simulate --mechanism secagg --n 200000 --hospitals 1000 --dropout 0.1",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--model", choices=model_names(), default=_DEFAULTS.model, help="the latent-variable model")
     add(
         "--mechanism",
         choices=mechanism_names(),
         default=_DEFAULTS.mechanism,
-        help="privacy mechanism: local DP per record, hospital-level, central, clipped, none",
+        help="privacy mechanism: local DP per record, hospital-level, central, clipped, "
+        "distributed DP over secure aggregation (secagg), none",
     )
     add("--n", type=int, default=_DEFAULTS.n, help="records in all")
     add("--d", type=int, default=_DEFAULTS.d, help="dimension")
@@ -128,6 +131,20 @@ def register(subparsers: Any) -> None:
     add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
     add("--eta", type=float, default=_DEFAULTS.eta, help="step size η")
     add("--outliers", type=float, default=0.0, help="share of records made gross outliers")
+    add(
+        "--t-min",
+        type=int,
+        default=None,
+        help="secagg: honest hospitals whose noise shares make the noise (default: "
+        "max(2, ceil(K/2)), at most K)",
+    )
+    add(
+        "--dropout",
+        type=float,
+        default=0.0,
+        help="probability that a hospital misses a round (a round with fewer reports than "
+        "t-min is not released)",
+    )
     # Records instead of synthetic data: a file, or a database with --query (as `client`).
     add_source_arguments(parser, required=False)
     add("--json", action="store_true", help="print one JSON object instead of a summary")
@@ -166,6 +183,8 @@ def study_from_args(args: argparse.Namespace) -> Study:
         zeta=args.zeta,
         eta=args.eta,
         outliers=args.outliers,
+        t_min=args.t_min,
+        dropout=args.dropout,
         sizes=None if args.hospitals_sizes is None else parse_sizes(args.hospitals_sizes),
         schedule=parse_schedule(args.schedule),
         final=args.final,
@@ -242,6 +261,44 @@ _RESOLVED = frozenset(
 )
 
 
+def _share_fields(result: StudyResult) -> dict[str, Any]:
+    """For Skellam noise shares (docs/SECAGG.md): t_min, the grid γ, the share's mean λ_s,
+    the modulus bits of the aggregation, the ε of the sum with exactly t_min honest shares
+    and the fallback ε of one holder's share alone (each at the study's δ)."""
+    mechanism = result.mechanism
+    if not isinstance(mechanism, SecAggSkellam):
+        return {}
+    study = result.study
+    participations = study.rounds if study.reuse else 1
+    # The most records a round can sum: every holder's largest group (⌊n_k/T⌋ + 1 bounds it).
+    most = sum(
+        holder_records_per_round(n, study.rounds, reuse=study.reuse) + 1
+        for n in result.hospital_sizes
+    )
+    d = result.d
+    bits = modulus_bits(
+        records=most,
+        holders=len(result.hospital_sizes),
+        bound=mechanism.record_bound(d),
+        grid=mechanism.grid,
+        share_mean=mechanism.share_mean,
+        d=d,
+    )
+    return {
+        "t_min": mechanism.t_min,
+        "dropout": study.dropout,
+        "grid": mechanism.grid,
+        "share_mean": mechanism.share_mean,
+        "modulus_bits": bits,
+        "sum_epsilon": mechanism.epsilon(
+            d, delta=result.delta, honest=mechanism.t_min, participations=participations
+        ),
+        "fallback_epsilon": mechanism.fallback_epsilon(
+            d, delta=result.delta, participations=participations
+        ),
+    }
+
+
 def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict[str, Any]:
     """The JSON object of ``ldpem simulate --json``: the study's values (model, mechanism,
     n, d, budget, rounds, schedule, final, hospital sizes, m and each round's m_t, τ, B,
@@ -257,6 +314,9 @@ def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict
     return {
         **repeated,
         **_mechanism_fields(result),
+        **_share_fields(result),
+        "reporters": list(result.reporters),
+        "skipped_rounds": list(result.skipped),
         "beta": [float(v) for v in result.beta],
         "final_weights": list(result.estimate_weights),
         "beta_star": None if beta_star is None else [float(v) for v in beta_star],
@@ -294,6 +354,18 @@ def summary(outcome: dict[str, Any]) -> str:
     sizes = outcome["hospital_sizes"]
     if len(sizes) > 1:
         lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records")
+    if "t_min" in outcome:
+        lines.append(
+            f"noise shares: any {outcome['t_min']} honest hospitals make the noise of the sum "
+            f"(ε = {outcome['sum_epsilon']:.4g}); one hospital's own share alone gives "
+            f"ε = {outcome['fallback_epsilon']:.4g} (fallback); {outcome['modulus_bits']}-bit "
+            "aggregation"
+        )
+    if outcome.get("skipped_rounds"):
+        lines.append(
+            f"rounds not released (too few reports): {len(outcome['skipped_rounds'])} of "
+            f"{outcome['rounds']}"
+        )
     if outcome["error"] is not None:
         lines.append(
             f"error ‖β − β*‖ = {outcome['error']:.4g} (from {outcome['initial_error']:.4g} at β⁰)"

@@ -6,9 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from typing import Any
 
-from ldpem.cli import examples
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
@@ -16,26 +14,26 @@ from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import model_names
 from ldpem.common.planning import Plan, Problem, make_plan
 
-__all__ = ["format_plan", "parse_sizes", "problem_from_args", "register"]
+__all__ = ["add_arguments", "format_plan", "parse_sizes", "problem_from_args"]
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "plan",
-        help="expected error of each mechanism for a consortium, and a recommendation",
-        description=(
-            "Simulate the run in-process (seeded, synthetic data of the model at the given "
-            "SNR, split over the hospitals) for each mechanism, report the expected final "
-            "error with its 10-90% band, the trivial estimate beta = 0, the smallest n at "
-            "which local DP beats it (mean error at most half of beta = 0's), and which "
-            "mechanism to use. The consortium is --hospitals-sizes, or --n records over "
-            "--hospitals equal hospitals."
-        ),
-        epilog=examples(
-            "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
-            "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --json",
-        ),
-    )
+NAME = "plan"
+HELP = "expected error of each mechanism for a consortium, and a recommendation"
+DESCRIPTION = (
+    "Simulate the run in-process (seeded, synthetic data of the model at the given "
+    "SNR, split over the hospitals) for each mechanism, report the expected final "
+    "error with its 10-90% band, the trivial estimate beta = 0, the smallest n at "
+    "which local DP beats it (mean error at most half of beta = 0's), and which "
+    "mechanism to use. The consortium is --hospitals-sizes, or --n records over "
+    "--hospitals equal hospitals."
+)
+EXAMPLES = (
+    "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
+    "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --json",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--model", choices=model_names(), default="gmm", help="the latent-variable model")
     add("--d", type=int, default=10, help="dimension")

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
     from cryptography.x509 import Certificate, GeneralName
 
-__all__ = ["register", "resolve_admin_token", "resolve_token"]
+__all__ = ["add_arguments", "resolve_admin_token", "resolve_token"]
 
 #: What "init" writes into its directory.
 ADMIN_TOKEN = "admin.token"
@@ -62,18 +62,17 @@ _HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*")
 _WHAT = {ADMIN_TOKEN: "admin token", READ_TOKEN: "read token", SERVER_KEY: "TLS private key"}
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "coordinator",
-        help="run the coordinator service (first: ldpem coordinator init DIR)",
-        description=__doc__,
-        epilog=examples(
-            "ldpem coordinator init coord --self-signed coord.example",
-            "ldpem coordinator --host 0.0.0.0 --port 8443 --state coord/coordinator.sqlite "
-            "--admin-token-file coord/admin.token --read-token-file coord/read.token "
-            "--tls-cert coord/server.pem --tls-key coord/server.key",
-        ),
-    )
+NAME = "coordinator"
+HELP = "run the coordinator service (first: ldpem coordinator init DIR)"
+EXAMPLES = (
+    "ldpem coordinator init coord --self-signed coord.example",
+    "ldpem coordinator --host 0.0.0.0 --port 8443 --state coord/coordinator.sqlite "
+    "--admin-token-file coord/admin.token --read-token-file coord/read.token "
+    "--tls-cert coord/server.pem --tls-key coord/server.key",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default: 8765)")
     parser.add_argument(

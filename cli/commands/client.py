@@ -30,16 +30,16 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpem.cli import examples
 from ldpem.common.errors import UserError
 from ldpem.common.models import model_names
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import read_secret
 
 if TYPE_CHECKING:
+    from ldpem.client.secagg import SecAggConfig
     from ldpem.client.sources import Source
 
-__all__ = ["add_source_arguments", "register", "source_from_args"]
+__all__ = ["add_arguments", "add_source_arguments", "source_from_args"]
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -72,7 +72,8 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, required: bool = Tr
 
 def source_from_args(args: argparse.Namespace) -> Source:
     """The ``ldpem.client.sources.Source`` the arguments describe (checked, not yet read)."""
-    from ldpem.client.sources import Source, parse_columns
+    from ldpem.client.columns import parse_columns
+    from ldpem.client.sources import Source
 
     return Source(
         location=str(args.data),
@@ -106,20 +107,19 @@ def _token(token_file: Path | None) -> str:
     return token
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "client",
-        help="run a hospital agent",
-        description=__doc__,
-        epilog=examples(
-            "ldpem client --coordinator https://coord.example:8443 --ca-cert ca.pem "
-            "--token-file hospital.token --model gmm --data records.csv --state agent-state "
-            "--epsilon 1 --delta 1e-6",
-            "ldpem client --coordinator https://coord.example:8443 --token-file hospital.token "
-            "--model mrm --data sqlite:///records.db "
-            "--query 'SELECT x1, x2, y FROM study ORDER BY id' --epsilon 1 --delta 1e-6",
-        ),
-    )
+NAME = "client"
+HELP = "run a hospital agent"
+EXAMPLES = (
+    "ldpem client --coordinator https://coord.example:8443 --ca-cert ca.pem "
+    "--token-file hospital.token --model gmm --data records.csv --state agent-state "
+    "--epsilon 1 --delta 1e-6",
+    "ldpem client --coordinator https://coord.example:8443 --token-file hospital.token "
+    "--model mrm --data sqlite:///records.db "
+    "--query 'SELECT x1, x2, y FROM study ORDER BY id' --epsilon 1 --delta 1e-6",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
     )
@@ -159,6 +159,27 @@ def register(subparsers: Any) -> None:
         type=float,
         required=True,
         help="this hospital's own privacy budget delta per record, over all runs",
+    )
+    parser.add_argument(
+        "--signing-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="secagg runs: this hospital's Ed25519 signing key (mode 600, `ldpem keys generate`)",
+    )
+    parser.add_argument(
+        "--roster",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="secagg runs: the consortium's roster; its digest must equal the run's",
+    )
+    parser.add_argument(
+        "--min-honest",
+        type=int,
+        default=None,
+        metavar="N",
+        help="secagg runs: refuse a run whose t_min is below N",
     )
     parser.add_argument(
         "--dataset",
@@ -255,9 +276,26 @@ def run(args: argparse.Namespace) -> int:
         ca_cert=args.ca_cert,
         seed=args.seed,
         dataset=args.dataset,
+        secagg=_secagg_config(args),
     )
     agent = Agent(config, loader=source.loader)
     try:
         return agent.run()
     finally:
         agent.close()
+
+
+def _secagg_config(args: argparse.Namespace) -> SecAggConfig | None:
+    from ldpem.client.secagg import SecAggConfig
+
+    """The secure aggregation flags, all three or none (UserError otherwise)."""
+    given = [args.signing_key, args.roster, args.min_honest]
+    if all(v is None for v in given):
+        return None
+    if any(v is None for v in given):
+        raise UserError("--signing-key, --roster and --min-honest go together")
+    if args.signing_key.exists() and args.signing_key.stat().st_mode & 0o077:
+        raise UserError(f"{args.signing_key}: a signing key must be mode 600")
+    if args.min_honest < 1:
+        raise UserError(f"--min-honest must be at least 1, got {args.min_honest}")
+    return SecAggConfig(args.signing_key, args.roster, args.min_honest)

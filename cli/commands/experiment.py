@@ -4,27 +4,25 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from ldpem.cli import examples
 from ldpem.experiment import FIGURES, run_experiments
 
-__all__ = ["register"]
+__all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "experiment",
-        help="reproduce the paper's experiments (central and local model)",
-        description=(
-            "Reproduce Figures 1-8 of the paper and a robustness study (fig9), each in the "
-            "central and the local model; write a CSV and a PNG per figure."
-        ),
-        epilog=examples(
-            "ldpem experiment --figure fig1 --quick --out /tmp/results",
-            "ldpem experiment --figure all --seeds 10",
-        ),
-    )
+NAME = "experiment"
+HELP = "reproduce the paper's experiments (central and local model)"
+DESCRIPTION = (
+    "Reproduce Figures 1-8 of the paper and a robustness study (fig9), each in the "
+    "central and the local model; write a CSV and a PNG per figure."
+)
+EXAMPLES = (
+    "ldpem experiment --figure fig1 --quick --out /tmp/results",
+    "ldpem experiment --figure all --seeds 10",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--figure",
         default="all",

@@ -1,0 +1,240 @@
+"""ldpem keys: a holder's Ed25519 signing key and the consortium's roster of public keys.
+
+    ldpem keys generate --out hospital-a.key [--name hospital-a]
+    ldpem keys show --key hospital-a.key [--name hospital-a] | --roster roster.json
+    ldpem keys roster --out roster.json --add NAME=PUBKEY [--add NAME=PUBKEY ...]
+
+Secure aggregation (docs/SECAGG.md) needs every holder to sign its round keys, and every
+other holder to check that signature against a roster of public keys agreed out of band:
+otherwise a coordinator could play all the other holders itself. Each holder runs
+"generate" once: it writes the private key (mode 600, never overwritten) and prints the
+line NAME=PUBKEY for the roster. Whoever keeps the roster collects those lines through a
+channel the coordinator does not control and runs "roster --add" for each; every holder
+then gets the same roster.json and checks its digest ("show --roster") with the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ldpem.cli import examples
+from ldpem.common.errors import UserError
+from ldpem.common.secagg.keys import (
+    Roster,
+    RosterError,
+    check_holder_name,
+    decode_public_key,
+    encode_public_key,
+    generate_signing_key,
+    public_key_bytes,
+    signing_key_from_pem,
+    signing_key_to_pem,
+)
+from ldpem.secretfiles import read_secret, write_secret
+
+__all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
+
+_WHAT = "signing key"
+_NAME_HELP = "the holder's name in the roster (default: the key file's name without its suffix)"
+
+
+NAME = "keys"
+HELP = "holders' signing keys and the consortium's roster (secure aggregation)"
+EXAMPLES = (
+    "ldpem keys generate --out hospital-a.key",
+    "ldpem keys roster --out roster.json --add hospital-a=PUBKEY --add hospital-b=PUBKEY",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _register_generate(actions)
+    _register_show(actions)
+    _register_roster(actions)
+
+
+def _register_generate(actions: Any) -> None:
+    generate: argparse.ArgumentParser = actions.add_parser(
+        "generate",
+        help="write a new signing key and print its roster line",
+        description=(
+            "Write a new Ed25519 signing key to --out (PEM, mode 600; an existing file is "
+            "never overwritten) and print the line NAME=PUBKEY that goes into the "
+            "consortium's roster. Keep the key file on the holder's machine only."
+        ),
+        epilog=examples("ldpem keys generate --out hospital-a.key --name hospital-a"),
+    )
+    generate.add_argument(
+        "--out", required=True, type=Path, metavar="FILE", help="the new private key file"
+    )
+    generate.add_argument("--name", help=_NAME_HELP)
+    generate.set_defaults(handler=run_generate)
+
+
+def _register_show(actions: Any) -> None:
+    show: argparse.ArgumentParser = actions.add_parser(
+        "show",
+        help="print a key's roster line, or a roster's digest and entries",
+        description=(
+            "With --key, print the roster line NAME=PUBKEY of a signing key file (which must "
+            "be mode 600). With --roster, print the roster's digest, which every holder "
+            "should compare with the others', and then its entries."
+        ),
+        epilog=examples(
+            "ldpem keys show --key hospital-a.key", "ldpem keys show --roster roster.json"
+        ),
+    )
+    which = show.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--key",
+        type=Path,
+        metavar="FILE",
+        help="a signing key file, mode 600 (default: none; give this or --roster)",
+    )
+    which.add_argument(
+        "--roster",
+        type=Path,
+        metavar="FILE",
+        help="a roster file, JSON (default: none; give this or --key)",
+    )
+    show.add_argument("--name", help=_NAME_HELP + "; with --key only")
+    show.set_defaults(handler=run_show)
+
+
+def _register_roster(actions: Any) -> None:
+    roster: argparse.ArgumentParser = actions.add_parser(
+        "roster",
+        help="create or extend the consortium's roster file",
+        description=(
+            "Add holders to the roster file --out, creating it if needed. Each --add takes "
+            "a line NAME=PUBKEY as printed by ldpem keys generate. Adding an entry that is "
+            "already there changes nothing; giving a known name another key is refused "
+            "(edit the file on purpose: every holder will see a new digest)."
+        ),
+        epilog=examples(
+            "ldpem keys roster --out roster.json --add hospital-a=PUBKEY --add hospital-b=PUBKEY"
+        ),
+    )
+    roster.add_argument(
+        "--out", required=True, type=Path, metavar="FILE", help="the roster file to write"
+    )
+    roster.add_argument(
+        "--add",
+        required=True,
+        action="append",
+        metavar="NAME=PUBKEY",
+        help="a holder's roster line; repeat for several holders",
+    )
+    roster.set_defaults(handler=run_roster)
+
+
+def _name(given: str | None, key_file: Path) -> str:
+    """The holder name: --name, else the key file's stem; UserError if it is not a name."""
+    name = given if given is not None else key_file.stem
+    try:
+        return check_holder_name(name)
+    except ValueError as error:
+        origin = "--name" if given is not None else f"{key_file.name} (use --name)"
+        raise UserError(f"{origin}: {error}") from None
+
+
+def _holders(count: int) -> str:
+    return f"{count} holder{'' if count == 1 else 's'}"
+
+
+def _line(name: str, public: bytes) -> str:
+    return f"{name}={encode_public_key(public)}"
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    name = _name(args.name, args.out)
+    key = generate_signing_key()
+    write_secret(args.out, signing_key_to_pem(key), _WHAT)
+    print(_line(name, public_key_bytes(key)))
+    print(
+        f"wrote the signing key of {name} to {args.out} (mode 600); give the line above to "
+        f"whoever keeps the consortium's roster (ldpem keys roster --add LINE)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _read_roster(path: Path) -> Roster:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise UserError(f"{path}: cannot read the roster ({reason})") from None
+    try:
+        return Roster.from_json(text)
+    except RosterError as error:
+        raise UserError(f"{path}: {error}") from None
+
+
+def run_show(args: argparse.Namespace) -> int:
+    if args.roster is not None:
+        if args.name is not None:
+            raise UserError("--name goes with --key, not with --roster")
+        roster = _read_roster(args.roster)
+        print(f"roster digest {roster.digest}, {_holders(len(roster))}")
+        for name in roster.names:
+            print(_line(name, roster[name]))
+        return 0
+    name = _name(args.name, args.key)
+    try:
+        key = signing_key_from_pem(read_secret(args.key, _WHAT))
+    except ValueError as error:
+        raise UserError(f"{args.key}: {error}") from None
+    print(_line(name, public_key_bytes(key)))
+    return 0
+
+
+def _parse_line(position: int, line: str) -> tuple[str, bytes]:
+    """NAME and raw key of one --add; errors name the entry, never repeat the key."""
+    name, separator, text = line.partition("=")
+    if not separator:
+        raise UserError(f"--add number {position}: expected NAME=PUBKEY")
+    try:
+        check_holder_name(name)
+    except ValueError as error:
+        raise UserError(f"--add number {position}: the name is {error}") from None
+    try:
+        return name, decode_public_key(text)
+    except ValueError as error:
+        raise UserError(f"--add {name}: {error}") from None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Through a temporary file renamed into place: a holder never reads half a roster."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def run_roster(args: argparse.Namespace) -> int:
+    roster = _read_roster(args.out) if args.out.exists() else Roster({})
+    before = set(roster.names)
+    for position, line in enumerate(args.add, start=1):
+        name, public = _parse_line(position, line)
+        try:
+            roster = roster.with_holder(name, public)
+        except RosterError as error:
+            raise UserError(f"{args.out}: {error}") from None
+    _write_atomically(args.out, roster.to_json())
+    added = [n for n in roster.names if n not in before]
+    print(f"roster digest {roster.digest}, {_holders(len(roster))}")
+    print(
+        f"wrote {args.out}: {_holders(len(roster))}, added "
+        f"{', '.join(added) if added else 'none (all were there)'}",
+        file=sys.stderr,
+    )
+    return 0

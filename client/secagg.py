@@ -1,0 +1,227 @@
+"""The agent's side of secure aggregation (docs/FEDERATED.md): pin the roster, bind K,
+t_min and the modulus of the run, and run one ``Holder`` per round over HTTP.
+
+The report of a round is made, charged and persisted in the ledger exactly as any other
+(client/agent.py); here it is converted to integers (÷γ, mod 2^bits) and masked. The
+ledger marks the round "masked" BEFORE the masked input is sent: a restarted agent never
+masks a round's input a second time (with other keys and other survivors the difference of
+two unmasked sums would isolate its input), it skips that round.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ldpem.client.ledger import Ledger
+from ldpem.client.link import CoordinatorLink
+from ldpem.client.trust import AgentError
+from ldpem.common.accounting import ratio_for_budget
+from ldpem.common.mechanisms import Mechanism
+from ldpem.common.secagg import (
+    Holder,
+    ParticipantList,
+    Roster,
+    RosterError,
+    RoundParameters,
+    SecAggError,
+    SecAggRefused,
+    ShareBundle,
+    UnmaskRequest,
+    signing_key_from_pem,
+)
+from ldpem.common.secagg.runvalues import grid_of, to_residues
+from ldpem.common.wire import API_PREFIX, PublicParameters
+
+__all__ = [
+    "SecAggConfig",
+    "SecAggSession",
+    "aggregate",
+    "charged_ratio",
+    "fallback",
+    "load_secagg",
+]
+
+log = logging.getLogger("ldpem.client")
+
+#: The ledger status of a round whose masked input may have been sent.
+MASKED = "masked"
+
+
+@dataclass(frozen=True)
+class SecAggConfig:
+    signing_key: Path
+    roster: Path
+    min_honest: int
+
+
+@dataclass(frozen=True)
+class SecAggSession:
+    """What the agent pinned for a secagg run."""
+
+    name: str
+    roster: Roster
+    key: Any
+    k: int
+    t_min: int
+    bits: int
+    min_honest: int
+    grid: float
+
+
+def load_secagg(
+    config: SecAggConfig | None, params: PublicParameters, name: str, mechanism: Mechanism
+) -> SecAggSession:
+    """Refuse (AgentError, one line) a secagg run this agent cannot join: no key or roster
+    given, a roster whose digest differs from the run's, a key not the roster's for this
+    hospital, t_min below --min-honest."""
+    if config is None:
+        raise AgentError(
+            f"run of mechanism {params.mechanism} needs --signing-key, --roster and --min-honest"
+        )
+    assert params.holders is not None and params.t_min is not None
+    assert params.modulus_bits is not None
+    try:
+        roster = Roster.from_json(config.roster.read_text(encoding="utf-8"))
+        key = signing_key_from_pem(config.signing_key.read_bytes())
+    except (OSError, RosterError, ValueError) as error:
+        raise AgentError(f"cannot read the signing key or roster: {error}") from None
+    if roster.digest != params.roster_digest:
+        raise AgentError(
+            f"the run's roster digest {params.roster_digest} is not that of {config.roster} "
+            f"({roster.digest}): refusing the run"
+        )
+    if params.t_min < config.min_honest:
+        raise AgentError(
+            f"the run's t_min {params.t_min} is below this agent's --min-honest "
+            f"{config.min_honest}: refusing the run"
+        )
+    session = SecAggSession(
+        name=name,
+        roster=roster,
+        key=key,
+        k=params.holders,
+        t_min=params.t_min,
+        bits=params.modulus_bits,
+        min_honest=config.min_honest,
+        grid=grid_of(mechanism),
+    )
+    try:
+        Holder(name, roster, key, _parameters(session, "check", 0), min_honest=config.min_honest)
+    except (SecAggRefused, SecAggError) as error:
+        raise AgentError(f"secure aggregation: {error}") from None
+    return session
+
+
+def charged_ratio(
+    params: PublicParameters, mu: float, *, epsilon: float, delta: float, accounting: str
+) -> float:
+    """The μ the ledger charges for a round: for noise shares (not private on their own) the
+    μ of the (ε, δ) the round's SUM was calibrated for, the guarantee under the trust
+    assumption (at least t_min honest holders); ``mu`` itself otherwise."""
+    if params.holders is None:
+        return mu
+    return ratio_for_budget(epsilon, delta, accounting)
+
+
+def fallback(mechanism: Mechanism, params: PublicParameters) -> float:
+    """The ε of this holder's own share alone (every other holder colluding with the
+    coordinator), at the run's δ: logged when the agent joins (docs/PRIVACY.md)."""
+    compute = getattr(mechanism, "fallback_epsilon")  # noqa: B009 - a shares' mechanism
+    return float(compute(params.d, delta=params.delta))
+
+
+def _parameters(session: SecAggSession, run_id: str, t: int) -> RoundParameters:
+    return RoundParameters(run_id, t, session.k, session.t_min, session.bits)
+
+
+class _Exchange:
+    """One holder's messages of round t over the link."""
+
+    def __init__(self, link: CoordinatorLink, run_id: str, t: int, wait: float) -> None:
+        self.link, self.base, self.wait = (
+            link,
+            f"{API_PREFIX}/runs/{run_id}/rounds/{t}/secagg",
+            wait,
+        )
+
+    def post(self, step: str, body: dict[str, Any]) -> bool:
+        """True when accepted; False when the step closed without this holder."""
+        response = self.link.request(
+            "POST",
+            f"{self.base}/{step}",
+            content=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        if response.status_code == 200:
+            return True
+        detail = self.link.detail(response)
+        if response.status_code == 409:
+            log.warning("secure aggregation, %s step: %s", step, detail)
+            return False
+        raise AgentError(
+            f"the coordinator refused the {step} message: HTTP {response.status_code} {detail}"
+        )
+
+    def fetch(self, what: str) -> Any:
+        """The aggregator's answer (a dict), or None when the round went on without us."""
+        while True:
+            response = self.link.request("GET", f"{self.base}/{what}", params={"wait": self.wait})
+            if response.status_code == 202:
+                time.sleep(0.05)
+                continue
+            if response.status_code == 200:
+                return response.json()
+            log.warning("secure aggregation, %s: %s", what, self.link.detail(response))
+            return None
+
+
+def aggregate(
+    session: SecAggSession,
+    link: CoordinatorLink,
+    ledger: Ledger,
+    run_id: str,
+    t: int,
+    body: bytes,
+    wait: float,
+) -> None:
+    """Mask round t's persisted report and take part in its secure aggregation. Any
+    refusal of the coordinator's messages ends the agent (AgentError) before anything
+    unmasked is sent."""
+    total = json.loads(body)["total"]
+    values = to_residues(total, session.grid, session.bits)
+    holder = Holder(
+        session.name,
+        session.roster,
+        session.key,
+        _parameters(session, run_id, t),
+        min_honest=session.min_honest,
+    )
+    exchange = _Exchange(link, run_id, t, wait)
+    try:
+        if not exchange.post("advertise", holder.advertise().to_dict()):
+            return
+        data = exchange.fetch("participants")
+        if data is None:
+            return
+        shares = holder.share_keys(ParticipantList.from_dict(data))
+        if not exchange.post("shares", shares.to_dict()):
+            return
+        data = exchange.fetch("bundle")
+        if data is None:
+            return
+        masked = holder.masked_input(ShareBundle.from_dict(data), values)
+        ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
+        if not exchange.post("masked", masked.to_dict()):
+            return
+        data = exchange.fetch("unmask-request")
+        if data is None:
+            return
+        exchange.post("unmask", holder.unmask(UnmaskRequest.from_dict(data)).to_dict())
+        log.info("round %d: masked input sent and unmasking answered", t)
+    except (SecAggRefused, SecAggError) as error:
+        raise AgentError(f"round {t}: secure aggregation refused: {error}") from None

@@ -1,0 +1,63 @@
+"""Secure aggregation for distributed differential privacy (docs/SECAGG.md).
+
+The cryptography is a pure library: no HTTP, no files. A round is two state machines,
+``Holder`` (``protocol.py``) and ``Aggregator`` (``aggregator.py``), exchanging the frozen
+messages of ``messages.py``, each with ``to_dict``/``from_dict`` for the wire. Underneath: identity
+keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), masks (``masks.py``) and
+the holder-to-holder channel (``channel.py``).
+
+The distributed noise beside it: ``quantize`` (a holder's sum on an integer grid of step
+γ = 2^-j, its integer sensitivity and the modulus 2^k), ``noise`` (integer Skellam shares)
+and ``accounting`` (the privacy of the aggregated sum and the fallback ε of one share).
+"""
+
+from __future__ import annotations
+
+from ldpem.common.secagg.aggregator import Aggregator
+from ldpem.common.secagg.errors import SecAggError, SecAggRefused
+from ldpem.common.secagg.keys import (
+    Roster,
+    RosterError,
+    decode_public_key,
+    encode_public_key,
+    generate_signing_key,
+    public_key_bytes,
+    signing_key_from_pem,
+    signing_key_to_pem,
+)
+from ldpem.common.secagg.messages import (
+    EncryptedShares,
+    KeyAdvertisement,
+    MaskedInput,
+    ParticipantList,
+    RoundParameters,
+    ShareBundle,
+    UnmaskRequest,
+    UnmaskResponse,
+    minimum_t_min,
+)
+from ldpem.common.secagg.protocol import Holder
+
+__all__ = [
+    "Aggregator",
+    "EncryptedShares",
+    "Holder",
+    "KeyAdvertisement",
+    "MaskedInput",
+    "ParticipantList",
+    "Roster",
+    "RosterError",
+    "RoundParameters",
+    "SecAggError",
+    "SecAggRefused",
+    "ShareBundle",
+    "UnmaskRequest",
+    "UnmaskResponse",
+    "decode_public_key",
+    "encode_public_key",
+    "generate_signing_key",
+    "minimum_t_min",
+    "public_key_bytes",
+    "signing_key_from_pem",
+    "signing_key_to_pem",
+]

@@ -1,0 +1,294 @@
+"""Secure aggregation rounds of a secagg run (docs/FEDERATED.md, docs/SECAGG.md).
+
+A round of a run whose noise is shared goes through the four steps of
+``ldpem.common.secagg.Aggregator``: advertisements, encrypted shares, masked inputs,
+unmasking responses. A step closes when every holder expected in it answered, or at the
+step's deadline (the run's ``round_deadline``) with at least t_min answers; short of
+t_min at the deadline the step is extended or the run fails (``on_short``). After the
+unmasking the sum, centered from mod 2^bits to signed and times γ, is the round's total,
+its count the survivors' expected round counts; it is range-checked as any report and the
+ordinary M-step closes the round (no central noise).
+
+Every message received and every message the aggregator produced is stored, in order
+(``Store.insert_secagg``), for audit; none holds anything from which one holder's sum can be
+computed (tests/cli/test_secagg_federated.py tries). The aggregator itself lives in memory:
+a coordinator restarted mid-round has lost that round's secrets of no holder, only the
+round's progress, and the round's steps restart at the next deadline check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ldpem.common.protocol import holder_mechanism
+from ldpem.common.secagg import (
+    Aggregator,
+    EncryptedShares,
+    KeyAdvertisement,
+    MaskedInput,
+    Roster,
+    RoundParameters,
+    SecAggError,
+    SecAggRefused,
+    UnmaskResponse,
+)
+from ldpem.common.secagg.runvalues import grid_of, signed_sum
+from ldpem.common.wire import PublicParameters, expected_round_count
+from ldpem.server.machine import Note, close_round
+from ldpem.server.queries import get_run, params_of, request_of
+from ldpem.server.refusals import Conflict, Forbidden, Invalid
+from ldpem.server.store import ReportRow, Store
+
+__all__ = ["STEPS", "SecAggRounds"]
+
+log = logging.getLogger("ldpem.server")
+
+#: The steps of a round, in order; "done" once the round's sum is known (or it failed).
+STEPS = ("advertise", "shares", "masked", "unmask", "done")
+
+
+@dataclass
+class _Round:
+    run_id: str
+    t: int
+    aggregator: Aggregator
+    expected: set[str]
+    period: float
+    deadline: float
+    step: str = "advertise"
+    answered: set[str] = field(default_factory=set)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class SecAggRounds:
+    """The open secagg rounds of every run, over the store; ``notify`` is called when a
+    round closes (the coordinator's long-poll)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], float],
+        notify: Callable[[], None],
+        range_sigmas: float,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.notify = notify
+        self.range_sigmas = range_sigmas
+        self._rounds: dict[tuple[str, int], _Round] = {}
+
+    # --- the round ----------------------------------------------------------------
+    def _round(self, run_id: str, t: int, hospital: str, hospital_run: str) -> _Round:
+        if hospital_run != run_id:
+            raise Forbidden(f"the token belongs to hospital {hospital} of another run")
+        key = (run_id, t)
+        current = self._rounds.get(key)
+        if current is not None:
+            return current
+        run = get_run(self.store, run_id)
+        params = params_of(run)
+        if params.holders is None or params.modulus_bits is None or params.t_min is None:
+            raise Conflict(f"run {run_id} does not aggregate securely")
+        if run.status != "running" or t != run.current_round:
+            raise Conflict(f"round {t} is not open (the run is {run.status})")
+        request = request_of(run)
+        assert request.roster is not None  # a shares run (wire_shares.check_shares)
+        roster = Roster.from_json(json.dumps(request.roster))
+        parameters = RoundParameters(run_id, t, params.holders, params.t_min, params.modulus_bits)
+        period = request.round_deadline
+        created = _Round(
+            run_id=run_id,
+            t=t,
+            aggregator=Aggregator(roster, parameters, dimension=params.d),
+            expected={h.name for h in self.store.hospitals(run_id)},
+            period=period,
+            deadline=self.clock() + period,
+        )
+        self._rounds[key] = created
+        return created
+
+    def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
+        self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))
+
+    # --- messages from holders ------------------------------------------------------
+    def receive(
+        self, run_id: str, t: int, hospital: str, hospital_run: str, step: str, body: object
+    ) -> None:
+        """A holder's message of ``step``; Invalid when it does not fit the round,
+        Conflict when the step is not open for it. The same message again is accepted."""
+        r = self._round(run_id, t, hospital, hospital_run)
+        readers: dict[str, Callable[[object], Any]] = {
+            "advertise": KeyAdvertisement.from_dict,
+            "shares": EncryptedShares.from_dict,
+            "masked": MaskedInput.from_dict,
+            "unmask": UnmaskResponse.from_dict,
+        }
+        try:
+            message = readers[step](body)
+        except SecAggRefused as error:
+            raise Invalid(str(error)) from None
+        if message.holder != hospital:
+            raise Forbidden(f"the token belongs to hospital {hospital}, not {message.holder}")
+        if r.step != step:
+            if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
+                raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
+            raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
+        if hospital in r.answered:
+            return  # a retry: answered already
+        if hospital not in r.expected:
+            raise Conflict(f"hospital {hospital} is not part of the {step} step of round {t}")
+        receive: dict[str, Callable[[Any], None]] = {
+            "advertise": r.aggregator.receive_advertisement,
+            "shares": r.aggregator.receive_shares,
+            "masked": r.aggregator.receive_masked_input,
+            "unmask": r.aggregator.receive_unmask_response,
+        }
+        try:
+            receive[step](message)
+        except (SecAggRefused, SecAggError) as error:
+            raise Invalid(str(error)) from None
+        self._store(r, step, hospital, message.to_dict())
+        r.answered.add(hospital)
+        if r.answered >= r.expected:
+            self._close(r)
+
+    # --- messages to holders ----------------------------------------------------------
+    def output(
+        self, run_id: str, t: int, hospital: str, hospital_run: str, step: str
+    ) -> dict[str, Any] | None:
+        """What the aggregator sends ``hospital`` after ``step`` closed (the participant
+        list, its share bundle, the unmasking request), or None while the step is open."""
+        r = self._round(run_id, t, hospital, hospital_run)
+        if STEPS.index(r.step) <= STEPS.index(step):
+            return None
+        answer = r.outputs.get(step if step != "shares" else f"bundle:{hospital}")
+        if answer is None:
+            raise Conflict(f"hospital {hospital} is not part of round {t} after the {step} step")
+        return answer
+
+    async def wait(
+        self, run_id: str, t: int, hospital: str, hospital_run: str, step: str, wait: float
+    ) -> dict[str, Any] | None:
+        end = self.clock() + wait
+        while True:
+            r = self._round(run_id, t, hospital, hospital_run)
+            answer = self.output(run_id, t, hospital, hospital_run, step)
+            remaining = end - self.clock()
+            if answer is not None or remaining <= 0:
+                return answer
+            event = r.changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout=min(remaining, 1.0))
+
+    # --- closing ------------------------------------------------------------------------
+    def _close(self, r: _Round) -> None:
+        """Close the current step (its quorum checked by the aggregator: SecAggError below
+        t_min)."""
+        aggregator = r.aggregator
+        if r.step == "advertise":
+            participants = aggregator.participants()
+            r.outputs["advertise"] = body = participants.to_dict()
+            self._store(r, "participants", "", body)
+            r.step, r.expected = "shares", {a.holder for a in participants.advertisements}
+        elif r.step == "shares":
+            bundles = aggregator.share_bundles()
+            for name, bundle in bundles.items():
+                r.outputs[f"bundle:{name}"] = body = bundle.to_dict()
+                self._store(r, "bundle", name, body)
+            r.step, r.expected = "masked", set(bundles)
+        elif r.step == "masked":
+            request = aggregator.unmask_request()
+            r.outputs["masked"] = body = request.to_dict()
+            self._store(r, "unmask_request", "", body)
+            r.step, r.expected = "unmask", set(request.survivors)
+        elif r.step == "unmask":
+            r.step = "done"
+            self._finish(r, [int(v) for v in aggregator.result()], survivors=r.expected)
+        r.answered = set()
+        r.deadline = self.clock() + r.period
+        event, r.changed = r.changed, asyncio.Event()
+        event.set()
+
+    def _finish(self, r: _Round, residues: list[int], *, survivors: set[str]) -> None:
+        """The round's total from the unmasked sum, range-checked, and the M-step."""
+        run = get_run(self.store, r.run_id)
+        params = params_of(run)
+        assert params.modulus_bits is not None
+        records = {h.name: h.records for h in self.store.hospitals(r.run_id)}
+        count = sum(expected_round_count(records[name], params.rounds, r.t) for name in survivors)
+        mechanism = _mechanism(params)
+        grid = grid_of(mechanism)
+        total = [v * grid for v in signed_sum(residues, params.modulus_bits)]
+        self._store(r, "sum", "", {"total": total, "count": count, "survivors": sorted(survivors)})
+        bound = (
+            count * mechanism.record_bound(params.d)
+            + self.range_sigmas * math.sqrt(len(survivors)) * mechanism.noise_std
+        )
+        notes: list[Note]
+        if not all(abs(v) <= bound for v in total):
+            reason = (
+                f"the unmasked sum of round {r.t} is outside the range honest holders can "
+                f"produce (|total| ≤ {bound:.4g}): a holder sent a wrong input or share"
+            )
+            with self.store.transaction():
+                self.store.update_run(
+                    run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
+                )
+            notes = [Note(logging.ERROR, "run %s failed: %s", (run.id, reason), {"run": run.id})]
+        else:
+            report = ReportRow(r.run_id, r.t, "", count, total, 0.0, "", self.clock())
+            with self.store.transaction():
+                notes = close_round(self.store, run, params, [report], self.clock())
+        del self._rounds[(r.run_id, r.t)]
+        for note in notes:
+            note.emit()
+        self.notify()
+
+    def tick(self) -> bool:
+        """Close, extend or fail the steps whose deadline passed; whether any changed."""
+        now = self.clock()
+        changed = False
+        for r in list(self._rounds.values()):
+            if r.deadline > now or r.step == "done":
+                continue
+            changed = True
+            try:
+                self._close(r)
+                log.info("run %s round %d: a secagg step closed at its deadline", r.run_id, r.t)
+                continue
+            except SecAggError as error:
+                short = str(error)
+            run = get_run(self.store, r.run_id)
+            if request_of(run).on_short == "extend":
+                r.deadline = now + r.period
+                log.warning("run %s round %d: %s; extended", r.run_id, r.t, short)
+                continue
+            reason = f"round {r.t}: {short}"
+            with self.store.transaction():
+                self.store.update_run(
+                    run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
+                )
+            log.error("run %s failed: %s", run.id, reason)
+            del self._rounds[(r.run_id, r.t)]
+            self.notify()
+        return changed
+
+
+def _mechanism(params: PublicParameters) -> Any:
+    """The holders' mechanism at the run's budget (the γ, bound and share std of the sum)."""
+    return holder_mechanism(
+        params,
+        records=params.records_per_round,
+        epsilon=params.epsilon,
+        delta=params.delta,
+        accounting=params.accounting,
+    )

@@ -1,0 +1,59 @@
+"""``ldpem simulate --mechanism secagg``: t_min, dropouts, the shares' public values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ldpem.cli import main
+from ldpem.common.secagg.quantize import grid_step
+from ldpem.common.truncation_bound import truncation_bound
+
+SMALL = ["--n", "6000", "--d", "3", "--rounds", "4", "--hospitals", "12"]
+
+
+def test_json_reports_the_shares_public_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--mechanism", "secagg", *SMALL, "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["mechanism"] == "secagg" and outcome["t_min"] == 7  # ⌊12/2⌋ + 1
+    bound = outcome["scale"] * truncation_bound(outcome["smoothing"])
+    assert outcome["grid"] == grid_step(bound)
+    assert outcome["share_mean"] > 0 and 20 <= outcome["modulus_bits"] <= 54
+    assert outcome["sum_epsilon"] <= 1.0 < outcome["fallback_epsilon"]
+    assert outcome["reporters"] == [12] * 4 and outcome["skipped_rounds"] == []
+    assert outcome["error"] < outcome["initial_error"]
+
+
+def test_t_min_and_dropout_reach_the_simulation(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--mechanism", "secagg", *SMALL, "--t-min", "11", "--dropout", "0.2"]
+    assert main([*argv, "--seed", "1", "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert outcome["t_min"] == 11 and outcome["dropout"] == 0.2
+    assert outcome["skipped_rounds"] == [t for t, r in enumerate(outcome["reporters"]) if r < 11]
+    assert outcome["skipped_rounds"]  # 20% of 12 holders dropping: short rounds happen
+    assert main([*argv, "--seed", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "noise shares: any 11 honest hospitals make the noise of the sum" in text
+    assert "rounds not released (too few reports)" in text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--mechanism", "local", "--t-min", "2"], "t-min is only meaningful"),
+        (["--mechanism", "secagg", "--t-min", "13"], "t_min must be at most the 12 holders"),
+        (["--mechanism", "secagg", "--dropout", "1"], "dropout must be in [0, 1), got 1.0"),
+    ],
+)
+def test_bad_values_are_one_line_errors(arguments: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ldpem", "simulate", *SMALL, *arguments],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,167 @@
+"""Shared pieces of the secure-aggregation tests: a consortium of holders with their roster
+keys, and one round run through the wire format (every message goes through JSON)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Self, TypeVar
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ldpem.common.secagg import (
+    Aggregator,
+    Holder,
+    MaskedInput,
+    ParticipantList,
+    Roster,
+    RoundParameters,
+    ShareBundle,
+    UnmaskRequest,
+    UnmaskResponse,
+    generate_signing_key,
+    minimum_t_min,
+    public_key_bytes,
+)
+
+RUN = "run-7f3a"
+
+
+class Wire(Protocol):
+    def to_dict(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_dict(cls, data: object) -> Self: ...
+
+
+W = TypeVar("W", bound=Wire)
+
+
+def wire(message: W) -> W:
+    """``message`` after a trip through JSON text, as the HTTP layer will carry it."""
+    again = type(message).from_dict(json.loads(json.dumps(message.to_dict())))
+    assert again == message
+    return again
+
+
+@dataclass
+class Consortium:
+    """K holders named h00, h01, … (name order is number order) and their roster."""
+
+    keys: dict[str, Ed25519PrivateKey]
+    roster: Roster
+
+    @classmethod
+    def of(cls, k: int) -> Consortium:
+        keys = {f"h{i:02d}": generate_signing_key() for i in range(k)}
+        return cls(keys, Roster({n: public_key_bytes(key) for n, key in keys.items()}))
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.keys)
+
+    def parameters(
+        self, round_: int = 0, *, t_min: int | None = None, bits: int = 32, run_id: str = RUN
+    ) -> RoundParameters:
+        k = len(self.keys)
+        return RoundParameters(run_id, round_, k, t_min or minimum_t_min(k), bits)
+
+    def holders(self, parameters: RoundParameters, *, min_honest: int = 1) -> dict[str, Holder]:
+        return {
+            name: Holder(name, self.roster, key, parameters, min_honest=min_honest)
+            for name, key in self.keys.items()
+        }
+
+
+@dataclass
+class Round:
+    """One round run to its end, with everything that crossed the wire."""
+
+    parameters: RoundParameters
+    holders: dict[str, Holder]
+    aggregator: Aggregator
+    inputs: dict[str, list[int]]
+    participants: ParticipantList
+    bundles: dict[str, ShareBundle]
+    masked: dict[str, MaskedInput]
+    request: UnmaskRequest
+    responses: dict[str, UnmaskResponse]
+    result: list[int]
+    late: dict[str, MaskedInput] = field(default_factory=dict)
+
+    def expected(self) -> list[int]:
+        """Σ of the survivors' inputs modulo 2^bits, computed with Python integers."""
+        modulus = 2**self.parameters.bits
+        survivors = self.request.survivors
+        return [sum(self.inputs[n][j] for n in survivors) % modulus for j in range(self.dim)]
+
+    @property
+    def dim(self) -> int:
+        return len(next(iter(self.inputs.values())))
+
+
+def random_inputs(names: Collection[str], dim: int, bits: int) -> dict[str, list[int]]:
+    return {n: [secrets.randbelow(2**bits) for _ in range(dim)] for n in names}
+
+
+def run_round(
+    consortium: Consortium,
+    parameters: RoundParameters,
+    *,
+    dim: int = 4,
+    inputs: dict[str, list[int]] | None = None,
+    silent: Collection[str] = (),
+    no_shares: Collection[str] = (),
+    dropped: Collection[str] = (),
+    no_unmask: Collection[str] = (),
+    min_honest: int = 1,
+) -> Round:
+    """A round where ``silent`` holders never advertise, ``no_shares`` stop before sharing
+    keys, ``dropped`` stop before their masked input reaches the aggregator (it is kept in
+    ``Round.late``) and ``no_unmask`` do not answer the unmasking request."""
+    holders = consortium.holders(parameters, min_honest=min_honest)
+    aggregator = Aggregator(consortium.roster, parameters, dimension=dim)
+    inputs = inputs or random_inputs(holders, dim, parameters.bits)
+    active = [n for n in sorted(holders) if n not in silent]
+    for name in active:
+        aggregator.receive_advertisement(wire(holders[name].advertise()))
+    participants = wire(aggregator.participants())
+    active = [n for n in active if n not in no_shares]
+    for name in active:
+        aggregator.receive_shares(wire(holders[name].share_keys(participants)))
+    bundles = {n: wire(b) for n, b in aggregator.share_bundles().items()}
+    masked, late = {}, {}
+    for name in active:
+        message = wire(holders[name].masked_input(bundles[name], inputs[name]))
+        if name in dropped:
+            late[name] = message
+        else:
+            masked[name] = message
+            aggregator.receive_masked_input(message)
+    request = wire(aggregator.unmask_request())
+    responses = {}
+    for name in request.survivors:
+        if name not in no_unmask:
+            responses[name] = wire(holders[name].unmask(request))
+            aggregator.receive_unmask_response(responses[name])
+    result = [int(v) for v in aggregator.result()]
+    return Round(
+        parameters,
+        holders,
+        aggregator,
+        inputs,
+        participants,
+        bundles,
+        masked,
+        request,
+        responses,
+        result,
+        late,
+    )
+
+
+def as_list(vector: np.ndarray[Any, Any]) -> list[int]:
+    return [int(v) for v in vector]

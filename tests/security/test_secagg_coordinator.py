@@ -1,0 +1,363 @@
+"""The real ``ldpem client`` of a secagg run against a coordinator that LIES (issue 21,
+docs/PRIVACY.md "secagg"). A fake coordinator (FastAPI in a thread) plays the four
+secure-aggregation steps with an honest ``Aggregator`` and four in-process ``Holder``s (the
+other hospitals of the roster), and hands the agent (h0) what a dishonest coordinator could
+make of the real messages. Each lie must end the agent (exit 2, one line) before it sends
+anything that would reveal more than the masked sum: no shares after a forged participant
+list, no masked input after a forged bundle, no unmask response to a forged request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, Request, Response
+
+from ldpem.common.secagg import (
+    Aggregator,
+    Holder,
+    KeyAdvertisement,
+    ParticipantList,
+    Roster,
+    RoundParameters,
+    UnmaskRequest,
+    generate_signing_key,
+    public_key_bytes,
+    signing_key_to_pem,
+)
+from ldpem.common.secagg.messages import sign_advertisement
+from ldpem.common.wire import (
+    HospitalEnrolment,
+    PublicParameters,
+    RunCreate,
+    public_parameters,
+)
+from tests.fedkit import live_server, process_manager, token_file
+from tests.security.test_malicious_coordinator import agent_argv, gmm_data, write_csv
+
+pytestmark = pytest.mark.slow
+
+RUN = "run-secagg-under-attack"
+TOKEN = "secagg-token-under-attack-abcdefgh"
+NAMES = ("h0", "h1", "h2", "h3", "h4")
+K, T_MIN, D, ROUNDS, RECORDS = 5, 3, 3, 2, 40
+
+
+@dataclass
+class Consortium:
+    keys: dict[str, Any]
+    roster: Roster
+    params: PublicParameters
+
+    @classmethod
+    def make(cls) -> Consortium:
+        keys = {n: generate_signing_key() for n in NAMES}
+        roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
+        request = RunCreate(
+            model="gmm",
+            d=D,
+            sigma=1.0,
+            rounds=ROUNDS,
+            mechanism="secagg",
+            epsilon=1.0,
+            delta=1e-5,
+            t_min=T_MIN,
+            roster=json.loads(roster.to_json()),
+            hospitals=[
+                HospitalEnrolment(name=n, records=RECORDS, token=f"{TOKEN}-{n}") for n in NAMES
+            ],
+        )
+        return cls(keys, roster, public_parameters(request))
+
+    def parameters(self, t: int, **change: int) -> RoundParameters:
+        p = self.params
+        assert p.holders is not None and p.t_min is not None and p.modulus_bits is not None
+        values = {"k": p.holders, "t_min": p.t_min, "bits": p.modulus_bits, **change}
+        return RoundParameters(RUN, t, values["k"], values["t_min"], values["bits"])
+
+
+#: A lie: takes the fake's round state and the honest message, returns the one sent.
+Lie = Callable[["SecAggRound", Any], Any]
+
+
+@dataclass
+class SecAggRound:
+    """Round t as the fake coordinator plays it: h0 is the agent, h1 … h4 are in-process."""
+
+    consortium: Consortium
+    t: int
+    others: dict[str, Holder]
+    aggregator: Aggregator
+    adverts: dict[str, KeyAdvertisement] = field(default_factory=dict)
+    participants: ParticipantList | None = None
+    bundles: dict[str, Any] = field(default_factory=dict)
+    result: list[int] | None = None
+
+    @classmethod
+    def open(cls, consortium: Consortium, t: int) -> SecAggRound:
+        parameters = consortium.parameters(t)
+        others = {
+            n: Holder(n, consortium.roster, consortium.keys[n], parameters, min_honest=1)
+            for n in NAMES
+            if n != "h0"
+        }
+        aggregator = Aggregator(consortium.roster, parameters, dimension=D)
+        return cls(consortium, t, others, aggregator)
+
+
+@dataclass
+class Fake:
+    consortium: Consortium
+    #: Lies by (round, step): "participants", "bundle", "unmask-request".
+    lies: dict[tuple[int, str], Lie] = field(default_factory=dict)
+    #: Per-round changes to the RoundInfo's params.
+    params_change: dict[int, dict[str, Any]] = field(default_factory=dict)
+    posts: list[tuple[int, str]] = field(default_factory=list)
+    rounds: dict[int, SecAggRound] = field(default_factory=dict)
+
+    def round(self, t: int) -> SecAggRound:
+        if t not in self.rounds:
+            self.rounds[t] = SecAggRound.open(self.consortium, t)
+        return self.rounds[t]
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+        params = self.consortium.params.model_dump(mode="json")
+
+        @app.get("/v1/me")
+        def me() -> dict[str, Any]:
+            return {"run_id": RUN, "hospital": "h0", "records": RECORDS, "params": params}
+
+        @app.get("/v1/runs/{run}/round")
+        def round_(run: str, after: int = -1) -> dict[str, Any]:
+            t = after + 1
+            return {
+                "run_id": RUN,
+                "status": "running" if t < ROUNDS else "finished",
+                "round": t,
+                "beta": [0.5, -0.5, 0.25],
+                "deadline": None,
+                "params": {**params, **self.params_change.get(t, {})},
+            }
+
+        @app.post("/v1/runs/{run}/rounds/{t}/secagg/{step}")
+        async def post(run: str, t: int, step: str, request: Request) -> dict[str, str]:
+            body = json.loads(await request.body())
+            self.posts.append((t, step))
+            self.receive(self.round(t), step, body)
+            return {"status": "accepted"}
+
+        @app.get("/v1/runs/{run}/rounds/{t}/secagg/{what}")
+        def get(run: str, t: int, what: str) -> Response:
+            honest = self.answer(self.round(t), what)
+            lie = self.lies.get((t, what))
+            sent = honest if lie is None else lie(self.round(t), honest)
+            return Response(json.dumps(sent.to_dict()), media_type="application/json")
+
+        return app
+
+    def receive(self, r: SecAggRound, step: str, body: dict[str, Any]) -> None:
+        from ldpem.common.secagg import EncryptedShares, MaskedInput, UnmaskResponse
+
+        if step == "advertise":
+            r.adverts["h0"] = KeyAdvertisement.from_dict(body)
+            for name, holder in r.others.items():
+                r.adverts[name] = holder.advertise()
+            for name in NAMES:
+                r.aggregator.receive_advertisement(r.adverts[name])
+            r.participants = r.aggregator.participants()
+        elif step == "shares":
+            assert r.participants is not None
+            r.aggregator.receive_shares(EncryptedShares.from_dict(body))
+            for holder in r.others.values():
+                r.aggregator.receive_shares(holder.share_keys(r.participants))
+            r.bundles = r.aggregator.share_bundles()
+        elif step == "masked":
+            r.aggregator.receive_masked_input(MaskedInput.from_dict(body))
+            for name in ("h1", "h2", "h3"):  # h4 drops out before masking
+                holder = r.others[name]
+                r.aggregator.receive_masked_input(holder.masked_input(r.bundles[name], [0] * D))
+        elif step == "unmask":
+            r.aggregator.receive_unmask_response(UnmaskResponse.from_dict(body))
+            request = r.aggregator.unmask_request()
+            for name in ("h1", "h2"):
+                r.aggregator.receive_unmask_response(r.others[name].unmask(request))
+            r.result = [int(v) for v in r.aggregator.result()]
+
+    def answer(self, r: SecAggRound, what: str) -> Any:
+        if what == "participants":
+            return r.participants
+        if what == "bundle":
+            return r.bundles["h0"]
+        return r.aggregator.unmask_request()
+
+
+@dataclass
+class Outcome:
+    code: int
+    log: str
+    posts: list[tuple[int, str]]
+
+
+@pytest.fixture(scope="module")
+def consortium() -> Consortium:
+    return Consortium.make()
+
+
+def attack(tmp_path: Path, fake: Fake) -> Outcome:
+    write_csv(tmp_path, gmm_data(RECORDS, D))
+    (tmp_path / "h0.key").write_bytes(signing_key_to_pem(fake.consortium.keys["h0"]))
+    (tmp_path / "h0.key").chmod(0o600)
+    (tmp_path / "roster.json").write_text(fake.consortium.roster.to_json())
+    extra = ("--signing-key", "h0.key", "--roster", "roster.json", "--min-honest", "3")
+    budget = ["--epsilon", "100", "--delta", "0.5"]
+    with live_server(fake.app()) as url, process_manager(tmp_path) as procs:
+        token_file(tmp_path, TOKEN, "hospital.token")
+        process = procs.start(
+            f"agent-{time.monotonic_ns()}", *agent_argv(url, "gmm", budget, extra)
+        )
+        code = process.wait(120)
+        return Outcome(code, procs.log(process), list(fake.posts))
+
+
+def refused(outcome: Outcome, words: str) -> str:
+    """Exit 2 with one error line naming ``words``; the line."""
+    assert outcome.code == 2, outcome.log[-3000:]
+    lines = [line for line in outcome.log.splitlines() if words in line]
+    assert lines and "Traceback" not in outcome.log, outcome.log[-3000:]
+    return lines[-1]
+
+
+def test_an_honest_fake_runs_to_the_end(tmp_path: Path, consortium: Consortium) -> None:
+    """The control: the same fake without a lie sees both rounds through, and its sum of
+    the survivors (h0's input plus zeros) is h0's masked report, unmasked."""
+    fake = Fake(consortium)
+    outcome = attack(tmp_path, fake)
+    assert outcome.code == 0, outcome.log[-3000:]
+    steps = ["advertise", "shares", "masked", "unmask"]
+    assert outcome.posts == [(t, s) for t in range(ROUNDS) for s in steps]
+    assert all(fake.rounds[t].result is not None for t in range(ROUNDS))
+    assert any(v != 0 for v in fake.rounds[0].result or [])
+
+
+def _both_kinds(r: SecAggRound, honest: UnmaskRequest) -> UnmaskRequest:
+    """h1 both among the survivors (shares of its self-mask seed) and the dropped (shares
+    of its masking key): the two together unmask h1's input."""
+    return dataclasses.replace(honest, dropped=(*honest.dropped, "h1"))
+
+
+def test_both_kinds_of_seed_for_one_holder(tmp_path: Path, consortium: Consortium) -> None:
+    outcome = attack(tmp_path, Fake(consortium, lies={(0, "unmask-request"): _both_kinds}))
+    line = refused(outcome, "secure aggregation refused")
+    assert "h1" in line
+    assert (0, "unmask") not in outcome.posts
+    assert outcome.posts == [(0, "advertise"), (0, "shares"), (0, "masked")]
+
+
+def _resign(a: KeyAdvertisement, key: Any) -> KeyAdvertisement:
+    return sign_advertisement(
+        key, a.holder, a.parameters, a.roster_digest, a.encryption_key, a.masking_key
+    )
+
+
+def _foreign_key(r: SecAggRound, honest: ParticipantList) -> ParticipantList:
+    """h1's advertisement re-signed with a key that is not h1's roster key."""
+    intruder = generate_signing_key()
+    adverts = tuple(_resign(a, intruder) if a.holder == "h1" else a for a in honest.advertisements)
+    return dataclasses.replace(honest, advertisements=adverts)
+
+
+def _stranger(r: SecAggRound, honest: ParticipantList) -> ParticipantList:
+    """A sixth participant, h9, who is not on the roster at all."""
+    intruder = generate_signing_key()
+    h1 = next(a for a in honest.advertisements if a.holder == "h1")
+    h9 = _resign(dataclasses.replace(h1, holder="h9"), intruder)
+    return dataclasses.replace(honest, advertisements=(*honest.advertisements, h9))
+
+
+@pytest.mark.parametrize("lie", [_foreign_key, _stranger], ids=["resigned", "stranger"])
+def test_a_key_not_on_the_roster(tmp_path: Path, consortium: Consortium, lie: Lie) -> None:
+    outcome = attack(tmp_path, Fake(consortium, lies={(0, "participants"): lie}))
+    refused(outcome, "secure aggregation refused")
+    assert outcome.posts == [(0, "advertise")]  # no shares, no masked input
+
+
+def _too_few(r: SecAggRound, honest: UnmaskRequest) -> UnmaskRequest:
+    """Only h0 and h1 survive (t_min is 3): the 'sum' would be h0's input plus h1's."""
+    dropped = tuple(n for n in (*honest.survivors, *honest.dropped) if n not in ("h0", "h1"))
+    return dataclasses.replace(honest, survivors=("h0", "h1"), dropped=dropped)
+
+
+def test_fewer_than_t_min_survivors(tmp_path: Path, consortium: Consortium) -> None:
+    outcome = attack(tmp_path, Fake(consortium, lies={(0, "unmask-request"): _too_few}))
+    refused(outcome, "secure aggregation refused")
+    assert (0, "unmask") not in outcome.posts
+
+
+def _replay(r: SecAggRound, honest: ParticipantList) -> ParticipantList:
+    """Round 1's list carrying h1's advertisement of round 0 (whose keys the coordinator
+    may have learnt to undo, or whose masks it can already cancel)."""
+    fake_round0 = REPLAY_SOURCE["round0"]
+    old = fake_round0.adverts["h1"]
+    adverts = tuple(old if a.holder == "h1" else a for a in honest.advertisements)
+    return dataclasses.replace(honest, advertisements=adverts)
+
+
+REPLAY_SOURCE: dict[str, SecAggRound] = {}
+
+
+def test_a_replayed_advertisement(tmp_path: Path, consortium: Consortium) -> None:
+    fake = Fake(consortium, lies={(1, "participants"): _replay})
+    REPLAY_SOURCE["round0"] = fake.round(0)
+    outcome = attack(tmp_path, fake)
+    refused(outcome, "secure aggregation refused")
+    assert outcome.posts[-1] == (1, "advertise")
+    assert (1, "shares") not in outcome.posts
+
+
+def _changed_t_min(r: SecAggRound, honest: ParticipantList) -> ParticipantList:
+    """Round 1's other advertisements made by holders told t_min = 4 (signed by them)."""
+    return _others_with(r, honest, t_min=T_MIN + 1)
+
+
+def _changed_k(r: SecAggRound, honest: ParticipantList) -> ParticipantList:
+    return _others_with(r, honest, k=K - 1, t_min=T_MIN)
+
+
+def _others_with(r: SecAggRound, honest: ParticipantList, **change: int) -> ParticipantList:
+    parameters = r.consortium.parameters(r.t, **change)
+    adverts = tuple(
+        a
+        if a.holder == "h0"
+        else Holder(
+            a.holder, r.consortium.roster, r.consortium.keys[a.holder], parameters, min_honest=1
+        ).advertise()
+        for a in honest.advertisements
+    )
+    return dataclasses.replace(honest, advertisements=adverts)
+
+
+@pytest.mark.parametrize("lie", [_changed_t_min, _changed_k], ids=["t_min", "K"])
+def test_k_or_t_min_changed_in_the_advertisements(
+    tmp_path: Path, consortium: Consortium, lie: Lie
+) -> None:
+    outcome = attack(tmp_path, Fake(consortium, lies={(1, "participants"): lie}))
+    refused(outcome, "secure aggregation refused")
+    assert (1, "shares") not in outcome.posts
+
+
+@pytest.mark.parametrize("change", [{"t_min": T_MIN + 1}, {"holders": K + 1}], ids=["t_min", "K"])
+def test_k_or_t_min_changed_in_the_run(
+    tmp_path: Path, consortium: Consortium, change: dict[str, int]
+) -> None:
+    outcome = attack(tmp_path, Fake(consortium, params_change={1: change}))
+    line = refused(outcome, "changed its parameters")
+    assert next(iter(change)) in line
+    assert all(t == 0 for t, _ in outcome.posts)  # nothing at all for round 1
