@@ -6,7 +6,8 @@ Nothing here does I/O. Public surface:
 * mechanisms: ``get_mechanism``, ``mechanism_names``, ``register_mechanism``,
   ``smoothed_truncation``, ``truncation_bound``, ``LocalTruncation``,
   ``HospitalTruncation``, ``CentralTruncation``, ``LocalClipped``, ``CentralClipped``,
-  ``NoPrivacy``, ``make_mechanism``
+  ``SecAggSkellam`` (common/secagg: its quantization, noise and accounting), ``NoPrivacy``,
+  ``make_mechanism``
 * accounting: ``noise_std_for``, ``epsilon_spent``, ``epsilon_tilde``
 * protocol: study defaults, mechanisms from public parameters, the M-step
 * rounds: ``holder_round``; simulation: ``run_gradient_em``
@@ -24,6 +25,7 @@ from ldpem.common.mechanisms import (
     LocalTruncation,
     Mechanism,
     NoPrivacy,
+    SecAggSkellam,
     get_mechanism,
     mechanism_names,
     register_mechanism,
@@ -50,6 +52,7 @@ __all__ = [
     "Model",
     "NoPrivacy",
     "Records",
+    "SecAggSkellam",
     "Study",
     "StudyResult",
     "epsilon_spent",

@@ -42,7 +42,7 @@ from ldpem.common.audit_stats import (
     reference_noise_std,
 )
 from ldpem.common.mechanisms import Mechanism
-from ldpem.common.models import Model
+from ldpem.common.models import Model, Records
 from ldpem.common.rounds import holder_round
 
 __all__ = [
@@ -229,9 +229,13 @@ def audit_holder_round(
 
     One record per holder makes the report exactly that record's release, the tightest
     case; every output field (the sum and the count) enters the test: a count that
-    differed between the pair would be a perfect distinguisher. Records whose gradients
-    overflow to ±inf or NaN stay in the pool: the mechanism must give them a bounded
-    report like any other (a refusal, or an unbounded report, is what the audit looks for).
+    differed between the pair would be a perfect distinguisher. When the mechanism's noise
+    is shared (``honest_holders`` > 1, docs/SECAGG.md), the release is the sum of that
+    holder's report and the reports of ``honest_holders`` − 1 holders without records,
+    each from ``holder_round``: what a round releases with exactly t_min honest holders.
+    Records whose gradients overflow to ±inf or NaN stay in the pool: the mechanism must
+    give them a bounded report like any other (a refusal, or an unbounded report, is what
+    the audit looks for).
 
     ``reference_noise_std``: an independently computed σ_r (e.g. ``reference_noise_std``
     from ε, δ and the mechanism's sensitivity) that the measured noise is compared with;
@@ -285,22 +289,24 @@ def audit_holder_round(
     contributions = mechanism.contributions(gradients)
     direction = np.append(contributions[first] - contributions[second], 0.0)
 
+    nobody = pool.take(slice(0, 0))
+
+    def report(records: Records) -> FloatArray:
+        sent = holder_round(
+            model=model, beta=beta, records=records, sigma=sigma, mechanism=mechanism, rng=rng
+        )
+        return np.append(sent.total, sent.count)
+
     def sampler(index: int) -> Callable[[int], FloatArray]:
         holder = pool.take(slice(index, index + 1))
 
         def draw(n: int) -> FloatArray:
             out = np.empty((n, d + 1))
             for k in range(n):
-                report = holder_round(
-                    model=model,
-                    beta=beta,
-                    records=holder,
-                    sigma=sigma,
-                    mechanism=mechanism,
-                    rng=rng,
-                )
-                out[k, :d] = report.total
-                out[k, d] = report.count
+                # The others' reports are summed as the M-step sums them (math.fsum).
+                rows = [report(holder)]
+                rows += [report(nobody) for _ in range(mechanism.honest_holders - 1)]
+                out[k] = [math.fsum(column) for column in zip(*rows, strict=True)]
             return out
 
         return draw

@@ -6,7 +6,10 @@ run's public parameters as the coordinator publishes them (``server.policy
 .usable_parameters``), then ``client.agent.agent_mechanism`` at the run's budget, the call
 an agent makes before its first report. A noise error on only one of the two paths fails
 the audit. Under ``central`` the agent adds no noise: its row audits the agent's
-contributions with the noise the coordinator adds (``protocol.central_noise``).
+contributions with the noise the coordinator adds (``protocol.central_noise``). Under
+noise shares (``secagg``) the audited release is the sum of ``--t-min`` holders' reports,
+the one holding the record and t_min − 1 without records: what a round releases with
+exactly t_min honest holders (docs/SECAGG.md).
 """
 
 from __future__ import annotations
@@ -26,7 +29,18 @@ from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol import central_noise, make_mechanism, study_tau
 from ldpem.common.wire import RunCreate, describe_errors
 
-__all__ = ["add_arguments", "agent_built", "agent_built_mechanism", "audited", "run_audit"]
+__all__ = [
+    "DEFAULT_T_MIN",
+    "add_arguments",
+    "agent_built",
+    "agent_built_mechanism",
+    "audited",
+    "run_audit",
+]
+
+#: Honest holders of an audited release under noise shares: more than one, so that the
+#: audit sees the shares being summed.
+DEFAULT_T_MIN = 3
 
 
 def audited() -> tuple[str, ...]:
@@ -94,6 +108,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=10_000,
         help="records per round, which set the truncation scale",
+    )
+    parser.add_argument(
+        "--t-min",
+        type=int,
+        default=DEFAULT_T_MIN,
+        help="secagg: the honest holders whose noise shares are summed in the release",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the draws")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -174,6 +194,7 @@ def run_audit(
     d: int,
     records_per_round: int,
     seed: int,
+    t_min: int = DEFAULT_T_MIN,
 ) -> list[dict[str, Any]]:
     """One result per (mechanism, accounting, construction, path); see ``ldpem audit --help``.
 
@@ -194,6 +215,8 @@ def run_audit(
         raise UserError(f"--draws must be at least 100, got {draws}")
     if holder_draws < 100:
         raise UserError(f"--holder-draws must be at least 100, got {holder_draws}")
+    if t_min < 1:
+        raise UserError(f"--t-min must be at least 1, got {t_min}")
     model = get_model(model_name)
     rng = np.random.default_rng(seed)
     tau = study_tau(model_name, tau=None, beta_bound=3.0, sigma=1.0, d=d)
@@ -208,6 +231,7 @@ def run_audit(
                 delta=delta,
                 tau=tau,
                 accounting=accounting,
+                t_min=t_min,
             )
             builds: list[tuple[str, Mechanism, float | None]] = [("simulator", simulated, None)]
             if name in agent_built():
@@ -301,6 +325,7 @@ def handle(args: argparse.Namespace) -> int:
         d=args.d,
         records_per_round=args.records_per_round,
         seed=args.seed,
+        t_min=args.t_min,
     )
     passed = all(r["passed"] for r in results)
     simulator_only = [name for name in mechanisms if name not in agent_built()]

@@ -165,21 +165,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="secagg runs: this hospital's Ed25519 signing key (mode 600, `ldpem keys generate`)",
+        help="secagg runs: this hospital's Ed25519 signing key (mode 600, `ldpem keys generate`; "
+        "default: none, for runs of other mechanisms)",
     )
     parser.add_argument(
         "--roster",
         type=Path,
         default=None,
         metavar="FILE",
-        help="secagg runs: the consortium's roster; its digest must equal the run's",
+        help="secagg runs: the consortium's roster, whose digest must equal the run's "
+        "(default: none)",
     )
     parser.add_argument(
         "--min-honest",
         type=int,
         default=None,
         metavar="N",
-        help="secagg runs: refuse a run whose t_min is below N",
+        help="secagg runs: refuse a run whose t_min is below N (default: none)",
     )
     parser.add_argument(
         "--dataset",

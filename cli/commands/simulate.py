@@ -52,7 +52,6 @@ DESCRIPTION = (
 )
 EXAMPLES = (
     "ldpem simulate --model gmm --mechanism local --n 200000 --d 10 --epsilon 1",
-    "ldpem simulate --model mrm --data records.csv --epsilon 1 --hospitals 4",
     "ldpem simulate --mechanism secagg --n 200000 --hospitals 1000 --dropout 0.1",
 )
 

@@ -124,21 +124,22 @@ class Mechanism(ABC):
         ``smoothing`` β_s when it ``needs`` a scale, ``clip`` when it needs a clip norm,
         ``t_min`` (the honest holders whose shares make the noise) when its noise is
         ``shares``. ValueError, naming the value, when one it needs is missing."""
-        if cls.noise_site == "shares":
-            if t_min is None:
-                raise ValueError(f"mechanism {cls.name} needs t_min, the honest holders")
-            if cls.needs != "scale" or scale is None or smoothing is None:
-                raise ValueError(f"mechanism {cls.name} needs a scale and a smoothing")
-            return cls(scale=scale, smoothing=smoothing, noise_std=noise_std, t_min=t_min)  # type: ignore[call-arg]
+        values: dict[str, float | int] = {}
         if cls.needs == "scale":
             if scale is None or smoothing is None:
                 raise ValueError(f"mechanism {cls.name} needs a scale and a smoothing")
-            return cls(scale=scale, smoothing=smoothing, noise_std=noise_std)  # type: ignore[call-arg]
+            values.update(scale=scale, smoothing=smoothing)
         if cls.needs == "clip":
             if clip is None:
                 raise ValueError(f"mechanism {cls.name} needs a clip norm")
-            return cls(clip=clip, noise_std=noise_std)  # type: ignore[call-arg]
-        return cls()
+            values.update(clip=clip)
+        if cls.noise_site == "shares":
+            if t_min is None:
+                raise ValueError(f"mechanism {cls.name} needs t_min, the honest holders")
+            values.update(t_min=t_min)
+        if not values:
+            return cls()
+        return cls(noise_std=noise_std, **values)  # type: ignore[call-arg]
 
     def with_noise(self, noise_std: float) -> Mechanism:
         """The same mechanism with another noise std."""

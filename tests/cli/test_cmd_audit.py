@@ -113,7 +113,7 @@ def plant_on_the_agents_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_agents_construction_passes_when_honest() -> None:
     rows = run_audit(**SMALL)
-    assert {r["mechanism"] for r in rows if r["built_by"] == "agent"} == set(agent_built())
+    assert {r["mechanism"] for r in rows if r["built_by"] == "agent"} == set(SMALL["mechanisms"])
     failed = [(r["mechanism"], r["built_by"], r["path"]) for r in rows if not r["passed"]]
     assert failed == []
 
@@ -129,7 +129,7 @@ def test_a_noise_error_only_on_the_agents_path_fails_the_audit(
     # Every row of the agent's construction, every mechanism and path, fails; at least by
     # the noise check (about half the reference σ_r).
     agents = [r for r in rows if r["built_by"] == "agent"]
-    assert {r["mechanism"] for r in agents} == set(agent_built())
+    assert {r["mechanism"] for r in agents} == set(SMALL["mechanisms"])
     for row in agents:
         assert row["passed"] is False, row
         assert row["noise_std_ratio"][1] < 0.6, row

@@ -28,7 +28,7 @@ from ldpem.common.protocol import (
 )
 from ldpem.common.rounds import holder_round
 from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes
-from ldpem.common.secagg.quantize import grid_step, integer_sensitivity
+from ldpem.common.secagg.quantize import grid_step, integer_sensitivity, modulus_bits
 from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import PublicParameters, RunCreate
 
@@ -162,6 +162,36 @@ def test_the_aggregate_of_reports_is_gamma_times_the_integer_sum() -> None:
     summed, _ = aggregate(totals, [1] * 40)
     expected = [sum(column) * mechanism.grid for column in zip(*integers, strict=True)]
     assert list(summed) == expected
+
+
+def test_a_masked_sum_mod_2_to_the_k_unmasks_to_the_simulators_aggregate() -> None:
+    """The federated path in miniature: each holder's integer Q + Z plus masks that cancel,
+    all mod 2^k (k from ``modulus_bits``), unmasked into the signed range, times γ: the
+    same floats as the simulator's math.fsum of the holders' reports."""
+    mechanism = calibrated(t_min=3, d=5)
+    rng = np.random.default_rng(8)
+    sizes = [30 + 7 * k for k in range(12)]
+    totals = [mechanism.holder_sum(gradients(n, 5, k), rng) for k, n in enumerate(sizes)]
+    bits = modulus_bits(
+        records=sum(sizes),
+        holders=len(sizes),
+        bound=mechanism.record_bound(5),
+        grid=mechanism.grid,
+        share_mean=mechanism.share_mean,
+        d=5,
+    )
+    modulus = 1 << bits
+    masks = [[int(v) for v in rng.integers(0, 2**62, 5)] for _ in sizes]
+    masks[-1] = [(-sum(column)) % modulus for column in zip(*masks[:-1], strict=True)]
+    masked = [
+        [(int(v / mechanism.grid) + m) % modulus for v, m in zip(total, mask, strict=True)]
+        for total, mask in zip(totals, masks, strict=True)
+    ]
+    unmasked = [sum(column) % modulus for column in zip(*masked, strict=True)]
+    signed = [v - modulus if v >= modulus // 2 else v for v in unmasked]
+    federated = [v * mechanism.grid for v in signed]
+    simulated, _ = aggregate(totals, sizes)
+    assert list(simulated) == federated
 
 
 def test_t_min_is_needed_and_kept() -> None:
