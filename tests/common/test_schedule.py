@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
+from ldpem.common.errors import UserError
 from ldpem.common.models import Records
 from ldpem.common.protocol import (
+    check_noise_shares,
     final_estimate,
     final_iterates,
     least_records,
@@ -19,6 +23,8 @@ from ldpem.common.protocol import (
     schedule_weights,
 )
 from ldpem.common.simulation import round_groups
+from ldpem.common.study import Study, run_study
+from ldpem.common.wire import HospitalEnrolment, RunCreate
 
 
 @pytest.mark.parametrize(("n", "rounds"), [(10, 10), (103, 5), (4501, 7), (200_000, 12)])
@@ -107,3 +113,33 @@ def test_the_average_weighs_by_inverse_noise_variance_and_aligns_signs() -> None
     # Without privacy noise there is no variance to weigh by: equal weights.
     flat = final_estimate(betas, [0.0, 0.0, 0.0], final="average:3", sign_invariant=False)
     assert flat.weights == (1 / 3, 1 / 3, 1 / 3)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "final"), [("geometric:1.3", "last"), ("equal", "average:2"), ((0.5, 0.5), "last")]
+)
+def test_noise_shares_refuse_a_schedule_or_an_average(
+    schedule: str | tuple[float, ...], final: str
+) -> None:
+    # Secure aggregation calibrates, quantizes and bounds its shares with the run's one
+    # scale, and its reports declare no noise: only equal rounds and the last iterate.
+    message = "mechanism secagg runs only with --schedule equal and --final last"
+    with pytest.raises(ValueError, match=message):
+        check_noise_shares("secagg", schedule, final)
+    check_noise_shares("secagg", "equal", "last")
+    check_noise_shares("local", schedule, final)
+    hospitals = [HospitalEnrolment(name=f"h{k}", records=100) for k in range(3)]
+    with pytest.raises(ValidationError, match=message):
+        RunCreate(
+            model="gmm",
+            d=2,
+            sigma=1.0,
+            rounds=2,
+            mechanism="secagg",
+            hospitals=hospitals,
+            schedule=list(schedule) if isinstance(schedule, tuple) else schedule,
+            final=final,
+        )
+    study = Study(mechanism="secagg", n=400, d=2, rounds=2, hospitals=3)
+    with pytest.raises(UserError, match=message):
+        run_study(replace(study, schedule=schedule, final=final))
