@@ -15,10 +15,11 @@ round's records, their count and the noise std used. The coordinator is an adver
 * binds, at the first contact, the run's public parameters, its own derived values, the
   partition seed, the dataset and the records to the run in its ledger, and refuses any
   later change before anything is sent (``ldpem.client.binding``);
-* partitions its records into T disjoint groups (partition seed and the run id's SHA-256;
-  each record reports in one round) and in round t runs ``ldpem.common.rounds
-  .holder_round`` (the simulator's code) on group t at β^t, with noise from a fresh
-  256-bit OS seed (``--seed`` makes it reproducible for research and voids the guarantee);
+* partitions its records into T disjoint groups of the run's schedule's sizes (partition
+  seed and the run id's SHA-256; each record reports in one round) and in round t runs
+  ``ldpem.common.rounds.holder_round`` (the simulator's code) on group t at β^t with round
+  t's mechanism (its scale s_t under a schedule), with noise from a fresh 256-bit OS seed
+  (``--seed`` makes it reproducible for research and voids the guarantee);
 * checks the round's spend against its budget and charges it in one ledger transaction,
   then commits the exact report bytes before sending; a retry (timeout, 5xx, crash and
   restart) resends those bytes, and a second, different report for a round is never made;
@@ -48,6 +49,7 @@ from ldpem.client.binding import (
     canonical,
     check_round,
     records_digest,
+    run_binding,
 )
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
 from ldpem.client.link import CoordinatorLink
@@ -61,7 +63,7 @@ from ldpem.client.secagg import (
 )
 from ldpem.client.trust import (
     AgentError,
-    agent_mechanism,
+    agent_mechanisms,
     check_beta,
     check_float_range,
     check_holding,
@@ -71,7 +73,7 @@ from ldpem.client.trust import (
 from ldpem.common.logs import log_context
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
-from ldpem.common.protocol import noise_rng, partition_rng
+from ldpem.common.protocol import noise_rng, partition_rng, report_noise_std
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
 from ldpem.common.wire import (
@@ -124,13 +126,14 @@ class AgentConfig:
 @dataclass(frozen=True)
 class _Session:
     """What the agent fixed when it joined a run: the run's identity and parameters, the
-    budget it calibrates for, its mechanism and μ, and its records' partition into rounds."""
+    budget it calibrates for, each round's mechanism and μ, and its records' partition
+    into rounds."""
 
     me: Identity
     epsilon: float
     delta: float
-    mechanism: Mechanism
-    mu: float
+    #: Round t's mechanism and μ, t = 0 … T−1.
+    mechanisms: list[tuple[Mechanism, float]]
     groups: list[Records]
     #: The run's public parameters as canonical JSON: every round's must equal them.
     params_json: str
@@ -225,53 +228,54 @@ class Agent:
         cfg = self.config
         params = me.params
         epsilon, delta = self.budget(params)
-        mechanism, mu = agent_mechanism(
+        mechanisms = agent_mechanisms(
             params, epsilon=epsilon, delta=delta, accounting=cfg.accounting, records=me.records
         )
-        check_float_range(me, mechanism)
-        mu = charged_ratio(params, mu, epsilon=epsilon, delta=delta, accounting=cfg.accounting)
-        binding = canonical(
-            {
-                "hospital": me.hospital,
-                "records": me.records,
-                "params": params.model_dump(mode="json"),
-                "agent": {
-                    "epsilon": epsilon,
-                    "delta": delta,
-                    "accounting": cfg.accounting,
-                    "noise_std": mechanism.noise_std,
-                    "mu": mu,
-                    "allow_weaker": cfg.allow_weaker,
-                    "dataset": cfg.dataset,
-                },
-            }
+        # Noise shares: the ledger charges the μ of the budget the round's SUM is calibrated
+        # for (``charged_ratio``); every other mechanism's μ as it is.
+        mechanisms = [
+            (m, charged_ratio(params, mu, epsilon=epsilon, delta=delta, accounting=cfg.accounting))
+            for m, mu in mechanisms
+        ]
+        for mechanism in {id(m): m for m, _ in mechanisms}.values():
+            check_float_range(me, mechanism)
+        binding = run_binding(
+            me,
+            mechanisms=mechanisms,
+            epsilon=epsilon,
+            delta=delta,
+            accounting=cfg.accounting,
+            allow_weaker=cfg.allow_weaker,
+            dataset=cfg.dataset,
         )
         bound = self._bind(me.run_id, binding, records_digest(records))
+        rng = partition_rng(bound.seed, me.run_id)
         groups = round_groups(
-            records, params.rounds, reuse=False, rng=partition_rng(bound.seed, me.run_id)
+            records, params.rounds, reuse=False, rng=rng, schedule=params.schedule
         )
         log.info(
             "hospital %s in run %s: %d records, %s mechanism, budget epsilon %g delta %g, "
-            "noise std %.4g per record",
+            "noise std %.4g per record (round 0)",
             me.hospital,
             me.run_id,
             me.records,
             params.mechanism,
             epsilon,
             delta,
-            mechanism.noise_std,
+            mechanisms[0][0].noise_std,
         )
         shares = None
         if params.holders is not None:  # noise shares: masked (ldpem.client.secagg)
-            shares = load_secagg(cfg.secagg, params, me.hospital, mechanism)
-            log.info("fallback epsilon %.4g if all others collude", fallback(mechanism, params))
+            # Equal rounds only (``protocol.check_noise_shares``): one mechanism for all.
+            first = mechanisms[0][0]
+            shares = load_secagg(cfg.secagg, params, me.hospital, first)
+            log.info("fallback epsilon %.4g if all others collude", fallback(first, params))
         return _Session(
             shares=shares,
             me=me,
             epsilon=epsilon,
             delta=delta,
-            mechanism=mechanism,
-            mu=mu,
+            mechanisms=mechanisms,
             groups=groups,
             params_json=canonical(params.model_dump(mode="json")),
         )
@@ -319,15 +323,10 @@ class Agent:
         check_beta(info.beta, session.params.d)
         beta_key = beta_digest(info.beta)
         entry = self.ledger.entry(session.run_id, t)
+        mechanism, mu = session.mechanisms[t]
         if entry is None:
             entry = self._reserve(
-                session.me,
-                t,
-                session.mu,
-                session.epsilon,
-                session.delta,
-                session.mechanism,
-                beta_key,
+                session.me, t, mu, session.epsilon, session.delta, mechanism, beta_key
             )
         if entry.beta_digest != beta_key:
             raise AgentError(
@@ -342,7 +341,7 @@ class Agent:
                 beta=np.asarray(info.beta, dtype=np.float64),
                 records=session.groups[t],
                 sigma=session.params.sigma,
-                mechanism=session.mechanism,
+                mechanism=mechanism,
                 rng=noise_rng(cfg.seed, session.run_id, t),
             )
             total = [float(v) for v in report.total]
@@ -361,9 +360,7 @@ class Agent:
                 total=total,
                 # Only a report private on its own declares its noise (a noise share is
                 # not: the coordinator checks none, docs/SECAGG.md).
-                noise_std=session.mechanism.noise_std
-                if session.mechanism.locally_private()
-                else 0.0,
+                noise_std=report_noise_std(mechanism),
             ).model_dump_json()
             entry = self.ledger.persist(entry, body.encode())
             _fault_after_persist(t)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ldpem.client.ledger import Binding, Ledger
 from ldpem.client.trust import AgentError
+from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records
 from ldpem.common.wire import Identity, RoundInfo
 
@@ -25,6 +26,7 @@ __all__ = [
     "check_round",
     "first_difference",
     "records_digest",
+    "run_binding",
 ]
 
 
@@ -47,6 +49,43 @@ def records_digest(records: Records) -> str:
 
 def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _per_round(values: list[float]) -> float | list[float]:
+    # One value when every round has it (equal rounds: the binding of a run without a
+    # schedule is byte for byte what it was), else the list, t = 0 … T−1.
+    return values[0] if len(set(values)) == 1 else values
+
+
+def run_binding(
+    me: Identity,
+    *,
+    mechanisms: list[tuple[Mechanism, float]],
+    epsilon: float,
+    delta: float,
+    accounting: str,
+    allow_weaker: bool,
+    dataset: str,
+) -> str:
+    """What an agent binds a run to in its ledger, as canonical JSON: the hospital, its
+    records, the run's public parameters (schedule included) and the agent's own values
+    derived from them: its budget, each round's σ_r and μ (``mechanisms``: T of them)."""
+    return canonical(
+        {
+            "hospital": me.hospital,
+            "records": me.records,
+            "params": me.params.model_dump(mode="json"),
+            "agent": {
+                "epsilon": epsilon,
+                "delta": delta,
+                "accounting": accounting,
+                "noise_std": _per_round([m.noise_std for m, _ in mechanisms]),
+                "mu": _per_round([mu for _, mu in mechanisms]),
+                "allow_weaker": allow_weaker,
+                "dataset": dataset,
+            },
+        }
+    )
 
 
 def first_difference(bound: Any, now: Any, path: str = "") -> str:

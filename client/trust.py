@@ -18,7 +18,13 @@ from ldpem.common.calibration import smoothing_precision
 from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.models import Records, get_model
-from ldpem.common.protocol import holder_mechanism, holder_scale, privacy_ratio
+from ldpem.common.protocol import (
+    holder_mechanism,
+    holder_scale,
+    is_equal,
+    privacy_ratio,
+    round_sizes,
+)
 from ldpem.common.wire import HOSPITAL_NAME_PATTERN, Identity, PublicParameters
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "ZETA_RANGE",
     "AgentError",
     "agent_mechanism",
+    "agent_mechanisms",
     "check_beta",
     "check_float_range",
     "check_holding",
@@ -108,8 +115,14 @@ def check_public(me: Identity) -> None:
     _in("zeta", p.zeta, *ZETA_RANGE)
     _in("epsilon", p.epsilon, *BUDGET_EPSILON)
     _in("delta", p.delta, *BUDGET_DELTA)
+    try:  # the schedule must give this hospital a record in every round
+        round_sizes(me.records, p.rounds, p.schedule)
+    except ValueError as error:
+        shown = str(p.schedule)[:80]
+        raise _refuse("schedule", shown, f"one that fits {me.records} records ({error})") from None
     kind = get_mechanism(p.mechanism)
-    if kind.needs == "scale" and not kind.per_holder_scale and p.scale is None:
+    published = p.scale is not None or p.scales is not None
+    if kind.needs == "scale" and not kind.per_holder_scale and not published:
         raise _refuse("scale", p.scale, f"given for mechanism {p.mechanism}")
     if kind.needs == "scale" and p.smoothing is None:
         raise _refuse("smoothing", p.smoothing, f"given for mechanism {p.mechanism}")
@@ -118,6 +131,8 @@ def check_public(me: Identity) -> None:
     # Whatever the mechanism: every value that is published is checked.
     if p.scale is not None:
         _in("scale", p.scale, *SCALE_RANGE)
+    for t, scale in enumerate(p.scales or ()):
+        _in(f"scales[{t}]", scale, *SCALE_RANGE)
     if p.smoothing is not None:
         own = smoothing_precision(p.d, p.zeta)
         if not (math.isfinite(p.smoothing) and abs(p.smoothing - own) <= 1e-12 * own):
@@ -153,26 +168,27 @@ def agent_mechanism(
     delta: float,
     accounting: str,
     records: int | None = None,
+    t: int | None = None,
 ) -> tuple[Mechanism, float]:
-    """The mechanism this agent runs and its privacy ratio μ = Δ/σ_r per record (∞ when the
-    report is not locally private): ``protocol.holder_mechanism`` at this agent's OWN budget
-    (noise by the aggregator: none here, the coordinator adds it; noise per record: σ_r on
-    each record's report; noise per holder: one draw on this agent's sum). β_s is the
-    agent's own √(log(d/ζ)), not the published value (``check_public`` refuses a published
-    value that differs). ``records``: this agent's enrolled count, which sets its own scale
-    when each holder takes its own (hospital, docs/HOSPITAL.md)."""
+    """The mechanism this agent runs in round ``t`` and its privacy ratio μ = Δ/σ_r per
+    record (∞ when the report is not locally private): ``protocol.holder_mechanism`` at this
+    agent's OWN budget (noise by the aggregator: none here, the coordinator adds it; noise
+    per record: σ_r on each record's report; noise per holder: one draw on this agent's
+    sum). β_s is the agent's own √(log(d/ζ)), not the published value (``check_public``
+    refuses a published value that differs). ``records``: this agent's enrolled count,
+    which sets its own scale when each holder takes its own (hospital, docs/HOSPITAL.md).
+    ``t`` may be omitted when every round is the same (equal rounds)."""
     kind = get_mechanism(params.mechanism)
     if kind.needs == "scale":
-        scale = params.scale
-        if scale is None and kind.per_holder_scale:
+        if params.scale is None and params.scales is None and kind.per_holder_scale:
             if records is None:
                 raise AgentError(
                     f"mechanism {params.mechanism} needs this agent's enrolled record count"
                 )
-            scale = holder_scale(params, records)
-            assert scale is not None
-            _in("scale (this hospital's own s_k)", scale, *SCALE_RANGE)
-        if scale is None:
+            own = holder_scale(params, records, t=t)
+            assert own is not None
+            _in("scale (this hospital's own s_k)", own, *SCALE_RANGE)
+        elif params.scale is None and params.scales is None:
             raise AgentError(f"the run publishes mechanism {params.mechanism} without a scale s")
     if kind.needs == "clip" and params.clip is None:
         raise AgentError(f"the run publishes mechanism {params.mechanism} without a clip norm")
@@ -182,8 +198,25 @@ def agent_mechanism(
         epsilon=epsilon,
         delta=delta,
         accounting=accounting,
+        t=t,
     )
     return mechanism, privacy_ratio(mechanism, params.d)
+
+
+def agent_mechanisms(
+    params: PublicParameters, *, epsilon: float, delta: float, accounting: str, records: int
+) -> list[tuple[Mechanism, float]]:
+    """``agent_mechanism`` of every round, t = 0 … T−1: one mechanism for all the rounds of
+    an equal schedule, one per round under another (each round's scale s_t)."""
+    same = is_equal(params.schedule) and params.scales is None
+    rounds: list[int | None] = [None] if same else list(range(params.rounds))
+    made = [
+        agent_mechanism(
+            params, epsilon=epsilon, delta=delta, accounting=accounting, records=records, t=t
+        )
+        for t in rounds
+    ]
+    return made * params.rounds if same else made
 
 
 def check_float_range(me: Identity, mechanism: Mechanism) -> None:

@@ -7,14 +7,17 @@ noise calibrated on the round's count. ``simulate_run`` is a federated run of gi
 parameters, agents' seeds and records, simulated in-process: it reproduces the run's
 trajectory bit for bit (docs/ARCHITECTURE.md, "One round protocol").
 
-Records are either partitioned across rounds (Algorithm 2: each record reports once) or
-reused every round (``reuse=True``: each record reports T times, its budget split).
+Records are either partitioned across rounds (Algorithm 2: each record reports once), by
+the run's round schedule (``protocol.round_sizes``), or reused every round (``reuse=True``:
+each record reports T times, its budget split). The mechanisms may differ by round (a
+schedule's per-round scale, ``RoundMechanisms``); the reported estimate is
+``protocol.final_estimate`` of the trajectory, as the coordinator's.
 
 Dropouts (``dropout`` = P): each holder misses each round with probability P, and the
 round is the sum of the others' reports. A round with fewer reports than the mechanism's
 ``honest_holders`` (t_min for noise shares: their shares would not make the noise) is
 not released: β stays where it was, as a coordinator that cannot unmask the sum would
-leave it.
+leave it (its noise variance is then the previous round's: the iterate is unchanged).
 """
 
 from __future__ import annotations
@@ -30,18 +33,28 @@ from ldpem.common._validation import check_count, check_positive
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Model, Records, get_model
 from ldpem.common.protocol import (
+    EQUAL,
+    LAST,
     CentralNoise,
+    FinalEstimate,
+    Schedule,
     SharedStream,
     Streams,
     central_noise,
+    final_estimate,
     holder_mechanism,
+    is_equal,
     m_step,
+    report_noise_std,
+    round_noise_variance,
+    round_sizes,
 )
 from ldpem.common.rounds import holder_round
 from ldpem.common.wire import PublicParameters
 
 __all__ = [
     "EMResult",
+    "RoundMechanisms",
     "random_holder_sizes",
     "round_groups",
     "run_gradient_em",
@@ -55,10 +68,13 @@ FloatArray = NDArray[np.float64]
 @dataclass
 class EMResult:
     """Trajectory of a gradient EM run: betas (T+1, d) from β⁰ to β^T; errors after each
-    round (T,) when β* is known."""
+    round (T,) when β* is known; the variance of each round's privacy noise (T,,
+    ``protocol.round_noise_variance``); the reported estimate (``final``)."""
 
     betas: list[FloatArray] = field(default_factory=list)
     errors: list[float] = field(default_factory=list)
+    variances: list[float] = field(default_factory=list)
+    final: FinalEstimate | None = None
     #: Holders whose report entered each round's sum (T,).
     reporters: list[int] = field(default_factory=list)
     #: Rounds (0-based) that were not released: fewer reports than ``honest_holders``.
@@ -66,14 +82,29 @@ class EMResult:
 
     @property
     def beta(self) -> FloatArray:
-        """The final estimate β^T, shape (d,)."""
-        return self.betas[-1]
+        """The reported estimate, shape (d,): ``final``'s, else the last iterate β^T."""
+        return self.betas[-1] if self.final is None else self.final.beta
+
+
+@dataclass(frozen=True)
+class RoundMechanisms:
+    """The mechanisms of one round: each holder's (K,) and the aggregator's noise (None
+    unless the mechanism's noise is the aggregator's)."""
+
+    holders: tuple[Mechanism, ...]
+    central: CentralNoise | None = None
 
 
 def round_groups(
-    records: Records, rounds: int, *, reuse: bool, rng: np.random.Generator
+    records: Records,
+    rounds: int,
+    *,
+    reuse: bool,
+    rng: np.random.Generator,
+    schedule: Schedule = EQUAL,
 ) -> list[Records]:
-    """The records a holder uses in each round: T disjoint random groups, or all T times.
+    """The records a holder uses in each round: T disjoint random groups of the schedule's
+    sizes, or all T times.
 
     Parameters
     ----------
@@ -84,21 +115,24 @@ def round_groups(
     reuse : bool
         Every record in every round.
     rng : numpy.random.Generator
-        The holder's partition stream.
+        The holder's partition stream (one permutation, whatever the schedule).
+    schedule : str or sequence of float
+        The run's schedule (``protocol.round_sizes``); default equal rounds.
 
     Returns
     -------
     list of T Records
-        Group t holds ⌊n/T⌋ or ⌈n/T⌉ records in their original order (all n with
-        ``reuse``).
+        Group t holds ``round_sizes(n, T, schedule)[t]`` records (equal: ⌊n/T⌋ or ⌈n/T⌉,
+        the ``numpy.array_split`` sizes) in their original order (all n with ``reuse``).
     """
     rounds = check_count("rounds", rounds)
     if reuse:
         return [records] * rounds
     if records.n < rounds:
         raise ValueError(f"a holder with {records.n} records cannot be split over {rounds} rounds")
+    bounds = np.cumsum(round_sizes(records.n, rounds, schedule))[:-1]
     order = rng.permutation(records.n)
-    return [records.take(np.sort(part)) for part in np.array_split(order, rounds)]
+    return [records.take(np.sort(part)) for part in np.split(order, bounds)]
 
 
 def split_holders(
@@ -165,6 +199,9 @@ def run_gradient_em(
     holder_mechanisms: Sequence[Mechanism] | None = None,
     central: CentralNoise | None = None,
     streams: Streams | None = None,
+    schedule: Schedule = EQUAL,
+    round_mechanisms: Sequence[RoundMechanisms] | None = None,
+    final: str = LAST,
     dropout: float = 0.0,
     dropout_rng: np.random.Generator | None = None,
 ) -> EMResult:
@@ -179,7 +216,8 @@ def run_gradient_em(
     sigma : float
         The model's noise std σ (> 0), not the privacy noise.
     mechanism : Mechanism
-        Every holder's mechanism, unless ``holder_mechanisms`` is given.
+        Every holder's mechanism, unless ``holder_mechanisms`` or ``round_mechanisms`` is
+        given.
     rounds : int
         T (≥ 1).
     beta0 : array of shape (d,)
@@ -203,6 +241,13 @@ def run_gradient_em(
     streams : Streams, optional
         Where the random draws come from (``protocol.FederatedStreams`` to model a
         federated run).
+    schedule : str or sequence of float
+        Records per round (``protocol.round_sizes``); default equal rounds.
+    round_mechanisms : sequence of T RoundMechanisms, optional
+        Each round's mechanisms, when they differ by round (they replace ``mechanism``,
+        ``holder_mechanisms`` and ``central``).
+    final : str
+        The reported estimate (``protocol.final_estimate``): ``"last"`` or ``"average:k"``.
     dropout : float
         P in [0, 1): each holder misses each round with probability P (module doc).
     dropout_rng : numpy.random.Generator, optional
@@ -212,47 +257,51 @@ def run_gradient_em(
     -------
     EMResult
         ``betas``: T + 1 arrays of shape (d,), β⁰ … β^T; ``errors``: T floats when
-        ``beta_star`` is given.
+        ``beta_star`` is given; ``variances``: T floats; ``final``: the estimate.
     """
     rounds = check_count("rounds", rounds)
     eta = check_positive("eta", eta)
     if not holders:
         raise ValueError("at least one data holder is needed")
-    if holder_mechanisms is not None and len(holder_mechanisms) != len(holders):
-        raise ValueError(
-            f"holder_mechanisms must have one entry per holder ({len(holders)}), "
-            f"got {len(holder_mechanisms)}"
-        )
+    if round_mechanisms is None:
+        chosen = list(holder_mechanisms) if holder_mechanisms else [mechanism] * len(holders)
+        round_mechanisms = [RoundMechanisms(tuple(chosen), central)] * rounds
+    if len(round_mechanisms) != rounds:
+        raise ValueError(f"round_mechanisms must have one entry per round ({rounds})")
+    for plan in round_mechanisms:
+        if len(plan.holders) != len(holders):
+            raise ValueError(
+                f"holder_mechanisms must have one entry per holder ({len(holders)}), "
+                f"got {len(plan.holders)}"
+            )
+        if not plan.holders[0].is_local and plan.central is None:
+            raise ValueError(
+                f"mechanism {plan.holders[0].name} is central: give its noise as central= "
+                "(protocol.central_noise_for)"
+            )
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
     if dropout > 0.0 and dropout_rng is None:
         raise ValueError("dropout needs a dropout_rng")
-    if not mechanism.is_local and central is None:
-        raise ValueError(
-            f"mechanism {mechanism.name} is central: give its noise as central= "
-            "(protocol.central_noise_for)"
-        )
     if streams is None:
         if rng is None:
             raise ValueError("give rng or streams")
         streams = SharedStream(rng)
-    mechanisms = list(holder_mechanisms) if holder_mechanisms else [mechanism] * len(holders)
     groups = [
-        round_groups(records, rounds, reuse=reuse, rng=streams.partition(k))
+        round_groups(records, rounds, reuse=reuse, rng=streams.partition(k), schedule=schedule)
         for k, records in enumerate(holders)
     ]
     beta = np.array(beta0, dtype=np.float64)
     result = EMResult(betas=[beta.copy()])
-    needed = max(m.honest_holders for m in mechanisms)
-    for t in range(rounds):
+    needed = max(m.honest_holders for plan in round_mechanisms for m in plan.holders)
+    for t, plan in enumerate(round_mechanisms):
         totals = []
         counts = []
+        declared = []
         present = np.ones(len(holders), dtype=bool)
         if dropout > 0.0 and dropout_rng is not None:
             present = dropout_rng.random(len(holders)) >= dropout
-        for k, (holder_groups, holder_mechanism_k) in enumerate(
-            zip(groups, mechanisms, strict=True)
-        ):
+        for k, holder_groups in enumerate(groups):
             if not present[k]:
                 continue
             report = holder_round(
@@ -260,22 +309,31 @@ def run_gradient_em(
                 beta=beta,
                 records=holder_groups[t],
                 sigma=sigma,
-                mechanism=holder_mechanism_k,
+                mechanism=plan.holders[k],
                 rng=streams.noise(k, t),
             )
             totals.append(report.total)
             counts.append(report.count)
+            declared.append(report_noise_std(plan.holders[k]))
         result.reporters.append(len(totals))
         if len(totals) >= needed:
-            step = m_step(beta, totals, counts, eta=eta, central=central, rng=streams.central(t))
+            central_rng = streams.central(t)
+            step = m_step(beta, totals, counts, eta=eta, central=plan.central, rng=central_rng)
             beta = step.beta
+            result.variances.append(
+                round_noise_variance(plan.holders[0], counts, declared, plan.central)
+            )
         else:
             result.skipped.append(t)
+            result.variances.append(result.variances[-1] if result.variances else 0.0)
         result.betas.append(beta.copy())
         if beta_star is not None:
             result.errors.append(model.error(beta, beta_star))
         if on_round is not None:
             on_round(t + 1, beta)
+    result.final = final_estimate(
+        result.betas, result.variances, final=final, sign_invariant=model.sign_invariant
+    )
     return result
 
 
@@ -289,15 +347,16 @@ def simulate_run(
     beta_star: FloatArray | None = None,
 ) -> EMResult:
     """The federated run of ``params``, in-process: holder k has the records ``holders[k]``
-    (enrolled with that count) and runs ``protocol.holder_mechanism`` at its budget
-    ``budgets[k]`` = (ε, δ, accounting) (default: the run's own); the aggregator adds the
-    run's central noise. With ``protocol.FederatedStreams`` of the agents' research seeds
-    and the run's seed, this is the run's exact trajectory β⁰ … β^T.
+    (enrolled with that count) and runs ``protocol.holder_mechanism`` of each round at its
+    budget ``budgets[k]`` = (ε, δ, accounting) (default: the run's own); the aggregator
+    adds the run's central noise of each round, and the estimate is the run's ``final``.
+    With ``protocol.FederatedStreams`` of the agents' research seeds and the run's seed,
+    this is the run's exact trajectory β⁰ … β^T and reported estimate.
 
     Parameters
     ----------
     params : PublicParameters
-        The run's public parameters (model, d, σ, T, η, mechanism, budget, …).
+        The run's public parameters (model, d, σ, T, η, mechanism, budget, schedule, …).
     holders : sequence of K Records
         Holder k's records, ``x`` of shape (n_k, d).
     beta0 : sequence of d float
@@ -313,24 +372,34 @@ def simulate_run(
     -------
     EMResult
         ``betas``: T + 1 arrays of shape (d,); ``errors``: T floats when ``beta_star``
-        is given.
+        is given; ``final``: the reported estimate.
     """
     own = (params.epsilon, params.delta, params.accounting)
     budgets = list(budgets) if budgets is not None else [own] * len(holders)
-    mechanisms = [
-        holder_mechanism(params, records=h.n, epsilon=e, delta=dl, accounting=a)
-        for h, (e, dl, a) in zip(holders, budgets, strict=True)
-    ]
+
+    def round_plan(t: int | None) -> RoundMechanisms:
+        mechanisms = tuple(
+            holder_mechanism(params, records=h.n, epsilon=e, delta=dl, accounting=a, t=t)
+            for h, (e, dl, a) in zip(holders, budgets, strict=True)
+        )
+        return RoundMechanisms(mechanisms, central_noise(params, t))
+
+    # Equal rounds share one plan; a schedule's rounds each have their own scale.
+    if is_equal(params.schedule):
+        plans = [round_plan(None)] * params.rounds
+    else:
+        plans = [round_plan(t) for t in range(params.rounds)]
     return run_gradient_em(
         model=get_model(params.model),
         holders=holders,
         sigma=params.sigma,
-        mechanism=mechanisms[0],
-        holder_mechanisms=mechanisms,
+        mechanism=plans[0].holders[0],
         rounds=params.rounds,
         beta0=np.asarray(beta0, dtype=np.float64),
         eta=params.eta,
         beta_star=beta_star,
-        central=central_noise(params),
         streams=streams,
+        schedule=params.schedule,
+        round_mechanisms=plans,
+        final=params.final,
     )

@@ -15,6 +15,11 @@ coordinator's), the split over hospitals (only when there are several or their s
 given), then the run itself (partition into rounds, noise). So a study with the hospital
 sizes of a run is exactly the planner's study of that run, and the forecast of
 ``run create`` is the mean of these studies' final errors over seeds 0, 1, ….
+
+A study may deal each hospital's records over the rounds by a schedule (``Study.schedule``,
+``protocol.round_sizes``; each round's mechanism then applies the scale rule with that
+round's m_t) and report the average of its last iterates (``Study.final``,
+``protocol.final_estimate``), as a run publishes them.
 """
 
 from __future__ import annotations
@@ -22,22 +27,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
-from ldpem.common.models import Model, Records, get_model, model_names
+from ldpem.common.mechanisms import Mechanism, get_mechanism
+from ldpem.common.models import Model, Records, get_model
 from ldpem.common.protocol import (
+    EQUAL,
+    LAST,
     CentralNoise,
     central_noise_for,
-    holder_records_per_round,
     initial_beta,
     make_mechanism,
     records_per_round,
+    round_records,
     study_beta_bound,
     study_delta,
     study_rng,
@@ -45,10 +52,12 @@ from ldpem.common.protocol import (
     study_tau,
 )
 from ldpem.common.simulation import (
+    RoundMechanisms,
     random_holder_sizes,
     run_gradient_em,
     split_holders,
 )
+from ldpem.common.study_checks import check_size, check_study, given_sizes, per_hospital
 
 __all__ = [
     "OUTLIER_NORM",
@@ -82,6 +91,9 @@ class Study:
     otherwise ``hospitals`` hospitals of random unequal sizes
     (``simulation.random_holder_sizes``). With records given to ``run_study`` instead of
     synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
+    ``schedule``: records per round (``protocol.round_sizes``: ``"equal"``,
+    ``"geometric:g"`` or T fractions); ``final``: the reported estimate (``"last"`` or
+    ``"average:k"``, ``protocol.final_estimate``).
     """
 
     model: str = "gmm"
@@ -106,6 +118,8 @@ class Study:
     outliers: float = 0.0
     sizes: tuple[int, ...] | None = None
     scale: float | None = None
+    schedule: str | tuple[float, ...] = EQUAL
+    final: str = LAST
     #: Noise shares (secagg): honest holders whose shares make the noise (None: study_t_min).
     t_min: int | None = None
     #: Each holder misses each round with this probability (``run_gradient_em``).
@@ -127,12 +141,16 @@ class Dataset:
 class StudyResult:
     """What a study drew and reached. T rounds, d dimensions, K hospitals.
 
-    ``mechanism`` is every hospital's, or with per-hospital mechanisms (a mechanism with a
-    ``per_holder_scale``, such as ``hospital``) the first one's, and ``holder_mechanisms``
-    then holds the K of them (else None);
-    ``central`` is the aggregator's noise (None unless the mechanism is central).
+    ``mechanism`` is every hospital's in round 0, or with per-hospital mechanisms (a
+    mechanism with a ``per_holder_scale``, such as ``hospital``) the first one's, and
+    ``holder_mechanisms`` then holds the K of them (else None);
+    ``central`` is the aggregator's noise (None unless the mechanism is central);
+    ``round_mechanisms`` (T) each round's, which differ under a schedule, whose m_t are
+    ``round_records``.
     ``betas`` (T+1, d) is β⁰ … β^T; ``errors`` (T floats) the error after each round,
-    None (as ``initial_error``) without a known β*.
+    None (as ``initial_error``) without a known β*; ``estimate`` (d,) the reported
+    estimate (``study.final`` of the iterates, with ``estimate_weights``) and
+    ``estimate_error`` its error.
     """
 
     study: Study
@@ -150,6 +168,11 @@ class StudyResult:
     beta_star: FloatArray | None
     initial_error: float | None
     errors: tuple[float, ...] | None
+    round_records: tuple[int, ...]
+    round_mechanisms: tuple[RoundMechanisms, ...]
+    estimate: FloatArray
+    estimate_weights: tuple[float, ...]
+    estimate_error: float | None
     #: The rounds not released (fewer reports than the mechanism's honest holders).
     skipped: tuple[int, ...] = ()
     #: The reports received in each round (K each without dropouts).
@@ -157,91 +180,14 @@ class StudyResult:
 
     @property
     def beta(self) -> FloatArray:
-        """The final estimate β^T, shape (d,)."""
-        final: FloatArray = self.betas[-1]
-        return final
+        """The reported estimate, shape (d,): β^T, or the average ``study.final`` asks."""
+        return self.estimate
 
     @property
     def final_error(self) -> float | None:
-        """‖β^T − β*‖ (up to the model's symmetry), None without a known β*."""
-        return None if self.errors is None else self.errors[-1]
-
-
-def _fail(name: str, requirement: str, value: object) -> UserError:
-    return UserError(f"{name} must be {requirement}, got {value!r}")
-
-
-def _check_study(study: Study, *, synthetic: bool) -> None:
-    """One-line UserErrors for a study's values (those its records do not decide)."""
-    if study.model not in model_names():
-        raise _fail("model", f"one of {', '.join(model_names())}", study.model)
-    if study.mechanism not in mechanism_names():
-        raise _fail("mechanism", f"one of {', '.join(mechanism_names())}", study.mechanism)
-    if study.accounting not in ACCOUNTING_MODES:
-        raise _fail("accounting", f"one of {', '.join(ACCOUNTING_MODES)}", study.accounting)
-    optional = {"tau": study.tau, "beta-bound": study.beta_bound, "scale": study.scale}
-    positive = {
-        "epsilon": study.epsilon,
-        "clip": study.clip,
-        "snr": study.snr,
-        "sigma": study.sigma,
-        "eta": study.eta,
-        **{name: value for name, value in optional.items() if value is not None},
-    }
-    for name, value in positive.items():
-        if not (math.isfinite(value) and value > 0):
-            raise _fail(name, "a finite number > 0", value)
-    for name, count in {"n": study.n, "d": study.d, "rounds": study.rounds}.items():
-        if count < 1:
-            raise _fail(name, "an integer >= 1", count)
-    if study.hospitals < 1:
-        raise _fail("hospitals", "an integer >= 1", study.hospitals)
-    if study.sizes is not None:
-        if not study.sizes or min(study.sizes) < 1:
-            raise _fail("hospital sizes", "a non-empty list of integers >= 1", study.sizes)
-        if synthetic and sum(study.sizes) != study.n:
-            raise _fail("hospital sizes", f"a list summing to n = {study.n}", study.sizes)
-    if study.delta is not None and not 0.0 < study.delta < 1.0:
-        raise _fail("delta", "in (0, 1)", study.delta)
-    if not 0.0 < study.zeta < 1.0:
-        raise _fail("zeta", "in (0, 1)", study.zeta)
-    if study.missing is not None and not 0.0 <= study.missing < 1.0:
-        raise _fail("missing", "in [0, 1)", study.missing)
-    if not 0.0 <= study.dropout < 1.0:
-        raise _fail("dropout", "in [0, 1)", study.dropout)
-    if study.t_min is not None and get_mechanism(study.mechanism).noise_site != "shares":
-        raise UserError(f"t-min is only meaningful for noise shares, not {study.mechanism}")
-    if not 0.0 <= study.outliers <= 0.5:
-        raise _fail("outliers", "in [0, 0.5]", study.outliers)
-
-
-def _check_size(n: int, study: Study, sizes: tuple[int, ...] | None) -> None:
-    """Every hospital needs a record in every round (partitioned: ``rounds`` records)."""
-    per_hospital = 1 if study.reuse else study.rounds
-    if sizes is not None:
-        if sum(sizes) != n:
-            raise _fail("hospital sizes", f"a list summing to the {n} records", sizes)
-        if min(sizes) < per_hospital:
-            raise _fail("hospital sizes", f"each at least {per_hospital}", sizes)
-    needed = study.hospitals * per_hospital
-    if n < max(needed, study.rounds):
-        raise UserError(
-            f"n must be at least {max(needed, study.rounds)} for {study.hospitals} "
-            f"hospital(s) and {study.rounds} rounds{'' if study.reuse else ' (partitioned)'}"
-            f", got {n}"
-        )
-
-
-def _given_sizes(study: Study, data: Dataset) -> tuple[int, ...] | None:
-    """The hospitals' sizes fixed before any draw: the dataset's dealing, else the study's."""
-    if data.sizes is None:
-        return study.sizes
-    if study.sizes is not None and study.sizes != data.sizes:
-        raise UserError(
-            f"the records are already dealt out as {list(data.sizes)}: give no other "
-            f"hospital sizes, got {list(study.sizes)}"
-        )
-    return data.sizes
+        """The reported estimate's error (up to the model's symmetry), None without a
+        known β*: ‖β^T − β*‖ for ``final = "last"``."""
+        return self.estimate_error
 
 
 def add_outliers(records: Records, fraction: float, rng: np.random.Generator) -> Records:
@@ -288,27 +234,44 @@ def _deal(
     if sizes is None:
         if study.hospitals == 1:
             return [records]
-        minimum = 1 if study.reuse else study.rounds
+        minimum = per_hospital(study)
         sizes = tuple(random_holder_sizes(records.n, study.hospitals, minimum, rng))
     return split_holders(records, sizes, rng)
 
 
 def study_mechanisms(
     study: Study, sizes: Sequence[int], *, d: int, delta: float, tau: float
-) -> tuple[Mechanism, tuple[Mechanism, ...] | None, CentralNoise | None]:
-    """Each hospital's mechanism and the aggregator's noise: the one place a simulated
-    study builds them (from ``protocol.make_mechanism`` and ``protocol.central_noise_for``).
+) -> tuple[RoundMechanisms, ...]:
+    """Each round's mechanisms, each hospital's and the aggregator's noise: the one place
+    a simulated study builds them (from ``protocol.make_mechanism`` and
+    ``protocol.central_noise_for``).
 
-    Every hospital runs the mechanism calibrated on the study's m
-    (``protocol.records_per_round``), except under a mechanism whose holders take their own
-    scale (``Mechanism.per_holder_scale``: ``hospital``), where each has its own scale and
-    noise from its own m_k (``protocol.holder_records_per_round``).
-    ``sizes`` are the K hospitals' record counts, ``delta``/``tau`` the study's resolved
-    δ and τ. Returns every hospital's mechanism (with per-holder scales the first one's),
-    the K per-holder mechanisms or None, and the aggregator's noise (None unless central).
+    Every hospital runs the mechanism calibrated on the round's m_t
+    (``protocol.round_records`` of all the records: m = ⌊n/T⌋ in every equal round),
+    except under a mechanism whose holders take their own scale
+    (``Mechanism.per_holder_scale``: ``hospital``), where each has its own scale and noise
+    from its own m_k,t (``protocol.round_records`` of its own records).
+
+    Parameters
+    ----------
+    study : Study
+        Mechanism, budget, rounds, schedule, reuse, ζ, C, accounting and scale.
+    sizes : sequence of K int
+        The hospitals' record counts.
+    d : int
+        Dimension.
+    delta, tau : float
+        The study's resolved δ and τ.
+
+    Returns
+    -------
+    tuple of T RoundMechanisms
+        Round t's mechanism of each hospital (K) and aggregator's noise (None unless the
+        mechanism is central); equal rounds share one object.
     """
     participations = study.rounds if study.reuse else 1
 
+    @cache
     def build(m: int) -> Mechanism:
         return make_mechanism(
             study.mechanism,
@@ -325,23 +288,28 @@ def study_mechanisms(
             t_min=study_t_min(study.t_min, len(sizes)),
         )
 
-    holder_mechanisms = None
-    if get_mechanism(study.mechanism).per_holder_scale:
-        holder_mechanisms = tuple(
-            build(holder_records_per_round(size, study.rounds, reuse=study.reuse)) for size in sizes
+    @cache
+    def plan(ms: tuple[int, ...]) -> RoundMechanisms:
+        holders = tuple(build(m) for m in ms)
+        central = central_noise_for(
+            holders[0],
+            d=d,
+            epsilon=study.epsilon,
+            delta=delta,
+            accounting=study.accounting,
+            participations=participations,
         )
-        mechanism = holder_mechanisms[0]
+        return RoundMechanisms(holders, central)
+
+    def records(n: int) -> tuple[int, ...]:
+        return round_records(n, study.rounds, study.schedule, reuse=study.reuse)
+
+    if get_mechanism(study.mechanism).per_holder_scale:
+        own = [records(size) for size in sizes]
+        per_round = [tuple(m[t] for m in own) for t in range(study.rounds)]
     else:
-        mechanism = build(records_per_round(sizes, study.rounds, reuse=study.reuse))
-    central = central_noise_for(
-        mechanism,
-        d=d,
-        epsilon=study.epsilon,
-        delta=delta,
-        accounting=study.accounting,
-        participations=participations,
-    )
-    return mechanism, holder_mechanisms, central
+        per_round = [(m,) * len(sizes) for m in records(sum(sizes))]
+    return tuple(plan(ms) for ms in per_round)
 
 
 def _synthetic(study: Study, model: Model, rng: np.random.Generator) -> Dataset:
@@ -383,13 +351,13 @@ def run_study(
         ``betas`` of shape (T+1, d), ``errors`` of T floats (None without β*), the
         resolved δ, τ, B, m, the hospitals' sizes and the mechanisms.
     """
-    _check_study(study, synthetic=data is None)
+    check_study(study, synthetic=data is None)
     model = get_model(study.model)
     rng = study_rng(study.seed)
     data = data if data is not None else _synthetic(study, model, rng)
     records = add_outliers(data.records, study.outliers, rng)
     n, d = records.n, records.d
-    _check_size(n, study, _given_sizes(study, data))
+    check_size(n, study, given_sizes(study, data.sizes))
     delta = study_delta(study.delta, n)
     bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
     tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
@@ -399,9 +367,7 @@ def run_study(
         start = np.asarray(beta0, dtype=np.float64)
     holders = _deal(records, study, data.sizes, rng)
     counts = tuple(h.n for h in holders)
-    mechanism, holder_mechanisms, central = study_mechanisms(
-        study, counts, d=d, delta=delta, tau=tau
-    )
+    plans = study_mechanisms(study, counts, d=d, delta=delta, tau=tau)
     beta_star = data.beta_star
 
     def report(t: int, beta: FloatArray) -> None:
@@ -412,7 +378,7 @@ def run_study(
         model=model,
         holders=holders,
         sigma=study.sigma,
-        mechanism=mechanism,
+        mechanism=plans[0].holders[0],
         rounds=study.rounds,
         beta0=start,
         rng=rng,
@@ -420,13 +386,18 @@ def run_study(
         reuse=study.reuse,
         beta_star=beta_star,
         on_round=report,
-        holder_mechanisms=holder_mechanisms,
-        central=central,
+        schedule=study.schedule,
+        round_mechanisms=plans,
+        final=study.final,
         dropout=study.dropout,
         dropout_rng=rng,
     )
     betas = np.array(result.betas)
     betas.setflags(write=False)
+    assert result.final is not None  # run_gradient_em always makes the estimate
+    estimate = result.final.beta
+    estimate.setflags(write=False)
+    per_holder = get_mechanism(study.mechanism).per_holder_scale
     return StudyResult(
         study=study,
         n=n,
@@ -436,13 +407,18 @@ def run_study(
         beta_bound=bound,
         hospital_sizes=counts,
         records_per_round=records_per_round(counts, study.rounds, reuse=study.reuse),
-        mechanism=mechanism,
-        holder_mechanisms=holder_mechanisms,
-        central=central,
+        mechanism=plans[0].holders[0],
+        holder_mechanisms=plans[0].holders if per_holder else None,
+        central=plans[0].central,
         betas=betas,
         beta_star=beta_star,
         initial_error=None if beta_star is None else model.error(start, beta_star),
         errors=None if beta_star is None else tuple(float(e) for e in result.errors),
+        round_records=round_records(sum(counts), study.rounds, study.schedule, reuse=study.reuse),
+        round_mechanisms=plans,
+        estimate=estimate,
+        estimate_weights=result.final.weights,
+        estimate_error=None if beta_star is None else model.error(estimate, beta_star),
         skipped=tuple(result.skipped),
         reporters=tuple(result.reporters),
     )

@@ -13,21 +13,45 @@ errors into the one-line message both sides show.
 Round numbering: round t (0-based) starts from β^t and ends with the M-step that gives
 β^{t+1}; a run of T rounds ends with β^T. Under partition, a hospital enrolled with N
 records reports, in round t, the t-th of T disjoint groups of its records, whose size is
-``expected_round_count(N, T, t)`` (``numpy.array_split`` sizes).
+``expected_round_count(N, T, t, schedule)`` (the run's schedule,
+``ldpem.common.protocol.schedule``; by default ``numpy.array_split`` sizes).
+
+Fields added after a protocol's first release (a schedule, per-round scales, the final
+estimate) are optional with a default, and ``PublicParameters`` leaves them out of its
+JSON while they hold it: a run without them is published, and bound in an agent's ledger,
+byte for byte as before, so older agents and ledgers keep working.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
-from ldpem.common.mechanisms import get_mechanism, mechanism_names
+from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import get_model, model_names
-from ldpem.common.protocol import derive_public_values
+from ldpem.common.protocol import (
+    EQUAL,
+    LAST,
+    check_final,
+    check_noise_shares,
+    check_schedule,
+    derive_public_values,
+    round_size,
+    round_sizes,
+)
+from ldpem.common.wire_errors import describe_errors
+from ldpem.common.wire_shares import check_shares
 
 __all__ = [
     "API_PREFIX",
@@ -47,6 +71,7 @@ __all__ = [
     "RunCreated",
     "RunStatus",
     "RunSummary",
+    "ScheduleSpec",
     "Trajectory",
     "describe_errors",
     "expected_round_count",
@@ -81,56 +106,35 @@ AccountingName = Literal["exact", "paper"]
 INT_LIMIT = 2**63
 
 
-def expected_round_count(records: int, rounds: int, t: int) -> int:
+#: A round schedule: ``"equal"``, ``"geometric:G"`` or T fractions (> 0, summing to 1).
+ScheduleSpec = (
+    Annotated[str, Field(max_length=40)]
+    | Annotated[list[float], Field(min_length=1, max_length=10_000)]
+)
+#: The reported estimate: ``"last"`` or ``"average:K"``.
+FinalRule = Annotated[str, Field(max_length=40)]
+
+
+def expected_round_count(records: int, rounds: int, t: int, schedule: ScheduleSpec = EQUAL) -> int:
     """Records a holder with ``records`` records reports in round ``t`` of ``rounds``
-    (partition; the sizes ``numpy.array_split`` gives: the first records % rounds groups
-    have one record more)."""
-    if not 0 <= t < rounds:
-        raise ValueError(f"round must be in 0..{rounds - 1}, got {t}")
-    return records // rounds + (1 if t < records % rounds else 0)
+    (partition by ``schedule``; for ``equal`` the sizes ``numpy.array_split`` gives: the
+    first records % rounds groups have one record more)."""
+    return round_size(records, rounds, t, schedule)
 
 
 class _Schema(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
-def _location(loc: Sequence[Any]) -> str:
-    """``("body", "total", 1)`` → ``total[1]``; ``("query", "wait")`` → ``query wait``;
-    user-chosen parts (unknown keys) are shortened and escaped so they stay on one line."""
-    parts = list(loc)
-    prefix = ""
-    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
-        kind = parts.pop(0)
-        prefix = "" if kind == "body" else f"{kind} "
-    out = ""
-    for part in parts:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-        else:
-            text = str(part)
-            if len(text) > 24 or not text.isprintable() or text != text.strip():
-                text = ascii(text[:24]) + ("…" if len(text) > 24 else "")
-            out += f".{text}" if out else text
-    return prefix + (out or "body")
+#: The later fields of the run's parameters and their defaults, left out of the JSON when
+#: they hold them (module docstring).
+_LATER = {"schedule": EQUAL, "scales": None, "final": LAST}
 
 
-def describe_errors(errors: Sequence[Mapping[str, Any]]) -> str:
-    """One line for pydantic validation errors: the first error's location and reason, and
-    how many more there are. Never the input value (it may be huge, non-finite or secret)."""
-    if not errors:
-        return "invalid request"
-    first = errors[0]
-    reason = str(first.get("msg", "invalid")).replace("\n", " ").replace("\r", " ")
-    context = first.get("ctx") or {}
-    if first.get("type") == "json_invalid" and "error" in context:
-        reason = f"not valid JSON ({context['error']})"
-    elif first.get("type") == "extra_forbidden":
-        reason = "unknown field"
-    if len(reason) > 200:
-        reason = reason[:200] + "…"
-    more = len(errors) - 1
-    tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
-    return f"{_location(first.get('loc', ()))}: {reason}{tail}"
+def _check_later(mechanism: str, schedule: ScheduleSpec, final: str, rounds: int) -> None:
+    check_schedule(schedule, rounds)
+    check_final(final, rounds)
+    check_noise_shares(mechanism, schedule, final)
 
 
 class HospitalEnrolment(_Schema):
@@ -179,6 +183,11 @@ class RunCreate(_Schema):
     #: with --allow-weaker): the run then shows each such hospital's weaker guarantee.
     #: Default: refused (422), so every counted report meets the run's (epsilon, delta).
     allow_weaker_reports: bool = False
+    #: Records per round (``ldpem.common.protocol.schedule``); default: equal rounds.
+    schedule: ScheduleSpec = EQUAL
+    #: The reported estimate: the last iterate, or the average of the last K
+    #: (``ldpem.common.protocol.estimate``; post-processing, no privacy cost).
+    final: FinalRule = LAST
     #: Noise shares only (docs/SECAGG.md): the honest holders whose shares together make the
     #: noise, 1 ≤ t_min ≤ the enrolled hospitals; default max(2, ⌈K/2⌉), at most K.
     t_min: int | None = Field(default=None, ge=1, le=1000)
@@ -198,23 +207,18 @@ class RunCreate(_Schema):
             raise ValueError(
                 f"quorum {self.quorum} exceeds the {len(self.hospitals)} enrolled hospitals"
             )
+        _check_later(self.mechanism, self.schedule, self.final, self.rounds)
         for h in self.hospitals:
             if h.records < self.rounds:
                 raise ValueError(
                     f"hospital {h.name} has {h.records} records, fewer than the "
                     f"{self.rounds} rounds they are partitioned over"
                 )
-        if self.t_min is not None:
-            if get_mechanism(self.mechanism).noise_site != "shares":
-                raise ValueError(
-                    f"t_min is only meaningful for a mechanism whose noise is shared, not "
-                    f"{self.mechanism}"
-                )
-            if self.t_min > len(self.hospitals):
-                raise ValueError(
-                    f"t_min {self.t_min} exceeds the {len(self.hospitals)} enrolled hospitals"
-                )
-        _check_shares(self)
+            try:
+                round_sizes(h.records, self.rounds, self.schedule)
+            except ValueError as error:
+                raise ValueError(f"hospital {h.name}: {error}") from None
+        check_shares(self)
         if self.beta0 is not None and len(self.beta0) != self.d:
             raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
         if self.missing and not get_model(self.model).allows_missing:
@@ -246,6 +250,13 @@ class PublicParameters(_Schema):
     clip: float | None
     #: m = Σ enrolled records / rounds.
     records_per_round: int
+    #: Records per round (``ldpem.common.protocol.schedule``); default: equal rounds.
+    schedule: ScheduleSpec = EQUAL
+    #: Truncation scale s_t of each round, when they differ (a schedule other than equal
+    #: and Algorithm 2's rule); ``scale`` is then None. None: every round uses ``scale``.
+    scales: Annotated[list[float], Field(min_length=1, max_length=10_000)] | None = None
+    #: The reported estimate: ``"last"`` or ``"average:K"`` (``protocol.estimate``).
+    final: FinalRule = LAST
     #: Noise shares (secagg): the honest holders whose shares together make the noise;
     #: None for every other mechanism.
     t_min: int | None = None
@@ -255,35 +266,20 @@ class PublicParameters(_Schema):
     modulus_bits: int | None = None
     roster_digest: str | None = None
 
+    @model_validator(mode="after")
+    def _consistent(self) -> PublicParameters:
+        _check_later(self.mechanism, self.schedule, self.final, self.rounds)
+        if self.scales is not None and len(self.scales) != self.rounds:
+            raise ValueError(f"scales must have one entry per round ({self.rounds})")
+        return self
 
-def _check_shares(request: RunCreate) -> None:
-    """A run of noise shares needs a roster naming every hospital, K ≥ 2 and t_min > K/2
-    (``secagg.minimum_t_min``); no other run takes a roster. ValueError otherwise."""
-    if get_mechanism(request.mechanism).noise_site != "shares":
-        if request.roster is not None:
-            raise ValueError(
-                f"a roster is only meaningful for noise shares, not {request.mechanism}"
-            )
-        return
-    from ldpem.common.secagg import Roster, RosterError, minimum_t_min
-
-    k = len(request.hospitals)
-    if k < 2:
-        raise ValueError("a run of noise shares needs at least 2 hospitals")
-    if request.roster is None:
-        raise ValueError("a run of noise shares needs the consortium's roster")
-    try:
-        roster = Roster.from_json(json.dumps(request.roster))
-    except RosterError as error:
-        raise ValueError(f"roster: {error}") from None
-    missing = [h.name for h in request.hospitals if h.name not in roster]
-    if missing:
-        raise ValueError(f"hospitals not on the roster: {', '.join(missing[:5])}")
-    if request.t_min is not None and request.t_min < minimum_t_min(k):
-        raise ValueError(
-            f"t_min {request.t_min} must be more than half the {k} hospitals "
-            f"(at least {minimum_t_min(k)}): secure aggregation needs an honest majority"
-        )
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name, default in _LATER.items():
+            if name in data and data[name] == default:
+                del data[name]
+        return data
 
 
 class HospitalToken(_Schema):
@@ -365,6 +361,7 @@ class RunSummary(_Schema):
     trivial_error: float
     warning: str | None
     reason: str | None
+    #: β^t of the open round; once the run finished, the reported estimate (``final``).
     beta: list[float]
     #: Whether the run accepts reports weaker than its budget (see HospitalParticipation).
     allow_weaker_reports: bool = False
@@ -396,21 +393,30 @@ class HospitalParticipation(_Schema):
     #: in a run created with ``allow_weaker_reports``): that hospital's guarantee is
     #: ``epsilon``, weaker than the run's.
     weaker: bool = False
+    #: The round of that least private report (its sensitivity depends on the round's
+    #: scale under a schedule).
+    noise_round: int | None = None
 
 
 class Trajectory(_Schema):
     run_id: str
-    #: β^0 … β^t (the last is the current or final estimate).
+    #: β^0 … β^t (the last is the current or final iterate).
     betas: list[list[float]]
     #: ‖β^{t+1} − β^t‖ for each closed round.
     steps: list[float]
+    #: The run's ``final`` rule.
+    final: str = LAST
+    #: The reported estimate once the run finished (``final`` of the iterates), else None.
+    estimate: list[float] | None = None
+    #: Once finished: the weights of the iterates averaged, β^{T−k+1} … β^T (sum 1).
+    weights: list[float] | None = None
 
 
 def public_parameters(request: RunCreate) -> PublicParameters:
     """The public mechanism parameters of a run, from its request and the study defaults
     (``protocol.derive_public_values``)."""
     values = derive_public_values(request)
-    if request.roster is not None:  # noise shares (``_check_shares``)
+    if request.roster is not None:  # noise shares (``wire_shares.check_shares``)
         from ldpem.common.secagg import Roster, minimum_t_min
         from ldpem.common.secagg.runvalues import shares_values
 

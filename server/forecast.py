@@ -6,7 +6,8 @@ SNR, split over holders with the enrolled record counts (scaled down proportiona
 ``max_records``, which only makes the forecast pessimistic), run with the mechanism each
 agent builds at the run's published budget: the mean final error over ``seeds`` seeds,
 which is the mean of ``ldpem simulate``'s final errors for seeds 0..seeds−1 with the run's
-hospital sizes (tests/cli/test_simulate_equals_federated.py).
+hospital sizes (tests/cli/test_simulate_equals_federated.py). A run's schedule and final
+estimate are the study's too, so the forecast is the error of the estimate it reports.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
         clip=params.clip if params.clip is not None else 1.0,
         eta=params.eta,
         # Only a scale the operator fixed: otherwise the study's own rule, recomputed for
-        # the (possibly scaled-down) simulated sizes, gives the published s at full size.
+        # the (possibly scaled-down) simulated sizes, gives the published s at full size
+        # (each round's s_t under a schedule).
         scale=request.scale,
+        schedule=params.schedule if isinstance(params.schedule, str) else tuple(params.schedule),
+        final=params.final,
     )
 
 

@@ -4,7 +4,9 @@ This module says what each change writes; the store's group commit
 (``ldpem.server.groupcommit``) says how it becomes durable. Every change is one
 transaction: accepting a report (and, if it is the last one, closing the round, taking the
 M-step of ``ldpem.common.protocol`` and opening the next round) commits atomically, and
-only then is the report acknowledged. A round
+only then is the report acknowledged. Closing the last round also makes the run's reported
+estimate (its ``final``: β^T, or the weighted average of its last iterates,
+``queries.estimate_of``), stored as the run's β. A round
 closes when every enrolled hospital reported, or at its deadline when at least the quorum
 did; short of quorum at the deadline it is extended by another deadline period or the run
 fails (``on_short``), never averaged over nothing.
@@ -25,7 +27,7 @@ import numpy as np
 
 from ldpem.common.protocol import central_noise, central_rng, m_step
 from ldpem.common.wire import PublicParameters, ReportIn
-from ldpem.server.queries import get_run, params_of, request_of
+from ldpem.server.queries import averaged_reports, estimate_of, get_run, params_of, request_of
 from ldpem.server.refusals import Conflict
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
@@ -133,7 +135,7 @@ def close_round(
         [r.total for r in reports],
         [r.count for r in reports],
         eta=params.eta,
-        central=central_noise(params),
+        central=central_noise(params, t),
         rng=central_rng(run.seed, t),
     )
     count = step.count
@@ -156,14 +158,17 @@ def close_round(
     store.close_round(run.id, t, now=now, beta_next=beta_next, noise=noise)
     request = request_of(run)
     if t + 1 >= params.rounds:
-        store.update_run(
-            run.id, status="finished", current_round=t + 1, beta=beta_next, reason=None
-        )
+        # The reported estimate, from the trajectory and the averaged rounds' reports (this
+        # transaction sees the round just closed).
+        betas = [r.beta for r in store.rounds(run.id)] + [beta_next]
+        final = estimate_of(params, betas, averaged_reports(store, run.id, params))
+        estimate = [float(v) for v in final.beta]
+        store.update_run(run.id, status="finished", current_round=t + 1, beta=estimate, reason=None)
         return [
             Note(
                 logging.INFO,
-                "run %s finished after %d rounds: beta = %s",
-                (run.id, t + 1, beta_next),
+                "run %s finished after %d rounds: beta = %s (%s)",
+                (run.id, t + 1, estimate, params.final),
                 {"run": run.id, "round": t},
             )
         ]

@@ -3,7 +3,8 @@
 A run is refused when its derived parameters are out of range; a report is refused unless
 an honest agent could have sent it and it is as private as the run promises. The bounds,
 sensitivities and noise levels come from ``ldpem.common.protocol`` (the functions the
-agents run), never re-derived here.
+agents run), never re-derived here. Under a round schedule they are those of the report's
+round: its expected count, and the scale s_t that sets its bound, sensitivity and noise.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ldpem.common.protocol import (
     holder_contribution,
     holder_noise_std,
     report_sensitivity,
+    round_sizes,
 )
 from ldpem.common.wire import (
     PublicParameters,
@@ -59,11 +61,13 @@ def usable_parameters(request: RunCreate) -> PublicParameters:
         params = public_parameters(request)
         usable = True
         for hospital in request.hospitals:
-            floor = noise_floor(params.mechanism, params, hospital.records)
-            noise = run_noise_std(params, hospital.records)
-            usable = usable and math.isfinite(noise) and math.isfinite(floor)
-            if get_mechanism(params.mechanism).noise_site != "nowhere":
-                usable = usable and 0 < record_bound(params, hospital.records) < math.inf
+            for t in _extreme_rounds(params, hospital.records):
+                floor = noise_floor(params.mechanism, params, hospital.records, t)
+                noise = run_noise_std(params, hospital.records, t)
+                usable = usable and math.isfinite(noise) and math.isfinite(floor)
+                if get_mechanism(params.mechanism).noise_site != "nowhere":
+                    bound = record_bound(params, hospital.records, t)
+                    usable = usable and 0 < bound < math.inf
     except ValidationError as error:
         raise Invalid(
             f"the run's derived parameters are out of range: {describe_errors(error.errors())}"
@@ -76,22 +80,41 @@ def usable_parameters(request: RunCreate) -> PublicParameters:
     return params
 
 
-def run_noise_std(params: PublicParameters, records: int = 1) -> float:
-    """σ_r of a local report (for ``hospital``: of the one draw on the sum of a holder
-    enrolled with ``records`` records) calibrated at the run's own budget and accounting; 0
-    for mechanisms without holder noise: the reference of the ``max_noise_factor`` ceiling.
-    The σ_r an honest agent with the run's budget uses (``protocol.holder_mechanism``)."""
+def _extreme_rounds(params: PublicParameters, records: int) -> tuple[int, ...]:
+    """The rounds with the fewest and the most of a holder's records, and with the smallest
+    and largest published scale: the scale, bound and noise grow with a round's m_t, so if
+    they are finite there, they are in every round."""
+    sizes = round_sizes(records, params.rounds, params.schedule)
+    rounds = {sizes.index(min(sizes)), sizes.index(max(sizes))}
+    if params.scales is not None:  # the run's s_t follow all records' m_t, not this holder's
+        rounds |= {params.scales.index(min(params.scales)), params.scales.index(max(params.scales))}
+    return tuple(sorted(rounds))
+
+
+def run_noise_std(params: PublicParameters, records: int = 1, t: int | None = None) -> float:
+    """σ_r of a local report in round ``t`` (for ``hospital``: of the one draw on the sum of
+    a holder enrolled with ``records`` records) calibrated at the run's own budget and
+    accounting; 0 for mechanisms without holder noise: the reference of the
+    ``max_noise_factor`` ceiling. The σ_r an honest agent with the run's budget uses
+    (``protocol.holder_mechanism``)."""
     return holder_noise_std(
-        params, records, epsilon=params.epsilon, delta=params.delta, accounting=params.accounting
+        params,
+        records,
+        epsilon=params.epsilon,
+        delta=params.delta,
+        accounting=params.accounting,
+        t=t,
     )
 
 
-def noise_floor(mechanism: str, params: PublicParameters, records: int) -> float:
-    """The least noise std a report under ``mechanism`` by a holder enrolled with
-    ``records`` records may declare and still be (ε, δ)-DP per record at the run's budget:
-    the σ_r that tight ("exact") accounting needs for the mechanism's sensitivity, whatever
-    accounting the run publishes (an agent may calibrate with either; both meet the budget
-    above this floor). 0 for central and none, whose reports carry no noise."""
+def noise_floor(
+    mechanism: str, params: PublicParameters, records: int, t: int | None = None
+) -> float:
+    """The least noise std a round-``t`` report under ``mechanism`` by a holder enrolled
+    with ``records`` records may declare and still be (ε, δ)-DP per record at the run's
+    budget: the σ_r that tight ("exact") accounting needs for the mechanism's sensitivity,
+    whatever accounting the run publishes (an agent may calibrate with either; both meet
+    the budget above this floor). 0 for central and none, whose reports carry no noise."""
     return holder_noise_std(
         params,
         records,
@@ -99,30 +122,37 @@ def noise_floor(mechanism: str, params: PublicParameters, records: int) -> float
         delta=params.delta,
         accounting="exact",
         mechanism=mechanism,
+        t=t,
     )
 
 
 def implied_epsilon(
-    mechanism: str, params: PublicParameters, noise_std: float, records: int
+    mechanism: str, params: PublicParameters, noise_std: float, records: int, t: int | None = None
 ) -> float | None:
-    """ε per record at the run's δ of a report declaring ``noise_std`` by a holder enrolled
-    with ``records`` records (tight accounting); None when the report carries no noise
-    (central, none); infinity when σ_r is so small that Δ/σ_r or ε overflows float64
-    (σ_r = 1e-300: no privacy)."""
-    sensitivity = report_sensitivity(params, records, mechanism=mechanism)
+    """ε per record at the run's δ of a round-``t`` report declaring ``noise_std`` by a
+    holder enrolled with ``records`` records (tight accounting); None when the report
+    carries no noise (central, none); infinity when σ_r is so small that Δ/σ_r or ε
+    overflows float64 (σ_r = 1e-300: no privacy)."""
+    sensitivity = report_sensitivity(params, records, mechanism=mechanism, t=t)
     if sensitivity is None or not noise_std > 0:
         return None
     return _epsilon(sensitivity, noise_std, params.delta)
 
 
 def implied_delta(
-    mechanism: str, params: PublicParameters, noise_std: float, records: int, epsilon: float
+    mechanism: str,
+    params: PublicParameters,
+    noise_std: float,
+    records: int,
+    epsilon: float,
+    t: int | None = None,
 ) -> float | None:
-    """δ at which a report declaring ``noise_std`` spends ``epsilon`` per record (tight
-    accounting): the other reading of the same noise. An agent whose own δ is stricter
-    than the run's calibrates at its own δ and the run's ε, and its ledger records that
-    pair, not ``implied_epsilon``'s ε at the run's δ. None when the report has no noise."""
-    sensitivity = report_sensitivity(params, records, mechanism=mechanism)
+    """δ at which a round-``t`` report declaring ``noise_std`` spends ``epsilon`` per record
+    (tight accounting): the other reading of the same noise. An agent whose own δ is
+    stricter than the run's calibrates at its own δ and the run's ε, and its ledger records
+    that pair, not ``implied_epsilon``'s ε at the run's δ. None when the report has no
+    noise."""
+    sensitivity = report_sensitivity(params, records, mechanism=mechanism, t=t)
     if sensitivity is None or not noise_std > 0:
         return None
     with np.errstate(over="ignore"):
@@ -143,10 +173,11 @@ def _epsilon(sensitivity: float, noise_std: float, delta: float) -> float:
             return math.inf
 
 
-def record_bound(params: PublicParameters, records: int = 1) -> float:
-    """Largest |coordinate| of one record's contribution before noise (inf for ``none``), for
-    a holder enrolled with ``records`` records (only ``hospital`` depends on it)."""
-    return holder_contribution(params, records).record_bound(params.d)
+def record_bound(params: PublicParameters, records: int = 1, t: int | None = None) -> float:
+    """Largest |coordinate| of one record's contribution before noise in round ``t`` (inf
+    for ``none``), for a holder enrolled with ``records`` records (only ``hospital``
+    depends on it)."""
+    return holder_contribution(params, records, t=t).record_bound(params.d)
 
 
 def check_report(
@@ -172,7 +203,7 @@ def check_report(
         )
     if len(report.total) != params.d:
         raise Invalid(f"total must have dimension d = {params.d}, got {len(report.total)}")
-    expected = expected_round_count(hospital.records, params.rounds, t)
+    expected = expected_round_count(hospital.records, params.rounds, t, params.schedule)
     if report.count != expected:
         raise Invalid(
             f"count {report.count} does not match enrolment: {who} enrolled "
@@ -187,7 +218,7 @@ def check_report(
     # The honest range grows with the stated σ_r, so an unbounded σ_r would let one
     # enrolled hospital move β arbitrarily. An agent may be stricter than the run (more
     # noise), but not beyond max_noise_factor × the σ_r of the run's own budget.
-    ceiling = max_noise_factor * run_noise_std(params, hospital.records)
+    ceiling = max_noise_factor * run_noise_std(params, hospital.records, t)
     if local_noise and report.noise_std > ceiling:
         raise Invalid(
             f"noise_std {report.noise_std:.6g} exceeds {max_noise_factor:g}× the "
@@ -196,9 +227,9 @@ def check_report(
         )
     # The floor: a report declaring less noise than the run's budget needs would count
     # near-noiseless sums in a run whose published guarantee is (ε, δ).
-    floor = noise_floor(report.mechanism, params, hospital.records)
+    floor = noise_floor(report.mechanism, params, hospital.records, t)
     if report.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL):
-        implied = implied_epsilon(report.mechanism, params, report.noise_std, hospital.records)
+        implied = implied_epsilon(report.mechanism, params, report.noise_std, hospital.records, t)
         shown = "n/a" if implied is None else f"{implied:.4g}"
         if implied is not None and not math.isfinite(implied):
             raise Invalid(
@@ -223,7 +254,7 @@ def check_report(
             shown,
             params.epsilon,
         )
-    bound = record_bound(params, hospital.records)
+    bound = record_bound(params, hospital.records, t)
     # Noise per record is one draw per record (std √count·σ_r on the sum); noise per
     # holder is one draw on the whole sum (std σ_r).
     draws = kind.noise_draws(report.count)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
+from ldpem.common.mechanisms import get_mechanism
+from ldpem.common.models import get_model
+from ldpem.common.protocol import (
+    FinalEstimate,
+    central_noise,
+    final_estimate,
+    final_iterates,
+    round_noise_variance,
+)
 from ldpem.common.wire import (
     HospitalParticipation,
     Identity,
@@ -25,6 +35,8 @@ from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
 __all__ = [
     "RunView",
+    "averaged_reports",
+    "estimate_of",
     "get_run",
     "health",
     "identity",
@@ -144,21 +156,67 @@ def _views(
     return round_views(store.rounds(run_id), reports)
 
 
+def averaged_reports(store: Store, run_id: str, params: PublicParameters) -> list[ReportRow]:
+    """The reports of the rounds whose iterates the run's ``final`` averages (none for
+    ``last``): all ``estimate_of`` reads."""
+    k = final_iterates(params.final, params.rounds)
+    if k == 1:
+        return []
+    return [p for t in range(params.rounds - k, params.rounds) for p in store.reports(run_id, t)]
+
+
+def estimate_of(
+    params: PublicParameters, betas: Sequence[Sequence[float]], reports: Sequence[ReportRow]
+) -> FinalEstimate:
+    """The reported estimate of a finished run (``protocol.final_estimate``): of its
+    trajectory ``betas`` β⁰ … β^T and the noise of the rounds it averages, from their
+    ``reports`` (the counts and noise stds they declare, and the central noise of each
+    round's count): what the simulator computes, so anyone with the trajectory and the
+    rounds' reports can check it."""
+    kind = get_mechanism(params.mechanism)
+    k = final_iterates(params.final, params.rounds)
+    variances = [math.nan] * params.rounds  # only the averaged rounds' are read
+    for t in range(params.rounds - k, params.rounds) if k > 1 else ():
+        mine = [p for p in reports if p.t == t]
+        variances[t] = round_noise_variance(
+            kind, [p.count for p in mine], [p.noise_std for p in mine], central_noise(params, t)
+        )
+    sign_invariant = get_model(params.model).sign_invariant
+    return final_estimate(betas, variances, final=params.final, sign_invariant=sign_invariant)
+
+
 def trajectory(store: Store, run_id: str) -> Trajectory:
     run = get_run(store, run_id)
-    return _trajectory(run, _views(store, run_id, reports=()))  # β only: no reports read
+    views = _views(store, run_id, reports=())  # β only: the reports are read below if needed
+    averaged = averaged_reports(store, run_id, params_of(run)) if run.status == "finished" else []
+    return _trajectory(run, views, averaged)
 
 
-def _trajectory(run: RunRow, views: Sequence[RoundView]) -> Trajectory:
+def _trajectory(
+    run: RunRow, views: Sequence[RoundView], reports: Sequence[ReportRow]
+) -> Trajectory:
+    """The run's trajectory; once it finished, its reported estimate and the weights of
+    the iterates averaged (from ``reports``: at least those of the averaged rounds)."""
+    params = params_of(run)
     betas = [r.beta for r in views]
-    if run.status == "finished" and views and views[-1].beta_next is not None:
-        betas.append(views[-1].beta_next)
+    last = views[-1].beta_next if views else None
+    finished = run.status == "finished" and last is not None
+    if finished and last is not None:
+        betas.append(last)
     steps = [
         float(np.linalg.norm(np.subtract(r.beta_next, r.beta)))
         for r in views
         if r.beta_next is not None
     ]
-    return Trajectory(run_id=run.id, betas=betas, steps=steps)
+    weights = list(estimate_of(params, betas, reports).weights) if finished else None
+    return Trajectory(
+        run_id=run.id,
+        betas=betas,
+        steps=steps,
+        final=params.final,
+        estimate=run.beta if finished else None,
+        weights=weights,
+    )
 
 
 def participation(store: Store, run_id: str) -> list[HospitalParticipation]:
@@ -181,11 +239,12 @@ def _participation(
         noise_std: float | None = None
         epsilon: float | None = None
         weaker = False
+        noise_round: int | None = None
         for p in mine:  # the report with the largest ε is the hospital's guarantee
-            spent = implied_epsilon(params.mechanism, params, p.noise_std, h.records)
+            spent = implied_epsilon(params.mechanism, params, p.noise_std, h.records, p.t)
             if spent is not None and (epsilon is None or spent > epsilon):
-                noise_std, epsilon = p.noise_std, spent
-            floor = noise_floor(params.mechanism, params, h.records)
+                noise_std, epsilon, noise_round = p.noise_std, spent, p.t
+            floor = noise_floor(params.mechanism, params, h.records, p.t)
             weaker = weaker or p.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL)
         out.append(
             HospitalParticipation(
@@ -196,6 +255,7 @@ def _participation(
                 noise_std=noise_std,
                 epsilon=epsilon,
                 weaker=weaker,
+                noise_round=noise_round,
             )
         )
     return out
@@ -246,7 +306,7 @@ def run_view(store: Store, run_id: str, now: float) -> RunView:
         summary=summary(store, run),
         params=params_of(run),
         request=request_of(run),
-        trajectory=_trajectory(run, views),
+        trajectory=_trajectory(run, views, reports),
         rounds=views,
         participation=_participation(run, hospitals, reports),
         health=_health(run, views, hospitals, now),

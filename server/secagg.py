@@ -101,7 +101,7 @@ class SecAggRounds:
         if run.status != "running" or t != run.current_round:
             raise Conflict(f"round {t} is not open (the run is {run.status})")
         request = request_of(run)
-        assert request.roster is not None  # a shares run (wire._check_shares)
+        assert request.roster is not None  # a shares run (wire_shares.check_shares)
         roster = Roster.from_json(json.dumps(request.roster))
         parameters = RoundParameters(run_id, t, params.holders, params.t_min, params.modulus_bits)
         period = request.round_deadline

@@ -52,7 +52,16 @@ def accuracy(run: RunSummary, request: RunCreate) -> str:
     return f'{chart}<p class="note">{escape(note)}</p>'
 
 
-def beta_plot(betas: Sequence[Sequence[float]], d: int) -> str:
+def beta_plot(
+    betas: Sequence[Sequence[float]],
+    d: int,
+    *,
+    estimate: Sequence[float] | None = None,
+    averaged: int = 1,
+) -> str:
+    """β's coordinates by round; for a finished run whose reported ``estimate`` averages
+    its last ``averaged`` iterates, each coordinate's estimate as a dashed segment over
+    those rounds (with one iterate, the estimate is the last point itself)."""
     shown = min(d, MAX_COORDINATES)
     series = [
         Series(
@@ -62,6 +71,18 @@ def beta_plot(betas: Sequence[Sequence[float]], d: int) -> str:
         )
         for j in range(shown)
     ]
+    last = len(betas) - 1
+    if estimate is not None and averaged > 1:
+        series += [
+            Series(
+                f"β̂{_subscript(j + 1)} (reported)",
+                [(float(last - averaged + 1), float(estimate[j])), (float(last), estimate[j])],
+                PALETTE[j % len(PALETTE)],
+                dashed=True,
+                markers=False,
+            )
+            for j in range(shown)
+        ]
     chart = line_chart(
         series,
         chart_id="beta",
@@ -70,7 +91,21 @@ def beta_plot(betas: Sequence[Sequence[float]], d: int) -> str:
         y_label="β_j",
     )
     more = f"First {shown} of {d} coordinates. " if d > shown else ""
-    return f'{chart}<p class="note">{escape(more)}β⁰ is the start the coordinator drew.</p>'
+    if estimate is None:
+        reported = ""
+    elif averaged > 1:
+        reported = (
+            f" The reported estimate β̂ (dashed) is the weighted average of the last "
+            f"{averaged} iterates β{_superscript(last - averaged + 1)} … β{_superscript(last)}."
+        )
+    else:
+        reported = f" The reported estimate β̂ is the last iterate β{_superscript(last)}."
+    note = f"{more}β⁰ is the start the coordinator drew.{reported}"
+    return f'{chart}<p class="note">{escape(note)}</p>'
+
+
+def _superscript(number: int) -> str:
+    return str(number).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
 
 
 def _subscript(number: int) -> str:

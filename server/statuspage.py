@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ldpem.common.mechanisms import get_mechanism
-from ldpem.common.wire import HospitalParticipation, PublicParameters, RunCreate, RunSummary
+from ldpem.common.protocol import final_iterates, is_equal
+from ldpem.common.wire import (
+    HospitalParticipation,
+    PublicParameters,
+    RunCreate,
+    RunSummary,
+    Trajectory,
+)
 from ldpem.server.health import Presence, RunHealth
 from ldpem.server.pagekit import clock, duration, escape, page, progress
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_delta
@@ -53,10 +60,15 @@ def run_page(view: RunView) -> str:
     body = "".join(
         [
             _health(health),
-            _summary_table(run, view.params, view.request, view.now),
+            _summary_table(run, view.params, view.request, view.now, view.trajectory),
             "<h2>Estimate</h2>",
             accuracy(run, view.request),
-            beta_plot(view.trajectory.betas, view.params.d),
+            beta_plot(
+                view.trajectory.betas,
+                view.params.d,
+                estimate=view.trajectory.estimate,
+                averaged=final_iterates(view.params.final, view.params.rounds),
+            ),
             "<h2>Convergence</h2>",
             step_plot(view.trajectory.steps, run),
             "<h2>Rounds</h2>",
@@ -81,8 +93,27 @@ def _health(health: RunHealth) -> str:
     )
 
 
+def _reported(trajectory: Trajectory) -> str:
+    """How the reported estimate was made: the last iterate, or the average with weights."""
+    last = len(trajectory.betas) - 1
+    weights = trajectory.weights or [1.0]
+    if len(weights) == 1:
+        return f"the last iterate β^{last} ({trajectory.final})"
+    first = last - len(weights) + 1
+    shown = ", ".join(f"{w:.3g}" for w in weights)
+    return (
+        f"{trajectory.final}: Σ w_t·β^t over t = {first} … {last}, weights {shown} (inverse "
+        "noise variance; sign-aligned for sign-invariant models; post-processing, no "
+        "privacy cost)"
+    )
+
+
 def _summary_table(
-    run: RunSummary, params: PublicParameters, request: RunCreate, now: float
+    run: RunSummary,
+    params: PublicParameters,
+    request: RunCreate,
+    now: float,
+    trajectory: Trajectory,
 ) -> str:
     rows = [
         ("status", f'<span class="status-{escape(run.status)}">{escape(run.status)}</span>'),
@@ -103,8 +134,14 @@ def _summary_table(
             ),
         ),
         ("created", escape(f"{clock(run.created_at)} ({duration(now - run.created_at)} ago)")),
-        ("β", escape(", ".join(f"{v:.4g}" for v in run.beta))),
     ]
+    if not is_equal(params.schedule):
+        rows.append(("schedule", escape(f"{params.schedule} (records per round)")))
+    if trajectory.estimate is not None:
+        rows.append(("reported estimate β̂", escape(", ".join(f"{v:.4g}" for v in run.beta))))
+        rows.append(("β̂ is", escape(_reported(trajectory))))
+    else:
+        rows.append(("β", escape(", ".join(f"{v:.4g}" for v in run.beta))))
     if run.allow_weaker_reports:
         rows.append(
             (
@@ -129,7 +166,9 @@ def _spent(h: HospitalParticipation, params: PublicParameters) -> str:
     stricter = h.epsilon < params.epsilon * (1.0 - NOISE_FLOOR_RTOL)
     delta = None
     if stricter and h.noise_std is not None:
-        delta = implied_delta(params.mechanism, params, h.noise_std, h.records, params.epsilon)
+        delta = implied_delta(
+            params.mechanism, params, h.noise_std, h.records, params.epsilon, h.noise_round
+        )
     if delta is None:
         return f"{h.epsilon:.4g} of {params.epsilon:g}"
     return (

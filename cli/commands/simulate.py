@@ -31,6 +31,7 @@ from ldpem.common.study import Dataset, RoundCallback, Study, StudyResult, run_s
 __all__ = [
     "add_arguments",
     "outcome",
+    "parse_schedule",
     "progress_reporter",
     "simulate",
     "study_from_args",
@@ -70,6 +71,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--epsilon", type=float, default=_DEFAULTS.epsilon, help="ε per record")
     add("--delta", type=float, default=None, help="δ per record (default: n^-1.1)")
     add("--rounds", type=int, default=_DEFAULTS.rounds, help="EM rounds T")
+    add(
+        "--schedule",
+        default=_DEFAULTS.schedule,
+        metavar="RULE",
+        help="records per round: equal, geometric:G (round t's share grows as G^t) or T "
+        "comma-separated fractions summing to 1 (default: equal)",
+    )
+    add(
+        "--final",
+        default=_DEFAULTS.final,
+        metavar="RULE",
+        help="the reported estimate: last (the last iterate) or average:K (the last K "
+        "iterates, weighted by inverse noise variance; no privacy cost) (default: last)",
+    )
     add("--clip", type=float, default=_DEFAULTS.clip, help="C for the clipped baselines")
     add("--snr", type=float, default=_DEFAULTS.snr, help="‖β*‖/σ of the synthetic data")
     add("--sigma", type=float, default=_DEFAULTS.sigma, help="noise level σ of the model")
@@ -135,6 +150,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=run)
 
 
+def parse_schedule(text: str) -> str | tuple[float, ...]:
+    """``--schedule``: a named rule as it is, or comma-separated fractions as a tuple."""
+    if "," not in text and not text.replace(".", "", 1).isdigit():
+        return text
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(f"--schedule fractions must be numbers, got {text[:80]!r}") from None
+
+
 def study_from_args(args: argparse.Namespace) -> Study:
     return Study(
         model=args.model,
@@ -160,6 +185,8 @@ def study_from_args(args: argparse.Namespace) -> Study:
         t_min=args.t_min,
         dropout=args.dropout,
         sizes=None if args.hospitals_sizes is None else parse_sizes(args.hospitals_sizes),
+        schedule=parse_schedule(args.schedule),
+        final=args.final,
     )
 
 
@@ -195,6 +222,13 @@ def _mechanism_fields(result: StudyResult) -> dict[str, Any]:
     for name in ("scale", "smoothing", "clip"):
         if hasattr(mechanism, name):
             fields[name] = float(getattr(mechanism, name))
+    plans = result.round_mechanisms
+    if not holders and len({id(plan) for plan in plans}) > 1:
+        # A schedule: each round's scale and noise (the fields above are round 0's).
+        first = [plan.holders[0] for plan in plans]
+        fields["round_noise_stds"] = [m.noise_std for m in first]
+        if hasattr(first[0], "scale"):
+            fields["round_scales"] = [float(getattr(m, "scale", math.nan)) for m in first]
     return fields
 
 
@@ -210,8 +244,11 @@ _REPEATED = (
     "rounds",
     "accounting",
     "reuse",
+    "schedule",
+    "final",
     "hospital_sizes",
     "records_per_round",
+    "round_records",
     "seed",
     "sigma",
     "tau",
@@ -219,7 +256,7 @@ _REPEATED = (
     "outliers",
 )
 _RESOLVED = frozenset(
-    {"n", "d", "delta", "hospital_sizes", "records_per_round", "tau", "beta_bound"}
+    {"n", "d", "delta", "hospital_sizes", "records_per_round", "round_records", "tau", "beta_bound"}
 )
 
 
@@ -263,9 +300,12 @@ def _share_fields(result: StudyResult) -> dict[str, Any]:
 
 def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict[str, Any]:
     """The JSON object of ``ldpem simulate --json``: the study's values (model, mechanism,
-    n, d, budget, rounds, hospital sizes, m, τ, B, the mechanism's public parameters), beta
-    (final), beta_star, initial_error, errors (after each round) and error (final; the
-    three null without β*), the warning (``planning.beta_zero_warning``) and seconds."""
+    n, d, budget, rounds, schedule, final, hospital sizes, m and each round's m_t, τ, B,
+    the mechanism's public parameters, and under a schedule each round's scale and noise),
+    beta (the reported estimate), final_weights (of the last iterates it averages),
+    beta_star, initial_error, errors (after each round) and error (the reported
+    estimate's; the three null without β*), the warning (``planning.beta_zero_warning``)
+    and seconds."""
     beta_star = result.beta_star
     repeated = {
         name: getattr(result if name in _RESOLVED else result.study, name) for name in _REPEATED
@@ -277,6 +317,7 @@ def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict
         "reporters": list(result.reporters),
         "skipped_rounds": list(result.skipped),
         "beta": [float(v) for v in result.beta],
+        "final_weights": list(result.estimate_weights),
         "beta_star": None if beta_star is None else [float(v) for v in beta_star],
         "initial_error": result.initial_error,
         "errors": None if result.errors is None else list(result.errors),

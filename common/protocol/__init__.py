@@ -12,10 +12,13 @@ One module per idea:
 
 * ``defaults``: the study defaults (δ, B, τ, m, β⁰);
 * ``streams``: the random streams of a run (partition, each report's noise, central noise);
+* ``schedule``: the round schedule (how many records each round takes, and its m_t);
 * ``construction``: every mechanism object, from public values (holder and coordinator) or
   from a study's budget (simulator), asking each mechanism class's declarations;
+* ``public``: a run's public parameters from its request;
+* ``reports``: what a holder's report declares (σ_r) and spends (μ);
 * ``mstep``: the aggregate and the M-step;
-* ``public``: a run's public parameters from its request and the defaults;
+* ``estimate``: the reported estimate (the last iterate, or a weighted average of the last k);
 * ``parameters``: the read-only views of a run the core takes (the wire's schemas fit them).
 """
 
@@ -32,9 +35,9 @@ from ldpem.common.protocol.construction import (
     holder_scale,
     local_noise_std,
     make_mechanism,
-    privacy_ratio,
     public_scale,
     report_sensitivity,
+    round_scales,
 )
 from ldpem.common.protocol.defaults import (
     DELTA_EXPONENT,
@@ -49,9 +52,31 @@ from ldpem.common.protocol.defaults import (
     study_t_min,
     study_tau,
 )
+from ldpem.common.protocol.estimate import (
+    LAST,
+    FinalEstimate,
+    check_final,
+    check_noise_shares,
+    final_estimate,
+    final_iterates,
+    round_noise_variance,
+)
 from ldpem.common.protocol.mstep import Step, aggregate, m_step
 from ldpem.common.protocol.parameters import Enrolment, PublicValues, RunRequest
 from ldpem.common.protocol.public import derive_public_values
+from ldpem.common.protocol.reports import privacy_ratio, report_noise_std
+from ldpem.common.protocol.schedule import (
+    EQUAL,
+    Schedule,
+    check_schedule,
+    is_equal,
+    least_records,
+    round_index,
+    round_records,
+    round_size,
+    round_sizes,
+    schedule_weights,
+)
 from ldpem.common.protocol.streams import (
     FederatedStreams,
     SharedStream,
@@ -65,11 +90,15 @@ from ldpem.common.protocol.streams import (
 __all__ = [
     "DELTA_EXPONENT",
     "DELTA_MAX",
+    "EQUAL",
+    "LAST",
     "CentralNoise",
     "Enrolment",
     "FederatedStreams",
+    "FinalEstimate",
     "PublicValues",
     "RunRequest",
+    "Schedule",
     "SharedStream",
     "Step",
     "Streams",
@@ -77,7 +106,12 @@ __all__ = [
     "central_noise",
     "central_noise_for",
     "central_rng",
+    "check_final",
+    "check_noise_shares",
+    "check_schedule",
     "derive_public_values",
+    "final_estimate",
+    "final_iterates",
     "holder_contribution",
     "holder_mechanism",
     "holder_noise_std",
@@ -85,6 +119,8 @@ __all__ = [
     "holder_records_per_round",
     "holder_scale",
     "initial_beta",
+    "is_equal",
+    "least_records",
     "local_noise_std",
     "m_step",
     "make_mechanism",
@@ -93,9 +129,17 @@ __all__ = [
     "privacy_ratio",
     "public_scale",
     "records_per_round",
+    "report_noise_std",
     "report_sensitivity",
+    "round_index",
+    "round_noise_variance",
+    "round_records",
+    "round_scales",
+    "round_size",
+    "round_sizes",
     "run_digest",
     "run_start",
+    "schedule_weights",
     "study_beta_bound",
     "study_delta",
     "study_rng",

@@ -21,7 +21,6 @@ when count ≥ m. The simulator does the same, so both draw the same σ_r in eve
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -39,10 +38,8 @@ from ldpem.common.calibration import (
     truncation_sensitivity,
 )
 from ldpem.common.mechanisms import Mechanism, get_mechanism
-from ldpem.common.protocol.defaults import (
-    holder_records_per_round,
-)
 from ldpem.common.protocol.parameters import PublicValues
+from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_records
 
 __all__ = [
     "CentralNoise",
@@ -55,9 +52,9 @@ __all__ = [
     "holder_scale",
     "local_noise_std",
     "make_mechanism",
-    "privacy_ratio",
     "public_scale",
     "report_sensitivity",
+    "round_scales",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -101,6 +98,37 @@ def public_scale(
     return scale_fn(records=records_per_round, tau=tau, eps_tilde=eps_tilde, d=d, zeta=zeta)
 
 
+def round_scales(
+    mechanism: str,
+    *,
+    records: int,
+    rounds: int,
+    d: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    zeta: float = DEFAULT_ZETA,
+    schedule: Schedule = EQUAL,
+) -> tuple[float, ...]:
+    """Algorithm 2's scale s_t of each round, the rule applied with that round's m_t
+    (``schedule.round_records`` of ``records``: all of a run's, or one holder's): T equal
+    values for the ``equal`` schedule (m = ⌊records/rounds⌋), one per round otherwise."""
+    counts = round_records(records, rounds, schedule)
+    scales = {  # once per distinct m_t: equal rounds share one
+        m: public_scale(
+            mechanism,
+            d=d,
+            records_per_round=m,
+            epsilon=epsilon,
+            delta=delta,
+            tau=tau,
+            zeta=zeta,
+        )
+        for m in set(counts)
+    }
+    return tuple(scales[m] for m in counts)
+
+
 def holder_own_scale(
     mechanism: str,
     *,
@@ -111,21 +139,25 @@ def holder_own_scale(
     delta: float,
     tau: float,
     zeta: float = DEFAULT_ZETA,
+    schedule: Schedule = EQUAL,
+    t: int | None = None,
 ) -> float:
-    """The scale s_k of a holder enrolled with ``records`` records in a partitioned run of
-    a ``mechanism`` whose holders take their own scale: Algorithm 2's rule with
-    m_k = ⌊records/rounds⌋, at the run's public (ε, δ). The holder and the coordinator both
-    compute it from public values and the enrolled count, so it need not be sent
-    (docs/HOSPITAL.md)."""
-    return public_scale(
+    """The scale s_k of a holder enrolled with ``records`` records in round ``t`` of a
+    partitioned run of a ``mechanism`` whose holders take their own scale: ``round_scales``
+    of its own records, at the run's public (ε, δ). The holder and the coordinator both
+    compute it from public values and the enrolled count: it is not sent (docs/HOSPITAL.md)."""
+    scales = round_scales(
         mechanism,
+        records=records,
+        rounds=rounds,
         d=d,
-        records_per_round=holder_records_per_round(records, rounds),
         epsilon=epsilon,
         delta=delta,
         tau=tau,
         zeta=zeta,
+        schedule=schedule,
     )
+    return scales[round_index(schedule, rounds, t)]
 
 
 def local_noise_std(
@@ -176,21 +208,8 @@ class CentralNoise:
         )
 
     def draw(self, count: int, d: int, rng: np.random.Generator) -> FloatArray:
-        """One draw N(0, σ_r² I_d), σ_r = ``std(count)``, for a round of ``count`` records.
-
-        Parameters
-        ----------
-        count : int
-            Records that reported in the round (≥ 1).
-        d : int
-            Dimension.
-        rng : numpy.random.Generator
-            The coordinator's central-noise stream of the round (``central_rng``).
-
-        Returns
-        -------
-        noise : array of shape (d,)
-        """
+        """One draw N(0, σ_r² I_d) of shape (d,), σ_r = ``std(count)``, for a round of
+        ``count`` ≥ 1 records, from the round's central-noise stream ``rng`` (``central_rng``)."""
         noise: FloatArray = rng.normal(0.0, self.std(count), d)
         return noise
 
@@ -311,11 +330,13 @@ def make_mechanism(
 
 
 def holder_scale(
-    params: PublicValues, records: int, *, mechanism: str | None = None
+    params: PublicValues, records: int, *, mechanism: str | None = None, t: int | None = None
 ) -> float | None:
-    """The scale a holder enrolled with ``records`` records truncates with: the published s,
-    or, for a mechanism whose holders take their own scale and a run that fixes none, its
-    own s_k (``holder_own_scale``). ``mechanism`` overrides the run's."""
+    """The scale a holder enrolled with ``records`` records truncates with in round ``t``:
+    the published s (or s_t, when the run publishes one per round), or, for a mechanism
+    whose holders take their own scale and a run that fixes none, its own s_k
+    (``holder_own_scale``). ``mechanism`` overrides the run's. ``t`` may be omitted only
+    when every round has the same scale (equal rounds)."""
     name = params.mechanism if mechanism is None else mechanism
     if get_mechanism(name).per_holder_scale and params.scale is None:
         return holder_own_scale(
@@ -327,37 +348,45 @@ def holder_scale(
             delta=params.delta,
             tau=params.tau,
             zeta=params.zeta,
+            schedule=params.schedule,
+            t=t,
         )
+    if params.scales is not None:
+        if t is None:
+            raise ValueError("the run publishes a scale per round: give the round t")
+        return params.scales[round_index(params.schedule, params.rounds, t)]
     return params.scale
 
 
 def holder_contribution(
-    params: PublicValues, records: int, *, mechanism: str | None = None
+    params: PublicValues, records: int, *, mechanism: str | None = None, t: int | None = None
 ) -> Mechanism:
-    """The mechanism a holder enrolled with ``records`` records runs under ``params``
-    (``mechanism`` overrides its name), without its noise: what fixes each record's
-    contribution, its bound and its sensitivity. β_s is recomputed from d and ζ, never
-    taken from the published value. ValueError when the mechanism is not one of a federated
-    run, or the run publishes no scale or clip norm it needs."""
+    """The mechanism a holder enrolled with ``records`` records runs in round ``t`` under
+    ``params`` (``mechanism`` overrides its name), without its noise: what fixes each
+    record's contribution, its bound and its sensitivity. β_s is recomputed from d and ζ,
+    never taken from the published value. ValueError when the mechanism is not one of a
+    federated run, or the run publishes no scale or clip norm it needs."""
     name = params.mechanism if mechanism is None else mechanism
     kind = get_mechanism(name)
     if not kind.federated:
         raise ValueError(f"mechanism {name!r} is not one of a federated run")
-    scale = holder_scale(params, records, mechanism=name) if kind.needs == "scale" else None
-    smoothing = smoothing_precision(params.d, params.zeta) if kind.needs == "scale" else None
+    scaled = kind.needs == "scale"
+    scale = holder_scale(params, records, mechanism=name, t=t) if scaled else None
+    smoothing = smoothing_precision(params.d, params.zeta) if scaled else None
     t_min = params.t_min if kind.noise_site == "shares" else None
     return _shape(kind, scale=scale, smoothing=smoothing, clip=params.clip, t_min=t_min)
 
 
 def report_sensitivity(
-    params: PublicValues, records: int, *, mechanism: str | None = None
+    params: PublicValues, records: int, *, mechanism: str | None = None, t: int | None = None
 ) -> float | None:
-    """Δ of one record in the report of a holder enrolled with ``records`` records; None
-    when that report carries no noise of the holder's (aggregator's noise, or none)."""
+    """Δ of one record in round ``t``'s report of a holder enrolled with ``records``
+    records; None when that report carries no noise of the holder's (aggregator's noise,
+    or none)."""
     name = params.mechanism if mechanism is None else mechanism
     if not get_mechanism(name).locally_private():
         return None
-    return holder_contribution(params, records, mechanism=name).sensitivity(params.d)
+    return holder_contribution(params, records, mechanism=name, t=t).sensitivity(params.d)
 
 
 def holder_noise_std(
@@ -368,46 +397,48 @@ def holder_noise_std(
     delta: float,
     accounting: str,
     mechanism: str | None = None,
+    t: int | None = None,
 ) -> float:
-    """σ_r of the report of a holder enrolled with ``records`` records at the budget
-    (``epsilon``, ``delta``) under ``accounting`` (noise per holder: of its one draw on its
-    sum); 0 when the report carries no holder noise."""
-    sensitivity = report_sensitivity(params, records, mechanism=mechanism)
+    """σ_r of round ``t``'s report of a holder enrolled with ``records`` records at the
+    budget (``epsilon``, ``delta``) under ``accounting`` (noise per holder: of its one draw
+    on its sum); 0 when the report carries no holder noise."""
+    sensitivity = report_sensitivity(params, records, mechanism=mechanism, t=t)
     if sensitivity is None:
         return 0.0
     return _noise_std(epsilon, delta, sensitivity, accounting, 1)
 
 
 def holder_mechanism(
-    params: PublicValues, *, records: int, epsilon: float, delta: float, accounting: str
+    params: PublicValues,
+    *,
+    records: int,
+    epsilon: float,
+    delta: float,
+    accounting: str,
+    t: int | None = None,
 ) -> Mechanism:
-    """The mechanism a data holder enrolled with ``records`` records runs in the run of
-    ``params``, its noise calibrated from the holder's OWN budget (``epsilon``, ``delta``,
-    ``accounting``), never from a σ_r the coordinator chose. Mechanisms whose noise is the
-    aggregator's carry no holder noise (``central_noise``); noise shares are calibrated
-    for the run's sum with the run's public t_min (each record reports in one round)."""
-    shape = holder_contribution(params, records)
+    """The mechanism a data holder enrolled with ``records`` records runs in round ``t`` of
+    the run of ``params``, its noise calibrated from the holder's OWN budget (``epsilon``,
+    ``delta``, ``accounting``), never from a σ_r the coordinator chose. Mechanisms whose
+    noise is the aggregator's carry no holder noise (``central_noise``); noise shares are
+    calibrated for the run's sum with the run's public t_min (each record reports in one
+    round)."""
+    shape = holder_contribution(params, records, t=t)
     if shape.noise_site == "shares":
         return shape.with_noise(shape.shared_noise_std(params.d, epsilon=epsilon, delta=delta))
-    noise = holder_noise_std(params, records, epsilon=epsilon, delta=delta, accounting=accounting)
+    noise = holder_noise_std(
+        params, records, epsilon=epsilon, delta=delta, accounting=accounting, t=t
+    )
     return shape if noise == 0.0 else shape.with_noise(noise)
 
 
-def privacy_ratio(mechanism: Mechanism, d: int) -> float:
-    """μ = Δ/σ_r of one record in a holder's report under ``mechanism`` (∞ when the report
-    is not private on its own)."""
-    if not mechanism.locally_private():
-        return math.inf
-    return mechanism.sensitivity(d) / mechanism.noise_std
-
-
-def central_noise(params: PublicValues) -> CentralNoise | None:
-    """The coordinator's noise in a run of ``params`` (None unless its mechanism's noise is
-    the aggregator's), at the run's published budget."""
+def central_noise(params: PublicValues, t: int | None = None) -> CentralNoise | None:
+    """The coordinator's noise in round ``t`` of a run of ``params`` (None unless its
+    mechanism's noise is the aggregator's), at the run's published budget."""
     if get_mechanism(params.mechanism).noise_site != "aggregator":
         return None
     return central_noise_for(
-        holder_contribution(params, params.records_per_round),
+        holder_contribution(params, params.records_per_round, t=t),
         d=params.d,
         epsilon=params.epsilon,
         delta=params.delta,

@@ -7,7 +7,7 @@ from typing import Any
 
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.mechanisms import get_mechanism
-from ldpem.common.protocol.construction import public_scale
+from ldpem.common.protocol.construction import round_scales
 from ldpem.common.protocol.defaults import (
     records_per_round,
     study_beta_bound,
@@ -15,15 +15,29 @@ from ldpem.common.protocol.defaults import (
     study_t_min,
     study_tau,
 )
+from ldpem.common.protocol.estimate import check_final, check_noise_shares
 from ldpem.common.protocol.parameters import RunRequest
+from ldpem.common.protocol.schedule import is_equal, round_sizes
 
 __all__ = ["derive_public_values"]
 
 
 def derive_public_values(request: RunRequest) -> dict[str, Any]:
     """The public parameters of a run (the fields of ``wire.PublicParameters``) from its
-    request and the study defaults."""
+    request and the study defaults.
+
+    The truncation scale follows Algorithm 2's rule with the records per round: one s for
+    equal rounds (m = ⌊Σ records / T⌋, as without a schedule), or under another schedule
+    one s_t per round (``scales``) from that round's m_t, when no s is fixed for all
+    (an operator's ``scale``, or a mechanism whose holders take their own).
+    ValueError when a hospital's records leave a round of the schedule empty, ``final``
+    is not one of the run's, or noise shares (secure aggregation) would run under a
+    schedule other than ``equal`` or a ``final`` other than ``last``."""
     sizes = [h.records for h in request.hospitals]
+    for size in sizes:
+        round_sizes(size, request.rounds, request.schedule)
+    check_final(request.final, request.rounds)
+    check_noise_shares(request.mechanism, request.schedule, request.final)
     m = records_per_round(sizes, request.rounds)
     delta = study_delta(request.delta, sum(sizes))
     bound = study_beta_bound(request.beta_bound, snr=request.snr, sigma=request.sigma)
@@ -32,6 +46,7 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
     )
     kind = get_mechanism(request.mechanism)
     scale: float | None = None
+    scales: list[float] | None = None
     smoothing: float | None = None
     clip: float | None = None
     if kind.needs == "scale":
@@ -39,15 +54,21 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         # operator fixed one s for all.
         scale = request.scale
         if scale is None and not kind.per_holder_scale:
-            scale = public_scale(
+            rule = round_scales(
                 request.mechanism,
+                records=sum(sizes),
+                rounds=request.rounds,
                 d=request.d,
-                records_per_round=m,
                 epsilon=request.epsilon,
                 delta=delta,
                 tau=tau,
                 zeta=request.zeta,
+                schedule=request.schedule,
             )
+            if is_equal(request.schedule):
+                scale = rule[0]
+            else:
+                scales = list(rule)
         smoothing = smoothing_precision(request.d, request.zeta)
     elif kind.needs == "clip":
         clip = request.clip
@@ -71,5 +92,8 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         "smoothing": smoothing,
         "clip": clip,
         "records_per_round": m,
+        "schedule": request.schedule,
+        "scales": scales,
+        "final": request.final,
         "t_min": t_min,
     }

@@ -195,3 +195,21 @@ def test_bad_data_files_end_with_one_line(
     captured = capsys.readouterr()
     assert len(captured.err.splitlines()) == 1
     assert str(path) in captured.err and message in captured.err
+
+
+def test_a_schedule_and_an_averaged_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", *SMALL, "--schedule", "geometric:1.5", "--final", "average:2", "--json"]
+    assert main(argv) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    study = Study(n=2000, d=3, rounds=4, schedule="geometric:1.5", final="average:2")
+    result = run_study(study)
+    assert (outcome["schedule"], outcome["final"]) == ("geometric:1.5", "average:2")
+    assert outcome["round_records"] == list(result.round_records) == sorted(result.round_records)
+    assert outcome["round_scales"] == sorted(outcome["round_scales"])
+    assert len(outcome["final_weights"]) == 2 and outcome["beta"] == result.beta.tolist()
+    assert outcome["error"] == result.final_error != outcome["errors"][-1]
+    fractions = ["simulate", *SMALL, "--schedule", "0.1,0.2,0.3,0.4", "--json"]
+    assert main(fractions) == 0
+    assert json.loads(capsys.readouterr().out)["round_records"] == [200, 400, 600, 800]
+    assert main(["simulate", *SMALL, "--final", "average:5"]) == 2
+    assert "K must be in 1..4" in capsys.readouterr().err

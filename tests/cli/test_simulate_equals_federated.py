@@ -5,9 +5,12 @@ A real coordinator and real agents (processes, research ``--seed``): the in-proc
 simulation fed the same per-hospital records, the agents' seeds, the run's id and seed
 reproduces the run's trajectory β⁰ … β^T bit for bit — for ``central`` (noise added by the
 coordinator, calibrated on each round's count; the hospitals' sizes make the last rounds
-smaller than m) and ``hospital`` (each agent's own scale and noise). And the forecast that
-``ldpem run create`` states is exactly the mean of ``ldpem simulate``'s final errors for
-the same study and seeds.
+smaller than m) and ``hospital`` (each agent's own scale and noise); and under a round
+schedule that grows geometrically, whose rounds each have their own scale s_t, with the
+reported estimate the weighted average of the last iterates, which the coordinator makes
+and the simulation reproduces bit for bit. And the forecast that ``ldpem run create``
+states is exactly the mean of ``ldpem simulate``'s final errors for the same study and
+seeds.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import pytest
 
 from ldpem.client.data import load_records
 from ldpem.common.protocol import FederatedStreams, records_per_round
-from ldpem.common.simulation import simulate_run
+from ldpem.common.simulation import EMResult, simulate_run
 from ldpem.common.study import Study, run_study
-from ldpem.common.wire import PublicParameters, expected_round_count
+from ldpem.common.wire import PublicParameters, ScheduleSpec, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator
 from tests.fedkit import AGENT_BUDGET, TOKENS, cli_create_run, token_file, write_gmm_data
 
@@ -35,6 +38,8 @@ pytestmark = pytest.mark.slow
 COUNTS = [2003, 1501, 997]
 D, ROUNDS, RUN_SEED, FORECAST_SEEDS = 4, 5, 3, 4
 AGENT_SEEDS = [100 + i for i in range(len(COUNTS))]
+#: A schedule that grows by 1.3 a round, reported as the average of the last 3 iterates.
+SCHEDULE, FINAL = "geometric:1.3", "average:3"
 
 
 def run_agents(procs: Processes, url: str, paths: list[Path], tmp_path: Path, *extra: str) -> None:
@@ -71,20 +76,44 @@ def federated_and_simulated(
     procs: Processes, tmp_path: Path, mechanism: str, *agent_flags: str
 ) -> tuple[dict[str, Any], list[list[float]], list[list[float]]]:
     """Create and run a federated run; its trajectory and the simulated one."""
+    created, federated, simulated, _ = federated_run(procs, tmp_path, mechanism, *agent_flags)
+    return created, federated, [[float(v) for v in beta] for beta in simulated.betas]
+
+
+def federated_run(
+    procs: Processes,
+    tmp_path: Path,
+    mechanism: str,
+    *agent_flags: str,
+    schedule: ScheduleSpec = "equal",
+    final: str = "last",
+) -> tuple[dict[str, Any], list[list[float]], EMResult, str]:
+    """Create and run a federated run (its ``schedule`` and ``final`` given only when not
+    the defaults, as an older request would): the creation's answer, the trajectory, its
+    simulation, and the coordinator's URL of the run."""
     paths, _ = write_gmm_data(tmp_path, COUNTS, D)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     state = tmp_path / "coordinator.sqlite"
     start_coordinator(procs, state=state, port=port, env={"LDPEM_TICK": "0.1"})
+    later = {"schedule": schedule, "final": final} if (schedule, final) != ("equal", "last") else {}
     created = cli_create_run(
-        tmp_path, url, COUNTS, d=D, rounds=ROUNDS, epsilon=1.0, mechanism=mechanism, seed=RUN_SEED
+        tmp_path,
+        url,
+        COUNTS,
+        d=D,
+        rounds=ROUNDS,
+        epsilon=1.0,
+        mechanism=mechanism,
+        seed=RUN_SEED,
+        **later,
     )
     run_agents(procs, url, paths, tmp_path, *agent_flags)
     run_id = created["run_id"]
     assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] == "finished"
     rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds").json()
     assert [r["count"] for r in rounds] == [
-        sum(expected_round_count(c, ROUNDS, t) for c in COUNTS) for t in range(ROUNDS)
+        sum(expected_round_count(c, ROUNDS, t, schedule) for c in COUNTS) for t in range(ROUNDS)
     ]
     federated: list[list[float]] = httpx.get(f"{url}/v1/runs/{run_id}/trajectory").json()["betas"]
     params = PublicParameters.model_validate(created["params"])
@@ -94,10 +123,10 @@ def federated_and_simulated(
         beta0=federated[0],
         streams=FederatedStreams(run_id=run_id, seeds=AGENT_SEEDS, run_seed=RUN_SEED),
     )
-    return created, federated, [[float(v) for v in beta] for beta in simulated.betas]
+    return created, federated, simulated, f"{url}/v1/runs/{run_id}"
 
 
-def simulate_figure(mechanism: str) -> float:
+def simulate_figure(mechanism: str, *, schedule: str = "equal", final: str = "last") -> float:
     """``ldpem simulate``'s mean final error for the run's study over the forecast's seeds."""
     study = Study(
         model="gmm",
@@ -107,6 +136,8 @@ def simulate_figure(mechanism: str) -> float:
         epsilon=1.0,
         rounds=ROUNDS,
         sizes=tuple(COUNTS),
+        schedule=schedule,
+        final=final,
     )
     errors = [run_study(replace(study, seed=s)).final_error for s in range(FORECAST_SEEDS)]
     return float(np.mean(np.array(errors, dtype=float)))
@@ -131,3 +162,32 @@ def test_hospital_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: 
     assert len(federated) == ROUNDS + 1
     assert federated == simulated
     assert created["expected_error"] == simulate_figure("hospital")
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "agent_flags"),
+    [("local", ()), ("central", ("--allow-weaker",)), ("hospital", ())],
+)
+def test_a_geometric_schedule_with_averaging_is_its_simulation_bit_for_bit(
+    procs: Processes, tmp_path: Path, mechanism: str, agent_flags: tuple[str, ...]
+) -> None:
+    # The rounds grow by 1.3 (each with its own scale s_t: published per round for local
+    # and central, each agent's own for hospital); the coordinator reports the average of
+    # the last 3 iterates, weighted by inverse noise variance and sign-aligned.
+    created, federated, simulated, run_url = federated_run(
+        procs, tmp_path, mechanism, *agent_flags, schedule=SCHEDULE, final=FINAL
+    )
+    params = PublicParameters.model_validate(created["params"])
+    assert params.schedule == SCHEDULE and params.final == FINAL
+    assert (params.scales is not None) == (mechanism != "hospital")
+    sizes = [expected_round_count(COUNTS[0], ROUNDS, t, SCHEDULE) for t in range(ROUNDS)]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[-1]
+    assert federated == [[float(v) for v in beta] for beta in simulated.betas]
+    # The reported estimate is the simulation's, bit for bit, and not the last iterate.
+    assert simulated.final is not None and len(simulated.final.weights) == 3
+    summary = httpx.get(run_url).json()
+    trajectory = httpx.get(f"{run_url}/trajectory").json()
+    estimate = [float(v) for v in simulated.beta]
+    assert summary["beta"] == trajectory["estimate"] == estimate != federated[-1]
+    assert trajectory["weights"] == list(simulated.final.weights)
+    assert created["expected_error"] == simulate_figure(mechanism, schedule=SCHEDULE, final=FINAL)

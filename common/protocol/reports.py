@@ -1,0 +1,25 @@
+"""What a holder's report declares and what it spends, one rule for agent and simulator."""
+
+from __future__ import annotations
+
+import math
+
+from ldpem.common.mechanisms import Mechanism
+
+__all__ = ["privacy_ratio", "report_noise_std"]
+
+
+def report_noise_std(mechanism: Mechanism) -> float:
+    """The noise std a holder's report declares under ``mechanism``: its σ_r when the
+    report is private on its own, else 0 (the aggregator's noise, or a noise share that
+    the coordinator never checks, docs/SECAGG.md): the agent's ``noise_std`` field and the
+    simulator's."""
+    return mechanism.noise_std if mechanism.locally_private() else 0.0
+
+
+def privacy_ratio(mechanism: Mechanism, d: int) -> float:
+    """μ = Δ/σ_r of one record in a holder's report under ``mechanism`` (∞ when the report
+    is not private on its own)."""
+    if not mechanism.locally_private():
+        return math.inf
+    return mechanism.sensitivity(d) / mechanism.noise_std
