@@ -9,6 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from ldpem.common.wire import (
+    Forecast,
     HospitalParticipation,
     Identity,
     PublicParameters,
@@ -68,6 +69,11 @@ def _parsed_request(text: str) -> RunCreate:
     return RunCreate.model_validate_json(text)
 
 
+@lru_cache(maxsize=256)
+def _parsed_forecast(text: str) -> Forecast:
+    return Forecast.model_validate_json(text)
+
+
 def summary(store: Store, run: RunRow) -> RunSummary:
     params = params_of(run)
     return RunSummary(
@@ -87,6 +93,7 @@ def summary(store: Store, run: RunRow) -> RunSummary:
         reason=run.reason,
         beta=run.beta,
         allow_weaker_reports=request_of(run).allow_weaker_reports,
+        forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
     )
 
 

@@ -6,8 +6,9 @@ simulation fed the same per-hospital records, the agents' seeds, the run's id an
 reproduces the run's trajectory β⁰ … β^T bit for bit — for ``central`` (noise added by the
 coordinator, calibrated on each round's count; the hospitals' sizes make the last rounds
 smaller than m) and ``hospital`` (each agent's own scale and noise). And the forecast that
-``ldpem run create`` states is exactly the mean of ``ldpem simulate``'s final errors for
-the same study and seeds.
+``ldpem run create`` states is exactly the mean (and the band, the 10% and 90%
+``prediction.quantile``) of ``ldpem simulate``'s final errors for the same study over the
+prediction seeds 10⁹, 10⁹ + 1, … (the coordinator's default count).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 from ldpem.client.data import load_records
+from ldpem.common.prediction import DEFAULT_SEEDS, prediction_seeds, quantile
 from ldpem.common.protocol import FederatedStreams, records_per_round
 from ldpem.common.simulation import simulate_run
 from ldpem.common.study import Study, run_study
@@ -33,7 +35,7 @@ pytestmark = pytest.mark.slow
 #: Uneven hospitals: over 5 rounds the rounds hold 902, 901, 900, 899 and 899 records,
 #: around m = ⌊4501/5⌋ = 900.
 COUNTS = [2003, 1501, 997]
-D, ROUNDS, RUN_SEED, FORECAST_SEEDS = 4, 5, 3, 4
+D, ROUNDS, RUN_SEED = 4, 5, 3
 AGENT_SEEDS = [100 + i for i in range(len(COUNTS))]
 
 
@@ -97,8 +99,9 @@ def federated_and_simulated(
     return created, federated, [[float(v) for v in beta] for beta in simulated.betas]
 
 
-def simulate_figure(mechanism: str) -> float:
-    """``ldpem simulate``'s mean final error for the run's study over the forecast's seeds."""
+def simulate_figures(mechanism: str) -> tuple[float, float, float]:
+    """``ldpem simulate``'s mean final error for the run's study over the forecast's seeds,
+    and the 10% and 90% quantiles of those errors."""
     study = Study(
         model="gmm",
         mechanism=mechanism,
@@ -108,8 +111,18 @@ def simulate_figure(mechanism: str) -> float:
         rounds=ROUNDS,
         sizes=tuple(COUNTS),
     )
-    errors = [run_study(replace(study, seed=s)).final_error for s in range(FORECAST_SEEDS)]
-    return float(np.mean(np.array(errors, dtype=float)))
+    errors = []
+    for seed in prediction_seeds(DEFAULT_SEEDS):
+        final = run_study(replace(study, seed=seed)).final_error
+        assert final is not None
+        errors.append(final)
+    return float(np.mean(errors)), quantile(errors, 0.1), quantile(errors, 0.9)
+
+
+def forecast_figures(created: dict[str, Any]) -> tuple[float, float, float]:
+    forecast = created["forecast"]
+    assert forecast["seeds"] == DEFAULT_SEEDS and created["expected_error"] == forecast["mean"]
+    return forecast["mean"], forecast["low"], forecast["high"]
 
 
 def test_central_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:
@@ -123,11 +136,11 @@ def test_central_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: P
     ) < records_per_round(COUNTS, ROUNDS)
     assert len(federated) == ROUNDS + 1
     assert federated == simulated
-    assert created["expected_error"] == simulate_figure("central")
+    assert forecast_figures(created) == simulate_figures("central")
 
 
 def test_hospital_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:
     created, federated, simulated = federated_and_simulated(procs, tmp_path, "hospital")
     assert len(federated) == ROUNDS + 1
     assert federated == simulated
-    assert created["expected_error"] == simulate_figure("hospital")
+    assert forecast_figures(created) == simulate_figures("hospital")
