@@ -115,7 +115,7 @@ def test_running_run_page_renders_in_chromium(
         assert len(ticks) >= 2, f"{chart}: ticks {ticks}"
     steps = re.search(r'<svg id="steps".*?</svg>', dom, re.S)
     assert steps is not None
-    assert "forecast error (no band)" in steps.group(0)
+    assert "forecast error (mean)" in steps.group(0) and "forecast 10–90%" in steps.group(0)
     assert "β = 0 error" in steps.group(0)
     timeline = re.search(r'<svg id="timeline".*?</svg>', dom, re.S)
     assert timeline is not None
