@@ -19,6 +19,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.context import BaseContext
@@ -40,6 +41,8 @@ R = TypeVar("R")
 
 log = logging.getLogger("ldpem")
 
+#: How often a pool worker checks that the process that started it is still there.
+PARENT_CHECK_SECONDS = 0.5
 #: Modules the pool's fork server imports once, so that each worker starts with them loaded
 #: (a worker that imported numpy and the simulator itself would take a second to start).
 _PRELOAD = ["ldpem.common.prediction"]
@@ -134,7 +137,12 @@ class PoolExecutor(_Closing):
                 context.set_forkserver_preload(_PRELOAD)
             else:
                 context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=context)
+            self._pool = ProcessPoolExecutor(
+                max_workers=self._workers,
+                mp_context=context,
+                initializer=_follow_parent,
+                initargs=(os.getpid(),),
+            )
         return self._pool
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
@@ -153,6 +161,33 @@ class PoolExecutor(_Closing):
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's (the pid was reused)
+        return True
+    return True
+
+
+def _follow_parent(parent: int) -> None:
+    """A pool worker's initializer: end the worker once ``parent``, the process that
+    started the pool, is gone. A worker whose parent is killed (a coordinator stopped by
+    SIGKILL mid-forecast) would otherwise wait for tasks forever."""
+    started_under = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_CHECK_SECONDS)
+            # Reparented (a forked worker) or its parent no longer exists (a worker forked
+            # by the fork server, whose parent is that server).
+            if os.getppid() != started_under or not _alive(parent):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="ldpem-follow-parent", daemon=True).start()
 
 
 def local_workers() -> int:
