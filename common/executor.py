@@ -203,8 +203,8 @@ def make_executor(scheduler: str | None = None, *, workers: int | None = None) -
     Parameters
     ----------
     scheduler : str, optional
-        None or ``"local"``: a pool of ``workers`` processes (default: ``local_workers()``),
-        serial when that is 1. ``"serial"``: this process only.
+        None: a pool of ``workers`` processes on this machine (default:
+        ``local_workers()``), serial when that is 1. ``"serial"``: this process only.
     workers : int, optional
         Processes of the local pool.
 
@@ -215,7 +215,7 @@ def make_executor(scheduler: str | None = None, *, workers: int | None = None) -
     """
     if workers is not None and workers < 1:
         raise UserError(f"workers must be >= 1, got {workers}")
-    if scheduler in (None, "local"):
+    if scheduler is None:
         count = workers if workers is not None else local_workers()
         return SerialExecutor() if count == 1 else PoolExecutor(count)
     if scheduler == "serial":
@@ -225,4 +225,4 @@ def make_executor(scheduler: str | None = None, *, workers: int | None = None) -
             f"scheduler {scheduler}: Dask clusters are not supported yet; "
             "run on this machine's cores (no scheduler)"
         )
-    raise UserError(f"scheduler must be local, serial or tcp://HOST:PORT, got {scheduler!r}")
+    raise UserError(f"scheduler must be serial or tcp://HOST:PORT, got {scheduler!r}")
