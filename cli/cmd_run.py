@@ -187,7 +187,8 @@ def create_run(args: argparse.Namespace) -> int:
             f"{args.coordinator.rstrip('/')}/v1/runs",
             json=request,
             headers={"Authorization": f"Bearer {token}"},
-            timeout=120.0,
+            # The coordinator forecasts the run (tens of simulated runs) before it answers.
+            timeout=600.0,
             verify=verify,
         )
     except httpx.HTTPError as error:
