@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ldpem.common.executor import Executor
+from ldpem.common.executor import Executor, make_executor
 from ldpem.common.prediction import DEFAULT_SEEDS, Prediction, Problem, predict
 
 __all__ = ["GRID_STEPS", "MIN_RECORDS", "Crossover", "find_crossover", "size_grid"]
@@ -156,7 +156,8 @@ def find_crossover(
     limit : int
         The largest n tried (the planned n is tried even above it).
     executor : Executor, optional
-        Where the simulations run.
+        Where the simulations run; default: a pool of this machine's cores, for the whole
+        search.
     known : sequence of Prediction
         Predictions already made with the same seeds (the planner's at the planned n):
         reused, not simulated again.
@@ -165,6 +166,17 @@ def find_crossover(
     -------
     Crossover
     """
+    if executor is None:
+        with make_executor() as own:
+            return find_crossover(
+                problem,
+                mechanism,
+                threshold=threshold,
+                seeds=seeds,
+                limit=limit,
+                executor=own,
+                known=known,
+            )
     floor = min(max(problem.rounds * len(problem.sizes), MIN_RECORDS), problem.n)
     grid = size_grid(problem.n, floor=floor, limit=max(limit, problem.n))
     # Grid size → its prediction (a scaled problem's n may differ from its grid size by
