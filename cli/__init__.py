@@ -23,7 +23,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from ldpem.common.models import Records, model_names
-    from ldpem.common.planning import Plan, Problem, make_plan
+    from ldpem.common.planning import Plan, make_plan
+    from ldpem.common.prediction import Problem
     from ldpem.common.study import Dataset, Study, StudyResult, run_study
 
 __all__ = [
@@ -44,7 +45,7 @@ _SURFACE = {
     "Records": "ldpem.common.models",
     "model_names": "ldpem.common.models",
     "Plan": "ldpem.common.planning",
-    "Problem": "ldpem.common.planning",
+    "Problem": "ldpem.common.prediction",
     "make_plan": "ldpem.common.planning",
     "Dataset": "ldpem.common.study",
     "Study": "ldpem.common.study",

@@ -39,6 +39,9 @@ from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordin
 
 __all__ = ["DemoConfig", "demo_hospital_sizes", "run_demo"]
 
+#: Seconds the demo waits for the coordinator to create the run (and forecast it).
+CREATE_TIMEOUT = 600.0
+
 
 @dataclass(frozen=True)
 class DemoConfig:
@@ -175,9 +178,8 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 state=workdir / "coordinator.sqlite",
                 # A demo on 127.0.0.1 with throw-away data: its status page opens as is.
                 args=["--public-status"],
-                # Two forecast seeds, not four: the demo waits for the forecast, and two
-                # already show what accuracy to expect.
-                env={"LDPEM_ADMIN_TOKEN": admin, "LDPEM_TICK": "0.05", "LDPEM_FORECAST_SEEDS": "2"},
+                # The coordinator's own forecast (its default seeds), as a real run gets.
+                env={"LDPEM_ADMIN_TOKEN": admin, "LDPEM_TICK": "0.05"},
                 wait=False,
             )
             # The records are written while the coordinator starts (its imports take seconds).
@@ -203,18 +205,28 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                     for n, size, t in zip(names, data.sizes, tokens, strict=True)
                 ],
             }
+            say(
+                "creating the run: the coordinator first simulates it to forecast its "
+                "accuracy (its default seeds, at the assumed ‖β*‖/σ and at half and twice it)"
+            )
             response = client.post(
-                "/v1/runs", json=request, headers={"Authorization": f"Bearer {admin}"}
+                "/v1/runs",
+                json=request,
+                headers={"Authorization": f"Bearer {admin}"},
+                # The forecast simulates 60 runs of up to 2·10⁵ records before answering.
+                timeout=CREATE_TIMEOUT,
             )
             if response.status_code != 201:
                 raise UserError(f"the coordinator refused the run: {response.text}")
             created = response.json()
             run_id = created["run_id"]
             say(f"run {run_id} created; status page {url}/runs/{run_id}")
-            if created.get("expected_error") is not None:
+            forecast = created.get("forecast")
+            if forecast is not None:
                 say(
-                    f"coordinator forecast: error ≈ {created['expected_error']:.3f} "
-                    f"(β = 0 would give {created['trivial_error']:.3f})"
+                    f"coordinator forecast: error ≈ {forecast['mean']:.3f}, 10–90% of "
+                    f"{forecast['seeds']} simulated runs in [{forecast['low']:.3f}, "
+                    f"{forecast['high']:.3f}] (β = 0 would give {forecast['trivial_error']:.3f})"
                 )
             if created.get("warning"):
                 say(f"warning: {created['warning']}")
@@ -271,6 +283,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         "error": errors[-1] if errors else None,
         "trivial_error": float(np.linalg.norm(beta_star)),
         "expected_error": created.get("expected_error"),
+        "forecast": created.get("forecast"),
         "baselines": {name: b["error"] for name, b in baselines.items()},
         "baseline_errors": {name: b["errors"] for name, b in baselines.items()},
         "hospitals": hospitals,

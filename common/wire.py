@@ -57,7 +57,9 @@ __all__ = [
     "API_PREFIX",
     "HOSPITAL_NAME_PATTERN",
     "INT_LIMIT",
+    "ErrorBand",
     "FederatedMechanism",
+    "Forecast",
     "HospitalEnrolment",
     "HospitalParticipation",
     "HospitalToken",
@@ -287,6 +289,32 @@ class HospitalToken(_Schema):
     token: str
 
 
+class ErrorBand(_Schema):
+    """Final errors of simulated runs at one ‖β*‖/σ: their mean and 10–90% band
+    (``ldpem.common.prediction``); None where the simulated runs diverge."""
+
+    snr: float
+    #: The error of β = 0 at that SNR: ‖β*‖ = snr·σ.
+    trivial_error: float
+    mean: float | None
+    low: float | None
+    high: float | None
+
+
+class Forecast(ErrorBand):
+    """The accuracy forecast a coordinator states when it creates a run: at the request's
+    assumed ‖β*‖/σ, and in ``sensitivity`` at half and twice it (the same run: its public
+    parameters stay those of the assumed SNR)."""
+
+    #: Simulated runs behind each band, with seeds first_seed, first_seed + 1, …
+    seeds: int
+    first_seed: int
+    #: Records simulated (the run's, scaled down in proportion above the coordinator's
+    #: forecast_max_records).
+    records: int
+    sensitivity: list[ErrorBand]
+
+
 class RunCreated(_Schema):
     run_id: str
     params: PublicParameters
@@ -295,6 +323,8 @@ class RunCreated(_Schema):
     expected_error: float | None
     trivial_error: float
     warning: str | None
+    #: The forecast behind expected_error (its mean), with its band (None: no forecast).
+    forecast: Forecast | None = None
 
 
 class RoundInfo(_Schema):
@@ -365,6 +395,8 @@ class RunSummary(_Schema):
     beta: list[float]
     #: Whether the run accepts reports weaker than its budget (see HospitalParticipation).
     allow_weaker_reports: bool = False
+    #: The forecast stated when the run was created (see RunCreated).
+    forecast: Forecast | None = None
 
 
 class RoundSummary(_Schema):

@@ -133,6 +133,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
             max_noise_factor=settings.max_noise_factor,
             forecast_seeds=settings.forecast_seeds,
             forecast_max_records=settings.forecast_max_records,
+            forecast_workers=settings.forecast_workers,
             commit_window=settings.commit_window,
         )
         app.state.coordinator = coordinator

@@ -16,6 +16,7 @@ import hmac
 import time
 from collections.abc import Callable
 
+from ldpem.common.prediction import DEFAULT_SEEDS
 from ldpem.common.wire import (
     HospitalParticipation,
     Identity,
@@ -30,6 +31,7 @@ from ldpem.common.wire import (
     report_digest,
 )
 from ldpem.server import queries, runs
+from ldpem.server.forecast import DEFAULT_MAX_RECORDS
 from ldpem.server.groupcommit import GroupCommit
 from ldpem.server.machine import Outcome, accept_report, check_open, expire
 from ldpem.server.policy import (
@@ -69,8 +71,9 @@ class Coordinator:
         admin_token: str,
         range_sigmas: float = 10.0,
         max_noise_factor: float = 10.0,
-        forecast_seeds: int = 4,
-        forecast_max_records: int = 200_000,
+        forecast_seeds: int = DEFAULT_SEEDS,
+        forecast_max_records: int = DEFAULT_MAX_RECORDS,
+        forecast_workers: int | None = None,
         clock: Callable[[], float] = time.time,
         commit_window: float = 0.002,
     ) -> None:
@@ -83,6 +86,8 @@ class Coordinator:
         self.max_noise_factor = max_noise_factor
         self.forecast_seeds = forecast_seeds
         self.forecast_max_records = forecast_max_records
+        #: Processes of the forecast's simulations (None: this machine's cores).
+        self.forecast_workers = forecast_workers
         self.clock = clock
         self._changed = asyncio.Event()
         #: RoundInfo per run for the long-poll, valid until the next ``_notify``: a round
@@ -136,6 +141,7 @@ class Coordinator:
             request,
             forecast_seeds=self.forecast_seeds,
             forecast_max_records=self.forecast_max_records,
+            forecast_workers=self.forecast_workers,
             clock=self.clock,
         )
         self._notify()

@@ -1,23 +1,27 @@
-"""The accuracy a run should expect, from the simulator, stated when the run is created.
+"""The accuracy a run should expect, stated when the run is created, and its warnings.
 
-The run's public parameters and enrolled counts become a ``planning.Problem`` (the same
-planning code as ``ldpem plan``): synthetic data of the run's model, d, σ and the request's
-SNR, split over holders with the enrolled record counts (scaled down proportionally above
-``max_records``, which only makes the forecast pessimistic), run with the mechanism each
-agent builds at the run's published budget: the mean final error over ``seeds`` seeds,
-which is the mean of ``ldpem simulate``'s final errors for seeds 0..seeds−1 with the run's
-hospital sizes (tests/cli/test_simulate_equals_federated.py). A run's schedule and final
+The run's public parameters and enrolled counts become a ``prediction.Problem`` (the same
+prediction as ``ldpem plan``): synthetic data of the run's model, d, σ and the request's
+assumed SNR, split over holders with the enrolled record counts (scaled down
+proportionally above ``max_records``, which only makes the forecast pessimistic), run
+with the mechanism each agent builds at the run's published budget. The forecast is the
+mean and 10–90% band of the final errors over ``seeds`` prediction seeds — the mean of
+``ldpem simulate``'s final errors for seeds 10⁹ … 10⁹ + seeds − 1 with the run's hospital
+sizes (tests/cli/test_simulate_equals_federated.py) — and the same at half and twice the
+assumed SNR, because the SNR is an assumption the number rests on. A run's schedule and final
 estimate are the study's too, so the forecast is the error of the estimate it reports.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from ldpem.common.executor import make_executor
+from ldpem.common.prediction import DEFAULT_SEEDS, Prediction, Problem, outlooks
+from ldpem.common.wire import ErrorBand, Forecast, PublicParameters, RunCreate
 
-from ldpem.common.planning import Problem, final_errors
-from ldpem.common.wire import PublicParameters, RunCreate
+__all__ = ["DEFAULT_MAX_RECORDS", "forecast_warning", "run_forecast", "run_problem"]
 
-__all__ = ["forecast_error", "run_problem"]
+#: Records simulated by the forecast at most, by default (larger runs are scaled down).
+DEFAULT_MAX_RECORDS = 200_000
 
 
 def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
@@ -46,10 +50,69 @@ def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
     )
 
 
-def forecast_error(
-    request: RunCreate, params: PublicParameters, *, seeds: int = 4, max_records: int = 200_000
-) -> float:
-    """Mean final estimation error of the simulated run over ``seeds`` seeds."""
+def _band(prediction: Prediction) -> ErrorBand:
+    finite = prediction.mean < float("inf")
+    return ErrorBand(
+        snr=prediction.problem.snr,
+        trivial_error=prediction.problem.trivial_error,
+        mean=prediction.mean if finite else None,
+        low=prediction.low if finite else None,
+        high=prediction.high if finite else None,
+    )
+
+
+def run_forecast(
+    request: RunCreate,
+    params: PublicParameters,
+    *,
+    seeds: int = DEFAULT_SEEDS,
+    max_records: int = DEFAULT_MAX_RECORDS,
+    workers: int | None = None,
+) -> Forecast | None:
+    """The forecast of a run (module docstring), simulated on ``workers`` processes
+    (default: this machine's cores); None when its simulated runs diverge."""
     problem = run_problem(request, params)
-    errors = final_errors(problem, params.mechanism, seeds, max_records=max_records)
-    return float(np.mean(errors))
+    with make_executor(workers=workers) as executor:
+        (outlook,) = outlooks(
+            problem, [params.mechanism], seeds=seeds, max_records=max_records, executor=executor
+        )
+    main = _band(outlook.prediction)
+    if main.mean is None:
+        return None
+    return Forecast(
+        **main.model_dump(),
+        seeds=outlook.prediction.seeds,
+        first_seed=outlook.prediction.first_seed,
+        records=outlook.prediction.problem.n,
+        sensitivity=[_band(p) for p in outlook.sensitivity],
+    )
+
+
+def forecast_warning(forecast: Forecast | None, beat_fraction: float) -> str | None:
+    """What ``run create`` warns about: a forecast whose mean is not below
+    ``beat_fraction`` of β = 0's error (the planner's criterion), and a forecast that
+    would be worse than β = 0 at half the assumed SNR. None: nothing to warn about."""
+    if forecast is None:
+        return "the simulated run diverges: expect no useful estimate"
+    found = []
+    assert forecast.mean is not None and forecast.low is not None and forecast.high is not None
+    band = f"10–90% of {forecast.seeds} simulated runs: {forecast.low:.3g}–{forecast.high:.3g}"
+    if forecast.mean > beat_fraction * forecast.trivial_error:
+        # The same criterion as `ldpem plan`: the run starts at a random β of norm σ,
+        # already about ‖β*‖ away, so only a clearly lower error shows learning.
+        found.append(
+            f"expected error {forecast.mean:.3g} ({band}) is not below half the error of "
+            f"beta = 0 ({forecast.trivial_error:.3g} at snr {forecast.snr:g}): the estimate "
+            "will probably be no better than the trivial estimate beta = 0; more records, a "
+            "larger epsilon, fewer rounds or another mechanism are needed (see `ldpem plan`)"
+        )
+    lower = [b for b in forecast.sensitivity if b.snr < forecast.snr]
+    half = min(lower, key=lambda b: b.snr, default=None)
+    if half is not None and (half.mean is None or half.mean > half.trivial_error):
+        expected = "diverges" if half.mean is None else f"is {half.mean:.3g}"
+        found.append(
+            f"the forecast rests on the assumed snr {forecast.snr:g}: at snr {half.snr:g} "
+            f"the expected error {expected}, worse than beta = 0 ({half.trivial_error:.3g}); "
+            f"check the assumed ‖β*‖/σ before trusting the forecast {forecast.mean:.3g}"
+        )
+    return "; ".join(found) or None

@@ -19,6 +19,7 @@ from ldpem.common.protocol import (
     round_noise_variance,
 )
 from ldpem.common.wire import (
+    Forecast,
     HospitalParticipation,
     Identity,
     PublicParameters,
@@ -80,6 +81,11 @@ def _parsed_request(text: str) -> RunCreate:
     return RunCreate.model_validate_json(text)
 
 
+@lru_cache(maxsize=256)
+def _parsed_forecast(text: str) -> Forecast:
+    return Forecast.model_validate_json(text)
+
+
 def summary(store: Store, run: RunRow) -> RunSummary:
     params = params_of(run)
     return RunSummary(
@@ -99,6 +105,7 @@ def summary(store: Store, run: RunRow) -> RunSummary:
         reason=run.reason,
         beta=run.beta,
         allow_weaker_reports=request_of(run).allow_weaker_reports,
+        forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
     )
 
 

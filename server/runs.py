@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from ldpem.common.planning import BEAT_FRACTION
 from ldpem.common.protocol import run_start
-from ldpem.common.wire import HospitalToken, RunCreate, RunCreated
-from ldpem.server.forecast import forecast_error
+from ldpem.common.wire import Forecast, HospitalToken, RunCreate, RunCreated
+from ldpem.server.forecast import forecast_warning, run_forecast
 from ldpem.server.policy import usable_parameters
 from ldpem.server.refusals import Conflict, Invalid
 from ldpem.server.store import HospitalRow, RunRow, Store
@@ -34,11 +34,13 @@ async def create_run(
     *,
     forecast_seeds: int,
     forecast_max_records: int,
+    forecast_workers: int | None = None,
     clock: Callable[[], float],
 ) -> RunCreated:
     """Create the run of ``request``: its public parameters (or Invalid), start, accuracy
     forecast (``forecast_seeds`` simulated runs of at most ``forecast_max_records``
-    records, in a worker thread), tokens and round 0, committed in a worker thread."""
+    records at each of three SNRs, from a worker thread on ``forecast_workers``
+    processes), tokens and round 0, committed in a worker thread."""
     params = usable_parameters(request)
     check_tokens_free(store, request)
     seed = request.seed if request.seed is not None else secrets.randbits(62)
@@ -49,32 +51,23 @@ async def create_run(
     trivial = request.snr * request.sigma
     if not math.isfinite(trivial):
         raise Invalid("snr × sigma overflows float64: the run is out of range")
-    expected: float | None = None
+    forecast: Forecast | None = None
     warning: str | None = None
     if request.forecast:
         try:
-            expected = await asyncio.to_thread(
-                forecast_error,
+            forecast = await asyncio.to_thread(
+                run_forecast,
                 request,
                 params,
                 seeds=forecast_seeds,
                 max_records=forecast_max_records,
+                workers=forecast_workers,
             )
+            warning = forecast_warning(forecast, BEAT_FRACTION)
         except (ValueError, ArithmeticError) as error:
             log.exception("accuracy forecast failed")
             warning = f"no accuracy forecast: the simulation failed ({error})"
-        if expected is not None and not math.isfinite(expected):
-            expected = None
-            warning = "the simulated run diverges: expect no useful estimate"
-        elif expected is not None and expected > BEAT_FRACTION * trivial:
-            # The same criterion as `ldpem plan`: the run starts at a random β of norm σ,
-            # already about ‖β*‖ away, so only a clearly lower error shows learning.
-            warning = (
-                f"expected error {expected:.3g} is not below half the error of beta = 0 "
-                f"({trivial:.3g} at snr {request.snr:g}): the estimate will probably be no "
-                "better than the trivial estimate beta = 0; more records, a larger epsilon, "
-                "fewer rounds or another mechanism are needed (see `ldpem plan`)"
-            )
+    expected = None if forecast is None else forecast.mean
     run_id = uuid.uuid4().hex[:12]
     tokens: list[HospitalToken] = []
     hospitals: list[HospitalRow] = []
@@ -109,6 +102,7 @@ async def create_run(
         trivial_error=trivial,
         warning=warning,
         reason=None,
+        forecast=None if forecast is None else forecast.model_dump_json(),
     )
 
     def insert() -> None:
@@ -127,7 +121,10 @@ async def create_run(
         request.rounds,
         request.mechanism,
         len(hospitals),
-        "n/a" if expected is None else f"{expected:.4g}",
+        "n/a"
+        if forecast is None
+        else f"{forecast.mean:.4g} (10-90%: {forecast.low:.4g}-{forecast.high:.4g}, "
+        f"{forecast.seeds} seeds)",
         extra={"run": run_id},
     )
     if warning:
@@ -139,6 +136,7 @@ async def create_run(
         expected_error=expected,
         trivial_error=trivial,
         warning=warning,
+        forecast=forecast,
     )
 
 

@@ -13,6 +13,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ldpem.common.errors import UserError
+from ldpem.common.prediction import DEFAULT_SEEDS
+from ldpem.server.forecast import DEFAULT_MAX_RECORDS
 
 __all__ = ["Settings", "load_settings"]
 
@@ -43,10 +45,13 @@ class Settings(BaseSettings):
     tick: float = Field(default=0.5, gt=0)
     #: Seconds a report waits for others to share its durable commit (group commit).
     commit_window: float = Field(default=0.002, ge=0, le=1)
-    #: Seeds of the accuracy forecast made when a run is created.
-    forecast_seeds: int = Field(default=4, ge=1, le=64)
+    #: Simulated runs behind the accuracy forecast made when a run is created, at each of
+    #: three SNRs (``ldpem.common.prediction``; fewer than 20 make a band of little use).
+    forecast_seeds: int = Field(default=DEFAULT_SEEDS, ge=1, le=1000)
     #: Records simulated by the forecast at most (larger runs are scaled down).
-    forecast_max_records: int = Field(default=200_000, ge=1000)
+    forecast_max_records: int = Field(default=DEFAULT_MAX_RECORDS, ge=1000)
+    #: Processes the forecast simulates on (default: this machine's cores; 1: serial).
+    forecast_workers: int | None = Field(default=None, ge=1)
     #: Multiple k of √count·σ_r allowed beyond count·bound in the honest-range check.
     range_sigmas: float = Field(default=10.0, gt=0)
     #: Largest σ_r accepted, as a multiple of the σ_r of the run's own budget.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ldpem.common.wire import RunCreate, RunSummary
+from ldpem.common.wire import Forecast, RunCreate, RunSummary
 from ldpem.server.health import LATE_FACTOR, LATE_FLOOR, RoundView, RunHealth
 from ldpem.server.pagekit import clock, duration, escape
 from ldpem.server.svg import (
@@ -14,6 +14,7 @@ from ldpem.server.svg import (
     HLine,
     Marker,
     Series,
+    Span,
     format_number,
     line_chart,
     linear_ticks,
@@ -28,17 +29,46 @@ MAX_COORDINATES = 10
 MAX_TIMELINE_ROUNDS = 30
 
 
+def _sensitivity(forecast: Forecast) -> str:
+    """How the expected error moves with ‖β*‖/σ, in words."""
+    parts = []
+    for band in forecast.sensitivity:
+        expected = "the simulated runs diverge" if band.mean is None else f"{band.mean:.3g}"
+        parts.append(f"at ‖β*‖/σ = {band.snr:g}, {expected} (β = 0: {band.trivial_error:.3g})")
+    return "; ".join(parts)
+
+
 def accuracy(run: RunSummary, request: RunCreate) -> str:
     markers = [Marker(run.trivial_error, f"β = 0: {run.trivial_error:.3g}", "#555555")]
-    if run.expected_error is not None:
+    spans: list[Span] = []
+    forecast = run.forecast
+    if forecast is not None and forecast.mean is not None:
+        assert forecast.low is not None and forecast.high is not None  # a finite mean
+        markers.insert(0, Marker(forecast.mean, f"forecast: {forecast.mean:.3g}", PALETTE[5]))
+        spans.append(
+            Span(
+                forecast.low,
+                forecast.high,
+                f"10–90%: {forecast.low:.3g}–{forecast.high:.3g}",
+                PALETTE[5],
+            )
+        )
+        note = (
+            f"The forecast is the mean final error ‖β̂ − β*‖ of {forecast.seeds} simulated "
+            f"runs of this setting at the assumed ‖β*‖/σ = {forecast.snr:g} (seeds "
+            f"{forecast.first_seed}…, {forecast.records:,} records); the shaded band holds "
+            "their middle 80%, so a run's final error should land in it 8 times in 10. The "
+            f"assumption matters: {_sensitivity(forecast)}. β = 0 is the error of not "
+            "estimating at all: a useful run lands well left of it."
+        )
+    elif run.expected_error is not None:
+        # A run created before forecasts kept their band.
         markers.insert(
             0, Marker(run.expected_error, f"forecast: {run.expected_error:.3g}", PALETTE[5])
         )
         note = (
-            f"The forecast is the mean final error ‖β̂ − β*‖ of simulated runs of this setting "
-            f"at ‖β*‖/σ = {request.snr:g}; it gives no band (no spread over seeds is kept), "
-            "so only the expected error is drawn. β = 0 is the error of not estimating at all: "
-            "a useful run lands well left of it."
+            f"The forecast is the mean final error of simulated runs of this setting at "
+            f"‖β*‖/σ = {request.snr:g}; this run was created before forecasts kept a band."
         )
     else:
         note = "No forecast for this run (disabled or failed): only the error of β = 0, for scale."
@@ -48,6 +78,7 @@ def accuracy(run: RunSummary, request: RunCreate) -> str:
         title="Expected error of the estimate",
         high=run.trivial_error,
         label="‖β̂ − β*‖",
+        spans=spans,
     )
     return f'{chart}<p class="note">{escape(note)}</p>'
 
@@ -114,11 +145,12 @@ def _subscript(number: int) -> str:
 
 def step_plot(steps: Sequence[float], run: RunSummary) -> str:
     lines = [HLine(run.trivial_error, "β = 0 error ‖β*‖ (scale)", "#555555")]
+    bands: list[Span] = []
+    forecast = run.forecast
     if run.expected_error is not None:
-        lines.insert(
-            0,
-            HLine(run.expected_error, "forecast error (no band)", PALETTE[5]),
-        )
+        lines.insert(0, HLine(run.expected_error, "forecast error (mean)", PALETTE[5]))
+    if forecast is not None and forecast.low is not None and forecast.high is not None:
+        bands.append(Span(forecast.low, forecast.high, "forecast 10–90%", PALETTE[5]))
     if not steps:
         return '<p id="steps">No round closed yet: no step to plot.</p>'
     chart = line_chart(
@@ -129,6 +161,7 @@ def step_plot(steps: Sequence[float], run: RunSummary) -> str:
         y_label="step norm",
         log_y=True,
         hlines=lines,
+        bands=bands,
     )
     note = (
         "The step shrinks as EM converges. Steps are distances in β, like the errors drawn "

@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS runs (
     expected_error REAL,
     trivial_error REAL NOT NULL,
     warning TEXT,
-    reason TEXT
+    reason TEXT,
+    forecast TEXT
 );
 CREATE TABLE IF NOT EXISTS hospitals (
     run_id TEXT NOT NULL REFERENCES runs(id),
@@ -117,6 +118,8 @@ class RunRow:
     trivial_error: float
     warning: str | None
     reason: str | None
+    #: The forecast stated at creation, as ``wire.Forecast`` JSON (None: no forecast).
+    forecast: str | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,10 @@ class Store:
         self._db = connect_durable(self.path)
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+        if "forecast" not in columns:
+            # A state file written before forecasts kept their band: its runs have none.
+            self._db.execute("ALTER TABLE runs ADD COLUMN forecast TEXT")
 
     def close(self) -> None:
         with self._lock:
@@ -189,7 +196,9 @@ class Store:
     # --- runs -------------------------------------------------------------------------
     def insert_run(self, run: RunRow, hospitals: list[HospitalRow]) -> None:
         self._db.execute(
-            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO runs (id, request, params, status, current_round, beta, quorum, "
+            "seed, created_at, expected_error, trivial_error, warning, reason, forecast) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 run.id,
                 run.request,
@@ -204,6 +213,7 @@ class Store:
                 run.trivial_error,
                 run.warning,
                 run.reason,
+                run.forecast,
             ),
         )
         self._db.executemany(
@@ -227,6 +237,7 @@ class Store:
             trivial_error=row["trivial_error"],
             warning=row["warning"],
             reason=row["reason"],
+            forecast=row["forecast"],
         )
 
     def get_run(self, run_id: str) -> RunRow | None:

@@ -18,6 +18,7 @@ __all__ = [
     "HLine",
     "Marker",
     "Series",
+    "Span",
     "format_number",
     "line_chart",
     "linear_ticks",
@@ -61,6 +62,17 @@ class HLine:
     name: str
     color: str = "#555555"
     dashed: bool = True
+
+
+@dataclass(frozen=True)
+class Span:
+    """A shaded interval from ``low`` to ``high`` (a band of expected values): across a
+    line chart's plot, or along a scale bar."""
+
+    low: float
+    high: float
+    name: str
+    color: str = PALETTE[0]
 
 
 @dataclass(frozen=True)
@@ -168,14 +180,15 @@ def line_chart(
     log_y: bool = False,
     integer_x: bool = True,
     hlines: Sequence[HLine] = (),
+    bands: Sequence[Span] = (),
     width: int = 880,
     height: int = 300,
 ) -> str:
     """An SVG line chart with ticked, labelled axes, grid lines and a legend on the right.
 
     ``series`` points are (x, y); on a log y axis, points with y ≤ 0 are left out (a step
-    of exactly 0 has no logarithm). Reference lines count towards the y range,
-    so a forecast line is always visible.
+    of exactly 0 has no logarithm). Reference lines and ``bands`` (shaded horizontal
+    intervals) count towards the y range, so a forecast is always visible.
     """
     left, right, top, bottom = 64, 220, 30, 44
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -187,6 +200,12 @@ def line_chart(
     ]
     ys = [y for _, y in pts]
     ys += [h.y for h in hlines if math.isfinite(h.y) and (h.y > 0 or not log_y)]
+    shown_bands = [
+        b
+        for b in bands
+        if math.isfinite(b.low) and math.isfinite(b.high) and (b.low > 0 or not log_y)
+    ]
+    ys += [y for b in shown_bands for y in (b.low, b.high)]
     xs = [x for x, _ in pts]
     if not xs:
         xs = [0.0, 1.0]
@@ -240,6 +259,13 @@ def line_chart(
         f'text-anchor="middle" transform="rotate(-90 14 {top + plot_h / 2:.1f})">'
         f"{_esc(y_label)}</text>"
     )
+    for band in shown_bands:
+        y1, y2 = py(band.high), py(band.low)
+        parts.append(
+            f'<rect class="band" x="{left}" y="{y1:.1f}" width="{plot_w}" '
+            f'height="{max(y2 - y1, 1.0):.1f}" fill="{band.color}" fill-opacity="0.15">'
+            f"<title>{_esc(band.name)}</title></rect>"
+        )
     for line in hlines:
         if not math.isfinite(line.y) or (log_y and line.y <= 0):
             continue
@@ -265,13 +291,17 @@ def line_chart(
             parts.extend(
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{s.color}"/>' for x, y in points
             )
-    entries = [(s.name, s.color, s.dashed) for s in series]
+    entries: list[tuple[str, str, bool | None]] = [(s.name, s.color, s.dashed) for s in series]
     entries += [(h.name, h.color, h.dashed) for h in hlines]
+    entries += [(b.name, b.color, None) for b in shown_bands]  # None: a shaded swatch
     legend_x = left + plot_w + 14
     for i, (name, color, dashed) in enumerate(entries[:14]):
         y = top + 8 + i * 16
         swatch = (
-            f'<line x1="{legend_x}" y1="{y}" x2="{legend_x + 22}" y2="{y}" '
+            f'<rect x="{legend_x}" y="{y - 5}" width="22" height="10" fill="{color}" '
+            'fill-opacity="0.25"/>'
+            if dashed is None
+            else f'<line x1="{legend_x}" y1="{y}" x2="{legend_x + 22}" y2="{y}" '
             f'stroke="{color}" stroke-width="2"{_dash(dashed)}/>'
         )
         parts.append(
@@ -289,14 +319,18 @@ def scale_bar(
     title: str,
     high: float,
     label: str,
+    spans: Sequence[Span] = (),
     width: int = 880,
     height: int = 84,
 ) -> str:
-    """A horizontal axis from 0 to ``high`` with labelled ticks and one marker per entry
-    (e.g. the forecast error against the error of β = 0)."""
+    """A horizontal axis from 0 to ``high`` with labelled ticks, one marker per entry
+    (e.g. the forecast error against the error of β = 0) and a shaded interval per span
+    (e.g. the forecast's band); the legend lists markers, then spans."""
     left, right = 64, 220
     plot_w = width - left - right
-    axis_low, axis_high, ticks = linear_ticks(0.0, max(high, *(m.value for m in markers), 1e-12))
+    spans = [s for s in spans if math.isfinite(s.low) and math.isfinite(s.high)]
+    values = [m.value for m in markers if math.isfinite(m.value)] + [s.high for s in spans]
+    axis_low, axis_high, ticks = linear_ticks(0.0, max(high, *values, 1e-12))
     y = 46
     parts = [
         f'<svg id="{_esc(chart_id)}" class="chart" width="{width}" height="{height}" '
@@ -316,6 +350,14 @@ def scale_bar(
             f'<g class="tick x-tick"><line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 5}" '
             f'stroke="#333"/><text x="{x:.1f}" y="{y + 18}" font-size="11" '
             f'text-anchor="middle">{_esc(format_number(tick, step))}</text></g>'
+        )
+    for i, span in enumerate(spans):
+        x1, x2 = px(span.low), px(span.high)
+        parts.append(
+            f'<g class="span"><rect x="{x1:.1f}" y="{y - 14}" width="{max(x2 - x1, 1.5):.1f}" '
+            f'height="14" fill="{span.color}" fill-opacity="0.25"><title>{_esc(span.name)}'
+            f'</title></rect><text x="{left + plot_w + 14}" y="{28 + (len(markers) + i) * 16}" '
+            f'font-size="11" fill="{span.color}">▬ {_esc(span.name)}</text></g>'
         )
     for i, marker in enumerate(markers):
         if not math.isfinite(marker.value):

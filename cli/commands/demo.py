@@ -115,6 +115,15 @@ def print_summary(result: dict[str, Any], out: Any) -> None:
     ]
     for label, value in rows:
         print(f"  {label:<52}{value:>8.3f}", file=out)
+    forecast = result.get("forecast")
+    if forecast is not None:
+        # The coordinator's forecast for this run: where its final error should land.
+        label = f"forecast for it ({forecast['seeds']} simulated runs)"
+        print(
+            f"  {label:<52}{forecast['mean']:>8.3f}  "
+            f"10–90%: {forecast['low']:.3f}–{forecast['high']:.3f}",
+            file=out,
+        )
     print(file=out)
     print(f"  {'hospital':<10}{'records':>9}{'rounds':>8}{'ε spent':>10}", file=out)
     for h in result["hospitals"]:

@@ -10,9 +10,11 @@ import math
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
+from ldpem.common.executor import make_executor
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import model_names
-from ldpem.common.planning import Plan, Problem, make_plan
+from ldpem.common.planning import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
+from ldpem.common.prediction import DEFAULT_SEEDS, SNR_FACTORS, Prediction, Problem
 
 __all__ = ["add_arguments", "format_plan", "parse_sizes", "problem_from_args"]
 
@@ -22,10 +24,11 @@ HELP = "expected error of each mechanism for a consortium, and a recommendation"
 DESCRIPTION = (
     "Simulate the run in-process (seeded, synthetic data of the model at the given "
     "SNR, split over the hospitals) for each mechanism, report the expected final "
-    "error with its 10-90% band, the trivial estimate beta = 0, the smallest n at "
-    "which local DP beats it (mean error at most half of beta = 0's), and which "
-    "mechanism to use. The consortium is --hospitals-sizes, or --n records over "
-    "--hospitals equal hospitals."
+    "error with its 10-90% band, and at half and twice the assumed SNR; the trivial "
+    "estimate beta = 0; the smallest n at which local DP beats it (mean error at "
+    "most half of beta = 0's), with the sizes at which 10% and 90% of runs do; and "
+    "which mechanism to use. The consortium is --hospitals-sizes, or --n records "
+    "over --hospitals equal hospitals."
 )
 EXAMPLES = (
     "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
@@ -71,12 +74,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="K equal hospitals, with --n (default: none)",
     )
-    add("--seeds", type=int, default=3, help="simulations per mechanism")
+    add(
+        "--seeds",
+        type=int,
+        default=DEFAULT_SEEDS,
+        help="simulations per mechanism and size (their seeds start at 10^9)",
+    )
     add(
         "--crossover-limit",
         type=int,
-        default=4_000_000,
+        default=DEFAULT_CROSSOVER_LIMIT,
         help="largest n the local crossover search tries",
+    )
+    add(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes that run the simulations (default: this machine's cores; 1: serial)",
     )
     add("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=handle)
@@ -141,29 +155,48 @@ def _label(mechanism: str, clip: float) -> str:
     return kind.label + (f", C = {clip:g}" if kind.needs == "clip" else "")
 
 
+def _band(prediction: Prediction) -> str:
+    return f"{prediction.mean:.3g} [{prediction.low:.3g}, {prediction.high:.3g}]"
+
+
 def format_plan(plan: Plan) -> str:
+    """The plan as text: the table (with the SNR sensitivity), the verdict at the planned
+    n, the crossover line (the same predictions: they cannot disagree) and the
+    recommendation."""
     p = plan.problem
-    seeds = len(plan.estimates[0].errors)
+    first = plan.predictions[0].first_seed
+    others = [p.snr * f for f in SNR_FACTORS]
     lines = [
         f"{p.model}, d = {p.d}, σ = {p.sigma:g}, snr {p.snr:g}, ε = {p.epsilon:g}, "
         f"δ = {p.resolved_delta:.3g}, {p.rounds} rounds, {len(p.sizes)} hospital(s), "
         f"n = {p.n:,}",
-        f"expected final error ‖β − β*‖ (mean and 10–90% band over {seeds} seeds):",
+        f"expected final error ‖β − β*‖: mean [10–90% band] over {plan.seeds} simulations "
+        f"(seeds {first}–{first + plan.seeds - 1})",
+        f"  {'‖β*‖/σ =':<42}{f'{p.snr:g} (assumed)':<26}"
+        + "".join(f"{f'if {snr:g}':>10}" for snr in others),
     ]
-    for e in plan.estimates:
+    for o in plan.outlooks:
+        e = o.prediction
         lines.append(
-            f"  {_label(e.mechanism, p.clip):<42}{e.mean:>9.3g}   [{e.low:.3g}, {e.high:.3g}]"
+            f"  {_label(e.mechanism, p.clip):<42}{_band(e):<26}"
+            + "".join(f"{s.mean:>10.3g}" for s in o.sensitivity)
         )
-    lines.append(f"  {'trivial estimate β = 0':<42}{p.trivial_error:>9.3g}")
-    beat = f"beat β = 0 (mean error ≤ {p.useful_error:.3g}, half of β = 0's)"
-    local = {e.mechanism: e for e in plan.estimates}.get("local")
+    lines.append(
+        f"  {'trivial estimate β = 0':<42}{p.trivial_error:<26.3g}"
+        + "".join(f"{snr:>10.3g}" for snr in others)
+    )
+    lines.append(
+        f"  (other ‖β*‖/σ: the same run, its τ and bound B those of the assumed {p.snr:g})"
+    )
+    local = {e.mechanism: e for e in plan.predictions}.get("local")
     if local is not None:
-        verdict = "does" if local.mean <= p.useful_error else "does NOT"
-        lines.append(f"at n = {p.n:,} local DP {verdict} {beat}")
-    if plan.local_crossover is not None:
-        lines.append(f"local DP beats β = 0 from about n = {plan.local_crossover:,}")
-    else:
-        lines.append(f"local DP does not beat β = 0 at any n up to {plan.crossover_limit:,}")
+        verdict = "does" if plan.beats(local) else "does NOT"
+        relation = "≤" if plan.beats(local) else ">"
+        lines.append(
+            f"at n = {p.n:,} local DP {verdict} beat β = 0: mean error {local.mean:.3g} "
+            f"{relation} {plan.crossover.threshold:.3g} (half of β = 0's)"
+        )
+    lines.append(plan.crossover.describe("local DP"))
     lines.append(f"recommendation: {plan.recommendation}")
     return "\n".join(lines)
 
@@ -172,11 +205,13 @@ def handle(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     if args.crossover_limit < 1000:
         raise UserError(f"--crossover-limit must be >= 1000, got {args.crossover_limit}")
-    plan = make_plan(
-        problem,
-        seeds=args.seeds,
-        crossover_limit=args.crossover_limit,
-    )
+    with make_executor(workers=args.workers) as executor:
+        plan = make_plan(
+            problem,
+            seeds=args.seeds,
+            crossover_limit=args.crossover_limit,
+            executor=executor,
+        )
     if args.json:
         print(json.dumps(plan.as_dict()))
     else:

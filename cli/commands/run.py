@@ -186,7 +186,8 @@ def create_run(args: argparse.Namespace) -> int:
             f"{args.coordinator.rstrip('/')}/v1/runs",
             json=request,
             headers={"Authorization": f"Bearer {token}"},
-            timeout=120.0,
+            # The coordinator forecasts the run (tens of simulated runs) before it answers.
+            timeout=600.0,
             verify=verify,
         )
     except httpx.HTTPError as error:
@@ -248,10 +249,7 @@ def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str
         f"{params['rounds']} rounds, mechanism {params['mechanism']}, "
         f"epsilon {params['epsilon']:g}, delta {params['delta']:g}"
     ]
-    if body.get("expected_error") is not None:
-        lines.append(
-            f"expected error {body['expected_error']:.4g} (beta = 0: {body['trivial_error']:.4g})"
-        )
+    lines.extend(forecast_lines(body))
     lines.append("token files (mode 600): send each to its hospital only")
     width = max(len(name) for name in files)
     for name, path in files.items():
@@ -262,6 +260,31 @@ def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str
         "or a larger budget (a hospital whose budget is smaller refuses the run)"
     )
     return "\n".join(lines)
+
+
+def forecast_lines(body: dict[str, Any]) -> list[str]:
+    """The forecast of a created run (``RunCreated``): its mean and band, how many
+    simulated runs it rests on, and what it becomes at other ‖β*‖/σ."""
+    forecast = body.get("forecast")
+    if forecast is None:
+        expected = body.get("expected_error")
+        if expected is None:
+            return []
+        return [f"expected error {expected:.4g} (beta = 0: {body['trivial_error']:.4g})"]
+    lines = [
+        f"expected error {forecast['mean']:.4g}, 10-90% of {forecast['seeds']} simulated "
+        f"runs in [{forecast['low']:.4g}, {forecast['high']:.4g}] (beta = 0: "
+        f"{forecast['trivial_error']:.4g}, at the assumed snr {forecast['snr']:g})"
+    ]
+    others = [
+        f"at snr {b['snr']:g}: "
+        + ("diverges" if b["mean"] is None else f"{b['mean']:.4g}")
+        + f" (beta = 0: {b['trivial_error']:.4g})"
+        for b in forecast["sensitivity"]
+    ]
+    if others:
+        lines.append("  if ‖β*‖/σ is not as assumed: " + "; ".join(others))
+    return lines
 
 
 def _read_headers(token_file: Path | None, admin_token_file: Path | None) -> dict[str, str]:
@@ -311,8 +334,10 @@ def _error_line(run: dict[str, Any], path: Path) -> str:
     if beta_star.shape != beta.shape:
         raise UserError(f"{path}: beta_star has {beta_star.size} entries, the run d={beta.size}")
     error = get_model(run["model"]).error(beta, beta_star)
-    expected = run.get("expected_error")
+    expected, band = run.get("expected_error"), run.get("forecast")
     forecast = f", forecast {expected:.4f}" if expected is not None else ""
+    if band is not None:
+        forecast += f" [10-90%: {band['low']:.4f}, {band['high']:.4f}]"
     return (
         f"run {run['run_id']}: final error {error:.4f} after {run['round']} rounds "
         f"(trivial error of beta = 0: {float(np.linalg.norm(beta_star)):.4f}{forecast})"

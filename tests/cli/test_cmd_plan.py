@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ldpem.cli import main
-from ldpem.common.planning import (
-    BEAT_FRACTION,
-    Estimate,
-    Problem,
-    crossover_records,
-    final_errors,
-    recommendation,
-)
+from ldpem.common.crossover import Crossover, _first_below, find_crossover, size_grid
+from ldpem.common.executor import SerialExecutor, make_executor
+from ldpem.common.planning import recommendation
+from ldpem.common.prediction import Prediction, Problem, predict
 from ldpem.common.wire import RunCreate, public_parameters
-from ldpem.server.forecast import forecast_error, run_problem
+from ldpem.server.forecast import run_forecast, run_problem
 from tests.fedkit import run_request
 
 
 def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
-    assert main(["plan", *argv, "--json", "--crossover-limit", "200000"]) == 0
+    assert main(["plan", *argv, "--json", "--crossover-limit", "200000", "--seeds", "3"]) == 0
     payload: dict[str, object] = json.loads(capsys.readouterr().out)
     return payload
 
@@ -43,15 +39,17 @@ def test_local_cannot_beat_beta_zero_on_twenty_thousand_rmc_records(
 def test_recommends_hospital_level_for_a_four_hospital_gmm_consortium(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    plan = plan_json(capsys, "--hospitals-sizes", "80000,60000,40000,20000")
-    assert plan["n"] == 200_000
+    plan = plan_json(capsys, "--hospitals-sizes", "20000,15000,10000,5000")
+    assert plan["n"] == 50_000 and plan["seeds"] == 3 and plan["first_seed"] == 10**9
     assert str(plan["recommendation"]).startswith("use hospital-level DP")
     mechanisms = plan["mechanisms"]
     assert isinstance(mechanisms, dict)
     for name in ("local", "hospital", "central", "local-clip", "none"):
         entry = mechanisms[name]
-        assert entry["p10"] <= entry["mean"] <= entry["p90"] or len(entry["errors"]) < 3
-        assert len(entry["errors"]) == 3
+        assert entry["p10"] <= entry["p90"] and len(entry["errors"]) == entry["seeds"] == 3
+        # The same run at half and twice the assumed ‖β*‖/σ = 3.
+        assert [s["snr"] for s in entry["snr_sensitivity"]] == [1.5, 6.0]
+        assert [s["trivial_error"] for s in entry["snr_sensitivity"]] == [1.5, 6.0]
     assert mechanisms["hospital"]["mean"] < mechanisms["local"]["mean"]
 
 
@@ -62,6 +60,8 @@ def test_text_output_states_the_verdict_and_the_recommendation(
     assert main([*argv, "--crossover-limit", "20000"]) == 0
     out = capsys.readouterr().out
     assert "hospital-level DP (same trust boundary)" in out
+    assert "over 2 simulations (seeds 1000000000–1000000001)" in out
+    assert re.search(r"‖β\*‖/σ = +3 \(assumed\) +if 1\.5 +if 6", out), out
     assert "trivial estimate β = 0" in out
     assert "recommendation: " in out
 
@@ -90,48 +90,139 @@ def test_bad_input_is_one_line(
     assert "Traceback" not in err and err.count("\n") == 1
 
 
-def test_crossover_is_where_the_mean_error_crosses_half_of_beta_zero() -> None:
+def run_plan(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["plan", *argv]) == 0
+    return capsys.readouterr().out
+
+
+#: The issue's example (issue 23): its output once said both "does NOT beat" and "beats
+#: from about n = 2,000".
+ISSUE_EXAMPLE = ["--model", "gmm", "--d", "10", "--epsilon", "1", "--n", "2000"]
+ISSUE_EXAMPLE += ["--hospitals", "5", "--seeds", "10"]
+
+
+@pytest.mark.slow  # three plans: ~30 s on 2 busy cores
+def test_the_crossover_agrees_across_calls_and_with_the_verdict_at_n(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    outputs = [run_plan(capsys, *ISSUE_EXAMPLE) for _ in range(3)]
+    crossover_lines = [
+        next(line for line in out.splitlines() if line.startswith("local DP ")) for out in outputs
+    ]
+    verdicts = [
+        next(line for line in out.splitlines() if line.startswith("at n = ")) for out in outputs
+    ]
+    assert len(set(crossover_lines)) == 1 and len(set(verdicts)) == 1
+    assert outputs[0] == outputs[1] == outputs[2]
+    found = re.search(
+        r"from about n ≈ ([\d,]+) \(between ([\d,]+) and ([\d,]+):", crossover_lines[0]
+    )
+    assert found is not None, crossover_lines[0]
+    crossover, low, high = (int(group.replace(",", "")) for group in found.groups())
+    assert low <= crossover <= high
+    # The verdict at n = 2,000 and the crossover come from the same prediction.
+    if "does NOT beat" in verdicts[0]:
+        assert crossover > 2000
+    else:
+        assert "does beat" in verdicts[0] and crossover <= 2000
+    recommendation = next(line for line in outputs[0].splitlines() if line.startswith("recom"))
+    assert f"n ≈ {crossover:,}" in recommendation or "use local DP" in recommendation
+
+
+def test_the_crossover_is_a_monotone_search_on_the_predicted_mean() -> None:
     problem = Problem(model="gmm", d=10, sizes=(30000, 20000), rounds=10, epsilon=1.0)
-    n = crossover_records(problem, "local", seeds=3, max_records=400_000, steps=2)
-    assert n is not None
-    at = float(np.mean(final_errors(problem.with_records(n), "local", 3)))
-    assert at <= BEAT_FRACTION * problem.trivial_error
-    # Coarse (a mean of three seeds is noisy): a factor 4 below, it does not beat β = 0.
-    assert n >= 1000
-    below = float(np.mean(final_errors(problem.with_records(n // 4), "local", 3)))
-    assert below > BEAT_FRACTION * problem.trivial_error
-    assert crossover_records(problem, "local", seeds=1, max_records=1000) is None
+    threshold = problem.useful_error
+    with make_executor(workers=2) as executor:
+        at_n = predict(problem, "local", seeds=4, executor=executor)
+        crossover = find_crossover(
+            problem,
+            "local",
+            threshold=threshold,
+            seeds=4,
+            limit=400_000,
+            executor=executor,
+            known=[at_n],
+        )
+    assert crossover.n is not None and crossover.low is not None and crossover.high is not None
+    assert crossover.low <= crossover.n <= crossover.high
+    # The planned n's prediction was reused, not simulated again.
+    assert at_n in crossover.predictions
+    assert min(p.problem.n for p in crossover.predictions) >= 250
+    # At the crossover the mean beats β = 0; at the grid size below it, it does not.
+    grid = size_grid(50_000, floor=250, limit=400_000)
+    assert 50_000 in grid
+    at = next(p for p in crossover.predictions if p.problem == problem.with_records(crossover.n))
+    assert at.mean <= threshold
+    below = grid[grid.index(crossover.n) - 1]
+    under = next(p for p in crossover.predictions if p.problem == problem.with_records(below))
+    assert under.mean > threshold
+    nowhere = find_crossover(problem, "local", threshold=0.01, seeds=1, limit=60_000)
+    assert nowhere.n is None and "does not beat β = 0 at any n up to 60,000" in nowhere.describe(
+        "local DP"
+    )
+
+
+def test_first_below_finds_the_crossing_of_a_falling_sequence() -> None:
+    values = [10.0, 8.0, 6.0, 5.0, 4.0, 3.0, 2.5, 2.0, 1.0, 0.5, 0.2, 0.1]
+    for start in range(len(values)):
+        for threshold in (11.0, 5.5, 2.0, 0.15, 0.05):
+            expected = next((i for i, v in enumerate(values) if v <= threshold), None)
+            found = _first_below(values.__getitem__, threshold, start, len(values) - 1)
+            assert found == expected, (start, threshold)
+
+
+def test_size_grid_passes_through_the_planned_n_and_the_limit() -> None:
+    grid = size_grid(2000, floor=250, limit=10_000)
+    assert grid == sorted(set(grid)) and 2000 in grid and grid[-1] == 10_000
+    assert grid[0] >= 250 and round(grid[0] / 2 ** (1 / 4)) < 250
+    assert 4000 in grid and 1000 in grid  # a doubling is GRID_STEPS steps
+    assert size_grid(5000, floor=250, limit=1000)[-1] == 5000  # the planned n, even above
 
 
 def test_recommendation_rules() -> None:
     problem = Problem(model="gmm", d=2, sizes=(100,), rounds=10)
 
-    def est(name: str, value: float) -> Estimate:
-        return Estimate(name, (value, value))
+    def est(name: str, value: float) -> Prediction:
+        return Prediction(name, problem, (value, value))
 
-    line = recommendation(problem, [est("local", 0.3), est("hospital", 0.28)], 5000, 10**6)
+    def crossing(n: int | None) -> Crossover:
+        return Crossover("local", problem.useful_error, 10**6, 2, n, n, n, ())
+
+    line = recommendation(problem, [est("local", 0.3), est("hospital", 0.28)], crossing(5000))
     assert line.startswith("use local DP")
-    line = recommendation(problem, [est("local", 2.0), est("hospital", 0.1)], None, 10**6)
+    line = recommendation(problem, [est("local", 2.0), est("hospital", 0.1)], crossing(None))
     assert line.startswith("use hospital-level DP") and "even at n = 1,000,000" in line
-    line = recommendation(problem, [est("local", 2.9), est("hospital", 2.0)], None, 10**6)
+    line = recommendation(problem, [est("local", 2.9), est("hospital", 2.0)], crossing(None))
     assert line.startswith("no private mechanism")
     # Secure aggregation only for a clear gain (it assumes an honest majority).
     many = [est("local", 2.0), est("hospital", 0.4), est("secagg", 0.11)]
-    line = recommendation(problem, many, None, 10**6)
+    line = recommendation(problem, many, crossing(None))
     assert line.startswith("use secure aggregation (--mechanism secagg")
-    close = [est("local", 2.0), est("hospital", 0.1), est("secagg", 0.09)]
-    assert recommendation(problem, close, None, 10**6).startswith("use hospital-level DP")
+    close = [est("local", 2.0), est("hospital", 0.1), est("secagg", 0.06)]
+    assert recommendation(problem, close, crossing(None)).startswith("use hospital-level DP")
 
 
-def test_run_forecast_is_the_planning_estimate() -> None:
+def test_run_forecast_is_the_planning_prediction() -> None:
     request = RunCreate.model_validate(
         run_request(records=3000, rounds=5, d=3, mechanism="hospital", forecast=True)
     )
     params = public_parameters(request)
     problem = run_problem(request, params)
     assert problem.sizes == (3000, 3000, 3000)
-    expected = float(np.mean(final_errors(problem, "hospital", 2)))
-    assert forecast_error(request, params, seeds=2) == expected
+    forecast = run_forecast(request, params, seeds=2, workers=1)
+    assert forecast is not None
+    expected = predict(problem, "hospital", seeds=2, executor=SerialExecutor())
+    assert (forecast.mean, forecast.low, forecast.high) == (
+        expected.mean,
+        expected.low,
+        expected.high,
+    )
+    assert (forecast.seeds, forecast.first_seed, forecast.records) == (2, 10**9, 9000)
+    # Half and twice the assumed SNR: the same run (τ as published), other data.
+    half, double = forecast.sensitivity
+    assert (half.snr, double.snr) == (1.5, 6.0) and half.trivial_error == 1.5
+    at_half = predict(problem.at_snr(1.5), "hospital", seeds=2, executor=SerialExecutor())
+    assert half.mean == at_half.mean and at_half.problem.resolved_tau == problem.resolved_tau
 
 
 def test_simulate_on_data_warns_when_beta_zero_is_as_good(

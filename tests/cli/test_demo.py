@@ -18,6 +18,7 @@ import pytest
 from ldpem.commands.demo import print_summary
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
+from ldpem.common.prediction import DEFAULT_SEEDS
 from ldpem.common.study import Dataset
 from ldpem.demo import DemoConfig, _baselines, demo_hospital_sizes
 
@@ -73,6 +74,12 @@ def test_summary_table_has_the_hospital_level_row() -> None:
     out = io.StringIO()
     print_summary({**result, "mechanism": "hospital"}, out)
     assert f"federated, {get_mechanism('hospital').label} (ε=1)" in out.getvalue()
+    out = io.StringIO()
+    forecast = {"mean": 0.37, "low": 0.24, "high": 0.52, "seeds": 20}
+    print_summary({**result, "forecast": forecast}, out)
+    row = next(line for line in out.getvalue().splitlines() if "forecast for it" in line)
+    assert row.split()[-3:] == ["0.370", "10–90%:", "0.240–0.520"]
+    assert "(20 simulated runs)" in row
 
 
 def test_in_process_baselines_include_hospital_level() -> None:
@@ -130,6 +137,10 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         assert h["rounds_reported"] == 5
         assert h["epsilon_spent"] == pytest.approx(1.0, rel=1e-6)
     assert payload["seconds"] > 0
+    # The coordinator's forecast, from its default seeds, with its band.
+    forecast = payload["forecast"]
+    assert forecast["seeds"] == DEFAULT_SEEDS and forecast["mean"] == payload["expected_error"]
+    assert forecast["low"] <= forecast["mean"] <= forecast["high"]
     assert (workdir / "result.json").is_file()
     assert (workdir / "convergence.png").stat().st_size > 1000
     assert processes_mentioning(str(workdir)) == []

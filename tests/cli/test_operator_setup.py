@@ -4,6 +4,7 @@ the refusal of token and key files others can read and of tokens on the command 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import stat
 from collections.abc import Iterator
@@ -201,6 +202,30 @@ def test_run_create_writes_one_private_token_file_per_hospital(
         assert path.read_text().strip() not in out  # the tokens are only in the files
     assert "  given  its token was given in the run request" in out
     assert "agents take part with --epsilon 1 --delta " in out
+
+
+def test_run_create_states_the_forecast_band_and_its_snr_sensitivity(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request = run_request(hospitals=2, records=500, d=2, rounds=2, forecast=True)
+    for hospital in request["hospitals"]:
+        del hospital["token"]
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(request))
+    argv = ["run", "create", "--coordinator", server, "--config", str(config)]
+    assert main([*argv, "--tokens-dir", str(tmp_path / "tokens")]) == 0
+    out = capsys.readouterr().out
+    # fedkit's coordinator settings: 2 forecast seeds.
+    assert re.search(
+        r"expected error [\d.]+, 10-90% of 2 simulated runs in \[[\d.]+, [\d.]+\] "
+        r"\(beta = 0: 3, at the assumed snr 3\)",
+        out,
+    ), out
+    assert re.search(
+        r"if ‖β\*‖/σ is not as assumed: at snr 1.5: [\d.]+ \(beta = 0: 1.5\); "
+        r"at snr 6: [\d.]+ \(beta = 0: 6\)",
+        out,
+    ), out
 
 
 def test_run_create_refuses_to_overwrite_a_token_file_before_creating_the_run(

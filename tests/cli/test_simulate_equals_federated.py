@@ -9,8 +9,9 @@ smaller than m) and ``hospital`` (each agent's own scale and noise); and under a
 schedule that grows geometrically, whose rounds each have their own scale s_t, with the
 reported estimate the weighted average of the last iterates, which the coordinator makes
 and the simulation reproduces bit for bit. And the forecast that ``ldpem run create``
-states is exactly the mean of ``ldpem simulate``'s final errors for the same study and
-seeds.
+states is exactly the mean (and the band, the 10% and 90% ``prediction.quantile``) of
+``ldpem simulate``'s final errors for the same study over the prediction seeds 10⁹,
+10⁹ + 1, … (the coordinator's default count).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 import pytest
 
 from ldpem.client.data import load_records
+from ldpem.common.prediction import DEFAULT_SEEDS, prediction_seeds, quantile
 from ldpem.common.protocol import FederatedStreams, records_per_round
 from ldpem.common.simulation import EMResult, simulate_run
 from ldpem.common.study import Study, run_study
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.slow
 #: Uneven hospitals: over 5 rounds the rounds hold 902, 901, 900, 899 and 899 records,
 #: around m = ⌊4501/5⌋ = 900.
 COUNTS = [2003, 1501, 997]
-D, ROUNDS, RUN_SEED, FORECAST_SEEDS = 4, 5, 3, 4
+D, ROUNDS, RUN_SEED = 4, 5, 3
 AGENT_SEEDS = [100 + i for i in range(len(COUNTS))]
 #: A schedule that grows by 1.3 a round, reported as the average of the last 3 iterates.
 SCHEDULE, FINAL = "geometric:1.3", "average:3"
@@ -126,8 +128,11 @@ def federated_run(
     return created, federated, simulated, f"{url}/v1/runs/{run_id}"
 
 
-def simulate_figure(mechanism: str, *, schedule: str = "equal", final: str = "last") -> float:
-    """``ldpem simulate``'s mean final error for the run's study over the forecast's seeds."""
+def simulate_figures(
+    mechanism: str, *, schedule: str = "equal", final: str = "last"
+) -> tuple[float, float, float]:
+    """``ldpem simulate``'s mean final error for the run's study over the forecast's seeds,
+    and the 10% and 90% quantiles of those errors."""
     study = Study(
         model="gmm",
         mechanism=mechanism,
@@ -139,8 +144,18 @@ def simulate_figure(mechanism: str, *, schedule: str = "equal", final: str = "la
         schedule=schedule,
         final=final,
     )
-    errors = [run_study(replace(study, seed=s)).final_error for s in range(FORECAST_SEEDS)]
-    return float(np.mean(np.array(errors, dtype=float)))
+    errors = []
+    for seed in prediction_seeds(DEFAULT_SEEDS):
+        error = run_study(replace(study, seed=seed)).final_error
+        assert error is not None
+        errors.append(error)
+    return float(np.mean(errors)), quantile(errors, 0.1), quantile(errors, 0.9)
+
+
+def forecast_figures(created: dict[str, Any]) -> tuple[float, float, float]:
+    forecast = created["forecast"]
+    assert forecast["seeds"] == DEFAULT_SEEDS and created["expected_error"] == forecast["mean"]
+    return forecast["mean"], forecast["low"], forecast["high"]
 
 
 def test_central_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:
@@ -154,14 +169,14 @@ def test_central_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: P
     ) < records_per_round(COUNTS, ROUNDS)
     assert len(federated) == ROUNDS + 1
     assert federated == simulated
-    assert created["expected_error"] == simulate_figure("central")
+    assert forecast_figures(created) == simulate_figures("central")
 
 
 def test_hospital_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:
     created, federated, simulated = federated_and_simulated(procs, tmp_path, "hospital")
     assert len(federated) == ROUNDS + 1
     assert federated == simulated
-    assert created["expected_error"] == simulate_figure("hospital")
+    assert forecast_figures(created) == simulate_figures("hospital")
 
 
 @pytest.mark.parametrize(
@@ -190,4 +205,4 @@ def test_a_geometric_schedule_with_averaging_is_its_simulation_bit_for_bit(
     estimate = [float(v) for v in simulated.beta]
     assert summary["beta"] == trajectory["estimate"] == estimate != federated[-1]
     assert trajectory["weights"] == list(simulated.final.weights)
-    assert created["expected_error"] == simulate_figure(mechanism, schedule=SCHEDULE, final=FINAL)
+    assert forecast_figures(created) == simulate_figures(mechanism, schedule=SCHEDULE, final=FINAL)

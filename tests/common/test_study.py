@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from ldpem.common.errors import UserError
+from ldpem.common.executor import SerialExecutor
 from ldpem.common.mechanisms import LocalTruncation, mechanism_names
 from ldpem.common.models import Records, get_model, model_names
-from ldpem.common.planning import Problem, final_errors
+from ldpem.common.prediction import Problem, predict, prediction_seeds
 from ldpem.common.simulation import random_holder_sizes
 from ldpem.common.study import (
     OUTLIER_NORM,
@@ -278,12 +279,15 @@ def test_on_round_sees_every_round_with_its_error() -> None:
 
 
 @pytest.mark.parametrize("mechanism", ["local", "hospital", "central"])
-def test_a_plan_estimate_is_the_mean_of_its_studies(mechanism: str) -> None:
+def test_a_prediction_is_made_of_its_studies(mechanism: str) -> None:
     problem = Problem(model="gmm", d=4, sizes=(2003, 1501, 997), rounds=5)
-    studies = [run_study(problem.study(mechanism, seed)) for seed in range(2)]
-    assert final_errors(problem, mechanism, 2) == [r.final_error for r in studies]
+    studies = [run_study(problem.study(mechanism, seed)) for seed in prediction_seeds(2)]
+    prediction = predict(problem, mechanism, seeds=2, executor=SerialExecutor())
+    assert list(prediction.errors) == [r.final_error for r in studies]
     # ``ldpem simulate`` with the same sizes and seed is the same study.
-    simulated = Study(mechanism=mechanism, n=4501, d=4, rounds=5, sizes=(2003, 1501, 997))
+    simulated = Study(
+        mechanism=mechanism, n=4501, d=4, rounds=5, sizes=(2003, 1501, 997), seed=10**9
+    )
     assert run_study(simulated).final_error == studies[0].final_error
 
 

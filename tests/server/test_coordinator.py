@@ -14,9 +14,18 @@ from fastapi.testclient import TestClient
 
 from ldpem.common.accounting import noise_std_for
 from ldpem.common.calibration import truncation_sensitivity
-from ldpem.common.wire import ReportIn, RoundInfo, RunCreate, expected_round_count
+from ldpem.common.planning import BEAT_FRACTION
+from ldpem.common.wire import (
+    ErrorBand,
+    Forecast,
+    ReportIn,
+    RoundInfo,
+    RunCreate,
+    expected_round_count,
+)
 from ldpem.server.app import create_app
 from ldpem.server.coordinator import Coordinator
+from ldpem.server.forecast import forecast_warning
 from ldpem.server.refusals import Conflict
 from ldpem.server.store import ReportRow, Store
 from tests.fedkit import ADMIN, admin_headers, run_request, settings
@@ -241,7 +250,7 @@ def test_long_poll_returns_at_once_waits_and_wakes_up(tmp_path: Path) -> None:
 def test_forecast_and_warning_when_no_better_than_zero(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with TestClient(create_app(settings(tmp_path))) as client:
+    with TestClient(create_app(settings(tmp_path, forecast_seeds=5))) as client:
         good = client.post(
             "/v1/runs",
             json=run_request(records=20_000, d=5, rounds=5, forecast=True),
@@ -250,18 +259,69 @@ def test_forecast_and_warning_when_no_better_than_zero(
         # Forecast at ε = 1 with 60k records, d = 5: well below ‖β*‖ = 3.
         assert good["trivial_error"] == 3.0
         assert 0 < good["expected_error"] < 1.5 and good["warning"] is None
+        forecast = good["forecast"]
+        assert forecast["mean"] == good["expected_error"]
+        assert forecast["low"] <= forecast["high"] and forecast["seeds"] == 5
+        assert (forecast["first_seed"], forecast["records"], forecast["snr"]) == (10**9, 60_000, 3)
+        assert [b["snr"] for b in forecast["sensitivity"]] == [1.5, 6.0]
+        # The summary keeps the whole forecast, band included.
+        assert client.get(f"/v1/runs/{good['run_id']}").json()["forecast"] == forecast
         # 120 records: s (∝ m^¼) is tiny, so β barely leaves its random start of norm σ,
-        # nearly orthogonal to β* in d = 50: error ≈ √(σ² + ‖β*‖²) = √10 > 3.
+        # nearly orthogonal to β* in d = 50: error ≈ √(σ² + ‖β*‖²) = √10 > 3; at half the
+        # assumed SNR, √(1 + 1.5²) ≈ 1.8 > 1.5.
         request = run_request(records=40, d=50, rounds=2, forecast=True, epsilon=0.1)
         request["hospitals"] = [{"name": f"x{i}", "records": 40} for i in range(3)]
         with caplog.at_level(logging.WARNING, logger="ldpem.server"):
             bad = client.post("/v1/runs", json=request, headers=admin_headers()).json()
         assert bad["expected_error"] >= 3.0
         assert "no better than the trivial estimate beta = 0" in bad["warning"]
+        assert "rests on the assumed snr 3: at snr 1.5 the expected error" in bad["warning"]
         assert bad["warning"] in caplog.text
         assert client.get(f"/v1/runs/{bad['run_id']}").json()["warning"] == bad["warning"]
         page = client.get(f"/runs/{bad['run_id']}").text
         assert "no better than the trivial estimate" in page
+
+
+def test_a_forecast_fine_at_the_assumed_snr_warns_when_half_of_it_is_worse_than_zero() -> None:
+    def band(snr: float, mean: float | None) -> ErrorBand:
+        return ErrorBand(snr=snr, trivial_error=snr, mean=mean, low=mean, high=mean)
+
+    def forecast(half: float | None) -> Forecast:
+        return Forecast(
+            **band(3.0, 1.04).model_dump(),
+            seeds=20,
+            first_seed=10**9,
+            records=60_000,
+            sensitivity=[band(1.5, half), band(6.0, 0.5)],
+        )
+
+    assert forecast_warning(forecast(1.2), BEAT_FRACTION) is None
+    warning = forecast_warning(forecast(1.9), BEAT_FRACTION)
+    assert warning is not None and "expected error 1.04" not in warning
+    assert "at snr 1.5 the expected error is 1.9, worse than beta = 0 (1.5)" in warning
+    assert "diverges, worse than beta = 0" in str(forecast_warning(forecast(None), BEAT_FRACTION))
+    assert "diverges" in str(forecast_warning(None, BEAT_FRACTION))
+
+
+def test_a_state_file_from_before_forecast_bands_opens(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE runs (id TEXT PRIMARY KEY, request TEXT NOT NULL, params TEXT NOT NULL, "
+        "status TEXT NOT NULL, current_round INTEGER NOT NULL, beta TEXT NOT NULL, "
+        "quorum INTEGER NOT NULL, seed INTEGER NOT NULL, created_at REAL NOT NULL, "
+        "expected_error REAL, trivial_error REAL NOT NULL, warning TEXT, reason TEXT);"
+        "INSERT INTO runs VALUES ('r1', '{}', '{}', 'finished', 5, '[0.0]', 1, 0, 1.0, 0.4, "
+        "3.0, NULL, NULL);"
+    )
+    old.commit()
+    old.close()
+    store = Store(path)
+    try:
+        run = store.get_run("r1")
+        assert run is not None and run.expected_error == 0.4 and run.forecast is None
+    finally:
+        store.close()
 
 
 def test_status_page_openapi_and_health(tmp_path: Path) -> None:

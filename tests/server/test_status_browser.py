@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ldpem.common.prediction import DEFAULT_SEEDS
 from ldpem.processes import Processes
 from ldpem.server.app import create_app
 from tests.fedkit import live_server, settings
@@ -79,7 +80,11 @@ def _browse(chromium: str, profile: Path, *args: str) -> subprocess.CompletedPro
 def running(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A live coordinator (private status) with a run in round 3: h2 is late in it (the
     deadline passed short of quorum and was extended)."""
-    app = create_app(settings(tmp_path, public_status=False, read_token=READ))
+    # The coordinator's default forecast seeds: this page is the docs' screenshot.
+    settings_ = settings(
+        tmp_path, public_status=False, read_token=READ, forecast_seeds=DEFAULT_SEEDS
+    )
+    app = create_app(settings_)
     with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:
         study = start_run(client, rounds=8, forecast=True, round_deadline=1.0)
         for t in range(3):
@@ -115,7 +120,7 @@ def test_running_run_page_renders_in_chromium(
         assert len(ticks) >= 2, f"{chart}: ticks {ticks}"
     steps = re.search(r'<svg id="steps".*?</svg>', dom, re.S)
     assert steps is not None
-    assert "forecast error (no band)" in steps.group(0)
+    assert "forecast error (mean)" in steps.group(0) and "forecast 10–90%" in steps.group(0)
     assert "β = 0 error" in steps.group(0)
     timeline = re.search(r'<svg id="timeline".*?</svg>', dom, re.S)
     assert timeline is not None

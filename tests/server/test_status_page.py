@@ -186,6 +186,28 @@ def test_a_finished_run_stops_refreshing_and_reports_every_hospital(tmp_path: Pa
     assert rounds.count("3/3 (quorum 3)") == 2
 
 
+def test_the_page_shows_the_forecast_band_its_seeds_and_the_snr_it_rests_on(
+    tmp_path: Path,
+) -> None:
+    with TestClient(create_app(settings(tmp_path, forecast_seeds=5))) as client:
+        study = start_run(client, records=2000, rounds=2, forecast=True)
+        forecast = client.get(f"/v1/runs/{study.run_id}").json()["forecast"]
+        study.round(0, range(3))
+        page = client.get(f"/runs/{study.run_id}").text
+    accuracy = page.split('<svg id="accuracy"')[1].split("</svg>")[0]
+    assert f"forecast: {forecast['mean']:.3g}" in accuracy
+    assert f"10–90%: {forecast['low']:.3g}–{forecast['high']:.3g}" in accuracy
+    assert '<g class="span">' in accuracy
+    note = page.split('<svg id="accuracy"')[1].split("</p>")[0]
+    assert "mean final error ‖β̂ − β*‖ of 5 simulated runs" in note
+    half, double = forecast["sensitivity"]
+    assert f"at ‖β*‖/σ = 1.5, {half['mean']:.3g} (β = 0: 1.5)" in note
+    assert f"at ‖β*‖/σ = 6, {double['mean']:.3g} (β = 0: 6)" in note
+    steps = page.split('<svg id="steps"')[1].split("</svg>")[0]
+    assert "forecast error (mean)" in steps and '<rect class="band"' in steps
+    assert "forecast 10–90%" in steps
+
+
 def test_a_hospital_with_a_stricter_delta_shows_the_spend_its_ledger_records(
     tmp_path: Path,
 ) -> None:
