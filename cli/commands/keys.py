@@ -19,22 +19,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ldpem.cli import examples
 from ldpem.common.errors import UserError
-from ldpem.common.secagg.keys import (
-    Roster,
-    RosterError,
-    check_holder_name,
-    decode_public_key,
-    encode_public_key,
-    generate_signing_key,
-    public_key_bytes,
-    signing_key_from_pem,
-    signing_key_to_pem,
-)
 from ldpem.secretfiles import read_secret, write_secret
+
+if TYPE_CHECKING:
+    from ldpem.common.secagg.keys import Roster
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -134,6 +126,9 @@ def _register_roster(actions: Any) -> None:
 
 def _name(given: str | None, key_file: Path) -> str:
     """The holder name: --name, else the key file's stem; UserError if it is not a name."""
+    # Imported here: `ldpem --help` and every other command need no cryptography.
+    from ldpem.common.secagg.keys import check_holder_name
+
     name = given if given is not None else key_file.stem
     try:
         return check_holder_name(name)
@@ -147,10 +142,16 @@ def _holders(count: int) -> str:
 
 
 def _line(name: str, public: bytes) -> str:
+    # Imported here: `ldpem --help` and every other command need no cryptography.
+    from ldpem.common.secagg.keys import encode_public_key
+
     return f"{name}={encode_public_key(public)}"
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    # Imported here: `ldpem --help` and every other command need no cryptography.
+    from ldpem.common.secagg.keys import generate_signing_key, public_key_bytes, signing_key_to_pem
+
     name = _name(args.name, args.out)
     key = generate_signing_key()
     write_secret(args.out, signing_key_to_pem(key), _WHAT)
@@ -164,6 +165,9 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def _read_roster(path: Path) -> Roster:
+    # Imported here: `ldpem --help` and every other command need no cryptography.
+    from ldpem.common.secagg.keys import Roster, RosterError
+
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -178,6 +182,9 @@ def _read_roster(path: Path) -> Roster:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    # Imported here: `ldpem --help` and every other command need no cryptography.
+    from ldpem.common.secagg.keys import public_key_bytes, signing_key_from_pem
+
     if args.roster is not None:
         if args.name is not None:
             raise UserError("--name goes with --key, not with --roster")
@@ -197,6 +204,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 def _parse_line(position: int, line: str) -> tuple[str, bytes]:
     """NAME and raw key of one --add; errors name the entry, never repeat the key."""
+    # Imported here: `ldpem --help` and every other command need no cryptography.
+    from ldpem.common.secagg.keys import check_holder_name, decode_public_key
+
     name, separator, text = line.partition("=")
     if not separator:
         raise UserError(f"--add number {position}: expected NAME=PUBKEY")
@@ -221,6 +231,9 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def run_roster(args: argparse.Namespace) -> int:
+    # Imported here: `ldpem --help` and every other command need no cryptography.
+    from ldpem.common.secagg.keys import Roster, RosterError
+
     roster = _read_roster(args.out) if args.out.exists() else Roster({})
     before = set(roster.names)
     for position, line in enumerate(args.add, start=1):

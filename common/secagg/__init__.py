@@ -13,30 +13,70 @@ and ``accounting`` (the privacy of the aggregated sum and the fallback ε of one
 
 from __future__ import annotations
 
-from ldpem.common.secagg.aggregator import Aggregator
-from ldpem.common.secagg.errors import SecAggError, SecAggRefused
-from ldpem.common.secagg.keys import (
-    Roster,
-    RosterError,
-    decode_public_key,
-    encode_public_key,
-    generate_signing_key,
-    public_key_bytes,
-    signing_key_from_pem,
-    signing_key_to_pem,
-)
-from ldpem.common.secagg.messages import (
-    EncryptedShares,
-    KeyAdvertisement,
-    MaskedInput,
-    ParticipantList,
-    RoundParameters,
-    ShareBundle,
-    UnmaskRequest,
-    UnmaskResponse,
-    minimum_t_min,
-)
-from ldpem.common.secagg.protocol import Holder
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ldpem.common.secagg.aggregator import Aggregator
+    from ldpem.common.secagg.errors import SecAggError, SecAggRefused
+    from ldpem.common.secagg.keys import (
+        Roster,
+        RosterError,
+        decode_public_key,
+        encode_public_key,
+        generate_signing_key,
+        public_key_bytes,
+        signing_key_from_pem,
+        signing_key_to_pem,
+    )
+    from ldpem.common.secagg.messages import (
+        EncryptedShares,
+        KeyAdvertisement,
+        MaskedInput,
+        ParticipantList,
+        RoundParameters,
+        ShareBundle,
+        UnmaskRequest,
+        UnmaskResponse,
+        minimum_t_min,
+    )
+    from ldpem.common.secagg.protocol import Holder
+
+#: Where each name of the surface lives. Imported on first use: the noise and accounting
+#: modules beside them (which every ``ldpem`` command loads through the mechanism registry)
+#: must not pull in the cryptography.
+_SURFACE = {
+    "Aggregator": "ldpem.common.secagg.aggregator",
+    "EncryptedShares": "ldpem.common.secagg.messages",
+    "Holder": "ldpem.common.secagg.protocol",
+    "KeyAdvertisement": "ldpem.common.secagg.messages",
+    "MaskedInput": "ldpem.common.secagg.messages",
+    "ParticipantList": "ldpem.common.secagg.messages",
+    "Roster": "ldpem.common.secagg.keys",
+    "RosterError": "ldpem.common.secagg.keys",
+    "RoundParameters": "ldpem.common.secagg.messages",
+    "SecAggError": "ldpem.common.secagg.errors",
+    "SecAggRefused": "ldpem.common.secagg.errors",
+    "ShareBundle": "ldpem.common.secagg.messages",
+    "UnmaskRequest": "ldpem.common.secagg.messages",
+    "UnmaskResponse": "ldpem.common.secagg.messages",
+    "decode_public_key": "ldpem.common.secagg.keys",
+    "encode_public_key": "ldpem.common.secagg.keys",
+    "generate_signing_key": "ldpem.common.secagg.keys",
+    "minimum_t_min": "ldpem.common.secagg.messages",
+    "public_key_bytes": "ldpem.common.secagg.keys",
+    "signing_key_from_pem": "ldpem.common.secagg.keys",
+    "signing_key_to_pem": "ldpem.common.secagg.keys",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _SURFACE:
+        raise AttributeError(f"module 'ldpem.common.secagg' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_SURFACE[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Aggregator",
