@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, NoReturn
 
@@ -19,7 +19,7 @@ from ldpem import __version__
 from ldpem.common.errors import UserError
 from ldpem.plugins import load_plugins
 
-__all__ = ["HelpFormatter", "build_parser", "examples", "main"]
+__all__ = ["HelpFormatter", "add_action", "build_parser", "examples", "main"]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -58,6 +58,24 @@ def examples(*lines: str) -> str:
     """An epilog of one or two example command lines (tests/cli/test_help_tree.py parses
     them with the real parser, so an example cannot drift from the options)."""
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def add_action(
+    actions: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str,
+    example_lines: Sequence[str],
+) -> argparse.ArgumentParser:
+    """The subcommand ``name`` of ``actions`` (what ``add_subparsers`` returns): it runs
+    ``handler``, and its epilog is ``examples(*example_lines)``."""
+    parser: argparse.ArgumentParser = actions.add_parser(
+        name, help=help, description=description, epilog=examples(*example_lines)
+    )
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 class _Parser(argparse.ArgumentParser):

@@ -223,27 +223,20 @@ def run_audit(
     results = []
     for name in mechanisms:
         for accounting in accountings:
-            simulated = make_mechanism(
-                name,
-                d=d,
-                records_per_round=records_per_round,
-                epsilon=epsilon,
-                delta=delta,
-                tau=tau,
-                accounting=accounting,
-                t_min=t_min,
-            )
+            # What the simulator and the agent are both given to build the mechanism.
+            setting: dict[str, Any] = {
+                "d": d,
+                "records_per_round": records_per_round,
+                "epsilon": epsilon,
+                "delta": delta,
+                "tau": tau,
+                "accounting": accounting,
+            }
+            simulated = make_mechanism(name, **setting, t_min=t_min)
             builds: list[tuple[str, Mechanism, float | None]] = [("simulator", simulated, None)]
             if name in agent_built():
                 built, coordinator_std = agent_built_mechanism(
-                    name,
-                    model_name=model_name,
-                    d=d,
-                    records_per_round=records_per_round,
-                    epsilon=epsilon,
-                    delta=delta,
-                    tau=tau,
-                    accounting=accounting,
+                    name, model_name=model_name, **setting
                 )
                 builds.append(("agent", built, coordinator_std))
             for built_by, mechanism, aggregate_std in builds:

@@ -34,7 +34,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpem.cli import examples
+from ldpem.cli import add_action
 from ldpem.common.errors import UserError
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import check_private, read_secret, write_secret
@@ -135,8 +135,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _register_init(actions: Any) -> None:
-    init: argparse.ArgumentParser = actions.add_parser(
+    init = add_action(
+        actions,
         "init",
+        init_coordinator,
         help="write the tokens (and a self-signed certificate) for a new coordinator",
         description=(
             "Write DIR/admin.token and DIR/read.token (random, mode 600) and print the "
@@ -149,7 +151,7 @@ def _register_init(actions: Any) -> None:
             "goes in --tls-cert/--tls-key instead, and agents then need no --ca-cert. "
             "Nothing that exists is overwritten."
         ),
-        epilog=examples(
+        example_lines=(
             "ldpem coordinator init coord --self-signed coord.example",
             "ldpem coordinator init coord --self-signed 127.0.0.1",
         ),
@@ -169,7 +171,6 @@ def _register_init(actions: Any) -> None:
         help="the certificate is also valid for 127.0.0.1 and localhost (reaching the "
         "coordinator from its own machine)",
     )
-    init.set_defaults(handler=init_coordinator)
 
 
 # --- init ------------------------------------------------------------------------------

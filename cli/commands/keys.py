@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpem.cli import examples
+from ldpem.cli import add_action
 from ldpem.common.errors import UserError
 from ldpem.secretfiles import read_secret, write_secret
 
@@ -50,56 +50,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _register_generate(actions: Any) -> None:
-    generate: argparse.ArgumentParser = actions.add_parser(
+    generate = add_action(
+        actions,
         "generate",
+        run_generate,
         help="write a new signing key and print its roster line",
         description=(
             "Write a new Ed25519 signing key to --out (PEM, mode 600; an existing file is "
             "never overwritten) and print the line NAME=PUBKEY that goes into the "
             "consortium's roster. Keep the key file on the holder's machine only."
         ),
-        epilog=examples("ldpem keys generate --out hospital-a.key --name hospital-a"),
+        example_lines=("ldpem keys generate --out hospital-a.key --name hospital-a",),
     )
     generate.add_argument(
         "--out", required=True, type=Path, metavar="FILE", help="the new private key file"
     )
     generate.add_argument("--name", help=_NAME_HELP)
-    generate.set_defaults(handler=run_generate)
 
 
 def _register_show(actions: Any) -> None:
-    show: argparse.ArgumentParser = actions.add_parser(
+    show = add_action(
+        actions,
         "show",
+        run_show,
         help="print a key's roster line, or a roster's digest and entries",
         description=(
             "With --key, print the roster line NAME=PUBKEY of a signing key file (which must "
             "be mode 600). With --roster, print the roster's digest, which every holder "
             "should compare with the others', and then its entries."
         ),
-        epilog=examples(
-            "ldpem keys show --key hospital-a.key", "ldpem keys show --roster roster.json"
+        example_lines=(
+            "ldpem keys show --key hospital-a.key",
+            "ldpem keys show --roster roster.json",
         ),
     )
     which = show.add_mutually_exclusive_group(required=True)
-    which.add_argument(
-        "--key",
-        type=Path,
-        metavar="FILE",
-        help="a signing key file, mode 600 (default: none; give this or --roster)",
-    )
-    which.add_argument(
-        "--roster",
-        type=Path,
-        metavar="FILE",
-        help="a roster file, JSON (default: none; give this or --key)",
-    )
+    for flag, what, other in (
+        ("--key", "a signing key file, mode 600", "--roster"),
+        ("--roster", "a roster file, JSON", "--key"),
+    ):
+        which.add_argument(
+            flag, type=Path, metavar="FILE", help=f"{what} (default: none; give this or {other})"
+        )
     show.add_argument("--name", help=_NAME_HELP + "; with --key only")
-    show.set_defaults(handler=run_show)
 
 
 def _register_roster(actions: Any) -> None:
-    roster: argparse.ArgumentParser = actions.add_parser(
+    roster = add_action(
+        actions,
         "roster",
+        run_roster,
         help="create or extend the consortium's roster file",
         description=(
             "Add holders to the roster file --out, creating it if needed. Each --add takes "
@@ -107,8 +107,8 @@ def _register_roster(actions: Any) -> None:
             "already there changes nothing; giving a known name another key is refused "
             "(edit the file on purpose: every holder will see a new digest)."
         ),
-        epilog=examples(
-            "ldpem keys roster --out roster.json --add hospital-a=PUBKEY --add hospital-b=PUBKEY"
+        example_lines=(
+            "ldpem keys roster --out roster.json --add hospital-a=PUBKEY --add hospital-b=PUBKEY",
         ),
     )
     roster.add_argument(
@@ -121,7 +121,6 @@ def _register_roster(actions: Any) -> None:
         metavar="NAME=PUBKEY",
         help="a holder's roster line; repeat for several holders",
     )
-    roster.set_defaults(handler=run_roster)
 
 
 def _name(given: str | None, key_file: Path) -> str:

@@ -177,12 +177,8 @@ class Model(ABC):
         ----------
         n : int
             Number of records (≥ 1).
-        d : int
-            Dimension (≥ 1).
-        snr : float
-            ‖β*‖₂/σ (> 0).
-        sigma : float
-            The model's noise std σ (> 0).
+        d, snr, sigma : int, float, float
+            As for ``true_parameter``: the dimension, ‖β*‖₂/σ and the model's noise std σ.
         missing : float
             The share of covariates left missing (NaN), in [0, 1); 0 unless the model
             ``allows_missing``.

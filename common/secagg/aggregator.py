@@ -15,6 +15,7 @@ from typing import TypeVar
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from ldpem.common.secagg import messages
 from ldpem.common.secagg.errors import SecAggError, SecAggRefused
 from ldpem.common.secagg.keys import Roster
 from ldpem.common.secagg.masks import (
@@ -26,16 +27,6 @@ from ldpem.common.secagg.masks import (
     pair_seed,
     self_mask,
     subtract,
-)
-from ldpem.common.secagg.messages import (
-    EncryptedShares,
-    KeyAdvertisement,
-    MaskedInput,
-    ParticipantList,
-    RoundParameters,
-    ShareBundle,
-    UnmaskRequest,
-    UnmaskResponse,
 )
 from ldpem.common.secagg.protocol import check_advertisement, check_round, x25519_public
 from ldpem.common.secagg.shamir import ShamirError, Share, combine_secret
@@ -57,18 +48,20 @@ class Aggregator:
     fed the messages it received, in order, is in the same state again (restart).
     """
 
-    def __init__(self, roster: Roster, parameters: RoundParameters, *, dimension: int) -> None:
+    def __init__(
+        self, roster: Roster, parameters: messages.RoundParameters, *, dimension: int
+    ) -> None:
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
             raise ValueError(f"dimension must be a positive integer, got {dimension!r}")
         self.roster = roster
         self.parameters = parameters
         self.dimension = dimension
         self.step = "advertise"
-        self.advertisements: dict[str, KeyAdvertisement] = {}
-        self.encrypted_shares: dict[str, EncryptedShares] = {}
-        self.masked_inputs: dict[str, MaskedInput] = {}
-        self.responses: dict[str, UnmaskResponse] = {}
-        self._request: UnmaskRequest | None = None
+        self.advertisements: dict[str, messages.KeyAdvertisement] = {}
+        self.encrypted_shares: dict[str, messages.EncryptedShares] = {}
+        self.masked_inputs: dict[str, messages.MaskedInput] = {}
+        self.responses: dict[str, messages.UnmaskResponse] = {}
+        self._request: messages.UnmaskRequest | None = None
         self._result: Vector | None = None
 
     # Helpers
@@ -93,13 +86,13 @@ class Aggregator:
 
     # Step 1
 
-    def receive_advertisement(self, advertisement: KeyAdvertisement) -> None:
+    def receive_advertisement(self, advertisement: messages.KeyAdvertisement) -> None:
         p = advertisement.parameters
         self._expect("advertise", "key advertisement", p.run_id, p.round)
         check_advertisement(advertisement, self.roster, self.parameters)
         self._store(self.advertisements, advertisement.holder, advertisement, "key advertisement")
 
-    def participants(self) -> ParticipantList:
+    def participants(self) -> messages.ParticipantList:
         """Close step 1: the advertisements received (U1), in name order."""
         if self.step == "advertise":
             self._enough(len(self.advertisements), "advertised keys")
@@ -110,11 +103,11 @@ class Aggregator:
             self.step = "share"
         p = self.parameters
         adverts = tuple(self.advertisements[n] for n in sorted(self.advertisements))
-        return ParticipantList(p.run_id, p.round, adverts)
+        return messages.ParticipantList(p.run_id, p.round, adverts)
 
     # Step 2
 
-    def receive_shares(self, shares: EncryptedShares) -> None:
+    def receive_shares(self, shares: messages.EncryptedShares) -> None:
         self._expect("share", "encrypted shares", shares.run_id, shares.round)
         if shares.holder not in self.advertisements:
             raise SecAggRefused(f"encrypted shares from {shares.holder!r}, not a participant")
@@ -126,7 +119,7 @@ class Aggregator:
             )
         self._store(self.encrypted_shares, shares.holder, shares, "encrypted shares")
 
-    def share_bundles(self) -> dict[str, ShareBundle]:
+    def share_bundles(self) -> dict[str, messages.ShareBundle]:
         """Close step 2: for each holder that sent shares (U2), the ciphertexts the other
         holders of U2 sealed to it."""
         if self.step == "share":
@@ -134,7 +127,7 @@ class Aggregator:
             self.step = "mask"
         p = self.parameters
         return {
-            recipient: ShareBundle(
+            recipient: messages.ShareBundle(
                 recipient,
                 p.run_id,
                 p.round,
@@ -149,7 +142,7 @@ class Aggregator:
 
     # Step 3
 
-    def receive_masked_input(self, masked: MaskedInput) -> None:
+    def receive_masked_input(self, masked: messages.MaskedInput) -> None:
         self._expect("mask", "masked input", masked.run_id, masked.round)
         if masked.holder not in self.encrypted_shares:
             raise SecAggRefused(f"a masked input from {masked.holder!r}, which did not share keys")
@@ -164,7 +157,7 @@ class Aggregator:
             )
         self._store(self.masked_inputs, masked.holder, masked, "masked input")
 
-    def unmask_request(self) -> UnmaskRequest:
+    def unmask_request(self) -> messages.UnmaskRequest:
         """Close step 3: survivors (sent a masked input) and dropped holders (shared keys
         but did not). A masked input arriving later is refused: its holder counts as
         dropped, and its pairwise key is about to be reconstructed."""
@@ -173,7 +166,7 @@ class Aggregator:
             p = self.parameters
             survivors = tuple(sorted(self.masked_inputs))
             dropped = tuple(sorted(set(self.encrypted_shares) - set(self.masked_inputs)))
-            self._request = UnmaskRequest(p.run_id, p.round, survivors, dropped)
+            self._request = messages.UnmaskRequest(p.run_id, p.round, survivors, dropped)
             self.step = "unmask"
         if self._request is None:
             raise SecAggError(f"no unmasking request during the {self.step} step")
@@ -181,7 +174,7 @@ class Aggregator:
 
     # Step 4
 
-    def receive_unmask_response(self, response: UnmaskResponse) -> None:
+    def receive_unmask_response(self, response: messages.UnmaskResponse) -> None:
         self._expect("unmask", "unmasking response", response.run_id, response.round)
         request = self._request
         assert request is not None  # set when the unmask step opened
@@ -239,7 +232,7 @@ class Aggregator:
         self,
         owner: str,
         responders: list[str],
-        shares_of: Callable[[UnmaskResponse], Mapping[str, bytes]],
+        shares_of: Callable[[messages.UnmaskResponse], Mapping[str, bytes]],
     ) -> bytes:
         shares = [
             Share.from_bytes(self.roster.index(r), shares_of(self.responses[r])[owner])

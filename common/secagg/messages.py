@@ -20,18 +20,17 @@ In the order of the round (H: a holder, A: the aggregator)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ldpem.common.secagg._encoding import b64decode, b64encode, binding
+from ldpem.common.secagg._encoding import b64encode, binding
+from ldpem.common.secagg._reader import MAX_RUN_ID, Reader, encoded, frozen, refuse
 from ldpem.common.secagg.channel import NONCE_BYTES, TAG_BYTES
 from ldpem.common.secagg.errors import SecAggRefused
-from ldpem.common.secagg.keys import check_holder_name
 from ldpem.common.secagg.masks import MAX_BITS, X25519_KEY_BYTES, Vector
 from ldpem.common.secagg.shamir import SHARE_BYTES
 
@@ -53,7 +52,6 @@ __all__ = [
 SIGNATURE_BYTES = 64
 #: A sealed pair of shares (of b and of s_sk): nonce, two share values, Poly1305 tag.
 CIPHERTEXT_BYTES = NONCE_BYTES + 2 * SHARE_BYTES + TAG_BYTES
-_MAX_RUN_ID = 256
 _ADVERTISEMENT = "ldpem secagg key advertisement v1"
 
 
@@ -69,90 +67,6 @@ def minimum_t_min(k: int) -> int:
     ones, so the protection holds for c < 2·t_min − K (docs/SECAGG.md).
     """
     return max(2, k // 2 + 1)
-
-
-def _refuse(kind: str, problem: str) -> SecAggRefused:
-    return SecAggRefused(f"{kind}: {problem}")
-
-
-class _Reader:
-    """Typed access to the fields of one message's dictionary, refusing what is not it."""
-
-    def __init__(self, data: object, kind: str, fields: Sequence[str]) -> None:
-        self.kind = kind
-        if not isinstance(data, dict):
-            raise _refuse(kind, "expected an object")
-        missing = [f for f in fields if f not in data]
-        unknown = sorted(str(f) for f in data if f not in fields)
-        if missing:
-            raise _refuse(kind, f"missing field {missing[0]!r}")
-        if unknown:
-            raise _refuse(kind, f"unknown field {unknown[0][:40]!r}")
-        self.data: dict[str, Any] = data
-
-    def text(self, field: str) -> str:
-        value = self.data[field]
-        if not isinstance(value, str) or not value or len(value) > _MAX_RUN_ID:
-            raise _refuse(self.kind, f"field {field!r} must be text of 1 to {_MAX_RUN_ID} chars")
-        return value
-
-    def integer(self, field: str) -> int:
-        value = self.data[field]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _refuse(self.kind, f"field {field!r} must be an integer")
-        return value
-
-    def name(self, field: str) -> str:
-        return self._name(self.data[field], f"field {field!r}")
-
-    def _name(self, value: object, where: str) -> str:
-        try:
-            return check_holder_name(value)
-        except ValueError as error:
-            raise _refuse(self.kind, f"{where} is {error}") from None
-
-    def blob(self, field: str, length: int | None) -> bytes:
-        try:
-            return b64decode(self.data[field], f"field {field!r}", length)
-        except ValueError as error:
-            raise _refuse(self.kind, str(error)) from None
-
-    def names(self, field: str) -> tuple[str, ...]:
-        value = self.data[field]
-        if not isinstance(value, list):
-            raise _refuse(self.kind, f"field {field!r} must be a list of holder names")
-        names = tuple(self._name(v, f"an entry of {field!r}") for v in value)
-        if len(set(names)) != len(names):
-            raise _refuse(self.kind, f"field {field!r} names a holder twice")
-        return names
-
-    def blobs(self, field: str, length: int) -> Mapping[str, bytes]:
-        value = self.data[field]
-        if not isinstance(value, dict):
-            raise _refuse(self.kind, f"field {field!r} must be an object of holder names")
-        out = {}
-        for name, text in value.items():
-            self._name(name, f"a name in {field!r}")
-            try:
-                out[name] = b64decode(text, f"the entry {name!r} of {field!r}", length)
-            except ValueError as error:
-                raise _refuse(self.kind, str(error)) from None
-        return _frozen(out)
-
-    def items(self, field: str) -> list[Any]:
-        value = self.data[field]
-        if not isinstance(value, list):
-            raise _refuse(self.kind, f"field {field!r} must be a list")
-        return value
-
-
-def _frozen(mapping: Mapping[str, bytes]) -> Mapping[str, bytes]:
-    """A read-only copy in name order (equal messages compare and serialize equal)."""
-    return MappingProxyType(dict(sorted(mapping.items())))
-
-
-def _encoded(mapping: Mapping[str, bytes]) -> dict[str, str]:
-    return {name: b64encode(value) for name, value in mapping.items()}
 
 
 @dataclass(frozen=True)
@@ -171,20 +85,20 @@ class RoundParameters:
     bits: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.run_id, str) or not 0 < len(self.run_id) <= _MAX_RUN_ID:
-            raise _refuse("round parameters", f"the run id must be 1 to {_MAX_RUN_ID} chars")
+        if not isinstance(self.run_id, str) or not 0 < len(self.run_id) <= MAX_RUN_ID:
+            raise refuse("round parameters", f"the run id must be 1 to {MAX_RUN_ID} chars")
         for name in ("round", "k", "t_min", "bits"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise _refuse("round parameters", f"{name} must be an integer")
+                raise refuse("round parameters", f"{name} must be an integer")
         if self.round < 0:
-            raise _refuse("round parameters", f"round must be at least 0, got {self.round}")
+            raise refuse("round parameters", f"round must be at least 0, got {self.round}")
         if not 1 <= self.bits <= MAX_BITS:
-            raise _refuse("round parameters", f"bits must be in [1, {MAX_BITS}], got {self.bits}")
+            raise refuse("round parameters", f"bits must be in [1, {MAX_BITS}], got {self.bits}")
         if self.k < 2:
-            raise _refuse("round parameters", f"K must be at least 2, got {self.k}")
+            raise refuse("round parameters", f"K must be at least 2, got {self.k}")
         if not minimum_t_min(self.k) <= self.t_min <= self.k:
-            raise _refuse(
+            raise refuse(
                 "round parameters",
                 f"t_min must be in [{minimum_t_min(self.k)}, K = {self.k}] (more than half "
                 f"of K, or one aggregator could collect both seeds of a holder), got "
@@ -193,6 +107,12 @@ class RoundParameters:
 
     def same_round(self, run_id: str, round_: int) -> bool:
         return run_id == self.run_id and round_ == self.round
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _PARAMETER_FIELDS}
+
+
+_PARAMETER_FIELDS = ("run_id", "round", "k", "t_min", "bits")
 
 
 def advertisement_bytes(
@@ -239,14 +159,9 @@ class KeyAdvertisement:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        p = self.parameters
         return {
             "holder": self.holder,
-            "run_id": p.run_id,
-            "round": p.round,
-            "k": p.k,
-            "t_min": p.t_min,
-            "bits": p.bits,
+            **self.parameters.to_dict(),
             "roster_digest": self.roster_digest,
             "encryption_key": b64encode(self.encryption_key),
             "masking_key": b64encode(self.masking_key),
@@ -256,16 +171,16 @@ class KeyAdvertisement:
     @classmethod
     def from_dict(cls, data: object) -> KeyAdvertisement:
         kind = "key advertisement"
-        r = _Reader(data, kind, _ADVERTISEMENT_FIELDS)
+        r = Reader(data, kind, _ADVERTISEMENT_FIELDS)
         digest = r.text("roster_digest")
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise _refuse(kind, "field 'roster_digest' must be 64 lowercase hex digits")
+            raise refuse(kind, "field 'roster_digest' must be 64 lowercase hex digits")
         run_id = r.text("run_id")
-        round_, k, t_min, bits = (r.integer(f) for f in ("round", "k", "t_min", "bits"))
+        round_, k, t_min, bits = (r.integer(f) for f in _PARAMETER_FIELDS[1:])
         try:
             parameters = RoundParameters(run_id, round_, k, t_min, bits)
         except SecAggRefused as error:
-            raise _refuse(kind, str(error)) from None
+            raise refuse(kind, str(error)) from None
         return cls(
             holder=r.name("holder"),
             parameters=parameters,
@@ -278,11 +193,7 @@ class KeyAdvertisement:
 
 _ADVERTISEMENT_FIELDS = (
     "holder",
-    "run_id",
-    "round",
-    "k",
-    "t_min",
-    "bits",
+    *_PARAMETER_FIELDS,
     "roster_digest",
     "encryption_key",
     "masking_key",
@@ -322,80 +233,68 @@ class ParticipantList:
 
     @classmethod
     def from_dict(cls, data: object) -> ParticipantList:
-        r = _Reader(data, "participant list", ("run_id", "round", "advertisements"))
+        r = Reader(data, "participant list", ("run_id", "round", "advertisements"))
         adverts = tuple(KeyAdvertisement.from_dict(a) for a in r.items("advertisements"))
         return cls(r.text("run_id"), r.integer("round"), adverts)
 
 
+_HEAD = ("holder", "run_id", "round")
+
+
 @dataclass(frozen=True)
-class EncryptedShares:
+class _FromHolder:
+    """What every message a holder sends starts with: who, and which run and round."""
+
+    holder: str
+    run_id: str
+    round: int
+
+    def _head(self) -> dict[str, Any]:
+        return {"holder": self.holder, "run_id": self.run_id, "round": self.round}
+
+    @staticmethod
+    def _read_head(r: Reader) -> tuple[str, str, int]:
+        return r.name("holder"), r.text("run_id"), r.integer("round")
+
+
+@dataclass(frozen=True)
+class _Ciphertexts(_FromHolder):
+    """Sealed pairs of shares keyed by the other holder of each: ``EncryptedShares`` (by
+    recipient) and ``ShareBundle`` (by sender)."""
+
+    _KIND: ClassVar[str]
+    ciphertexts: Mapping[str, bytes]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ciphertexts", frozen(self.ciphertexts))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._head(), "ciphertexts": encoded(self.ciphertexts)}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Self:
+        r = Reader(data, cls._KIND, (*_HEAD, "ciphertexts"))
+        return cls(*cls._read_head(r), r.blobs("ciphertexts", CIPHERTEXT_BYTES))
+
+
+@dataclass(frozen=True)
+class EncryptedShares(_Ciphertexts):
     """A holder's sealed shares, one ciphertext per other participant (by recipient)."""
 
-    holder: str
-    run_id: str
-    round: int
-    ciphertexts: Mapping[str, bytes]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "ciphertexts", _frozen(self.ciphertexts))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "holder": self.holder,
-            "run_id": self.run_id,
-            "round": self.round,
-            "ciphertexts": _encoded(self.ciphertexts),
-        }
-
-    @classmethod
-    def from_dict(cls, data: object) -> EncryptedShares:
-        r = _Reader(data, "encrypted shares", ("holder", "run_id", "round", "ciphertexts"))
-        return cls(
-            r.name("holder"),
-            r.text("run_id"),
-            r.integer("round"),
-            r.blobs("ciphertexts", CIPHERTEXT_BYTES),
-        )
+    _KIND = "encrypted shares"
 
 
 @dataclass(frozen=True)
-class ShareBundle:
+class ShareBundle(_Ciphertexts):
     """The ciphertexts addressed to ``holder``, by sender: the other holders of U2."""
 
-    holder: str
-    run_id: str
-    round: int
-    ciphertexts: Mapping[str, bytes]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "ciphertexts", _frozen(self.ciphertexts))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "holder": self.holder,
-            "run_id": self.run_id,
-            "round": self.round,
-            "ciphertexts": _encoded(self.ciphertexts),
-        }
-
-    @classmethod
-    def from_dict(cls, data: object) -> ShareBundle:
-        r = _Reader(data, "share bundle", ("holder", "run_id", "round", "ciphertexts"))
-        return cls(
-            r.name("holder"),
-            r.text("run_id"),
-            r.integer("round"),
-            r.blobs("ciphertexts", CIPHERTEXT_BYTES),
-        )
+    _KIND = "share bundle"
 
 
 @dataclass(frozen=True)
-class MaskedInput:
+class MaskedInput(_FromHolder):
     """A holder's masked vector y, as little-endian 64-bit words (8 bytes per value)."""
 
-    holder: str
-    run_id: str
-    round: int
     values: bytes
 
     @classmethod
@@ -406,20 +305,15 @@ class MaskedInput:
         return np.frombuffer(self.values, dtype="<u8").astype(np.uint64)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "holder": self.holder,
-            "run_id": self.run_id,
-            "round": self.round,
-            "values": b64encode(self.values),
-        }
+        return {**self._head(), "values": b64encode(self.values)}
 
     @classmethod
     def from_dict(cls, data: object) -> MaskedInput:
-        r = _Reader(data, "masked input", ("holder", "run_id", "round", "values"))
+        r = Reader(data, "masked input", (*_HEAD, "values"))
         values = r.blob("values", None)  # its length is the aggregator's to check
         if len(values) % 8:
-            raise _refuse("masked input", "field 'values' must hold 8 bytes per value")
-        return cls(r.name("holder"), r.text("run_id"), r.integer("round"), values)
+            raise refuse("masked input", "field 'values' must hold 8 bytes per value")
+        return cls(*cls._read_head(r), values)
 
 
 @dataclass(frozen=True)
@@ -442,42 +336,34 @@ class UnmaskRequest:
 
     @classmethod
     def from_dict(cls, data: object) -> UnmaskRequest:
-        r = _Reader(data, "unmasking request", ("run_id", "round", "survivors", "dropped"))
+        r = Reader(data, "unmasking request", ("run_id", "round", "survivors", "dropped"))
         return cls(r.text("run_id"), r.integer("round"), r.names("survivors"), r.names("dropped"))
 
 
 @dataclass(frozen=True)
-class UnmaskResponse:
+class UnmaskResponse(_FromHolder):
     """A holder's shares for unmasking: of b for each survivor, of s_sk for each dropped
     holder (values only; the x-coordinate is the sender's roster position)."""
 
-    holder: str
-    run_id: str
-    round: int
     self_mask_shares: Mapping[str, bytes]
     key_shares: Mapping[str, bytes]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "self_mask_shares", _frozen(self.self_mask_shares))
-        object.__setattr__(self, "key_shares", _frozen(self.key_shares))
+        object.__setattr__(self, "self_mask_shares", frozen(self.self_mask_shares))
+        object.__setattr__(self, "key_shares", frozen(self.key_shares))
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "holder": self.holder,
-            "run_id": self.run_id,
-            "round": self.round,
-            "self_mask_shares": _encoded(self.self_mask_shares),
-            "key_shares": _encoded(self.key_shares),
+            **self._head(),
+            "self_mask_shares": encoded(self.self_mask_shares),
+            "key_shares": encoded(self.key_shares),
         }
 
     @classmethod
     def from_dict(cls, data: object) -> UnmaskResponse:
-        fields = ("holder", "run_id", "round", "self_mask_shares", "key_shares")
-        r = _Reader(data, "unmasking response", fields)
+        r = Reader(data, "unmasking response", (*_HEAD, "self_mask_shares", "key_shares"))
         return cls(
-            r.name("holder"),
-            r.text("run_id"),
-            r.integer("round"),
+            *cls._read_head(r),
             r.blobs("self_mask_shares", SHARE_BYTES),
             r.blobs("key_shares", SHARE_BYTES),
         )

@@ -60,7 +60,7 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import channel
+from ldpem.common.secagg import channel, messages
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster, public_key_bytes
 from ldpem.common.secagg.masks import (
@@ -70,17 +70,6 @@ from ldpem.common.secagg.masks import (
     as_residues,
     pairwise_mask,
     self_mask,
-)
-from ldpem.common.secagg.messages import (
-    EncryptedShares,
-    KeyAdvertisement,
-    MaskedInput,
-    ParticipantList,
-    RoundParameters,
-    ShareBundle,
-    UnmaskRequest,
-    UnmaskResponse,
-    sign_advertisement,
 )
 from ldpem.common.secagg.shamir import (
     SHARE_BYTES,
@@ -106,7 +95,7 @@ def x25519_public(key: X25519PrivateKey) -> bytes:
     return key.public_key().public_bytes_raw()
 
 
-def check_round(kind: str, parameters: RoundParameters, run_id: str, round_: int) -> None:
+def check_round(kind: str, parameters: messages.RoundParameters, run_id: str, round_: int) -> None:
     """SecAggRefused unless a message named ``kind`` is for this run and round."""
     if not parameters.same_round(run_id, round_):
         raise SecAggRefused(
@@ -116,7 +105,7 @@ def check_round(kind: str, parameters: RoundParameters, run_id: str, round_: int
 
 
 def check_advertisement(
-    advertisement: KeyAdvertisement, roster: Roster, parameters: RoundParameters
+    advertisement: messages.KeyAdvertisement, roster: Roster, parameters: messages.RoundParameters
 ) -> None:
     """SecAggRefused unless ``advertisement`` is signed by the roster key of the holder it
     names and is for this round, with this round's K, t_min, bits and roster digest."""
@@ -145,11 +134,14 @@ def check_advertisement(
 
 
 def _check_participants(
-    participants: ParticipantList, roster: Roster, parameters: RoundParameters, own: str
-) -> dict[str, KeyAdvertisement]:
+    participants: messages.ParticipantList,
+    roster: Roster,
+    parameters: messages.RoundParameters,
+    own: str,
+) -> dict[str, messages.KeyAdvertisement]:
     """The checked participant list of holder ``own`` (U1), by name."""
     check_round("participant list", parameters, participants.run_id, participants.round)
-    by_name: dict[str, KeyAdvertisement] = {}
+    by_name: dict[str, messages.KeyAdvertisement] = {}
     for advertisement in participants.advertisements:
         check_advertisement(advertisement, roster, parameters)
         if advertisement.holder in by_name:
@@ -185,7 +177,7 @@ class Holder:
         name: str,
         roster: Roster,
         signing_key: Ed25519PrivateKey,
-        parameters: RoundParameters,
+        parameters: messages.RoundParameters,
         *,
         min_honest: int,
     ) -> None:
@@ -209,7 +201,7 @@ class Holder:
         self._encryption, _ = _new_x25519_key()
         self._masking, self._masking_raw = _new_x25519_key()
         self._seed = secrets.token_bytes(32)
-        self._advertisement = sign_advertisement(
+        self._advertisement = messages.sign_advertisement(
             signing_key,
             name,
             parameters,
@@ -219,7 +211,7 @@ class Holder:
         )
         self._refused: str | None = None
         self._answers: dict[str, tuple[Any, Any]] = {}
-        self._participants: dict[str, KeyAdvertisement] = {}
+        self._participants: dict[str, messages.KeyAdvertisement] = {}
         self._channels: dict[str, bytes] = {}  # X25519 agreement of c keys, by peer
         self._own_shares: dict[str, Share] = {}  # "b", "s": this holder's shares of its own
         self._received: dict[str, tuple[Share, Share]] = {}  # peer → (its b, its s_sk)
@@ -227,24 +219,26 @@ class Holder:
 
     # The four steps
 
-    def advertise(self) -> KeyAdvertisement:
+    def advertise(self) -> messages.KeyAdvertisement:
         """Step 1: this round's signed key advertisement (the same on every call)."""
         self._not_refused()
         return self._advertisement
 
-    def share_keys(self, participants: ParticipantList) -> EncryptedShares:
+    def share_keys(self, participants: messages.ParticipantList) -> messages.EncryptedShares:
         """Step 2: check U1 and seal this holder's shares of b and s_sk to each other
         participant."""
         return self._step("participant list", participants, lambda: self._share(participants))
 
-    def masked_input(self, bundle: ShareBundle, values: Iterable[object]) -> MaskedInput:
+    def masked_input(
+        self, bundle: messages.ShareBundle, values: Iterable[object]
+    ) -> messages.MaskedInput:
         """Step 3: open the shares addressed to this holder and mask ``values`` (integers
         in [0, 2^bits); ValueError otherwise, which is not a refusal)."""
         vector = as_residues(values, self.parameters.bits)
         key = (bundle, vector.tobytes())
         return self._step("share bundle", key, lambda: self._mask(bundle, vector))
 
-    def unmask(self, request: UnmaskRequest) -> UnmaskResponse:
+    def unmask(self, request: messages.UnmaskRequest) -> messages.UnmaskResponse:
         """Step 4: shares of b for the survivors, of s_sk for the dropped holders."""
         return self._step("unmasking request", request, lambda: self._unmask(request))
 
@@ -277,7 +271,7 @@ class Holder:
 
     # Step 2
 
-    def _share(self, participants: ParticipantList) -> EncryptedShares:
+    def _share(self, participants: messages.ParticipantList) -> messages.EncryptedShares:
         p = self.parameters
         by_name = _check_participants(participants, self.roster, p, self.name)
         if by_name[self.name] != self._advertisement:
@@ -306,11 +300,11 @@ class Holder:
             )
         self._participants = by_name
         self._own_shares = {"b": seed_shares[self.name], "s": key_shares[self.name]}
-        return EncryptedShares(self.name, p.run_id, p.round, ciphertexts)
+        return messages.EncryptedShares(self.name, p.run_id, p.round, ciphertexts)
 
     # Step 3
 
-    def _open(self, bundle: ShareBundle) -> dict[str, tuple[Share, Share]]:
+    def _open(self, bundle: messages.ShareBundle) -> dict[str, tuple[Share, Share]]:
         """The shares of b and s_sk each sender of ``bundle`` sealed to this holder."""
         p = self.parameters
         x = self.roster.index(self.name)
@@ -335,7 +329,7 @@ class Holder:
                 raise SecAggRefused(f"the shares from {sender!r} do not open") from None
         return received
 
-    def _mask(self, bundle: ShareBundle, vector: Vector) -> MaskedInput:
+    def _mask(self, bundle: messages.ShareBundle, vector: Vector) -> messages.MaskedInput:
         p = self.parameters
         check_round("share bundle", p, bundle.run_id, bundle.round)
         if bundle.holder != self.name:
@@ -375,11 +369,11 @@ class Holder:
             masked = add(masked, mask, p.bits)
         self._received = received
         self._shared_with = frozenset(received) | {self.name}
-        return MaskedInput.from_vector(self.name, p.run_id, p.round, masked)
+        return messages.MaskedInput.from_vector(self.name, p.run_id, p.round, masked)
 
     # Step 4
 
-    def _check_request(self, request: UnmaskRequest) -> None:
+    def _check_request(self, request: messages.UnmaskRequest) -> None:
         p = self.parameters
         check_round("unmasking request", p, request.run_id, request.round)
         survivors, dropped = set(request.survivors), set(request.dropped)
@@ -406,12 +400,12 @@ class Holder:
                 f"t_min = {p.t_min}"
             )
 
-    def _unmask(self, request: UnmaskRequest) -> UnmaskResponse:
+    def _unmask(self, request: messages.UnmaskRequest) -> messages.UnmaskResponse:
         self._check_request(request)
         seed_shares = {n: s for n, (s, _) in self._received.items()}
         seed_shares[self.name] = self._own_shares["b"]
         key_shares = {n: s for n, (_, s) in self._received.items()}
-        response = UnmaskResponse(
+        response = messages.UnmaskResponse(
             self.name,
             self.parameters.run_id,
             self.parameters.round,
