@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
+from ldpem.common.executor import Executor, SerialExecutor, make_executor
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.study import Study, run_study
 from ldpem.experiment_data import DatasetFactory, real_sources
@@ -129,12 +130,25 @@ def _private(mechanism: str) -> bool:
     return get_mechanism(mechanism).noise_site != "nowhere"
 
 
+def _trajectory_row(task: tuple[Study, DatasetFactory | None, int]) -> list[float]:
+    """One seed of a study: its errors at β⁰, then after each round. Module level: an
+    executor's workers run it; the seed is the task's own, so any executor gives the same."""
+    config, factory, seed = task
+    data = None if factory is None else factory(seed)
+    result = run_study(replace(config, seed=seed), data=data)
+    # Every figure's data has a known β*, so every error is there.
+    assert result.initial_error is not None and result.errors is not None
+    return [result.initial_error, *result.errors]
+
+
 class Runner:
     """Runs a study over seeds 0..S−1, remembering results so that a study shared by
-    several figures is run once."""
+    several figures is run once. The seeds are independent tasks on ``executor``
+    (``ldpem.common.executor``; default: this process), seeded by their own seed."""
 
-    def __init__(self, seeds: int) -> None:
+    def __init__(self, seeds: int, executor: Executor | None = None) -> None:
         self.seeds = seeds
+        self.executor: Executor = SerialExecutor() if executor is None else executor
         self._cache: dict[tuple[Study, str], FloatArray] = {}
 
     def trajectories(
@@ -145,13 +159,9 @@ class Runner:
             config = replace(config, epsilon=1.0, delta=None, clip=1.0)
         key = (config, "" if dataset is None else dataset[0])
         if key not in self._cache:
-            rows = []
-            for seed in range(self.seeds):
-                data = None if dataset is None else dataset[1](seed)
-                result = run_study(replace(config, seed=seed), data=data)
-                # Every figure's data has a known β*, so every error is there.
-                assert result.initial_error is not None and result.errors is not None
-                rows.append([result.initial_error, *result.errors])
+            factory = None if dataset is None else dataset[1]
+            tasks = [(config, factory, seed) for seed in range(self.seeds)]
+            rows = self.executor.map(_trajectory_row, tasks)
             self._cache[key] = np.array(rows, dtype=np.float64)
         return self._cache[key]
 
@@ -391,9 +401,13 @@ def run_experiments(
     quick: bool = False,
     plot: bool = True,
     log: TextIO | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
 ) -> list[Path]:
     """Compute the named figures (``FIGURES``) and write a CSV (and PNG) for each;
-    progress goes to ``log`` (default: standard error)."""
+    progress goes to ``log`` (default: standard error). The seeds run on
+    ``make_executor(scheduler, workers=workers)``: this machine's cores by default, a
+    Dask cluster for ``tcp://HOST:PORT``; the numbers are the same on each."""
     stream = sys.stderr if log is None else log
     unknown = [name for name in names if name not in FIGURES]
     if unknown:
@@ -403,17 +417,18 @@ def run_experiments(
     if plot:
         check_plotting()
     out.mkdir(parents=True, exist_ok=True)
-    runner = Runner(seeds)
-    central, local = settings(quick)
-    written = []
-    for name in names:
-        started = time.perf_counter()
-        for figure in compute_figure(name, runner, central, local):
-            write_csv(figure, out / f"{figure.name}.csv")
-            written.append(out / f"{figure.name}.csv")
-            if plot:
-                write_png(figure, out / f"{figure.name}.png")
-                written.append(out / f"{figure.name}.png")
-        stream.write(f"{name}: done in {time.perf_counter() - started:.1f} s\n")
-        stream.flush()
+    with make_executor(scheduler, workers=workers) as executor:
+        runner = Runner(seeds, executor)
+        central, local = settings(quick)
+        written = []
+        for name in names:
+            started = time.perf_counter()
+            for figure in compute_figure(name, runner, central, local):
+                write_csv(figure, out / f"{figure.name}.csv")
+                written.append(out / f"{figure.name}.csv")
+                if plot:
+                    write_png(figure, out / f"{figure.name}.png")
+                    written.append(out / f"{figure.name}.png")
+            stream.write(f"{name}: done in {time.perf_counter() - started:.1f} s\n")
+            stream.flush()
     return written

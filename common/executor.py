@@ -8,9 +8,12 @@ worker ran it or in what order: every executor returns the same list for the sam
 - ``SerialExecutor``: in this process, one task after the other (1 worker).
 - ``PoolExecutor``: a ``concurrent.futures.ProcessPoolExecutor`` of this machine's cores.
 
-``make_executor(scheduler)`` chooses. The scheduler is a string so that another backend
-can stand behind the same interface: issue 25 plans ``tcp://HOST:8786`` for an existing
-Dask distributed cluster; until then such an address is refused in one line.
+- ``DaskExecutor``: the workers of an existing Dask distributed cluster
+  (``tcp://HOST:8786``; the optional extra ``ldpem[dask]``). Its workers must import the
+  same ``ldpem`` (install it where they run).
+
+``make_executor(scheduler)`` chooses: None for the local pool, ``serial``, or a Dask
+scheduler's address.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from typing import Protocol, TypeVar
 from ldpem.common.errors import UserError
 
 __all__ = [
+    "DASK_MISSING",
+    "DaskExecutor",
     "Executor",
     "PoolExecutor",
     "SerialExecutor",
@@ -163,6 +168,44 @@ class PoolExecutor(_Closing):
             self._pool = None
 
 
+#: The one line a ``--scheduler`` without the optional extra ends with.
+DASK_MISSING = "--scheduler needs the Python package distributed: pip install 'ldpem[dask]'"
+
+
+class DaskExecutor(_Closing):
+    """The workers of the Dask distributed cluster whose scheduler is at ``address``
+    (``tcp://HOST:8786``), through a ``distributed.Client`` connected at construction.
+
+    Each task is one Dask task (``pure=False``: never deduplicated), gathered in the
+    tasks' order; a task's result depends on the task alone, so it equals the local
+    pool's. A worker's error is raised here."""
+
+    def __init__(self, address: str, *, timeout: float = 30.0) -> None:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UserError(DASK_MISSING) from None
+        try:
+            self._client = Client(address, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError) as error:
+            raise UserError(f"scheduler {address}: cannot connect ({error})") from None
+        self.address = address
+
+    @property
+    def workers(self) -> int:
+        threads = self._client.nthreads()
+        return max(1, sum(threads.values()))
+
+    def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
+        if not tasks:
+            return []
+        futures = self._client.map(fn, list(tasks), pure=False)
+        return list(self._client.gather(futures))
+
+    def close(self) -> None:
+        self._client.close()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -205,6 +248,8 @@ def make_executor(scheduler: str | None = None, *, workers: int | None = None) -
     scheduler : str, optional
         None: a pool of ``workers`` processes on this machine (default:
         ``local_workers()``), serial when that is 1. ``"serial"``: this process only.
+        ``tcp://HOST:PORT``: the Dask distributed cluster of that scheduler
+        (``DaskExecutor``; UserError ``DASK_MISSING`` without the package).
     workers : int, optional
         Processes of the local pool.
 
@@ -220,9 +265,6 @@ def make_executor(scheduler: str | None = None, *, workers: int | None = None) -
         return SerialExecutor() if count == 1 else PoolExecutor(count)
     if scheduler == "serial":
         return SerialExecutor()
-    if scheduler.startswith("tcp://"):
-        raise UserError(
-            f"scheduler {scheduler}: Dask clusters are not supported yet; "
-            "run on this machine's cores (no scheduler)"
-        )
+    if scheduler.startswith(("tcp://", "tls://")):
+        return DaskExecutor(scheduler)
     raise UserError(f"scheduler must be serial or tcp://HOST:PORT, got {scheduler!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ldpem.commands.plan import add_executor_arguments
 from ldpem.experiment import FIGURES, run_experiments
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
@@ -19,6 +20,7 @@ DESCRIPTION = (
 EXAMPLES = (
     "ldpem experiment --figure fig1 --quick --out /tmp/results",
     "ldpem experiment --figure all --seeds 10",
+    "ldpem experiment --figure fig5 --scheduler tcp://10.0.0.5:8786",
 )
 
 
@@ -34,13 +36,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check the pipeline")
     parser.add_argument("--no-plot", action="store_true", help="write the CSVs only")
+    add_executor_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     names = list(FIGURES) if args.figure == "all" else [args.figure]
     written = run_experiments(
-        names, seeds=args.seeds, out=args.out, quick=args.quick, plot=not args.no_plot
+        names,
+        seeds=args.seeds,
+        out=args.out,
+        quick=args.quick,
+        plot=not args.no_plot,
+        scheduler=args.scheduler,
+        workers=args.workers,
     )
     for path in written:
         print(path)

@@ -16,7 +16,13 @@ from ldpem.common.models import model_names
 from ldpem.common.planning import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
 from ldpem.common.prediction import DEFAULT_SEEDS, SNR_FACTORS, Prediction, Problem
 
-__all__ = ["add_arguments", "format_plan", "parse_sizes", "problem_from_args"]
+__all__ = [
+    "add_arguments",
+    "add_executor_arguments",
+    "format_plan",
+    "parse_sizes",
+    "problem_from_args",
+]
 
 
 NAME = "plan"
@@ -86,14 +92,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_CROSSOVER_LIMIT,
         help="largest n the local crossover search tries",
     )
-    add(
+    add_executor_arguments(parser)
+    add("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=handle)
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """--workers and --scheduler: where the simulations run (``common.executor``)."""
+    parser.add_argument(
         "--workers",
         type=int,
         default=None,
         help="processes that run the simulations (default: this machine's cores; 1: serial)",
     )
-    add("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(handler=handle)
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:8786",
+        help="run the simulations on this existing Dask distributed cluster "
+        "(pip install 'ldpem[dask]'); the numbers are the same as on this machine",
+    )
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:
@@ -205,7 +223,7 @@ def handle(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     if args.crossover_limit < 1000:
         raise UserError(f"--crossover-limit must be >= 1000, got {args.crossover_limit}")
-    with make_executor(workers=args.workers) as executor:
+    with make_executor(args.scheduler, workers=args.workers) as executor:
         plan = make_plan(
             problem,
             seeds=args.seeds,

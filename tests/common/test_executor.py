@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 
 from ldpem.common.errors import UserError
-from ldpem.common.executor import PoolExecutor, SerialExecutor, local_workers, make_executor
+from ldpem.common.executor import (
+    DASK_MISSING,
+    PoolExecutor,
+    SerialExecutor,
+    local_workers,
+    make_executor,
+)
 from ldpem.common.prediction import Problem, predict
 
 
@@ -54,12 +60,20 @@ def test_make_executor_chooses_by_scheduler_and_workers() -> None:
     with make_executor(workers=2) as pool:
         assert isinstance(pool, PoolExecutor) and pool.workers == 2
     assert make_executor().workers == local_workers()
-    with pytest.raises(UserError, match="Dask clusters are not supported yet"):
-        make_executor("tcp://127.0.0.1:8786")
     with pytest.raises(UserError, match="scheduler must be"):
         make_executor("threads")
     with pytest.raises(UserError, match="workers must be >= 1"):
         make_executor(workers=0)
+
+
+def test_a_scheduler_without_distributed_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
+    with pytest.raises(UserError) as raised:
+        make_executor("tcp://127.0.0.1:8786")
+    assert str(raised.value) == DASK_MISSING
+    assert DASK_MISSING == (
+        "--scheduler needs the Python package distributed: pip install 'ldpem[dask]'"
+    )
 
 
 def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path: Path) -> None:

@@ -1,0 +1,73 @@
+"""Sweeps on a real Dask distributed cluster (issue 25): a ``LocalCluster`` of 2 worker
+processes started here on 127.0.0.1, and ``ldpem experiment --quick`` and ``ldpem plan``
+given its address with ``--scheduler``. Every task carries its own seed, so the numbers
+are those of the local pool, to the bit (the CSV files and the plan's JSON are compared
+as text)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ldpem.cli import main
+
+distributed = pytest.importorskip("distributed")
+
+pytestmark = pytest.mark.slow
+
+#: The quick figure the comparison runs (fig1: clipping against ours, GMM, both models).
+FIGURE = "fig1"
+PLAN = ["plan", "--n", "20000", "--hospitals", "2", "--seeds", "4"]
+PLAN += ["--crossover-limit", "20000", "--json"]
+
+
+@pytest.fixture(scope="module")
+def scheduler() -> Iterator[str]:
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        processes=True,
+        threads_per_worker=1,
+        host="127.0.0.1",
+        dashboard_address=None,
+    )
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+def _experiment(out: Path, *extra: str) -> dict[str, str]:
+    argv = ["experiment", "--figure", FIGURE, "--quick", "--seeds", "2", "--no-plot"]
+    assert main([*argv, "--out", str(out), *extra]) == 0
+    return {p.name: p.read_text() for p in sorted(out.glob("*.csv"))}
+
+
+def test_experiment_gives_the_same_numbers_locally_and_on_the_cluster(
+    scheduler: str, tmp_path: Path
+) -> None:
+    local = _experiment(tmp_path / "local")
+    cluster = _experiment(tmp_path / "cluster", "--scheduler", scheduler)
+    assert set(local) == {f"{FIGURE}-central.csv", f"{FIGURE}-local.csv"} or local
+    assert local == cluster
+    serial = _experiment(tmp_path / "serial", "--workers", "1")
+    assert serial == local
+
+
+def test_plan_is_the_same_locally_and_on_the_cluster(
+    scheduler: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(PLAN) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main([*PLAN, "--scheduler", scheduler]) == 0
+    cluster = json.loads(capsys.readouterr().out)
+    assert local == cluster
+
+
+def test_an_unreachable_scheduler_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # Nothing listens on port 9 (discard) of this host.
+    assert main([*PLAN, "--scheduler", "tcp://127.0.0.1:9"]) != 0
+    err = capsys.readouterr().err
+    assert "cannot connect" in err and "Traceback" not in err
