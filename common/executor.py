@@ -186,24 +186,26 @@ class DaskExecutor(_Closing):
         except ImportError:
             raise UserError(DASK_MISSING) from None
         try:
-            self._client = Client(address, timeout=timeout, set_as_default=False)
+            self._client = Client(  # type: ignore[no-untyped-call]  # distributed is untyped
+                address, timeout=timeout, set_as_default=False
+            )
         except (OSError, TimeoutError) as error:
             raise UserError(f"scheduler {address}: cannot connect ({error})") from None
         self.address = address
 
     @property
     def workers(self) -> int:
-        threads = self._client.nthreads()
-        return max(1, sum(threads.values()))
+        threads = self._client.nthreads()  # type: ignore[no-untyped-call]
+        return max(1, int(sum(threads.values())))
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
         if not tasks:
             return []
         futures = self._client.map(fn, list(tasks), pure=False)
-        return list(self._client.gather(futures))
+        return list(self._client.gather(futures))  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
-        self._client.close()
+        self._client.close()  # type: ignore[no-untyped-call]
 
 
 def _alive(pid: int) -> bool:
