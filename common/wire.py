@@ -30,8 +30,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
@@ -50,7 +48,9 @@ from ldpem.common.protocol import (
     round_size,
     round_sizes,
 )
+from ldpem.common.wire_base import Schema as _Schema
 from ldpem.common.wire_errors import describe_errors
+from ldpem.common.wire_forecast import ErrorBand, Forecast
 from ldpem.common.wire_shares import check_shares
 
 __all__ = [
@@ -122,10 +122,6 @@ def expected_round_count(records: int, rounds: int, t: int, schedule: ScheduleSp
     (partition by ``schedule``; for ``equal`` the sizes ``numpy.array_split`` gives: the
     first records % rounds groups have one record more)."""
     return round_size(records, rounds, t, schedule)
-
-
-class _Schema(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 #: The later fields of the run's parameters and their defaults, left out of the JSON when
@@ -287,32 +283,6 @@ class PublicParameters(_Schema):
 class HospitalToken(_Schema):
     name: str
     token: str
-
-
-class ErrorBand(_Schema):
-    """Final errors of simulated runs at one ‖β*‖/σ: their mean and 10–90% band
-    (``ldpem.common.prediction``); None where the simulated runs diverge."""
-
-    snr: float
-    #: The error of β = 0 at that SNR: ‖β*‖ = snr·σ.
-    trivial_error: float
-    mean: float | None
-    low: float | None
-    high: float | None
-
-
-class Forecast(ErrorBand):
-    """The accuracy forecast a coordinator states when it creates a run: at the request's
-    assumed ‖β*‖/σ, and in ``sensitivity`` at half and twice it (the same run: its public
-    parameters stay those of the assumed SNR)."""
-
-    #: Simulated runs behind each band, with seeds first_seed, first_seed + 1, …
-    seeds: int
-    first_seed: int
-    #: Records simulated (the run's, scaled down in proportion above the coordinator's
-    #: forecast_max_records).
-    records: int
-    sensitivity: list[ErrorBand]
 
 
 class RunCreated(_Schema):
