@@ -103,6 +103,9 @@ class Problem:
     scale: float | None = None
     schedule: str | tuple[float, ...] = EQUAL
     final: str = LAST
+    #: Noise shares (secagg): the honest holders whose shares make the noise (None: a
+    #: strict majority, ``protocol.study_t_min``).
+    t_min: int | None = None
 
     def __post_init__(self) -> None:
         get_model(self.model)

@@ -47,6 +47,8 @@ def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
         scale=request.scale,
         schedule=params.schedule if isinstance(params.schedule, str) else tuple(params.schedule),
         final=params.final,
+        # A run of noise shares publishes its t_min; its forecast simulates that one.
+        t_min=params.t_min,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from ldpem.common.planning import recommendation
 from ldpem.common.prediction import Prediction, Problem, predict
 from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.server.forecast import run_forecast, run_problem
+from tests.cli.secaggkit import hospitals, keys_and_roster
 from tests.fedkit import run_request
 
 
@@ -223,6 +225,33 @@ def test_run_forecast_is_the_planning_prediction() -> None:
     assert (half.snr, double.snr) == (1.5, 6.0) and half.trivial_error == 1.5
     at_half = predict(problem.at_snr(1.5), "hospital", seeds=2, executor=SerialExecutor())
     assert half.mean == at_half.mean and at_half.problem.resolved_tau == problem.resolved_tau
+
+
+def test_the_forecast_of_a_run_of_noise_shares_simulates_its_published_t_min(
+    tmp_path: Path,
+) -> None:
+    _, _, roster = keys_and_roster(tmp_path, 5)
+    request = RunCreate.model_validate(
+        {
+            "model": "gmm",
+            "d": 3,
+            "sigma": 1.0,
+            "rounds": 4,
+            "mechanism": "secagg",
+            "hospitals": hospitals([400] * 5),
+            "roster": roster,
+            "t_min": 4,
+        }
+    )
+    params = public_parameters(request)
+    problem = run_problem(request, params)
+    assert params.t_min == problem.t_min == 4  # not the default strict majority, 3
+    forecast = run_forecast(request, params, seeds=2, workers=1)
+    assert forecast is not None
+    expected = predict(problem, "secagg", seeds=2, executor=SerialExecutor())
+    assert forecast.mean == expected.mean
+    default = predict(replace(problem, t_min=None), "secagg", seeds=2, executor=SerialExecutor())
+    assert default.mean != expected.mean
 
 
 def test_simulate_on_data_warns_when_beta_zero_is_as_good(
