@@ -113,17 +113,18 @@ def print_summary(result: dict[str, Any], out: Any) -> None:
         ("non-private gradient EM (in-process)", result["baselines"]["none"]),
         ("trivial estimate β = 0", result["trivial_error"]),
     ]
-    for label, value in rows:
-        print(f"  {label:<52}{value:>8.3f}", file=out)
     forecast = result.get("forecast")
-    if forecast is not None:
-        # The coordinator's forecast for this run: where its final error should land.
-        label = f"forecast for it ({forecast['seeds']} simulated runs)"
-        print(
-            f"  {label:<52}{forecast['mean']:>8.3f}  "
-            f"10–90%: {forecast['low']:.3f}–{forecast['high']:.3f}",
-            file=out,
-        )
+    for i, (label, value) in enumerate(rows):
+        print(f"  {label:<52}{value:>8.3f}", file=out)
+        if i == 0 and forecast is not None:
+            # The coordinator's forecast for the federated run, right under it: where its
+            # final error should land (with several baselines below, "it" must be next).
+            label = f"  its forecast ({forecast['seeds']} simulated runs)"
+            print(
+                f"  {label:<52}{forecast['mean']:>8.3f}  "
+                f"10–90%: {forecast['low']:.3f}–{forecast['high']:.3f}",
+                file=out,
+            )
     print(file=out)
     print(f"  {'hospital':<10}{'records':>9}{'rounds':>8}{'ε spent':>10}", file=out)
     for h in result["hospitals"]:

@@ -77,7 +77,10 @@ def test_summary_table_has_the_hospital_level_row() -> None:
     out = io.StringIO()
     forecast = {"mean": 0.37, "low": 0.24, "high": 0.52, "seeds": 20}
     print_summary({**result, "forecast": forecast}, out)
-    row = next(line for line in out.getvalue().splitlines() if "forecast for it" in line)
+    lines = out.getvalue().splitlines()
+    row = next(line for line in lines if "its forecast" in line)
+    # Right under the federated row it forecasts.
+    assert lines[lines.index(row) - 1].strip().startswith("federated, ")
     assert row.split()[-3:] == ["0.370", "10–90%:", "0.240–0.520"]
     assert "(20 simulated runs)" in row
 
