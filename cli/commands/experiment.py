@@ -18,7 +18,6 @@ DESCRIPTION = (
     "central and the local model; write a CSV and a PNG per figure."
 )
 EXAMPLES = (
-    "ldpem experiment --figure fig1 --quick --out /tmp/results",
     "ldpem experiment --figure all --seeds 10",
     "ldpem experiment --figure fig5 --scheduler tcp://10.0.0.5:8786",
 )

@@ -110,7 +110,8 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="tcp://HOST:8786",
         help="run the simulations on this existing Dask distributed cluster "
-        "(pip install 'ldpem[dask]'); the numbers are the same as on this machine",
+        "(pip install 'ldpem[dask]'); the numbers are the same as on this machine "
+        "(default: none, this machine's cores)",
     )
 
 
