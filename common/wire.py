@@ -48,9 +48,10 @@ from ldpem.common.protocol import (
     round_size,
     round_sizes,
 )
-from ldpem.common.wire_base import Schema as _Schema
+from ldpem.common.wire_base import Schema
 from ldpem.common.wire_errors import describe_errors
 from ldpem.common.wire_forecast import ErrorBand, Forecast
+from ldpem.common.wire_reads import HospitalParticipation, RoundSummary, Trajectory
 from ldpem.common.wire_shares import check_shares
 
 __all__ = [
@@ -122,6 +123,9 @@ def expected_round_count(records: int, rounds: int, t: int, schedule: ScheduleSp
     (partition by ``schedule``; for ``equal`` the sizes ``numpy.array_split`` gives: the
     first records % rounds groups have one record more)."""
     return round_size(records, rounds, t, schedule)
+
+
+_Schema = Schema
 
 
 #: The later fields of the run's parameters and their defaults, left out of the JSON when
@@ -367,51 +371,6 @@ class RunSummary(_Schema):
     allow_weaker_reports: bool = False
     #: The forecast stated when the run was created (see RunCreated).
     forecast: Forecast | None = None
-
-
-class RoundSummary(_Schema):
-    round: int
-    status: Literal["open", "closed"]
-    opened_at: float
-    deadline: float
-    closed_at: float | None
-    reporters: list[str]
-    count: int
-    beta: list[float]
-    beta_next: list[float] | None
-
-
-class HospitalParticipation(_Schema):
-    hospital: str
-    records: int
-    rounds_reported: list[int]
-    last_report_at: float | None
-    #: The per-record noise std σ_r of this hospital's least private report (None: no
-    #: report carrying noise, as under central and none).
-    noise_std: float | None = None
-    #: The ε per record that report spends at the run's δ (tight Gaussian accounting).
-    epsilon: float | None = None
-    #: True when a report declared less noise than the run's budget needs (accepted only
-    #: in a run created with ``allow_weaker_reports``): that hospital's guarantee is
-    #: ``epsilon``, weaker than the run's.
-    weaker: bool = False
-    #: The round of that least private report (its sensitivity depends on the round's
-    #: scale under a schedule).
-    noise_round: int | None = None
-
-
-class Trajectory(_Schema):
-    run_id: str
-    #: β^0 … β^t (the last is the current or final iterate).
-    betas: list[list[float]]
-    #: ‖β^{t+1} − β^t‖ for each closed round.
-    steps: list[float]
-    #: The run's ``final`` rule.
-    final: str = LAST
-    #: The reported estimate once the run finished (``final`` of the iterates), else None.
-    estimate: list[float] | None = None
-    #: Once finished: the weights of the iterates averaged, β^{T−k+1} … β^T (sum 1).
-    weights: list[float] | None = None
 
 
 def public_parameters(request: RunCreate) -> PublicParameters:

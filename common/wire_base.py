@@ -1,5 +1,5 @@
-"""The one base of the wire's schemas (``ldpem.common.wire`` and the modules it is split
-into): unknown fields refused, instances frozen, types strict, no NaN or infinity."""
+"""The base of every wire schema: strict types, no unknown field, frozen, no NaN or
+infinity (``ldpem.common.wire``'s module docstring)."""
 
 from __future__ import annotations
 

@@ -302,7 +302,7 @@ def test_a_run_of_another_model_is_refused(tmp_path: Path, own: str, announced: 
 
 
 def test_an_unknown_model_of_its_own_is_refused(tmp_path: Path) -> None:
-    a = Agent(config(tmp_path, model="lr"), loader=forty_records)
+    a = Agent(config(tmp_path, model="no-such-model"), loader=forty_records)
     with pytest.raises(AgentError, match="model must be one of"):
         a.run()
     a.close()
