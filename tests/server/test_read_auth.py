@@ -38,6 +38,9 @@ AGENT = {
     ("GET", "/v1/me"),
     ("GET", "/v1/runs/{run_id}/round"),
     ("POST", "/v1/runs/{run_id}/rounds/{t}/reports"),
+    # Secure aggregation's steps (mechanism secagg): a holder posts and fetches its messages.
+    ("POST", "/v1/runs/{run_id}/rounds/{t}/secagg/{step}"),
+    ("GET", "/v1/runs/{run_id}/rounds/{t}/secagg/{fetched}"),
 }
 ADMIN_ONLY = {("POST", "/v1/runs")}
 
@@ -63,7 +66,12 @@ def read_routes(app: FastAPI) -> list[tuple[str, str]]:
 
 
 def url(path: str, run_id: str) -> str:
-    return path.replace("{run_id}", run_id).replace("{t}", "0")
+    return (
+        path.replace("{run_id}", run_id)
+        .replace("{t}", "0")
+        .replace("{step}", "advertise")
+        .replace("{fetched}", "participants")
+    )
 
 
 @pytest.fixture
