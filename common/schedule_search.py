@@ -20,7 +20,14 @@ from itertools import product
 
 from ldpem.common.executor import Executor
 from ldpem.common.prediction import DEFAULT_SEEDS, Prediction, Problem, predict_many
-from ldpem.common.protocol import EQUAL, LAST, least_records
+from ldpem.common.protocol import (
+    EQUAL,
+    LAST,
+    check_final,
+    check_noise_shares,
+    check_schedule,
+    least_records,
+)
 
 __all__ = [
     "DEFAULT_GRID",
@@ -47,8 +54,15 @@ class Setting:
         """``problem`` run with this setting."""
         return replace(problem, rounds=self.rounds, schedule=self.schedule, final=self.final)
 
-    def fits(self, problem: Problem) -> bool:
-        """Whether every hospital has the records this setting's rounds need."""
+    def fits(self, problem: Problem, mechanism: str) -> bool:
+        """Whether a run of ``mechanism`` may use this setting (noise shares take only
+        equal rounds and the last iterate) and every hospital has the records it needs."""
+        try:
+            check_schedule(self.schedule, self.rounds)
+            check_final(self.final, self.rounds)
+            check_noise_shares(mechanism, self.schedule, self.final)
+        except ValueError:
+            return False
         return min(problem.sizes) >= least_records(self.rounds, self.schedule)
 
     def as_dict(self) -> dict[str, object]:
@@ -124,9 +138,7 @@ class ScheduleSearch:
         best = self.setting
         for setting, p in self.table:
             mark = "*" if setting == best else " "
-            lines.append(
-                f" {mark} {setting.label:<36}{p.mean:.3g} [{p.low:.3g}, {p.high:.3g}]"
-            )
+            lines.append(f" {mark} {setting.label:<36}{p.mean:.3g} [{p.low:.3g}, {p.high:.3g}]")
         lines.append(f"recommended schedule: {self.describe()}")
         return "\n".join(lines)
 
@@ -141,13 +153,14 @@ def search_schedule(
     executor: Executor | None = None,
 ) -> ScheduleSearch:
     """Predict ``mechanism`` on ``problem`` at every setting of ``grid`` that its hospitals'
-    records allow (``Setting.fits``), as one batch of ``seeds`` simulations per setting on
+    records and rules allow (``Setting.fits``), as one batch of ``seeds`` simulations per setting on
     ``executor`` (default: this machine's cores); ``max_records`` as in ``predict_many``.
     The problem's own rounds, schedule and final rule are replaced by each setting's."""
-    fitting = [s for s in grid if s.fits(problem)]
+    fitting = [s for s in grid if s.fits(problem, mechanism)]
     if not fitting:
         raise ValueError(
-            f"no setting of the grid fits hospitals of {min(problem.sizes)} records or more"
+            f"no setting of the grid fits mechanism {mechanism} with hospitals of "
+            f"{min(problem.sizes)} records or more"
         )
     cases = [(s.applied(problem), mechanism) for s in fitting]
     found = predict_many(cases, seeds=seeds, max_records=max_records, executor=executor)
