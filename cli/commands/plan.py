@@ -11,10 +11,11 @@ from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
 from ldpem.common.executor import make_executor
-from ldpem.common.mechanisms import get_mechanism
+from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
 from ldpem.common.planning import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
 from ldpem.common.prediction import DEFAULT_SEEDS, SNR_FACTORS, Prediction, Problem
+from ldpem.common.schedule_search import DEFAULT_GRID, search_schedule
 
 __all__ = [
     "add_arguments",
@@ -38,7 +39,14 @@ DESCRIPTION = (
 )
 EXAMPLES = (
     "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
-    "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --json",
+    "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --search-schedule --json",
+)
+#: The mechanism whose rounds and schedule --search-schedule searches by default: the
+#: per-record one, as a run request's default.
+SEARCH_MECHANISM = "local"
+_GRID_TEXT = " × ".join(
+    "{" + ", ".join(str(v) for v in dict.fromkeys(getattr(s, part) for s in DEFAULT_GRID)) + "}"
+    for part in ("rounds", "schedule", "final")
 )
 
 
@@ -91,6 +99,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_CROSSOVER_LIMIT,
         help="largest n the local crossover search tries",
+    )
+    add(
+        "--search-schedule",
+        action="store_true",
+        help="also predict each setting of a small grid of rounds, round schedule and "
+        f"reported estimate (T × schedule × final: {_GRID_TEXT}; --rounds is then "
+        "searched) with --seeds simulations each, and recommend the best with its band "
+        "(default: off)",
+    )
+    add(
+        "--search-mechanism",
+        choices=mechanism_names(federated=True),
+        default=SEARCH_MECHANISM,
+        help="the mechanism --search-schedule simulates",
     )
     add_executor_arguments(parser)
     add("--json", action="store_true", help="print one JSON object")
@@ -231,8 +253,18 @@ def handle(args: argparse.Namespace) -> int:
             crossover_limit=args.crossover_limit,
             executor=executor,
         )
+        search = (
+            search_schedule(problem, args.search_mechanism, seeds=args.seeds, executor=executor)
+            if args.search_schedule
+            else None
+        )
     if args.json:
-        print(json.dumps(plan.as_dict()))
+        payload = plan.as_dict()
+        if search is not None:
+            payload["schedule_search"] = search.as_dict()
+        print(json.dumps(payload))
     else:
         print(format_plan(plan))
+        if search is not None:
+            print(search.format())
     return 0

@@ -1,7 +1,7 @@
 """ldpem run: operator commands against a running coordinator.
 
     ldpem run create --coordinator URL --config run.json [--tokens-dir DIR]
-                     [--admin-token-file FILE] [--ca-cert PEM]
+                     [--admin-token-file FILE] [--ca-cert PEM] [--plan [--plan-seeds S]]
     ldpem run status --coordinator URL [RUN_ID] [--wait] [--beta-star FILE]
                      [--token-file FILE | --admin-token-file FILE] [--ca-cert PEM]
 
@@ -10,7 +10,11 @@ admin token (LDPEM_ADMIN_TOKEN or --admin-token-file). With --tokens-dir DIR it 
 generated hospital token to DIR/<hospital>.token (mode 600) and prints which file goes to
 which hospital, with the run's budget the agents must accept; without it, it prints the
 response as JSON: run id, public parameters, expected error, warning and the tokens (shown
-once). The same is POST /v1/runs with "Authorization: Bearer <admin token>".
+once). The same is POST /v1/runs with "Authorization: Bearer <admin token>". With --plan
+it first searches rounds, round schedule and reported estimate for the run's model, d,
+hospitals, budget, snr and mechanism (ldpem.common.schedule_search, as ldpem plan
+--search-schedule), sets "rounds", "schedule" and "final" of the request to the best and
+says so on stderr.
 
 "status" prints a run as JSON (without RUN_ID: the run created last). It reads with the
 read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TOKEN or
@@ -37,6 +41,9 @@ from ldpem.secretfiles import read_secret, write_secret
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
 _ADMIN_HELP = "file holding the admin token, mode 600 (default: LDPEM_ADMIN_TOKEN)"
+#: Simulations per setting of ``run create --plan`` (``prediction.DEFAULT_SEEDS``; not
+#: imported: the command's parser is built without numpy).
+_PLAN_SEEDS = 20
 _CA_HELP = (
     "CA certificate that signed the coordinator's (ca.pem of ldpem coordinator init "
     "--self-signed; default: the system's CAs)"
@@ -74,7 +81,7 @@ def _register_create(actions: Any) -> None:
             "ldpem run create --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
             "--admin-token-file coord/admin.token --config run.json --tokens-dir tokens",
             "LDPEM_ADMIN_TOKEN=... ldpem run create --coordinator http://127.0.0.1:8765 "
-            "--config run.json",
+            "--config run.json --plan",
         ),
     )
     create.add_argument(
@@ -92,6 +99,28 @@ def _register_create(actions: Any) -> None:
     )
     create.add_argument("--admin-token-file", type=Path, metavar="FILE", help=_ADMIN_HELP)
     create.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
+    create.add_argument(
+        "--plan",
+        action="store_true",
+        help="before creating the run, simulate a small grid of rounds, round schedule and "
+        "reported estimate for its config (model, d, hospitals, epsilon, snr, mechanism; "
+        "as ldpem plan --search-schedule) and set rounds, schedule and final of the "
+        "request to the best (default: the request's own)",
+    )
+    create.add_argument(
+        "--plan-seeds",
+        type=int,
+        default=_PLAN_SEEDS,
+        metavar="S",
+        help="with --plan, simulations per setting",
+    )
+    create.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="with --plan, processes that run the simulations (default: this machine's "
+        "cores; 1: serial)",
+    )
     create.set_defaults(handler=create_run)
 
 
@@ -177,6 +206,10 @@ def create_run(args: argparse.Namespace) -> int:
         request = json.loads(args.config.read_text())
     except ValueError as error:
         raise UserError(f"{args.config}: not valid JSON ({error})") from None
+    if args.plan:
+        from ldpem.run_plan import planned_request
+
+        request = planned_request(request, seeds=args.plan_seeds, workers=args.workers)
     if args.tokens_dir is not None:
         _check_token_files(args.tokens_dir, request)
     token = _admin_token(args.admin_token_file)

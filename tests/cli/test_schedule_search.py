@@ -1,0 +1,120 @@
+"""The schedule search (``ldpem.common.schedule_search``), ``ldpem plan --search-schedule``
+and ``ldpem run create --plan``: small n and 2 seeds, so that each runs in seconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ldpem.cli import main
+from ldpem.common.executor import SerialExecutor
+from ldpem.common.prediction import Problem, predict
+from ldpem.common.schedule_search import DEFAULT_GRID, Setting, make_grid, search_schedule
+from ldpem.common.wire import RunCreate, public_parameters
+from ldpem.server.app import create_app
+from ldpem.server.forecast import run_problem
+from tests.fedkit import ADMIN, live_server, run_request, settings
+
+MECHANISM = "local"
+
+
+def test_the_default_grid_is_the_eight_measured_settings() -> None:
+    assert len(DEFAULT_GRID) == 8
+    assert {s.rounds for s in DEFAULT_GRID} == {10, 12}
+    assert {s.schedule for s in DEFAULT_GRID} == {"equal", "geometric:1.3"}
+    assert {s.final for s in DEFAULT_GRID} == {"last", "average:3"}
+    assert DEFAULT_GRID[0] == Setting(10, "equal", "last")
+
+
+def test_the_best_is_the_lowest_mean_and_each_row_is_the_prediction_of_its_setting() -> None:
+    problem = Problem(model="gmm", d=3, sizes=(1500, 1500))
+    grid = make_grid(rounds=(4, 6), schedules=("equal",), finals=("last", "average:3"))
+    with SerialExecutor() as executor:
+        search = search_schedule(problem, MECHANISM, grid=grid, seeds=2, executor=executor)
+        assert [s for s, _ in search.table] == list(grid)
+        assert search.prediction.mean == min(p.mean for _, p in search.table)
+        # The same numbers as one prediction of the chosen setting.
+        again = predict(search.setting.applied(problem), MECHANISM, seeds=2, executor=executor)
+    assert again.errors == search.prediction.errors
+    assert search.as_dict()["best"] == {
+        **search.setting.as_dict(),
+        **search.prediction.summary(),
+    }
+
+
+def test_settings_the_hospitals_cannot_afford_are_left_out() -> None:
+    problem = Problem(model="gmm", d=3, sizes=(11, 400), rounds=5)
+    grid = make_grid(rounds=(5, 12), schedules=("equal",), finals=("last",))
+    with SerialExecutor() as executor:
+        search = search_schedule(problem, MECHANISM, grid=grid, seeds=2, executor=executor)
+    assert [s.rounds for s, _ in search.table] == [5]
+    with pytest.raises(ValueError, match="no setting"):
+        search_schedule(problem, MECHANISM, grid=grid[1:], seeds=2)
+
+
+def test_noise_shares_search_only_equal_rounds_and_the_last_iterate() -> None:
+    problem = Problem(model="gmm", d=3, sizes=(400, 400, 400))
+    grid = make_grid(rounds=(4,))
+    with SerialExecutor() as executor:
+        search = search_schedule(problem, "secagg", grid=grid, seeds=1, executor=executor)
+    assert [s for s, _ in search.table] == [Setting(4, "equal", "last")]
+
+
+def test_plan_search_schedule_prints_the_table_and_adds_it_to_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["plan", "--n", "3000", "--hospitals", "2", "--d", "3", "--seeds", "2"]
+    argv += ["--crossover-limit", "20000", "--workers", "1", "--search-schedule"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("T = 1") == 8 + 1  # the table and the recommendation
+    assert "recommended schedule: T = " in out and "10–90% of 2 simulated runs" in out
+    assert main([*argv, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)["schedule_search"]
+    assert found["mechanism"] == MECHANISM and found["seeds"] == 2
+    assert len(found["table"]) == 8
+    best = min(found["table"], key=lambda row: row["mean"])
+    assert found["best"] == best and best["p10"] <= best["mean"] <= best["p90"]
+
+
+def test_run_create_plan_sets_the_searched_rounds_schedule_and_final(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    request = run_request(hospitals=2, records=1500, d=3, rounds=5, snr=3.0, epsilon=1.0)
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(request))
+    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
+    with live_server(create_app(settings(tmp_path))) as url:
+        argv = ["run", "create", "--coordinator", url, "--config", str(config)]
+        assert main([*argv, "--plan", "--plan-seeds", "2", "--workers", "1"]) == 0
+        captured = capsys.readouterr()
+        created = json.loads(captured.out)
+        params = created["params"]  # as the coordinator published them
+        status = httpx.get(f"{url}/v1/runs/{created['run_id']}", timeout=30).json()
+    assert status["rounds"] == params["rounds"]
+    # The same search on the same problem, by hand.
+    run = RunCreate.model_validate({**request, "rounds": 10})
+    with SerialExecutor() as executor:
+        expected = search_schedule(
+            run_problem(run, public_parameters(run)), MECHANISM, seeds=2, executor=executor
+        ).setting
+    # Fields at their defaults are left out of the published parameters (common/wire.py).
+    published = (params["rounds"], params.get("schedule", "equal"), params.get("final", "last"))
+    assert published == (expected.rounds, expected.schedule, expected.final)
+    chosen = f"rounds {expected.rounds}, schedule {expected.schedule}, final {expected.final}"
+    assert f"--plan: {chosen}" in captured.err
+    assert "recommended schedule:" in captured.err
+
+
+def test_run_create_plan_refuses_an_invalid_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(run_request(d=0)))
+    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
+    argv = ["run", "create", "--coordinator", "http://127.0.0.1:9", "--config", str(config)]
+    assert main([*argv, "--plan", "--plan-seeds", "2", "--workers", "1"]) == 2
+    assert "--plan:" in capsys.readouterr().err
