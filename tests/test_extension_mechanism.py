@@ -67,7 +67,10 @@ def test_simulate_plan_and_audit_take_it(capsys: pytest.CaptureFixture[str]) -> 
     assert main([*argv, "--d", str(D), "--seed", "1", "--json"]) == 0
     outcome = json.loads(capsys.readouterr().out)
     assert outcome["mechanism"] == "local-box" and math.isfinite(outcome["error"])
+    # --workers 1: in this process, where the mechanism is registered (a pool's fresh
+    # worker processes would need LDPEM_PLUGINS, as a deployment's do).
     plan = ["plan", "--d", str(D), "--n", "20000", "--hospitals", "2", "--seeds", "2"]
+    plan += ["--workers", "1"]
     assert main(plan) == 0
     assert "local DP, coordinates clipped" in capsys.readouterr().out
     audit = ["audit", "--mechanism", "local-box", "--accounting", "exact", "--d", "2"]

@@ -78,7 +78,9 @@ def test_simulate_fits_it_without_privacy_and_with_local_dp(
 
 def test_plan_and_audit_take_it(capsys: pytest.CaptureFixture[str]) -> None:
     plan = ["plan", "--model", "lr", "--d", str(D), "--n", "20000", "--hospitals", "2"]
-    assert main([*plan, "--seeds", "2"]) == 0
+    # --workers 1: in this process, where the model is registered (a pool's fresh worker
+    # processes would need LDPEM_PLUGINS, as a deployment's do).
+    assert main([*plan, "--seeds", "2", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("lr, d = 3") and "expected final error" in out
     argv = ["audit", "--model", "lr", "--mechanism", "local", "--accounting", "exact"]

@@ -516,7 +516,7 @@ def _raw(**change: str) -> str:
         (_raw(sigma='"Infinity"'), "invalid answer to GET /me: params.sigma: Input should be a"),
         (_raw(scale='"1e400"'), "invalid answer to GET /me: params.scale: Input should be a"),
         (_raw(mechanism='"local-clip"', clip="1e300"), "clip = 1e+300"),
-        (_raw(rounds="0"), "rounds = 0"),
+        (_raw(rounds="0"), "rounds must be an integer >= 1, got 0"),
         (_raw(rounds="100"), "records = 40, which must be an integer in [rounds = 100"),
         (_raw(d="0"), "d = 0"),
         (_raw(d="200000"), "d = 200000"),
