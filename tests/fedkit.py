@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import uvicorn
 from fastapi import FastAPI
@@ -23,7 +24,7 @@ from ldpem.common.models import get_model
 from ldpem.common.protocol import FederatedStreams
 from ldpem.common.simulation import simulate_run
 from ldpem.common.wire import PublicParameters
-from ldpem.processes import Processes, free_port
+from ldpem.processes import Processes, free_port, start_agent
 from ldpem.server.settings import Settings
 
 ADMIN = "admin-token-for-tests-0123456789"
@@ -187,3 +188,40 @@ def cli_create_run(tmp_path: Path, url: str, counts: list[int], **request: Any) 
     assert done.returncode == 0, done.stderr.decode()
     created: dict[str, Any] = json.loads(done.stdout)
     return created
+
+
+def agents_to_the_end(
+    processes: Processes,
+    url: str,
+    run_id: str,
+    paths: list[Path],
+    *,
+    model: str,
+    state: Path,
+) -> dict[str, Any]:
+    """Start one ``ldpem client`` per data file (hospital i holds ``paths[i]`` and
+    ``TOKENS[i]``, budget ``AGENT_BUDGET``), wait for each to exit 0, then for the run to
+    leave ``running`` (at most 30 s); the run's summary."""
+    agents = [
+        start_agent(
+            processes,
+            f"h{i}",
+            url=url,
+            token=TOKENS[i],
+            model=model,
+            data=path,
+            state=state / f"state{i}",
+            args=[*AGENT_BUDGET, "--wait", "2"],
+        )
+        for i, path in enumerate(paths)
+    ]
+    for agent in agents:
+        assert agent.wait(180) == 0, processes.log(agent)[-2000:]
+    deadline = time.monotonic() + 30
+    while True:
+        run: dict[str, Any] = httpx.get(
+            f"{url}/v1/runs/{run_id}", headers=admin_headers(), timeout=30
+        ).json()
+        if run["status"] != "running" or time.monotonic() > deadline:
+            return run
+        time.sleep(0.2)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,8 +22,8 @@ import pytest
 from ldpem.cli import main
 from ldpem.common.mechanisms import Mechanism, register_mechanism
 from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
-from ldpem.processes import Processes, start_agent, start_coordinator
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, admin_headers, write_gmm_data
+from ldpem.processes import Processes, start_coordinator
+from tests.fedkit import ADMIN, TOKENS, admin_headers, agents_to_the_end, write_gmm_data
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.test_extension_mechanism", "PYTHONPATH": str(ROOT)}
@@ -107,27 +106,7 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
         assert created.status_code == 201, created.text
         run_id = created.json()["run_id"]
         assert created.json()["params"]["clip"] == 2.0
-        agents = [
-            start_agent(
-                processes,
-                f"h{i}",
-                url=url,
-                token=TOKENS[i],
-                model="gmm",
-                data=path,
-                state=tmp_path / f"state{i}",
-                args=[*AGENT_BUDGET, "--wait", "2"],
-            )
-            for i, path in enumerate(paths)
-        ]
-        for agent in agents:
-            assert agent.wait(180) == 0, processes.log(agent)[-2000:]
-        deadline = time.monotonic() + 30
-        while True:
-            run = httpx.get(f"{url}/v1/runs/{run_id}", headers=admin_headers(), timeout=30).json()
-            if run["status"] != "running" or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        run = agents_to_the_end(processes, url, run_id, paths, model="gmm", state=tmp_path)
         rounds = httpx.get(
             f"{url}/v1/runs/{run_id}/rounds", headers=admin_headers(), timeout=30
         ).json()

@@ -10,7 +10,6 @@ of them compared model names, or kept its own list, this test would fail.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,8 +21,8 @@ from numpy.typing import NDArray
 from ldpem.cli import main
 from ldpem.common.models import Model, Records, get_model, register_model
 from ldpem.common.models.base import Draw, tau_spread
-from ldpem.processes import Processes, start_agent, start_coordinator
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, admin_headers
+from ldpem.processes import Processes, start_coordinator
+from tests.fedkit import ADMIN, TOKENS, admin_headers, agents_to_the_end
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.test_extension_model", "PYTHONPATH": str(ROOT)}
@@ -120,27 +119,7 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
         created = httpx.post(f"{url}/v1/runs", json=request, headers=admin_headers(), timeout=60)
         assert created.status_code == 201, created.text
         run_id = created.json()["run_id"]
-        agents = [
-            start_agent(
-                processes,
-                f"h{i}",
-                url=url,
-                token=TOKENS[i],
-                model="lr",
-                data=path,
-                state=tmp_path / f"state{i}",
-                args=[*AGENT_BUDGET, "--wait", "2"],
-            )
-            for i, path in enumerate(paths)
-        ]
-        for agent in agents:
-            assert agent.wait(180) == 0, processes.log(agent)[-2000:]
-        deadline = time.monotonic() + 30
-        while True:
-            run = httpx.get(f"{url}/v1/runs/{run_id}", headers=admin_headers(), timeout=30).json()
-            if run["status"] != "running" or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        run = agents_to_the_end(processes, url, run_id, paths, model="lr", state=tmp_path)
     finally:
         processes.stop()
     assert run["status"] == "finished", run
