@@ -22,6 +22,7 @@ from ldpem import __version__
 from ldpem.common.logs import request_clock
 from ldpem.common.wire import API_PREFIX, describe_errors
 from ldpem.server.coordinator import Coordinator, hash_token
+from ldpem.server.forecast import ForecastOptions
 from ldpem.server.metrics import MeteredStore, Metrics, MetricsMiddleware
 from ldpem.server.refusals import Conflict, Forbidden, Invalid, NotFound, Refused
 from ldpem.server.routes import rounds, runs, secagg, status
@@ -131,9 +132,12 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
             admin_token=settings.admin_token,
             range_sigmas=settings.range_sigmas,
             max_noise_factor=settings.max_noise_factor,
-            forecast_seeds=settings.forecast_seeds,
-            forecast_max_records=settings.forecast_max_records,
-            forecast_workers=settings.forecast_workers,
+            forecast=ForecastOptions(
+                seeds=settings.forecast_seeds,
+                max_records=settings.forecast_max_records,
+                workers=settings.forecast_workers,
+                scheduler=settings.forecast_scheduler,
+            ),
             commit_window=settings.commit_window,
         )
         app.state.coordinator = coordinator

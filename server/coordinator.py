@@ -16,7 +16,6 @@ import hmac
 import time
 from collections.abc import Callable
 
-from ldpem.common.prediction import DEFAULT_SEEDS
 from ldpem.common.wire import (
     HospitalParticipation,
     Identity,
@@ -31,7 +30,7 @@ from ldpem.common.wire import (
     report_digest,
 )
 from ldpem.server import queries, runs
-from ldpem.server.forecast import DEFAULT_MAX_RECORDS
+from ldpem.server.forecast import ForecastOptions
 from ldpem.server.groupcommit import GroupCommit
 from ldpem.server.machine import Outcome, accept_report, check_open, expire
 from ldpem.server.policy import (
@@ -71,9 +70,7 @@ class Coordinator:
         admin_token: str,
         range_sigmas: float = 10.0,
         max_noise_factor: float = 10.0,
-        forecast_seeds: int = DEFAULT_SEEDS,
-        forecast_max_records: int = DEFAULT_MAX_RECORDS,
-        forecast_workers: int | None = None,
+        forecast: ForecastOptions | None = None,
         clock: Callable[[], float] = time.time,
         commit_window: float = 0.002,
     ) -> None:
@@ -84,10 +81,7 @@ class Coordinator:
         self._admin_hash = hash_token(admin_token)
         self.range_sigmas = range_sigmas
         self.max_noise_factor = max_noise_factor
-        self.forecast_seeds = forecast_seeds
-        self.forecast_max_records = forecast_max_records
-        #: Processes of the forecast's simulations (None: this machine's cores).
-        self.forecast_workers = forecast_workers
+        self.forecast = forecast if forecast is not None else ForecastOptions()
         self.clock = clock
         self._changed = asyncio.Event()
         #: RoundInfo per run for the long-poll, valid until the next ``_notify``: a round
@@ -139,9 +133,7 @@ class Coordinator:
         created = await runs.create_run(
             self.store,
             request,
-            forecast_seeds=self.forecast_seeds,
-            forecast_max_records=self.forecast_max_records,
-            forecast_workers=self.forecast_workers,
+            forecast_options=self.forecast,
             clock=self.clock,
         )
         self._notify()

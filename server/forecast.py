@@ -14,14 +14,37 @@ estimate are the study's too, so the forecast is the error of the estimate it re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ldpem.common.executor import make_executor
 from ldpem.common.prediction import DEFAULT_SEEDS, Prediction, Problem, outlooks
 from ldpem.common.wire import ErrorBand, Forecast, PublicParameters, RunCreate
 
-__all__ = ["DEFAULT_MAX_RECORDS", "forecast_warning", "run_forecast", "run_problem"]
+__all__ = [
+    "DEFAULT_MAX_RECORDS",
+    "ForecastOptions",
+    "forecast_warning",
+    "run_forecast",
+    "run_problem",
+]
 
 #: Records simulated by the forecast at most, by default (larger runs are scaled down).
 DEFAULT_MAX_RECORDS = 200_000
+
+
+@dataclass(frozen=True)
+class ForecastOptions:
+    """How the coordinator forecasts a run (``Settings.forecast_*``)."""
+
+    #: Simulated runs at each of the three SNRs.
+    seeds: int = DEFAULT_SEEDS
+    #: Records simulated at most (larger runs are scaled down).
+    max_records: int = DEFAULT_MAX_RECORDS
+    #: Local processes of the simulations (None: this machine's cores; 1: serial).
+    workers: int | None = None
+    #: A Dask distributed scheduler's address that runs the simulations instead
+    #: (``common.executor.make_executor``); the numbers are the same.
+    scheduler: str | None = None
 
 
 def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
@@ -70,11 +93,13 @@ def run_forecast(
     seeds: int = DEFAULT_SEEDS,
     max_records: int = DEFAULT_MAX_RECORDS,
     workers: int | None = None,
+    scheduler: str | None = None,
 ) -> Forecast | None:
     """The forecast of a run (module docstring), simulated on ``workers`` processes
-    (default: this machine's cores); None when its simulated runs diverge."""
+    (default: this machine's cores) or on the Dask cluster of ``scheduler``; None when its
+    simulated runs diverge. UserError when the scheduler cannot be reached."""
     problem = run_problem(request, params)
-    with make_executor(workers=workers) as executor:
+    with make_executor(scheduler, workers=workers) as executor:
         (outlook,) = outlooks(
             problem, [params.mechanism], seeds=seeds, max_records=max_records, executor=executor
         )

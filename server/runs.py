@@ -10,10 +10,11 @@ import secrets
 import uuid
 from collections.abc import Callable
 
+from ldpem.common.errors import UserError
 from ldpem.common.planning import BEAT_FRACTION
 from ldpem.common.protocol import run_start
 from ldpem.common.wire import Forecast, HospitalToken, RunCreate, RunCreated
-from ldpem.server.forecast import forecast_warning, run_forecast
+from ldpem.server.forecast import ForecastOptions, forecast_warning, run_forecast
 from ldpem.server.policy import usable_parameters
 from ldpem.server.refusals import Conflict, Invalid
 from ldpem.server.store import HospitalRow, RunRow, Store
@@ -32,15 +33,12 @@ async def create_run(
     store: Store,
     request: RunCreate,
     *,
-    forecast_seeds: int,
-    forecast_max_records: int,
-    forecast_workers: int | None = None,
+    forecast_options: ForecastOptions,
     clock: Callable[[], float],
 ) -> RunCreated:
     """Create the run of ``request``: its public parameters (or Invalid), start, accuracy
-    forecast (``forecast_seeds`` simulated runs of at most ``forecast_max_records``
-    records at each of three SNRs, from a worker thread on ``forecast_workers``
-    processes), tokens and round 0, committed in a worker thread."""
+    forecast (simulated from a worker thread as ``forecast_options`` say), tokens and
+    round 0, committed in a worker thread."""
     params = usable_parameters(request)
     check_tokens_free(store, request)
     seed = request.seed if request.seed is not None else secrets.randbits(62)
@@ -59,11 +57,15 @@ async def create_run(
                 run_forecast,
                 request,
                 params,
-                seeds=forecast_seeds,
-                max_records=forecast_max_records,
-                workers=forecast_workers,
+                seeds=forecast_options.seeds,
+                max_records=forecast_options.max_records,
+                workers=forecast_options.workers,
+                scheduler=forecast_options.scheduler,
             )
             warning = forecast_warning(forecast, BEAT_FRACTION)
+        except UserError as error:  # the forecast's Dask scheduler: the run goes on
+            log.warning("accuracy forecast skipped: %s", error)
+            warning = f"no accuracy forecast: {error}"
         except (ValueError, ArithmeticError) as error:
             log.exception("accuracy forecast failed")
             warning = f"no accuracy forecast: the simulation failed ({error})"

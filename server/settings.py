@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     forecast_max_records: int = Field(default=DEFAULT_MAX_RECORDS, ge=1000)
     #: Processes the forecast simulates on (default: this machine's cores; 1: serial).
     forecast_workers: int | None = Field(default=None, ge=1)
+    #: The forecast's simulations run on this Dask distributed cluster
+    #: (``tcp://HOST:8786``, needs ``ldpem[dask]``) instead of local processes.
+    forecast_scheduler: str | None = Field(default=None, pattern=r"^(tcp|tls)://\S+$")
     #: Multiple k of √count·σ_r allowed beyond count·bound in the honest-range check.
     range_sigmas: float = Field(default=10.0, gt=0)
     #: Largest σ_r accepted, as a multiple of the σ_r of the run's own budget.

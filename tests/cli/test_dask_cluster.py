@@ -1,6 +1,7 @@
 """Sweeps on a real Dask distributed cluster (issue 25): a ``LocalCluster`` of 2 worker
 processes started here on 127.0.0.1, and ``ldpem experiment --quick`` and ``ldpem plan``
-given its address with ``--scheduler``. Every task carries its own seed, so the numbers
+given its address with ``--scheduler``, and the coordinator's forecast given it as its
+``forecast_scheduler`` setting. Every task carries its own seed, so the numbers
 are those of the local pool, to the bit (the CSV files and the plan's JSON are compared
 as text)."""
 
@@ -14,8 +15,11 @@ from pathlib import Path
 
 import distributed
 import pytest
+from fastapi.testclient import TestClient
 
 from ldpem.cli import main
+from ldpem.server.app import create_app
+from tests.fedkit import admin_headers, run_request, settings
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +55,7 @@ def test_experiment_gives_the_same_numbers_locally_and_on_the_cluster(
 ) -> None:
     local = _experiment(tmp_path / "local")
     cluster = _experiment(tmp_path / "cluster", "--scheduler", scheduler)
-    assert set(local) == {f"{FIGURE}-central.csv", f"{FIGURE}-local.csv"} or local
+    assert set(local) == {f"{FIGURE}-central.csv", f"{FIGURE}-local.csv"}
     assert local == cluster
     serial = _experiment(tmp_path / "serial", "--workers", "1")
     assert serial == local
@@ -81,3 +85,32 @@ def test_an_unreachable_scheduler_is_one_line(capsys: pytest.CaptureFixture[str]
     assert main([*PLAN, "--scheduler", "tcp://127.0.0.1:9"]) != 0
     err = capsys.readouterr().err
     assert "cannot connect" in err and "Traceback" not in err
+
+
+def _created(state: Path, **extra: object) -> dict[str, object]:
+    state.mkdir(exist_ok=True)
+    with TestClient(create_app(settings(state, forecast_seeds=3, **extra))) as client:
+        request = run_request(records=2000, d=3, rounds=4, forecast=True)
+        created = client.post("/v1/runs", json=request, headers=admin_headers())
+        assert created.status_code == 201, created.text
+        body: dict[str, object] = created.json()
+        return body
+
+
+def test_the_coordinators_forecast_is_the_same_on_the_cluster(
+    scheduler: str, tmp_path: Path
+) -> None:
+    local = _created(tmp_path / "local", forecast_workers=1)
+    cluster = _created(tmp_path / "cluster", forecast_scheduler=scheduler)
+    assert local["forecast"] is not None and local["warning"] is None
+    assert cluster["forecast"] == local["forecast"]
+    assert cluster["expected_error"] == local["expected_error"]
+
+
+def test_an_unreachable_forecast_scheduler_leaves_the_run_without_a_forecast(
+    tmp_path: Path,
+) -> None:
+    created = _created(tmp_path, forecast_scheduler="tcp://127.0.0.1:9")
+    assert created["forecast"] is None and created["run_id"]
+    warning = str(created["warning"])
+    assert warning.startswith("no accuracy forecast: scheduler tcp://127.0.0.1:9: cannot connect")
