@@ -105,8 +105,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also predict each setting of a small grid of rounds, round schedule and "
         f"reported estimate (T × schedule × final: {_GRID_TEXT}; --rounds is then "
-        "searched) with --seeds simulations each, and recommend the best with its band "
-        "(default: off)",
+        "searched) with --seeds simulations each, and recommend, with its band, the lowest "
+        "that beats the first setting by more than 2 standard errors of its per-seed gain, "
+        "or else the first (default: off)",
     )
     add(
         "--search-mechanism",

@@ -13,8 +13,9 @@ response as JSON: run id, public parameters, expected error, warning and the tok
 once). The same is POST /v1/runs with "Authorization: Bearer <admin token>". With --plan
 it first searches rounds, round schedule and reported estimate for the run's model, d,
 hospitals, budget, snr and mechanism (ldpem.common.schedule_search, as ldpem plan
---search-schedule), sets "rounds", "schedule" and "final" of the request to the best and
-says so on stderr.
+--search-schedule), sets "rounds", "schedule" and "final" of the request to the recommended
+setting (10 equal rounds and the last iterate unless another gains clearly, seed by seed)
+and says so on stderr.
 
 "status" prints a run as JSON (without RUN_ID: the run created last). It reads with the
 read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TOKEN or
@@ -105,7 +106,7 @@ def _register_create(actions: Any) -> None:
         help="before creating the run, simulate a small grid of rounds, round schedule and "
         "reported estimate for its config (model, d, hospitals, epsilon, snr, mechanism; "
         "as ldpem plan --search-schedule) and set rounds, schedule and final of the "
-        "request to the best (default: the request's own)",
+        "request to the recommended setting (default: the request's own)",
     )
     create.add_argument(
         "--plan-seeds",

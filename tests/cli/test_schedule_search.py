@@ -11,8 +11,16 @@ import pytest
 
 from ldpem.cli import main
 from ldpem.common.executor import SerialExecutor
-from ldpem.common.prediction import Problem, predict
-from ldpem.common.schedule_search import DEFAULT_GRID, Setting, make_grid, search_schedule
+from ldpem.common.prediction import Prediction, Problem, predict
+from ldpem.common.schedule_search import (
+    CLEAR_GAIN_SE,
+    DEFAULT_GRID,
+    ScheduleSearch,
+    Setting,
+    make_grid,
+    paired_gain,
+    search_schedule,
+)
 from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.server.app import create_app
 from ldpem.server.forecast import run_problem
@@ -35,14 +43,69 @@ def test_the_best_is_the_lowest_mean_and_each_row_is_the_prediction_of_its_setti
     with SerialExecutor() as executor:
         search = search_schedule(problem, MECHANISM, grid=grid, seeds=2, executor=executor)
         assert [s for s, _ in search.table] == list(grid)
-        assert search.prediction.mean == min(p.mean for _, p in search.table)
-        # The same numbers as one prediction of the chosen setting.
-        again = predict(search.setting.applied(problem), MECHANISM, seeds=2, executor=executor)
-    assert again.errors == search.prediction.errors
-    assert search.as_dict()["best"] == {
-        **search.setting.as_dict(),
-        **search.prediction.summary(),
+        best_setting, best = search.best
+        assert best.mean == min(p.mean for _, p in search.table)
+        # The same numbers as one prediction of the best setting.
+        again = predict(best_setting.applied(problem), MECHANISM, seeds=2, executor=executor)
+    assert again.errors == best.errors
+    found = search.as_dict()
+    assert {k: found["best"][k] for k in ("rounds", "schedule", "final", "mean")} == {  # type: ignore[index]
+        **best_setting.as_dict(),
+        "mean": best.mean,
     }
+    assert found["reference"] == grid[0].as_dict()
+
+
+def _prediction(errors: list[float], first_seed: int = 10**9) -> Prediction:
+    return Prediction("local", Problem(model="gmm", d=3, sizes=(100,)), tuple(errors), first_seed)
+
+
+def test_the_paired_gain_is_the_mean_and_standard_error_of_the_per_seed_differences() -> None:
+    reference = _prediction([1.0, 2.0, 3.0, 4.0])
+    setting = _prediction([0.5, 1.9, 2.6, 3.0])  # differences 0.5, 0.1, 0.4, 1.0
+    gain = paired_gain(reference, setting)
+    assert gain.mean == pytest.approx(0.5)
+    # sample variance of the differences: (0 + 0.16 + 0.01 + 0.25) / 3 = 0.14
+    assert gain.se == pytest.approx((0.14 / 4) ** 0.5)
+    assert gain.clear == (CLEAR_GAIN_SE * (0.14 / 4) ** 0.5 < 0.5)
+    # Diverged runs: on the setting's side only a loss, on the reference's only a gain.
+    diverged = _prediction([1.0, float("inf"), 3.0, 4.0])
+    assert paired_gain(reference, diverged).mean == float("-inf")
+    assert not paired_gain(reference, diverged).clear
+    assert paired_gain(diverged, reference).clear
+    assert not paired_gain(diverged, diverged).clear
+    # One seed cannot tell anything apart; different seeds are not a pair.
+    assert not paired_gain(_prediction([2.0]), _prediction([1.0])).clear
+    with pytest.raises(ValueError, match="same seeds"):
+        paired_gain(reference, _prediction([1.0, 2.0, 3.0, 4.0], first_seed=0))
+
+
+def _search(*rows: list[float]) -> ScheduleSearch:
+    grid = make_grid(rounds=(10,), schedules=("equal", "geometric:1.3"), finals=("last",))
+    grid += (Setting(12, "geometric:1.3", "last"),)
+    problem = Problem(model="gmm", d=3, sizes=(100,))
+    table = tuple(zip(grid, (_prediction(r) for r in rows), strict=True))
+    return ScheduleSearch(problem, "local", table)
+
+
+def test_the_recommendation_leaves_the_first_setting_only_for_a_clear_gain() -> None:
+    reference = [1.0, 2.0, 1.0, 2.0]
+    # The lowest mean, but noisy seed by seed: −0.9, +1.9, −0.9, +1.9 → gain 0.5 ± 0.8.
+    noisy = [1.9, 0.1, 1.9, 0.1]
+    # A steady gain of 0.2 on every seed, and one of 0.1.
+    steady, small = [0.8, 1.8, 0.8, 1.8], [0.9, 1.9, 0.9, 1.9]
+    search = _search(reference, noisy, list(reference))
+    assert search.best[0] == Setting(10, "geometric:1.3", "last")
+    assert search.setting == Setting(10, "equal", "last")  # the noisy one is no clear gain
+    assert "not a clear gain" in search.describe()
+    search = _search(reference, steady, small)
+    assert search.setting == Setting(10, "geometric:1.3", "last") == search.best[0]
+    assert "0.2 ± 0 lower than T = 10, equal, last" in search.describe()
+    # Of two clear gains, the larger.
+    assert _search(reference, small, steady).setting == Setting(12, "geometric:1.3", "last")
+    found = json.loads(json.dumps(_search(reference, noisy, steady).as_dict()))
+    assert found["recommended"]["schedule"] == "geometric:1.3"
+    assert [row["clear_gain"] for row in found["table"]] == [False, False, True]
 
 
 def test_settings_the_hospitals_cannot_afford_are_left_out() -> None:
@@ -70,7 +133,9 @@ def test_plan_search_schedule_prints_the_table_and_adds_it_to_json(
     argv += ["--crossover-limit", "20000", "--workers", "1", "--search-schedule"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert out.count("T = 1") == 8 + 1  # the table and the recommendation
+    table = out[out.index("rounds, schedule and reported estimate") :]
+    assert table.count("\n   T = 1") + table.count("\n * T = 1") == 8
+    assert table.count("\n * T = 1") == 1  # the recommended setting is marked
     assert "recommended schedule: T = " in out and "10–90% of 2 simulated runs" in out
     assert main([*argv, "--json"]) == 0
     found = json.loads(capsys.readouterr().out)["schedule_search"]
@@ -78,6 +143,8 @@ def test_plan_search_schedule_prints_the_table_and_adds_it_to_json(
     assert len(found["table"]) == 8
     best = min(found["table"], key=lambda row: row["mean"])
     assert found["best"] == best and best["p10"] <= best["mean"] <= best["p90"]
+    chosen = found["recommended"]
+    assert chosen == found["table"][0] or chosen["clear_gain"]
 
 
 def test_run_create_plan_sets_the_searched_rounds_schedule_and_final(
