@@ -127,8 +127,11 @@ def create_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
     return created
 
 
-def wait_finished(url: str, run_id: str, processes: Processes, timeout: float) -> dict[str, Any]:
-    """Long-poll (admin token) until the run ends; fails fast if a process dies."""
+def wait_finished(
+    url: str, run_id: str, processes: Processes, timeout: float, *, until: int | None = None
+) -> dict[str, Any]:
+    """Long-poll (admin token) until the run ends (or round ``until`` opens); fails fast if
+    a process dies."""
     deadline = time.monotonic() + timeout
     after = -1
     headers = {"Authorization": f"Bearer {ADMIN}"}
@@ -137,7 +140,7 @@ def wait_finished(url: str, run_id: str, processes: Processes, timeout: float) -
             info: dict[str, Any] = client.get(
                 f"/v1/runs/{run_id}/round", params={"after": after, "wait": 1.0}
             ).json()
-            if info["status"] != "running":
+            if info["status"] != "running" or (until is not None and info["round"] >= until):
                 return info
             after = max(after, int(info["round"]))
             problem = processes.failed()

@@ -33,8 +33,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,14 +49,15 @@ from ldpem.client.binding import (
     records_digest,
     run_binding,
 )
+from ldpem.client.faults import FAULT_ENV, inject
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
 from ldpem.client.link import CoordinatorLink
 from ldpem.client.secagg import (
+    MASKED,
     SecAggConfig,
     SecAggSession,
     aggregate,
     charged_ratio,
-    fallback,
     load_secagg,
 )
 from ldpem.client.trust import (
@@ -88,10 +87,6 @@ from ldpem.common.wire import (
 __all__ = ["FAULT_ENV", "Agent", "AgentConfig", "AgentError"]
 
 log = logging.getLogger("ldpem.client")
-
-#: Fault injection for tests: "kill-after-persist:T" kills the agent with SIGKILL right after
-#: the report of round T is committed to the ledger and before it is sent.
-FAULT_ENV = "LDPEM_AGENT_FAULT"
 
 Loader = Callable[[Path, str], Records]
 
@@ -269,7 +264,13 @@ class Agent:
             # Equal rounds only (``protocol.check_noise_shares``): one mechanism for all.
             first = mechanisms[0][0]
             shares = load_secagg(cfg.secagg, params, me.hospital, first)
-            log.info("fallback epsilon %.4g if all others collude", fallback(first, params))
+            log.info(
+                "charged: epsilon %g with at least t_min = %d honest holders; fallback epsilon "
+                "%.4g if all others collude (both in the ledger)",
+                epsilon,
+                shares.t_min,
+                shares.fallback_epsilon,
+            )
         return _Session(
             shares=shares,
             me=me,
@@ -325,9 +326,7 @@ class Agent:
         entry = self.ledger.entry(session.run_id, t)
         mechanism, mu = session.mechanisms[t]
         if entry is None:
-            entry = self._reserve(
-                session.me, t, mu, session.epsilon, session.delta, mechanism, beta_key
-            )
+            entry = self._reserve(session, t, mu, mechanism, beta_key)
         if entry.beta_digest != beta_key:
             raise AgentError(
                 f"round {t} of run {session.run_id} was already reported at a different "
@@ -366,25 +365,20 @@ class Agent:
             _fault_after_persist(t)
         elif entry.status == "persisted":
             log.info("round %d: resending the report persisted before (not redrawn)", t)
+        elif entry.status == MASKED:  # noise shares: one masked input per round, ever
+            log.warning("round %d: its input was masked before a restart; not made again", t)
         if entry.status == "persisted" and session.shares is not None:
             aggregate(session.shares, self.link, self.ledger, session.run_id, t, entry.body, 5.0)
         elif entry.status == "persisted":
             self._send(session.run_id, t, entry.body)
 
     def _reserve(
-        self,
-        me: Identity,
-        t: int,
-        mu: float,
-        epsilon: float,
-        delta: float,
-        mechanism: Mechanism,
-        beta_key: str,
+        self, session: _Session, t: int, mu: float, mechanism: Mechanism, beta_key: str
     ) -> Entry:
         """Round ``t``'s spend, checked against this agent's lifetime budget and charged in
         one ledger transaction (a report that is not private at all, under --allow-weaker,
         is charged without a check). Refuses, one line, a round over the budget."""
-        cfg = self.config
+        cfg, me, shares = self.config, session.me, session.shares
         limit_epsilon, limit_delta = cfg.epsilon, cfg.delta
         unchecked = cfg.allow_weaker and math.isinf(mu)
         try:
@@ -394,12 +388,13 @@ class Agent:
                     round=t,
                     data=cfg.dataset,
                     mu=mu,
-                    epsilon=epsilon,
-                    delta=delta,
+                    epsilon=session.epsilon,
+                    delta=session.delta,
                     noise_std=mechanism.noise_std,
                     beta_digest=beta_key,
                     body=b"",
                     status="reserved",
+                    fallback_epsilon=None if shares is None else shares.fallback_epsilon,
                 ),
                 budget=None if unchecked else limit_epsilon,
                 delta=limit_delta,
@@ -436,7 +431,4 @@ class Agent:
 
 
 def _fault_after_persist(t: int) -> None:
-    fault = os.environ.get(FAULT_ENV, "")
-    if fault == f"kill-after-persist:{t}":
-        log.warning("fault injection: killing the agent after persisting round %d", t)
-        os.kill(os.getpid(), signal.SIGKILL)
+    inject("kill-after-persist", t)  # tests only (ldpem.client.faults)

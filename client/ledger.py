@@ -58,7 +58,7 @@ LOCK_FILE = "agent.lock"
 #: The dataset every record is charged to unless the operator declares another population.
 DEFAULT_DATASET = "default"
 
-_SCHEMA_VERSION = "2"
+_SCHEMA_VERSION = "3"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -82,9 +82,16 @@ CREATE TABLE IF NOT EXISTS rounds (
     status TEXT NOT NULL,
     persisted_at REAL NOT NULL,
     acknowledged_at REAL,
+    fallback_epsilon REAL,
     PRIMARY KEY (run_key, round)
 );
 """
+
+#: The columns of ``rounds`` in the order ``Ledger.reserve`` writes them.
+_ROUND_COLUMNS = (
+    "run_key, round, data, mu, epsilon, delta, noise_std, beta_digest, body, status, "
+    "persisted_at, acknowledged_at, fallback_epsilon"
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,9 @@ class Entry:
     beta_digest: str
     body: bytes
     status: str
+    #: Noise shares only: the ε (at the run's δ) of this holder's own share alone, if every
+    #: other holder colluded with the coordinator; recorded, not charged. None otherwise.
+    fallback_epsilon: float | None = None
 
 
 @dataclass(frozen=True)
@@ -143,15 +153,22 @@ class Ledger:
         self._migrate()
 
     def _migrate(self) -> None:
-        """A ledger written before schema 2 keyed spends by a digest of the records: charge
-        all of them to the default dataset (never less than before). Its runs (table
-        ``runs``) have no binding and cannot be resumed: their parameters were never kept."""
+        """Bring an older ledger to the current schema, in one transaction.
+
+        Schema 1 keyed spends by a digest of the records: all of them are charged to the
+        default dataset (never less than before). Its runs (table ``runs``) have no binding
+        and cannot be resumed: their parameters were never kept. Schema 2 had no
+        ``fallback_epsilon``: its rounds get NULL (no fallback recorded)."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        if row is not None:
+        if row is not None and row["value"] == _SCHEMA_VERSION:
             return
         with immediate(self._db):
-            self._db.execute("UPDATE rounds SET data = ?", (DEFAULT_DATASET,))
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
+            if row is None:
+                self._db.execute("UPDATE rounds SET data = ?", (DEFAULT_DATASET,))
+            columns = {r["name"] for r in self._db.execute("PRAGMA table_info(rounds)")}
+            if "fallback_epsilon" not in columns:
+                self._db.execute("ALTER TABLE rounds ADD COLUMN fallback_epsilon REAL")
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
 
     def close(self) -> None:
         self._db.close()
@@ -225,7 +242,14 @@ class Ledger:
         if row is None:
             return None
         values = {field.name: row[field.name] for field in fields(Entry)}
-        return Entry(**{**values, "body": bytes(values["body"])})
+        fallback = values["fallback_epsilon"]
+        return Entry(
+            **{
+                **values,
+                "body": bytes(values["body"]),
+                "fallback_epsilon": None if fallback is None else float(fallback),
+            }
+        )
 
     def entries(self, run_key: str | None = None) -> list[Entry]:
         if run_key is None:
@@ -295,7 +319,7 @@ class Ledger:
                     if spent > budget * (1.0 + 1e-9):
                         raise BudgetExceeded(spent)
                 self._db.execute(
-                    "INSERT INTO rounds VALUES (?,?,?,?,?,?,?,?,?,?,?,NULL)",
+                    f"INSERT INTO rounds ({_ROUND_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
                     (
                         entry.run_key,
                         entry.round,
@@ -308,6 +332,7 @@ class Ledger:
                         b"",
                         "reserved",
                         time.time(),
+                        entry.fallback_epsilon,
                     ),
                 )
         _fsync_dir(self.directory)

@@ -6,6 +6,11 @@ The report of a round is made, charged and persisted in the ledger exactly as an
 ledger marks the round "masked" BEFORE the masked input is sent: a restarted agent never
 masks a round's input a second time (with other keys and other survivors the difference of
 two unmasked sums would isolate its input), it skips that round.
+
+The agent's share is the run's: ``trust.run_budget`` refuses a shares run whose budget is
+weaker than the agent's own (a larger share of its own would not make the sum more
+private), and ``load_secagg`` refuses a share larger than the one the run's modulus was
+sized for (the masked sum could wrap).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ldpem.client.faults import inject
 from ldpem.client.ledger import Ledger
 from ldpem.client.link import CoordinatorLink
 from ldpem.client.trust import AgentError
@@ -34,14 +40,16 @@ from ldpem.common.secagg import (
     UnmaskRequest,
     signing_key_from_pem,
 )
-from ldpem.common.secagg.runvalues import grid_of, to_residues
+from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, to_residues
 from ldpem.common.wire import API_PREFIX, PublicParameters
 
 __all__ = [
+    "MASKED",
     "SecAggConfig",
     "SecAggSession",
     "aggregate",
     "charged_ratio",
+    "check_share",
     "fallback",
     "load_secagg",
 ]
@@ -71,6 +79,8 @@ class SecAggSession:
     bits: int
     min_honest: int
     grid: float
+    #: The ε of this holder's own share alone (``fallback``): recorded in the ledger.
+    fallback_epsilon: float
 
 
 def load_secagg(
@@ -78,7 +88,8 @@ def load_secagg(
 ) -> SecAggSession:
     """Refuse (AgentError, one line) a secagg run this agent cannot join: no key or roster
     given, a roster whose digest differs from the run's, a key not the roster's for this
-    hospital, t_min below --min-honest."""
+    hospital, t_min below --min-honest, a noise share larger than the run's modulus was
+    sized for."""
     if config is None:
         raise AgentError(
             f"run of mechanism {params.mechanism} needs --signing-key, --roster and --min-honest"
@@ -100,6 +111,7 @@ def load_secagg(
             f"the run's t_min {params.t_min} is below this agent's --min-honest "
             f"{config.min_honest}: refusing the run"
         )
+    check_share(mechanism, params)
     session = SecAggSession(
         name=name,
         roster=roster,
@@ -109,12 +121,28 @@ def load_secagg(
         bits=params.modulus_bits,
         min_honest=config.min_honest,
         grid=grid_of(mechanism),
+        fallback_epsilon=fallback(mechanism, params),
     )
     try:
         Holder(name, roster, key, _parameters(session, "check", 0), min_honest=config.min_honest)
     except (SecAggRefused, SecAggError) as error:
         raise AgentError(f"secure aggregation: {error}") from None
     return session
+
+
+def check_share(mechanism: Mechanism, params: PublicParameters) -> None:
+    """Refuse a share of this agent's larger than the run's: the run's modulus bits hold
+    the sum of K shares of the RUN's size (``runvalues.run_modulus_bits``), and a larger
+    one could make the masked sum wrap (and would not make it more private: the sum's
+    noise is that of its t_min smallest honest shares)."""
+    own = float(getattr(mechanism, "share_mean"))  # noqa: B009 - a shares' mechanism
+    run = float(getattr(run_shares_mechanism(params), "share_mean"))  # noqa: B009
+    if own > run * (1.0 + 1e-9):
+        raise AgentError(
+            f"this agent's noise share (lambda {own:.6g}) is larger than the run's "
+            f"({run:.6g}), for which its modulus of {params.modulus_bits} bits was sized: "
+            "the masked sum could wrap; refusing the run before sending anything"
+        )
 
 
 def charged_ratio(
@@ -216,12 +244,18 @@ def aggregate(
             return
         masked = holder.masked_input(ShareBundle.from_dict(data), values)
         ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
+        inject("kill-after-mask", t)  # tests only (ldpem.client.faults)
         if not exchange.post("masked", masked.to_dict()):
             return
         data = exchange.fetch("unmask-request")
         if data is None:
             return
         exchange.post("unmask", holder.unmask(UnmaskRequest.from_dict(data)).to_dict())
-        log.info("round %d: masked input sent and unmasking answered", t)
+        log.info(
+            "round %d: masked input sent and unmasking answered (fallback epsilon %.4g "
+            "if all others collude)",
+            t,
+            session.fallback_epsilon,
+        )
     except (SecAggRefused, SecAggError) as error:
         raise AgentError(f"round {t}: secure aggregation refused: {error}") from None

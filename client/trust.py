@@ -239,15 +239,26 @@ def run_budget(
     """The (ε, δ) a run's reports are calibrated for by an agent whose own lifetime budget
     is (``epsilon``, ``delta``): the stricter of its own and the run's. Refuses a run less
     private than that (a mechanism whose reports are not private on their own, or a weaker
-    published budget) unless ``allow_weaker``."""
+    published budget) unless ``allow_weaker``. A run of noise shares whose budget is weaker
+    is refused even then: the sum's noise is made by the run's shares, so a larger share of
+    this agent's would not make it more private, and the run's modulus is not sized for
+    it (the masked sum could wrap; docs/SECAGG.md, "Every share is the run's")."""
     kind = get_mechanism(params.mechanism)
+    weaker = params.epsilon > epsilon or params.delta > delta
     # Noise shares are masked (ldpem.client.secagg): only the sum of ≥ t_min is ever seen.
+    if kind.noise_site == "shares" and weaker:
+        raise AgentError(
+            f"the run's budget (epsilon {params.epsilon:g}, delta {params.delta:g}) is weaker "
+            f"than this agent's (epsilon {epsilon:g}, delta {delta:g}) and its noise is "
+            "shared: the sum's privacy is the run's whatever this agent adds, and a larger "
+            "share could wrap the run's modulus; refusing the run (--allow-weaker cannot help)"
+        )
     if not kind.locally_private() and kind.noise_site != "shares" and not allow_weaker:
         raise AgentError(
             f"the run uses mechanism {params.mechanism!r}: this agent's reports would not "
             "be locally private; start the agent with --allow-weaker to take part anyway"
         )
-    if (params.epsilon > epsilon or params.delta > delta) and not allow_weaker:
+    if weaker and not allow_weaker:
         raise AgentError(
             f"the run's budget (epsilon {params.epsilon:g}, delta {params.delta:g}) is weaker "
             f"than this agent's (epsilon {epsilon:g}, delta {delta:g}); start the agent "

@@ -93,6 +93,8 @@ class Coordinator:
         self.secagg = SecAggRounds(
             store, clock=clock, notify=self._notify, range_sigmas=range_sigmas
         )
+        # A restart: the open secagg rounds continue from their stored messages.
+        self.secagg.recover()
 
     # --- authentication ---------------------------------------------------------------
     def is_admin(self, token: str | None) -> bool:

@@ -10,10 +10,17 @@ its count the survivors' expected round counts; it is range-checked as any repor
 ordinary M-step closes the round (no central noise).
 
 Every message received and every message the aggregator produced is stored, in order
-(``Store.insert_secagg``), for audit; none holds anything from which one holder's sum can be
-computed (tests/cli/test_secagg_federated.py tries). The aggregator itself lives in memory:
-a coordinator restarted mid-round has lost that round's secrets of no holder, only the
-round's progress, and the round's steps restart at the next deadline check.
+(``Store.insert_secagg``; a step's outputs in one transaction with nothing else), before
+the holder is answered; none holds anything from which one holder's sum can be computed
+(tests/cli/test_secagg_federated.py tries). The aggregator lives in memory, and is
+deterministic given the messages it received and when each step closed (it draws no
+randomness). So a restarted coordinator rebuilds an open round by replaying its stored
+messages into a fresh ``Aggregator`` (``_replay``): every step closes where it closed
+before, a holder that sent a step is not asked for it again (the same message again is
+accepted, even after its step closed), and the open step gets a full period from the
+restart. A round whose last expected message was stored but whose step did not close is
+closed at once. The sum and the M-step are one transaction, so a finished round is never
+finished twice.
 """
 
 from __future__ import annotations
@@ -27,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldpem.common.protocol import holder_mechanism
 from ldpem.common.secagg import (
     Aggregator,
     EncryptedShares,
@@ -39,8 +45,8 @@ from ldpem.common.secagg import (
     SecAggRefused,
     UnmaskResponse,
 )
-from ldpem.common.secagg.runvalues import grid_of, signed_sum
-from ldpem.common.wire import PublicParameters, expected_round_count
+from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
+from ldpem.common.wire import expected_round_count
 from ldpem.server.machine import Note, close_round
 from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
@@ -52,6 +58,16 @@ log = logging.getLogger("ldpem.server")
 
 #: The steps of a round, in order; "done" once the round's sum is known (or it failed).
 STEPS = ("advertise", "shares", "masked", "unmask", "done")
+
+#: The stored kind of the aggregator's output that closed each step (``_close``).
+_CLOSED_BY = {"participants": "advertise", "bundle": "shares", "unmask_request": "masked"}
+
+_READERS: dict[str, Callable[[object], Any]] = {
+    "advertise": KeyAdvertisement.from_dict,
+    "shares": EncryptedShares.from_dict,
+    "masked": MaskedInput.from_dict,
+    "unmask": UnmaskResponse.from_dict,
+}
 
 
 @dataclass
@@ -114,10 +130,75 @@ class SecAggRounds:
             deadline=self.clock() + period,
         )
         self._rounds[key] = created
+        try:
+            self._replay(created)
+        except BaseException:
+            self._rounds.pop(key, None)  # rebuilt again at the next call
+            raise
+        if key not in self._rounds:  # its last step was complete: finished by the replay
+            raise Conflict(f"round {t} is not open (it closed when the coordinator restarted)")
         return created
+
+    def _replay(self, r: _Round) -> None:
+        """Feed round ``r``'s stored messages, in order, to its fresh aggregator, closing
+        each step where a stored output says it closed; then close the open step if every
+        holder it expects has answered (the coordinator stopped before closing it)."""
+        stored = self.store.secagg_messages(r.run_id, r.t)
+        for kind, holder, body in stored:
+            if kind in _READERS:
+                self._accept(r, kind, _READERS[kind](json.loads(body)))
+                r.answered.add(holder)
+            elif _CLOSED_BY.get(kind) == r.step:
+                self._close(r, replay=True)
+        if stored:
+            log.info(
+                "run %s round %d: secure aggregation rebuilt from %d stored messages, at the "
+                "%s step",
+                r.run_id,
+                r.t,
+                len(stored),
+                r.step,
+            )
+        if r.answered and r.answered >= r.expected:
+            self._close(r)
+
+    def recover(self) -> None:
+        """Rebuild the open secagg rounds that have stored messages (at start-up, so their
+        deadlines run even before a holder calls again)."""
+        for row in self.store.open_rounds():
+            if (row.run_id, row.t) in self._rounds or not self.store.secagg_messages(
+                row.run_id, row.t
+            ):
+                continue
+            run = get_run(self.store, row.run_id)
+            with contextlib.suppress(Conflict):
+                self._round(row.run_id, row.t, "", run.id)
 
     def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
         self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))
+
+    @staticmethod
+    def _accept(r: _Round, step: str, message: Any) -> None:
+        """Hand a holder's message of ``step`` to the aggregator."""
+        receive: dict[str, Callable[[Any], None]] = {
+            "advertise": r.aggregator.receive_advertisement,
+            "shares": r.aggregator.receive_shares,
+            "masked": r.aggregator.receive_masked_input,
+            "unmask": r.aggregator.receive_unmask_response,
+        }
+        receive[step](message)
+
+    @staticmethod
+    def _received(r: _Round, step: str, holder: str) -> Any:
+        """The message of ``step`` the aggregator accepted from ``holder``, or None."""
+        a = r.aggregator
+        kept: dict[str, dict[str, Any]] = {
+            "advertise": a.advertisements,
+            "shares": a.encrypted_shares,
+            "masked": a.masked_inputs,
+            "unmask": a.responses,
+        }
+        return kept[step].get(holder)
 
     # --- messages from holders ------------------------------------------------------
     def receive(
@@ -126,34 +207,27 @@ class SecAggRounds:
         """A holder's message of ``step``; Invalid when it does not fit the round,
         Conflict when the step is not open for it. The same message again is accepted."""
         r = self._round(run_id, t, hospital, hospital_run)
-        readers: dict[str, Callable[[object], Any]] = {
-            "advertise": KeyAdvertisement.from_dict,
-            "shares": EncryptedShares.from_dict,
-            "masked": MaskedInput.from_dict,
-            "unmask": UnmaskResponse.from_dict,
-        }
         try:
-            message = readers[step](body)
+            message = _READERS[step](body)
         except SecAggRefused as error:
             raise Invalid(str(error)) from None
         if message.holder != hospital:
             raise Forbidden(f"the token belongs to hospital {hospital}, not {message.holder}")
+        if self._received(r, step, hospital) == message:
+            return  # a retry (before or after a restart, the step open or closed since)
         if r.step != step:
             if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
                 raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
             raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
         if hospital in r.answered:
-            return  # a retry: answered already
+            raise Conflict(
+                f"hospital {hospital} already sent a different {step} message in round {t}; "
+                "it is out of this round"
+            )
         if hospital not in r.expected:
             raise Conflict(f"hospital {hospital} is not part of the {step} step of round {t}")
-        receive: dict[str, Callable[[Any], None]] = {
-            "advertise": r.aggregator.receive_advertisement,
-            "shares": r.aggregator.receive_shares,
-            "masked": r.aggregator.receive_masked_input,
-            "unmask": r.aggregator.receive_unmask_response,
-        }
         try:
-            receive[step](message)
+            self._accept(r, step, message)
         except (SecAggRefused, SecAggError) as error:
             raise Invalid(str(error)) from None
         self._store(r, step, hospital, message.to_dict())
@@ -190,29 +264,34 @@ class SecAggRounds:
                 await asyncio.wait_for(event.wait(), timeout=min(remaining, 1.0))
 
     # --- closing ------------------------------------------------------------------------
-    def _close(self, r: _Round) -> None:
+    def _close(self, r: _Round, *, replay: bool = False) -> None:
         """Close the current step (its quorum checked by the aggregator: SecAggError below
-        t_min)."""
+        t_min), storing its outputs in one transaction unless ``replay`` (stored before)."""
         aggregator = r.aggregator
+        out: list[tuple[str, str, dict[str, Any]]] = []
         if r.step == "advertise":
             participants = aggregator.participants()
             r.outputs["advertise"] = body = participants.to_dict()
-            self._store(r, "participants", "", body)
+            out.append(("participants", "", body))
             r.step, r.expected = "shares", {a.holder for a in participants.advertisements}
         elif r.step == "shares":
             bundles = aggregator.share_bundles()
             for name, bundle in bundles.items():
                 r.outputs[f"bundle:{name}"] = body = bundle.to_dict()
-                self._store(r, "bundle", name, body)
+                out.append(("bundle", name, body))
             r.step, r.expected = "masked", set(bundles)
         elif r.step == "masked":
             request = aggregator.unmask_request()
             r.outputs["masked"] = body = request.to_dict()
-            self._store(r, "unmask_request", "", body)
+            out.append(("unmask_request", "", body))
             r.step, r.expected = "unmask", set(request.survivors)
         elif r.step == "unmask":
             r.step = "done"
             self._finish(r, [int(v) for v in aggregator.result()], survivors=r.expected)
+        if out and not replay:
+            rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
+            with self.store.transaction():
+                self.store.add_secagg(r.run_id, r.t, rows)
         r.answered = set()
         r.deadline = self.clock() + r.period
         event, r.changed = r.changed, asyncio.Event()
@@ -225,10 +304,11 @@ class SecAggRounds:
         assert params.modulus_bits is not None
         records = {h.name: h.records for h in self.store.hospitals(r.run_id)}
         count = sum(expected_round_count(records[name], params.rounds, r.t) for name in survivors)
-        mechanism = _mechanism(params)
+        mechanism = run_shares_mechanism(params)
         grid = grid_of(mechanism)
         total = [v * grid for v in signed_sum(residues, params.modulus_bits)]
-        self._store(r, "sum", "", {"total": total, "count": count, "survivors": sorted(survivors)})
+        body = {"total": total, "count": count, "survivors": sorted(survivors)}
+        summed = [("sum", "", json.dumps(body, sort_keys=True))]
         bound = (
             count * mechanism.record_bound(params.d)
             + self.range_sigmas * math.sqrt(len(survivors)) * mechanism.noise_std
@@ -240,6 +320,7 @@ class SecAggRounds:
                 f"produce (|total| ≤ {bound:.4g}): a holder sent a wrong input or share"
             )
             with self.store.transaction():
+                self.store.add_secagg(r.run_id, r.t, summed)
                 self.store.update_run(
                     run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
                 )
@@ -247,6 +328,7 @@ class SecAggRounds:
         else:
             report = ReportRow(r.run_id, r.t, "", count, total, 0.0, "", self.clock())
             with self.store.transaction():
+                self.store.add_secagg(r.run_id, r.t, summed)
                 notes = close_round(self.store, run, params, [report], self.clock())
         del self._rounds[(r.run_id, r.t)]
         for note in notes:
@@ -281,14 +363,3 @@ class SecAggRounds:
             del self._rounds[(r.run_id, r.t)]
             self.notify()
         return changed
-
-
-def _mechanism(params: PublicParameters) -> Any:
-    """The holders' mechanism at the run's budget (the γ, bound and share std of the sum)."""
-    return holder_mechanism(
-        params,
-        records=params.records_per_round,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting=params.accounting,
-    )

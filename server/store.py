@@ -14,6 +14,8 @@ rounds     one row per opened round: β^t, deadline, and once closed β^{t+1} an
            noise drawn (if any).
 reports    at most one per (run, round, hospital): the sum, count, σ_r and a digest of the
            canonical report (for idempotent retries).
+secagg_messages  every message of a secure-aggregation round, received or produced, in
+           order (``seq``): what a restarted coordinator replays (``ldpem.server.secagg``).
 """
 
 from __future__ import annotations
@@ -420,21 +422,29 @@ class Store:
 
     # Secure aggregation (``ldpem.server.secagg``): every message of a round, in order.
     def insert_secagg(self, run_id: str, t: int, kind: str, holder: str, body: str) -> None:
+        """Append one message of round t, committed."""
         with self.transaction():
+            self.add_secagg(run_id, t, [(kind, holder, body)])
+
+    def add_secagg(self, run_id: str, t: int, rows: list[tuple[str, str, str]]) -> None:
+        """Append (kind, holder, body) ``rows`` to round t's messages, in order, inside the
+        caller's transaction (so that a step's outputs are stored all or none)."""
+        with self._lock:
             seq = self._db.execute(
                 "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = ?", (run_id, t)
             ).fetchone()[0]
-            self._db.execute(
+            self._db.executemany(
                 "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, t, seq, kind, holder, body),
+                [(run_id, t, seq + i, *row) for i, row in enumerate(rows)],
             )
 
     def secagg_messages(self, run_id: str, t: int) -> list[tuple[str, str, str]]:
         """(kind, holder, body) of round t's stored messages, in the order received."""
-        rows = self._db.execute(
-            "SELECT kind, holder, body FROM secagg_messages WHERE run_id = ? AND t = ? "
-            "ORDER BY seq",
-            (run_id, t),
-        ).fetchall()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT kind, holder, body FROM secagg_messages WHERE run_id = ? AND t = ? "
+                "ORDER BY seq",
+                (run_id, t),
+            ).fetchall()
         return [(r[0], r[1], r[2]) for r in rows]

@@ -27,6 +27,7 @@ __all__ = [
     "grid_of",
     "is_shared",
     "run_modulus_bits",
+    "run_shares_mechanism",
     "shares_values",
     "signed_sum",
     "to_residues",
@@ -43,16 +44,22 @@ def _grid_and_mean(mechanism: Mechanism) -> tuple[float, float]:
     return grid, float(getattr(mechanism, "share_mean"))  # noqa: B009
 
 
-def run_modulus_bits(params: PublicValues, holders: int) -> int:
-    """The run's modulus bits: wide enough for a round's sum of ``holders`` holders' shares
-    calibrated at the run's budget (``quantize.modulus_bits``)."""
-    mechanism = holder_mechanism(
+def run_shares_mechanism(params: PublicValues) -> Mechanism:
+    """The holders' mechanism at the run's own budget: the γ, record bound and share the
+    run's modulus is sized for (every agent's share must be no larger)."""
+    return holder_mechanism(
         params,
         records=params.records_per_round,
         epsilon=params.epsilon,
         delta=params.delta,
         accounting=params.accounting,
     )
+
+
+def run_modulus_bits(params: PublicValues, holders: int) -> int:
+    """The run's modulus bits: wide enough for a round's sum of ``holders`` holders' shares
+    calibrated at the run's budget (``quantize.modulus_bits``)."""
+    mechanism = run_shares_mechanism(params)
     grid, mean = _grid_and_mean(mechanism)
     return modulus_bits(
         records=params.records_per_round + holders,

@@ -90,6 +90,14 @@ def test_bench_secagg_quick() -> None:
         assert row["t_min"] > row["holders"] // 2
 
 
+def test_bench_secagg_processes_quick() -> None:
+    """The wall time of a round with agent processes (--processes), on 4 of them."""
+    result = run("bench_secagg.py", "--processes", "50")
+    assert (result["processes"], result["rounds"], result["status"]) == (4, 3, "finished")
+    assert result["round_s"]["n"] == 2 and result["t_min"] == 3
+    assert result["coordinator_cpu_later_rounds_s"] > 0 and result["agents_cpu_s"] > 0
+
+
 def test_bench_load_timing_quick() -> None:
     result = run("bench_load_timing.py")
     files = {"complete", "1%", "50%", "99%"}

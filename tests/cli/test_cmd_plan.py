@@ -16,8 +16,8 @@ from ldpem.common.planning import recommendation
 from ldpem.common.prediction import Prediction, Problem, predict
 from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.server.forecast import run_forecast, run_problem
-from tests.cli.secaggkit import hospitals, keys_and_roster
 from tests.fedkit import run_request
+from tests.secaggkit import hospitals, keys_and_roster
 
 
 def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:

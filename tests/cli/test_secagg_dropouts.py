@@ -12,14 +12,12 @@ import json
 import signal
 import sqlite3
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from ldpem.common.protocol import holder_mechanism
 from ldpem.common.secagg import (
     EncryptedShares,
     KeyAdvertisement,
@@ -28,12 +26,11 @@ from ldpem.common.secagg import (
     UnmaskRequest,
     UnmaskResponse,
 )
-from ldpem.common.secagg.runvalues import grid_of, signed_sum, to_residues
-from ldpem.common.wire import PublicParameters
-from ldpem.processes import Processes, free_port, start_coordinator
-from tests.cli.secaggkit import hospitals, keys_and_roster, start_agent
+from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum, to_residues
+from ldpem.processes import Processes
 from tests.common.secagg.test_aggregator_view import View
-from tests.fedkit import cli_create_run, write_gmm_data
+from tests.fedkit import write_gmm_data
+from tests.secaggkit import Message, SecAggRun, secagg_run
 
 pytestmark = pytest.mark.slow
 
@@ -43,28 +40,15 @@ KILLS = {"h17": "advertise", "h18": "shares", "h19": "masked"}
 KILLED_ROUND = 1
 
 
-def stored(db: Path, run_id: str) -> dict[int, list[tuple[str, str, dict[str, Any]]]]:
-    """Round → (kind, holder, body) of every message the coordinator stored, in order."""
-    with sqlite3.connect(db) as connection:
-        rows = connection.execute(
-            "SELECT t, kind, holder, body FROM secagg_messages WHERE run_id = ? ORDER BY t, seq",
-            (run_id,),
-        ).fetchall()
-    out: dict[int, list[tuple[str, str, dict[str, Any]]]] = defaultdict(list)
-    for t, kind, holder, body in rows:
-        out[t].append((kind, holder, json.loads(body)))
-    return out
-
-
-def kill_on_cue(procs: Processes, agents: dict[str, Any], db: Path, run_id: str) -> list[str]:
+def kill_on_cue(run: SecAggRun, agents: dict[str, Any]) -> list[str]:
     """SIGKILL each agent of KILLS as soon as its cue is stored; the order they died in."""
     died: list[str] = []
     deadline = time.monotonic() + 150
     while len(died) < len(KILLS) and time.monotonic() < deadline:
-        with sqlite3.connect(db, timeout=5) as connection:
+        with sqlite3.connect(run.db, timeout=5) as connection:
             rows = connection.execute(
                 "SELECT kind, holder FROM secagg_messages WHERE run_id = ? AND t = ?",
-                (run_id, KILLED_ROUND),
+                (run.run_id, KILLED_ROUND),
             ).fetchall()
         for kind, holder in rows:
             if KILLS.get(holder) == kind and holder not in died:
@@ -77,34 +61,11 @@ def kill_on_cue(procs: Processes, agents: dict[str, Any], db: Path, run_id: str)
 def test_twenty_agents_three_killed_mid_round(procs: Processes, tmp_path: Path) -> None:
     counts = [60 + 3 * i for i in range(K)]
     paths, _ = write_gmm_data(tmp_path, counts, D)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    db = tmp_path / "coordinator.sqlite"
-    start_coordinator(procs, state=db, port=port, env={"LDPEM_TICK": "0.1"})
-    _, _, roster_json = keys_and_roster(tmp_path, K)
-    created = cli_create_run(
-        tmp_path,
-        url,
-        [],
-        hospitals=hospitals(counts),
-        d=D,
-        rounds=ROUNDS,
-        epsilon=1.0,
-        mechanism="secagg",
-        roster=roster_json,
-        t_min=T_MIN,
-        round_deadline=8.0,
-        forecast=False,
-    )
-    run_id = created["run_id"]
-    params = PublicParameters.model_validate(created["params"])
-    agents = {
-        f"h{i}": start_agent(
-            procs, tmp_path, url, i, p, tmp_path / f"h{i}.key", tmp_path / "roster.json"
-        )
-        for i, p in enumerate(paths)
-    }
-    died = kill_on_cue(procs, agents, db, run_id)
+    run = secagg_run(procs, tmp_path, counts, d=D, rounds=ROUNDS, t_min=T_MIN, round_deadline=8.0)
+    url, run_id, params = run.url, run.run_id, run.params
+    roster_json = json.loads((tmp_path / "roster.json").read_text())
+    agents = run.start_agents(paths)
+    died = kill_on_cue(run, agents)
     assert sorted(died) == sorted(KILLS), died
     for name, agent in agents.items():
         if name not in KILLS:
@@ -112,15 +73,9 @@ def test_twenty_agents_three_killed_mid_round(procs: Processes, tmp_path: Path) 
     summary = httpx.get(f"{url}/v1/runs/{run_id}").json()
     assert summary["status"] == "finished", summary
 
-    messages = stored(db, run_id)
+    messages = run.stored()
     roster = Roster.from_json(json.dumps(roster_json))
-    mechanism = holder_mechanism(
-        params,
-        records=params.records_per_round,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting=params.accounting,
-    )
+    mechanism = run_shares_mechanism(params)
     grid, bits = grid_of(mechanism), params.modulus_bits
     assert bits is not None
     for t in range(ROUNDS):
@@ -143,7 +98,7 @@ def test_twenty_agents_three_killed_mid_round(procs: Processes, tmp_path: Path) 
         )
         truth = {
             name: [int(v) for v in to_residues(json.loads(body)["total"], grid, bits)]
-            for name, body in reports(tmp_path, run_id, t).items()
+            for name, body in run.reports(t).items()
         }
         # The coordinator's sum is the survivors' reports' sum (correctness) …
         total = next(b for k, _, b in rows if k == "sum")["total"]
@@ -163,19 +118,5 @@ def test_twenty_agents_three_killed_mid_round(procs: Processes, tmp_path: Path) 
             assert guess != truth[target], (t, target)
 
 
-def _parameters(rows: list[tuple[str, str, dict[str, Any]]]) -> Any:
+def _parameters(rows: list[Message]) -> Any:
     return KeyAdvertisement.from_dict(next(b for k, _, b in rows if k == "advertise")).parameters
-
-
-def reports(tmp_path: Path, run_id: str, t: int) -> dict[str, str]:
-    """Each agent's persisted report of round t (the truth the attacker is after)."""
-    out = {}
-    for i in range(K):
-        ledger = tmp_path / f"agent{i}" / "ledger.sqlite"
-        with sqlite3.connect(ledger) as connection:
-            row = connection.execute(
-                "SELECT body FROM rounds WHERE run_key = ? AND round = ?", (run_id, t)
-            ).fetchone()
-        if row is not None and row[0]:
-            out[f"h{i}"] = bytes(row[0]).decode()
-    return out

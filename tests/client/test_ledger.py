@@ -3,9 +3,12 @@ state directory's lock (docs/PRIVACY.md, threat 8)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import multiprocessing
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +124,67 @@ def test_the_lock_names_its_holder_and_is_released_on_close(tmp_path: Path) -> N
     reader.close()
     holder.close()
     Ledger(tmp_path, exclusive=True).close()
+
+
+def test_a_round_of_noise_shares_keeps_its_fallback_epsilon(tmp_path: Path) -> None:
+    """The fallback ε (this holder's share alone) is stored with the round, survives a
+    reopen and the persist step, and is never charged: the spend is the round's μ."""
+    ledger = Ledger(tmp_path)
+    shared = dataclasses.replace(entry("shares"), fallback_epsilon=3.25)
+    assert reserve(ledger, shared).fallback_epsilon == 3.25
+    ledger.persist(shared, b"{}")
+    assert reserve(ledger, entry("plain", t=1), budget=None).fallback_epsilon is None
+    ledger.close()
+    reopened = Ledger(tmp_path)
+    assert reopened.entry("shares", 0) == dataclasses.replace(
+        shared, body=b"{}", status="persisted"
+    )
+    assert reopened.entry("plain", 1) is not None
+    assert reopened.entry("plain", 1).fallback_epsilon is None  # type: ignore[union-attr]
+    # Charged: the two rounds' μ (two runs), nothing of the fallback.
+    assert reopened.mu_squared("default") == pytest.approx(2 * MU_ONE**2)
+    reopened.close()
+
+
+#: The ledger's schema 2, as agents before the fallback column wrote it.
+SCHEMA_2 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE bindings (run_key TEXT PRIMARY KEY, seed TEXT NOT NULL, records TEXT NOT NULL,
+    dataset TEXT NOT NULL, binding TEXT NOT NULL);
+CREATE TABLE rounds (run_key TEXT NOT NULL, round INTEGER NOT NULL, data TEXT NOT NULL,
+    mu REAL NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL, noise_std REAL NOT NULL,
+    beta_digest TEXT NOT NULL, body BLOB NOT NULL, status TEXT NOT NULL,
+    persisted_at REAL NOT NULL, acknowledged_at REAL, PRIMARY KEY (run_key, round));
+INSERT INTO meta VALUES ('schema', '2');
+INSERT INTO meta VALUES ('seed', '12345');
+INSERT INTO bindings VALUES ('old', '7', 'digest', 'cohort', '{"d": 3}');
+INSERT INTO rounds VALUES ('old', 0, 'cohort', 0.5, 1, 1e-5, 2, 'b', x'7b7d',
+    'acknowledged', 1.0, 2.0);
+"""
+
+
+def test_a_schema_2_ledger_opened_by_this_agent_keeps_working(tmp_path: Path) -> None:
+    """An agent upgraded over an old state directory: its spends, seed and bindings are
+    read as they were (no fallback recorded for the old round), new rounds record theirs,
+    and the file is migrated once (opening it again changes nothing)."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "ledger.sqlite")) as db:
+        db.executescript(SCHEMA_2)
+        db.commit()
+    for opening in range(2):
+        ledger = Ledger(tmp_path)
+        old = ledger.entry("old", 0)
+        assert old is not None
+        assert (old.data, old.mu, old.body, old.status) == ("cohort", 0.5, b"{}", "acknowledged")
+        assert old.fallback_epsilon is None
+        assert ledger.seed() == 12345
+        bound = ledger.binding("old")
+        assert bound is not None and (bound.dataset, bound.binding) == ("cohort", '{"d": 3}')
+        assert ledger.mu_squared("cohort") == pytest.approx(0.25 if opening == 0 else 0.26)
+        new = dataclasses.replace(entry("new"), data="cohort", mu=0.1, fallback_epsilon=2.0)
+        assert reserve(ledger, new, budget=None).fallback_epsilon == 2.0
+        assert ledger.mu_squared("cohort") == pytest.approx(0.26)
+        ledger.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "ledger.sqlite")) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
+        columns = [row[1] for row in db.execute("PRAGMA table_info(rounds)")]
+        assert columns.count("fallback_epsilon") == 1

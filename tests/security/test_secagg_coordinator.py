@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from fastapi import FastAPI, Request, Response
 
+from ldpem.client.ledger import Ledger
+from ldpem.common.accounting import ratio_for_budget
 from ldpem.common.secagg import (
     Aggregator,
     Holder,
@@ -32,7 +34,9 @@ from ldpem.common.secagg import (
     public_key_bytes,
     signing_key_to_pem,
 )
+from ldpem.common.secagg.accounting import fallback_epsilon
 from ldpem.common.secagg.messages import sign_advertisement
+from ldpem.common.secagg.runvalues import run_shares_mechanism
 from ldpem.common.wire import (
     HospitalEnrolment,
     PublicParameters,
@@ -211,20 +215,29 @@ def consortium() -> Consortium:
     return Consortium.make()
 
 
-def attack(tmp_path: Path, fake: Fake) -> Outcome:
+def attack(
+    tmp_path: Path,
+    fake: Fake,
+    *,
+    budget: tuple[str, ...] = ("--epsilon", "100", "--delta", "0.5"),
+    envs: tuple[dict[str, str | None], ...] = ({},),
+) -> Outcome:
+    """Run the agent h0 against ``fake``, once per environment in ``envs`` (a restart
+    each), on one state directory; the last run's exit code, every run's log."""
     write_csv(tmp_path, gmm_data(RECORDS, D))
     (tmp_path / "h0.key").write_bytes(signing_key_to_pem(fake.consortium.keys["h0"]))
     (tmp_path / "h0.key").chmod(0o600)
     (tmp_path / "roster.json").write_text(fake.consortium.roster.to_json())
     extra = ("--signing-key", "h0.key", "--roster", "roster.json", "--min-honest", "3")
-    budget = ["--epsilon", "100", "--delta", "0.5"]
+    code, logs = 0, []
     with live_server(fake.app()) as url, process_manager(tmp_path) as procs:
         token_file(tmp_path, TOKEN, "hospital.token")
-        process = procs.start(
-            f"agent-{time.monotonic_ns()}", *agent_argv(url, "gmm", budget, extra)
-        )
-        code = process.wait(120)
-        return Outcome(code, procs.log(process), list(fake.posts))
+        for env in envs:
+            argv = agent_argv(url, "gmm", list(budget), extra)
+            process = procs.start(f"agent-{time.monotonic_ns()}", *argv, env=env)
+            code = process.wait(120)
+            logs.append(procs.log(process))
+    return Outcome(code, "".join(logs), list(fake.posts))
 
 
 def refused(outcome: Outcome, words: str) -> str:
@@ -361,3 +374,75 @@ def test_k_or_t_min_changed_in_the_run(
     line = refused(outcome, "changed its parameters")
     assert next(iter(change)) in line
     assert all(t == 0 for t, _ in outcome.posts)  # nothing at all for round 1
+
+
+def test_the_ledger_records_the_fallback_epsilon_beside_the_charge(
+    tmp_path: Path, consortium: Consortium
+) -> None:
+    """Each round charges the run's (ε, δ), the guarantee of the sum under the trust
+    assumption, and records the fallback ε of h0's own share alone (issue 21), which the
+    agent also logs; computed here from the share's Skellam mean and the sensitivity."""
+    outcome = attack(tmp_path, Fake(consortium))
+    assert outcome.code == 0, outcome.log[-3000:]
+    params = consortium.params
+    share = run_shares_mechanism(params)
+    expected = fallback_epsilon(
+        float(getattr(share, "share_mean")),  # noqa: B009
+        delta=params.delta,
+        sensitivity=getattr(share, "integer_sensitivity")(D),  # noqa: B009
+    )
+    assert expected > params.epsilon  # one share of t_min = 3 is weaker than the sum
+    ledger = Ledger(tmp_path / "state")
+    try:
+        entries = ledger.entries(RUN)
+    finally:
+        ledger.close()
+    assert [e.round for e in entries] == list(range(ROUNDS))
+    for e in entries:
+        assert (e.epsilon, e.delta) == (params.epsilon, params.delta)
+        assert e.mu == pytest.approx(ratio_for_budget(params.epsilon, params.delta, "exact"))
+        assert e.fallback_epsilon == pytest.approx(expected, rel=1e-12)
+    assert f"fallback epsilon {expected:.4g} if all others collude" in outcome.log
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [("--epsilon", "0.5", "--delta", "1e-5"), ("--epsilon", "100", "--delta", "1e-6")],
+    ids=["epsilon", "delta"],
+)
+def test_a_stricter_budget_is_refused_before_anything_is_sent(
+    tmp_path: Path, consortium: Consortium, budget: tuple[str, ...]
+) -> None:
+    """An agent whose own budget is stricter than the run's (ε = 1, δ = 1e-5) would draw a
+    larger share than the run's modulus was sized for, and the sum would be no more
+    private: refused with one line, even with --allow-weaker, before any message and
+    before any spend."""
+    fake = Fake(consortium)
+    outcome = attack(tmp_path, fake, budget=(*budget, "--allow-weaker"))
+    refused(outcome, "--allow-weaker cannot help")
+    assert outcome.posts == []
+    ledger = Ledger(tmp_path / "state")
+    try:
+        assert ledger.entries() == [] and ledger.binding(RUN) is None
+    finally:
+        ledger.close()
+
+
+def test_an_agent_restarted_after_masking_never_masks_that_round_again(
+    tmp_path: Path, consortium: Consortium
+) -> None:
+    """Killed (SIGKILL) right after its ledger marked round 0 masked and before the masked
+    input left, then restarted: the agent sends nothing more for round 0 (a second masked
+    input under other masks would give the coordinator the difference of two inputs), and
+    takes part in round 1."""
+    fake = Fake(consortium)
+    outcome = attack(tmp_path, fake, envs=({"LDPEM_AGENT_FAULT": "kill-after-mask:0"}, {}))
+    assert outcome.code == 0, outcome.log[-3000:]
+    steps = ["advertise", "shares", "masked", "unmask"]
+    assert outcome.posts == [(0, "advertise"), (0, "shares")] + [(1, s) for s in steps]
+    assert "not made again" in outcome.log
+    ledger = Ledger(tmp_path / "state")
+    try:
+        assert [e.status for e in ledger.entries(RUN)] == ["masked", "masked"]
+    finally:
+        ledger.close()

@@ -1,0 +1,103 @@
+"""An agent's noise share in a secagg run is the run's (issue 21; docs/SECAGG.md, "Every
+share is the run's"): the run's modulus holds the sum of K shares of the run's size, so a
+larger share of one agent's could make the masked sum wrap, and would not make the sum
+more private. A stricter budget is refused (``trust.run_budget``), and a share larger than
+the run's is refused (``secagg.check_share``) whatever made it larger."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from ldpem.client.secagg import check_share
+from ldpem.client.trust import AgentError, agent_mechanisms, run_budget
+from ldpem.common.protocol import holder_mechanism
+from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes
+from ldpem.common.secagg.quantize import skellam_tail
+from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
+
+NAMES = [f"h{i}" for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def params() -> PublicParameters:
+    roster = Roster({n: public_key_bytes(generate_signing_key()) for n in NAMES})
+    request = RunCreate(
+        model="gmm",
+        d=3,
+        sigma=1.0,
+        rounds=2,
+        mechanism="secagg",
+        epsilon=1.0,
+        delta=1e-5,
+        t_min=3,
+        roster=json.loads(roster.to_json()),
+        hospitals=[
+            HospitalEnrolment(name=n, records=40, token=f"token-{n}-abcdefghijklmnop")
+            for n in NAMES
+        ],
+    )
+    return public_parameters(request)
+
+
+def share_mean(mechanism: object) -> float:
+    return float(getattr(mechanism, "share_mean"))  # noqa: B009
+
+
+@pytest.mark.parametrize("own", [(1.0, 1e-5), (5.0, 1e-5), (100.0, 0.5)])
+def test_an_agent_at_least_as_loose_as_the_run_draws_exactly_the_runs_share(
+    params: PublicParameters, own: tuple[float, float]
+) -> None:
+    epsilon, delta = run_budget(params, epsilon=own[0], delta=own[1], allow_weaker=False)
+    assert (epsilon, delta) == (params.epsilon, params.delta)
+    [(mechanism, _)] = {
+        id(m): (m, mu)
+        for m, mu in agent_mechanisms(
+            params, epsilon=epsilon, delta=delta, accounting="exact", records=40
+        )
+    }.values()
+    run = holder_mechanism(
+        params,
+        records=params.records_per_round,
+        epsilon=params.epsilon,
+        delta=params.delta,
+        accounting=params.accounting,
+    )
+    assert share_mean(mechanism) == share_mean(run)
+    check_share(mechanism, params)  # no refusal
+
+
+@pytest.mark.parametrize("allow_weaker", [False, True])
+@pytest.mark.parametrize("own", [(0.5, 1e-5), (1.0, 1e-6), (0.01, 1e-9)])
+def test_a_stricter_budget_is_refused_even_with_allow_weaker(
+    params: PublicParameters, own: tuple[float, float], allow_weaker: bool
+) -> None:
+    with pytest.raises(AgentError, match="--allow-weaker cannot help") as refusal:
+        run_budget(params, epsilon=own[0], delta=own[1], allow_weaker=allow_weaker)
+    assert "\n" not in str(refusal.value)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 0.1, 0.01])
+def test_a_share_larger_than_the_runs_is_refused(params: PublicParameters, epsilon: float) -> None:
+    """What a stricter budget WOULD draw (the check does not care why the share grew), and
+    why it matters: at ε = 0.01 one share's std alone exceeds half the modulus."""
+    assert params.modulus_bits is not None and params.holders is not None
+    larger = holder_mechanism(
+        params, records=40, epsilon=epsilon, delta=params.delta, accounting="exact"
+    )
+    with pytest.raises(AgentError, match="could wrap") as refusal:
+        check_share(larger, params)
+    assert f"{params.modulus_bits} bits" in str(refusal.value)
+    # The run's own shares fit: K of them and the data stay inside the modulus …
+    run = holder_mechanism(
+        params, records=40, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+    )
+    half = 2 ** (params.modulus_bits - 1)
+    assert skellam_tail(params.holders * share_mean(run), failure=2**-40) < half
+    # … and the stricter share does not, at the run's failure probability.
+    if epsilon <= 0.1:
+        assert skellam_tail(share_mean(larger), failure=2**-40) > half
+    if epsilon == 0.01:
+        assert math.sqrt(2 * share_mean(larger)) > half
