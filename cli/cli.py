@@ -12,6 +12,7 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NoReturn
 
@@ -19,7 +20,7 @@ from ldpem import __version__
 from ldpem.common.errors import UserError
 from ldpem.plugins import load_plugins
 
-__all__ = ["HelpFormatter", "add_action", "build_parser", "examples", "main"]
+__all__ = ["ActionSpec", "HelpFormatter", "add_actions", "build_parser", "examples", "main"]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -60,22 +61,36 @@ def examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def add_action(
-    actions: Any,
-    name: str,
-    handler: Callable[[argparse.Namespace], int],
-    *,
-    help: str,
-    description: str,
-    example_lines: Sequence[str],
-) -> argparse.ArgumentParser:
-    """The subcommand ``name`` of ``actions`` (what ``add_subparsers`` returns): it runs
-    ``handler``, and its epilog is ``examples(*example_lines)``."""
-    parser: argparse.ArgumentParser = actions.add_parser(
-        name, help=help, description=description, epilog=examples(*example_lines)
-    )
-    parser.set_defaults(handler=handler)
-    return parser
+@dataclass(frozen=True)
+class ActionSpec:
+    """A subcommand of a command (``ldpem keys generate``), as ``add_actions`` registers it:
+    its name, the handler it runs, its one-line help, its description, its example lines
+    and the function that adds its options to its parser."""
+
+    name: str
+    handler: Callable[[argparse.Namespace], int]
+    help: str
+    description: str
+    example_lines: Sequence[str]
+    options: Callable[[argparse.ArgumentParser], None]
+
+
+def add_actions(
+    parser: argparse.ArgumentParser, *actions: ActionSpec, required: bool = True
+) -> None:
+    """The subcommands ``actions`` of ``parser``: the one given is ``args.action`` and runs
+    as ``args.handler`` (``required``: one must be given); each one's epilog is
+    ``examples(*example_lines)``."""
+    subparsers = parser.add_subparsers(dest="action", required=required, metavar="ACTION")
+    for action in actions:
+        sub: argparse.ArgumentParser = subparsers.add_parser(
+            action.name,
+            help=action.help,
+            description=action.description,
+            epilog=examples(*action.example_lines),
+        )
+        sub.set_defaults(handler=action.handler)
+        action.options(sub)
 
 
 class _Parser(argparse.ArgumentParser):
