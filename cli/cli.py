@@ -12,15 +12,28 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ldpem import __version__
 from ldpem.common.errors import UserError
 from ldpem.plugins import load_plugins
 
-__all__ = ["ActionSpec", "HelpFormatter", "add_actions", "build_parser", "examples", "main"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    _Described = TypeVar("_Described", bound=DataclassInstance)
+
+__all__ = [
+    "ActionSpec",
+    "HelpFormatter",
+    "add_actions",
+    "build_parser",
+    "examples",
+    "from_options",
+    "main",
+]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -91,6 +104,19 @@ def add_actions(
         )
         sub.set_defaults(handler=action.handler)
         action.options(sub)
+
+
+def from_options(cls: type[_Described], args: argparse.Namespace, **given: Any) -> _Described:
+    """A ``cls`` (a dataclass: a study, a planned problem) from a command's parsed options:
+    the ``given`` fields, and every other field from the option of its name where the
+    command has one (else the field's default). Options are named after the fields they
+    set, so that one added to both reaches the object without a second list of names."""
+    values = {
+        field.name: getattr(args, field.name)
+        for field in fields(cls)
+        if field.name not in given and hasattr(args, field.name)
+    }
+    return cls(**values, **given)
 
 
 class _Parser(argparse.ArgumentParser):
