@@ -22,7 +22,7 @@ when count ≥ m. The simulator does the same, so both draw the same σ_r in eve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -114,18 +114,8 @@ def round_scales(
     (``schedule.round_records`` of ``records``: all of a run's, or one holder's): T equal
     values for the ``equal`` schedule (m = ⌊records/rounds⌋), one per round otherwise."""
     counts = round_records(records, rounds, schedule)
-    scales = {  # once per distinct m_t: equal rounds share one
-        m: public_scale(
-            mechanism,
-            d=d,
-            records_per_round=m,
-            epsilon=epsilon,
-            delta=delta,
-            tau=tau,
-            zeta=zeta,
-        )
-        for m in set(counts)
-    }
+    rule = partial(public_scale, mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta)
+    scales = {m: rule(records_per_round=m) for m in set(counts)}  # equal rounds share one
     return tuple(scales[m] for m in counts)
 
 
