@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,6 +44,7 @@ from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_r
 
 __all__ = [
     "CentralNoise",
+    "ScaleRule",
     "central_noise",
     "central_noise_for",
     "holder_contribution",
@@ -98,23 +100,20 @@ def public_scale(
     return scale_fn(records=records_per_round, tau=tau, eps_tilde=eps_tilde, d=d, zeta=zeta)
 
 
+class ScaleRule(Protocol):
+    """Algorithm 2's scale s of a round of m records: ``public_scale`` with a run's public
+    values but m bound (``functools.partial``)."""
+
+    def __call__(self, *, records_per_round: int) -> float: ...
+
+
 def round_scales(
-    mechanism: str,
-    *,
-    records: int,
-    rounds: int,
-    d: int,
-    epsilon: float,
-    delta: float,
-    tau: float,
-    zeta: float = DEFAULT_ZETA,
-    schedule: Schedule = EQUAL,
+    rule: ScaleRule, records: int, rounds: int, schedule: Schedule = EQUAL
 ) -> tuple[float, ...]:
-    """Algorithm 2's scale s_t of each round, the rule applied with that round's m_t
-    (``schedule.round_records`` of ``records``: all of a run's, or one holder's): T equal
+    """Algorithm 2's scale s_t of each round: the ``rule`` applied with that round's m_t
+    (``schedule.round_records`` of ``records``: all of a run's, or one holder's); T equal
     values for the ``equal`` schedule (m = ⌊records/rounds⌋), one per round otherwise."""
     counts = round_records(records, rounds, schedule)
-    rule = partial(public_scale, mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta)
     scales = {m: rule(records_per_round=m) for m in set(counts)}  # equal rounds share one
     return tuple(scales[m] for m in counts)
 
@@ -136,18 +135,8 @@ def holder_own_scale(
     partitioned run of a ``mechanism`` whose holders take their own scale: ``round_scales``
     of its own records, at the run's public (ε, δ). The holder and the coordinator both
     compute it from public values and the enrolled count: it is not sent (docs/HOSPITAL.md)."""
-    scales = round_scales(
-        mechanism,
-        records=records,
-        rounds=rounds,
-        d=d,
-        epsilon=epsilon,
-        delta=delta,
-        tau=tau,
-        zeta=zeta,
-        schedule=schedule,
-    )
-    return scales[round_index(schedule, rounds, t)]
+    rule = partial(public_scale, mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta)
+    return round_scales(rule, records, rounds, schedule)[round_index(schedule, rounds, t)]
 
 
 def local_noise_std(
