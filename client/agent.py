@@ -35,12 +35,11 @@ import logging
 import math
 import os
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
-import httpx
 import numpy as np
 
 from ldpem.client.binding import (
@@ -52,7 +51,7 @@ from ldpem.client.binding import (
     run_binding,
 )
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
-from ldpem.client.link import CoordinatorLink
+from ldpem.client.link import CoordinatorLink, LinkHooks
 from ldpem.client.secagg import (
     SecAggConfig,
     SecAggSession,
@@ -154,9 +153,7 @@ class Agent:
         config: AgentConfig,
         *,
         loader: Loader | None = None,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        **hooks: Unpack[LinkHooks],
     ) -> None:
         self.config = config
         if loader is None:
@@ -170,9 +167,7 @@ class Agent:
             give_up=config.give_up,
             wait=config.wait,
             ca_cert=config.ca_cert,
-            transport=transport,
-            sleep=sleep,
-            clock=clock,
+            **hooks,
         )
         # Before anything else: one agent per state directory (its ledger guards one budget).
         self.ledger = Ledger(config.state, exclusive=True)
