@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,6 +43,7 @@ from ldpem.common.protocol.parameters import PublicValues
 from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_records
 
 __all__ = [
+    "Budget",
     "CentralNoise",
     "ScaleRule",
     "central_noise",
@@ -54,6 +55,7 @@ __all__ = [
     "holder_scale",
     "local_noise_std",
     "make_mechanism",
+    "public_budget",
     "public_scale",
     "report_sensitivity",
     "round_scales",
@@ -411,15 +413,25 @@ def holder_mechanism(
     return shape if noise == 0.0 else shape.with_noise(noise)
 
 
+class Budget(TypedDict):
+    """A privacy budget as the calibrations take it (``**budget``): (ε, δ) under an
+    accounting."""
+
+    epsilon: float
+    delta: float
+    accounting: str
+
+
+def public_budget(params: PublicValues) -> Budget:
+    """The budget a run of ``params`` publishes: what an honest holder with exactly that
+    budget, and the aggregator's noise, are calibrated for."""
+    return Budget(epsilon=params.epsilon, delta=params.delta, accounting=params.accounting)
+
+
 def central_noise(params: PublicValues, t: int | None = None) -> CentralNoise | None:
     """The coordinator's noise in round ``t`` of a run of ``params`` (None unless its
     mechanism's noise is the aggregator's), at the run's published budget."""
     if get_mechanism(params.mechanism).noise_site != "aggregator":
         return None
-    return central_noise_for(
-        holder_contribution(params, params.records_per_round, t=t),
-        d=params.d,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting=params.accounting,
-    )
+    contribution = holder_contribution(params, params.records_per_round, t=t)
+    return central_noise_for(contribution, d=params.d, **public_budget(params))
