@@ -41,7 +41,6 @@ from ldpem.secretfiles import read_secret, write_secret
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
-_ADMIN_HELP = "file holding the admin token, mode 600 (default: LDPEM_ADMIN_TOKEN)"
 #: Simulations per setting of ``run create --plan`` (``prediction.DEFAULT_SEEDS``; not
 #: imported: the command's parser is built without numpy).
 _PLAN_SEEDS = 20
@@ -118,7 +117,7 @@ def _create_options(create: argparse.ArgumentParser) -> None:
         help="write each generated hospital token to DIR/<hospital>.token, mode 600, and "
         "print which file goes to whom (default: the tokens are in the JSON printed)",
     )
-    create.add_argument("--admin-token-file", type=Path, metavar="FILE", help=_ADMIN_HELP)
+    _token_file_option(create, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
     create.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
     create.add_argument(
         "--plan",
@@ -152,14 +151,10 @@ def _status_options(status: argparse.ArgumentParser) -> None:
         "run_id", nargs="?", metavar="RUN_ID", help="the run (default: the run created last)"
     )
     status.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
-    status.add_argument(
-        "--token-file",
-        type=Path,
-        metavar="FILE",
-        help="file holding the read token, mode 600 (default: LDPEM_READ_TOKEN, else the "
-        "admin token)",
+    _token_file_option(
+        status, "--token-file", "read token", "LDPEM_READ_TOKEN, else the admin token"
     )
-    status.add_argument("--admin-token-file", type=Path, metavar="FILE", help=_ADMIN_HELP)
+    _token_file_option(status, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
     status.add_argument(
         "--wait", action="store_true", help="follow the run until it finished or failed"
     )
@@ -181,6 +176,19 @@ def _status_options(status: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="JSON with the true beta_star (ldpem generate --beta-star-out): also print the "
         "run's error (default: no error line)",
+    )
+
+
+def _token_file_option(
+    parser: argparse.ArgumentParser, flag: str, token: str, default: str
+) -> None:
+    """``flag FILE``: the file holding ``token`` (mode 600), else ``default``; both actions'
+    token files are worded alike."""
+    parser.add_argument(
+        flag,
+        type=Path,
+        metavar="FILE",
+        help=f"file holding the {token}, mode 600 (default: {default})",
     )
 
 
