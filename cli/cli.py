@@ -12,14 +12,28 @@ import argparse
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ldpem import __version__
 from ldpem.common.errors import UserError
 from ldpem.plugins import load_plugins
 
-__all__ = ["HelpFormatter", "add_action", "build_parser", "examples", "main"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    _Described = TypeVar("_Described", bound=DataclassInstance)
+
+__all__ = [
+    "ActionSpec",
+    "HelpFormatter",
+    "add_actions",
+    "build_parser",
+    "examples",
+    "from_options",
+    "main",
+]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -60,22 +74,49 @@ def examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def add_action(
-    actions: Any,
-    name: str,
-    handler: Callable[[argparse.Namespace], int],
-    *,
-    help: str,
-    description: str,
-    example_lines: Sequence[str],
-) -> argparse.ArgumentParser:
-    """The subcommand ``name`` of ``actions`` (what ``add_subparsers`` returns): it runs
-    ``handler``, and its epilog is ``examples(*example_lines)``."""
-    parser: argparse.ArgumentParser = actions.add_parser(
-        name, help=help, description=description, epilog=examples(*example_lines)
-    )
-    parser.set_defaults(handler=handler)
-    return parser
+@dataclass(frozen=True)
+class ActionSpec:
+    """A subcommand of a command (``ldpem keys generate``), as ``add_actions`` registers it:
+    its name, the handler it runs, its one-line help, its description, its example lines
+    and the function that adds its options to its parser."""
+
+    name: str
+    handler: Callable[[argparse.Namespace], int]
+    help: str
+    description: str
+    example_lines: Sequence[str]
+    options: Callable[[argparse.ArgumentParser], None]
+
+
+def add_actions(
+    parser: argparse.ArgumentParser, *actions: ActionSpec, required: bool = True
+) -> None:
+    """The subcommands ``actions`` of ``parser``: the one given is ``args.action`` and runs
+    as ``args.handler`` (``required``: one must be given); each one's epilog is
+    ``examples(*example_lines)``."""
+    subparsers = parser.add_subparsers(dest="action", required=required, metavar="ACTION")
+    for action in actions:
+        sub: argparse.ArgumentParser = subparsers.add_parser(
+            action.name,
+            help=action.help,
+            description=action.description,
+            epilog=examples(*action.example_lines),
+        )
+        sub.set_defaults(handler=action.handler)
+        action.options(sub)
+
+
+def from_options(cls: type[_Described], args: argparse.Namespace, **given: Any) -> _Described:
+    """A ``cls`` (a dataclass: a study, a planned problem) from a command's parsed options:
+    the ``given`` fields, and every other field from the option of its name where the
+    command has one (else the field's default). Options are named after the fields they
+    set, so that one added to both reaches the object without a second list of names."""
+    values = {
+        field.name: getattr(args, field.name)
+        for field in fields(cls)
+        if field.name not in given and hasattr(args, field.name)
+    }
+    return cls(**values, **given)
 
 
 class _Parser(argparse.ArgumentParser):

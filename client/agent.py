@@ -33,12 +33,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
-import httpx
 import numpy as np
 
 from ldpem.client.binding import (
@@ -51,7 +50,7 @@ from ldpem.client.binding import (
 )
 from ldpem.client.faults import FAULT_ENV, inject
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
-from ldpem.client.link import CoordinatorLink
+from ldpem.client.link import CoordinatorLink, LinkHooks
 from ldpem.client.secagg import (
     MASKED,
     SecAggConfig,
@@ -72,7 +71,7 @@ from ldpem.client.trust import (
 from ldpem.common.logs import log_context
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
-from ldpem.common.protocol import noise_rng, partition_rng, report_noise_std
+from ldpem.common.protocol import Budget, noise_rng, partition_rng, report_noise_std
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
 from ldpem.common.wire import (
@@ -149,9 +148,7 @@ class Agent:
         config: AgentConfig,
         *,
         loader: Loader | None = None,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        **hooks: Unpack[LinkHooks],
     ) -> None:
         self.config = config
         if loader is None:
@@ -165,9 +162,7 @@ class Agent:
             give_up=config.give_up,
             wait=config.wait,
             ca_cert=config.ca_cert,
-            transport=transport,
-            sleep=sleep,
-            clock=clock,
+            **hooks,
         )
         # Before anything else: one agent per state directory (its ledger guards one budget).
         self.ledger = Ledger(config.state, exclusive=True)
@@ -223,25 +218,15 @@ class Agent:
         cfg = self.config
         params = me.params
         epsilon, delta = self.budget(params)
-        mechanisms = agent_mechanisms(
-            params, epsilon=epsilon, delta=delta, accounting=cfg.accounting, records=me.records
-        )
+        budget = Budget(epsilon=epsilon, delta=delta, accounting=cfg.accounting)
+        mechanisms = agent_mechanisms(params, records=me.records, **budget)
         # Noise shares: the ledger charges the μ of the budget the round's SUM is calibrated
         # for (``charged_ratio``); every other mechanism's μ as it is.
-        mechanisms = [
-            (m, charged_ratio(params, mu, epsilon=epsilon, delta=delta, accounting=cfg.accounting))
-            for m, mu in mechanisms
-        ]
+        mechanisms = [(m, charged_ratio(params, mu, **budget)) for m, mu in mechanisms]
         for mechanism in {id(m): m for m, _ in mechanisms}.values():
             check_float_range(me, mechanism)
         binding = run_binding(
-            me,
-            mechanisms=mechanisms,
-            epsilon=epsilon,
-            delta=delta,
-            accounting=cfg.accounting,
-            allow_weaker=cfg.allow_weaker,
-            dataset=cfg.dataset,
+            me, mechanisms=mechanisms, allow_weaker=cfg.allow_weaker, dataset=cfg.dataset, **budget
         )
         bound = self._bind(me.run_id, binding, records_digest(records))
         rng = partition_rng(bound.seed, me.run_id)

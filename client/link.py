@@ -15,7 +15,7 @@ import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -24,7 +24,7 @@ from ldpem.client.trust import AgentError
 from ldpem.common.errors import UserError
 from ldpem.common.wire import API_PREFIX, Identity, RoundInfo, describe_errors
 
-__all__ = ["CoordinatorLink", "backoff_delay", "tls_context"]
+__all__ = ["CoordinatorLink", "LinkHooks", "backoff_delay", "tls_context"]
 
 log = logging.getLogger("ldpem.client")
 
@@ -47,6 +47,16 @@ def backoff_delay(attempt: int, *, first: float = 0.2, cap: float = 5.0) -> floa
     return min(first * 2.0 ** min(attempt, 30), cap) * (0.75 + 0.5 * random.random())
 
 
+class LinkHooks(TypedDict, total=False):
+    """What a test puts in place of the network (``transport``) and of time (``sleep``,
+    ``clock``: by default ``time.sleep`` and ``time.monotonic``) under a link, and an agent
+    passes on to its link."""
+
+    transport: httpx.BaseTransport | None
+    sleep: Callable[[float], None]
+    clock: Callable[[], float]
+
+
 class CoordinatorLink:
     """HTTP to one coordinator as one hospital (its bearer token), with retries."""
 
@@ -58,20 +68,18 @@ class CoordinatorLink:
         give_up: float,
         wait: float,
         ca_cert: Path | None = None,
-        transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        **hooks: Unpack[LinkHooks],
     ) -> None:
         self.base = coordinator.rstrip("/")
         self.give_up = give_up
         self.wait = wait
-        self.sleep = sleep
-        self.clock = clock
+        self.sleep = hooks.get("sleep", time.sleep)
+        self.clock = hooks.get("clock", time.monotonic)
         self.http = httpx.Client(
             base_url=self.base,
             headers={"Authorization": f"Bearer {token}"},
             verify=tls_context(ca_cert),
-            transport=transport,
+            transport=hooks.get("transport"),
             timeout=httpx.Timeout(30.0, read=wait + 30.0),
         )
 

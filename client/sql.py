@@ -162,32 +162,29 @@ def read_sqlite(source: Source) -> tuple[list[str], Iterator[Block]]:
     names = _column_names(label, cursor.description)
 
     return names, row_blocks(
-        label,
-        names,
-        lambda: cursor.fetchmany(source.chunk_rows),
-        failure=sqlite3.Error,
-        secret=None,
-        close=db.close,
+        source, names, cursor.fetchmany, failure=sqlite3.Error, secret=None, close=db.close
     )
 
 
 def row_blocks(
-    label: str,
+    source: Source,
     names: list[str],
-    fetch: Callable[[], list[tuple[Any, ...]]],
+    fetch: Callable[[int], list[tuple[Any, ...]]],
     *,
     failure: type[Exception],
     secret: str | None,
     close: Callable[[], None],
 ) -> Iterator[Block]:
-    """The blocks of a SQL cursor: ``fetch()`` until it returns no row, each chunk checked
-    by ``_to_block``; a ``failure`` while fetching is one line naming the last row read
-    (``secret`` masked); ``close`` runs at the end, however the reading ends."""
+    """The blocks of a SQL cursor of ``source``: ``fetch(source.chunk_rows)`` (its
+    ``fetchmany``) until it returns no row, each chunk checked by ``_to_block``; a
+    ``failure`` while fetching is one line naming the last row read (``secret`` masked);
+    ``close`` runs at the end, however the reading ends."""
+    label = source.label
     first = 1
     try:
         while True:
             try:
-                rows = fetch()
+                rows = fetch(source.chunk_rows)
             except failure as error:
                 raise UserError(
                     f"{label}: reading failed after row {first - 1}: {first_line(error, secret)}"
@@ -250,10 +247,5 @@ def read_postgres(source: Source) -> tuple[list[str], Iterator[Block]]:
             connection.close()
 
     return names, row_blocks(
-        label,
-        names,
-        lambda: cursor.fetchmany(source.chunk_rows),
-        failure=psycopg.Error,
-        secret=secret,
-        close=close,
+        source, names, cursor.fetchmany, failure=psycopg.Error, secret=secret, close=close
     )

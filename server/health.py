@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ldpem.server.store import ReportRow, RoundRow, RoundState, RunState
+from ldpem.server.store import ReportRow, RoundRow, RunState
 
 __all__ = [
     "LATE_FACTOR",
@@ -47,16 +47,9 @@ HealthState = Literal["healthy", "degraded", "failed"]
 
 
 @dataclass(frozen=True)
-class RoundView:
-    """One round and its reports, by arrival."""
+class RoundView(RoundRow):
+    """One round's row and its reports, by arrival."""
 
-    t: int
-    status: RoundState
-    opened_at: float
-    deadline: float
-    closed_at: float | None
-    beta: list[float]
-    beta_next: list[float] | None
     reports: tuple[ReportRow, ...]
 
     @property
@@ -70,19 +63,7 @@ def round_views(rounds: Sequence[RoundRow], reports: Sequence[ReportRow]) -> lis
     by_round: dict[int, list[ReportRow]] = {}
     for p in sorted(reports, key=lambda p: (p.received_at, p.hospital)):
         by_round.setdefault(p.t, []).append(p)
-    return [
-        RoundView(
-            t=r.t,
-            status=r.status,
-            opened_at=r.opened_at,
-            deadline=r.deadline,
-            closed_at=r.closed_at,
-            beta=r.beta,
-            beta_next=r.beta_next,
-            reports=tuple(by_round.get(r.t, ())),
-        )
-        for r in rounds
-    ]
+    return [RoundView(**vars(r), reports=tuple(by_round.get(r.t, ()))) for r in rounds]
 
 
 def late_after(rounds: Sequence[RoundView]) -> float:

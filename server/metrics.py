@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -86,6 +86,8 @@ _REPORT_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/rounds/[^/]+/rep
 #: time it was created.
 _CREATED = "_created"
 
+_Metric = TypeVar("_Metric", Counter, Gauge, Histogram, Info)
+
 
 class _Registry(CollectorRegistry):
     """A registry whose ``collect`` (what ``generate_latest`` writes) has no ``_created``
@@ -109,44 +111,45 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)  # registers nothing where gc has no statistics
-        Info(
-            "ldpem_build", "The ldpem version this coordinator runs.", registry=self.registry
-        ).info({"version": __version__})
-        self.reports_accepted = Counter(
+        build = self._metric(Info, "ldpem_build", "The ldpem version this coordinator runs.")
+        build.info({"version": __version__})
+        self.reports_accepted = self._metric(
+            Counter,
             "ldpem_reports_accepted",
             "Reports accepted and committed (a retried duplicate is not counted again).",
-            registry=self.registry,
         )
-        self.reports_duplicate = Counter(
+        self.reports_duplicate = self._metric(
+            Counter,
             "ldpem_reports_duplicate",
             "Reports answered as an idempotent duplicate of one accepted before.",
-            registry=self.registry,
         )
-        self.reports_refused = Counter(
-            "ldpem_reports_refused",
-            "Reports refused, by reason.",
-            ["reason"],
-            registry=self.registry,
+        self.reports_refused = self._metric(
+            Counter, "ldpem_reports_refused", "Reports refused, by reason.", labelnames=["reason"]
         )
         for reason in REFUSAL_REASONS:
             self.reports_refused.labels(reason=reason)
-        self.long_polls = Gauge(
-            "ldpem_long_polls_open",
-            "Requests waiting in the round long-poll now.",
-            registry=self.registry,
+        self.long_polls = self._metric(
+            Gauge, "ldpem_long_polls_open", "Requests waiting in the round long-poll now."
         )
-        self.commit_seconds = Histogram(
+        self.commit_seconds = self._metric(
+            Histogram,
             "ldpem_commit_seconds",
             "Duration of the COMMIT (with its fsync) of state transactions.",
             buckets=COMMIT_BUCKETS,
-            registry=self.registry,
         )
-        self.commit_batch = Histogram(
+        self.commit_batch = self._metric(
+            Histogram,
             "ldpem_commit_batch_reports",
             "Reports applied in one group commit (refused ones included).",
             buckets=BATCH_BUCKETS,
-            registry=self.registry,
         )
+
+    def _metric(
+        self, kind: type[_Metric], name: str, documentation: str, **options: Any
+    ) -> _Metric:
+        """A ``kind`` metric on this app's registry: every metric is made here, so none can
+        end up on the library's global one (module docstring) for a forgotten argument."""
+        return kind(name, documentation, registry=self.registry, **options)
 
     def attach(self, store: Store) -> None:
         """Also report runs by status, round durations and each run's health from ``store``

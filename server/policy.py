@@ -21,6 +21,7 @@ from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.protocol import (
     holder_contribution,
     holder_noise_std,
+    public_budget,
     report_sensitivity,
     round_sizes,
 )
@@ -97,14 +98,7 @@ def run_noise_std(params: PublicParameters, records: int = 1, t: int | None = No
     accounting; 0 for mechanisms without holder noise: the reference of the
     ``max_noise_factor`` ceiling. The σ_r an honest agent with the run's budget uses
     (``protocol.holder_mechanism``)."""
-    return holder_noise_std(
-        params,
-        records,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting=params.accounting,
-        t=t,
-    )
+    return holder_noise_std(params, records, **public_budget(params), t=t)
 
 
 def noise_floor(

@@ -25,9 +25,9 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal, TypeVar
 
 from ldpem.common.sqlite import connect_durable, immediate
 
@@ -157,6 +157,20 @@ class ReportRow:
     received_at: float
 
 
+_Row = TypeVar("_Row", RunRow, HospitalRow, RoundRow, ReportRow)
+_ROUND_LISTS = ("beta", "beta_next", "noise")
+
+
+def _from_row(cls: type[_Row], row: sqlite3.Row, *lists: str) -> _Row:
+    """``row`` as a ``cls``: each field from the column of its name, the ``lists`` decoded
+    from their JSON (a NULL one stays None). The tables' columns are named as the fields."""
+    values = {field.name: row[field.name] for field in fields(cls)}
+    for name in lists:
+        if values[name] is not None:
+            values[name] = _loads(values[name])
+    return cls(**values)
+
+
 class Store:
     """SQLite persistence. Methods are called from one event loop; a lock guards the shared
     connection against the odd call from a worker thread."""
@@ -195,6 +209,20 @@ class Store:
                 raise
             self._db.execute("RELEASE item")
 
+    # The lock makes a read and its fetch one step against a write from a worker thread.
+    def _one(self, sql: str, args: tuple[object, ...] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+        return row
+
+    def _all(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _count(self, sql: str, args: tuple[object, ...]) -> int:
+        with self._lock:
+            return int(self._db.execute(sql, args).fetchone()[0])
+
     # --- runs -------------------------------------------------------------------------
     def insert_run(self, run: RunRow, hospitals: list[HospitalRow]) -> None:
         self._db.execute(
@@ -223,34 +251,13 @@ class Store:
             [(h.run_id, h.name, h.records, h.token_hash) for h in hospitals],
         )
 
-    @staticmethod
-    def _run(row: sqlite3.Row) -> RunRow:
-        return RunRow(
-            id=row["id"],
-            request=row["request"],
-            params=row["params"],
-            status=cast(RunState, row["status"]),
-            current_round=row["current_round"],
-            beta=_loads(row["beta"]),
-            quorum=row["quorum"],
-            seed=row["seed"],
-            created_at=row["created_at"],
-            expected_error=row["expected_error"],
-            trivial_error=row["trivial_error"],
-            warning=row["warning"],
-            reason=row["reason"],
-            forecast=row["forecast"],
-        )
-
     def get_run(self, run_id: str) -> RunRow | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return None if row is None else self._run(row)
+        row = self._one("SELECT * FROM runs WHERE id = ?", (run_id,))
+        return None if row is None else _from_row(RunRow, row, "beta")
 
     def list_runs(self) -> list[RunRow]:
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM runs ORDER BY created_at, id").fetchall()
-        return [self._run(r) for r in rows]
+        rows = self._all("SELECT * FROM runs ORDER BY created_at, id")
+        return [_from_row(RunRow, r, "beta") for r in rows]
 
     def update_run(
         self,
@@ -267,35 +274,16 @@ class Store:
         )
 
     # --- hospitals --------------------------------------------------------------------
-    @staticmethod
-    def _hospital(row: sqlite3.Row) -> HospitalRow:
-        return HospitalRow(
-            run_id=row["run_id"],
-            name=row["name"],
-            records=row["records"],
-            token_hash=row["token_hash"],
-        )
-
     def hospital_by_token_hash(self, token_hash: str) -> HospitalRow | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM hospitals WHERE token_hash = ?", (token_hash,)
-            ).fetchone()
-        return None if row is None else self._hospital(row)
+        row = self._one("SELECT * FROM hospitals WHERE token_hash = ?", (token_hash,))
+        return None if row is None else _from_row(HospitalRow, row)
 
     def hospital_count(self, run_id: str) -> int:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT COUNT(*) FROM hospitals WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        return int(row[0])
+        return self._count("SELECT COUNT(*) FROM hospitals WHERE run_id = ?", (run_id,))
 
     def hospitals(self, run_id: str) -> list[HospitalRow]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT * FROM hospitals WHERE run_id = ? ORDER BY name", (run_id,)
-            ).fetchall()
-        return [self._hospital(r) for r in rows]
+        rows = self._all("SELECT * FROM hospitals WHERE run_id = ? ORDER BY name", (run_id,))
+        return [_from_row(HospitalRow, r) for r in rows]
 
     # --- rounds -----------------------------------------------------------------------
     def insert_round(
@@ -327,41 +315,20 @@ class Store:
             "UPDATE rounds SET deadline = ? WHERE run_id = ? AND t = ?", (deadline, run_id, t)
         )
 
-    @staticmethod
-    def _round(row: sqlite3.Row) -> RoundRow:
-        return RoundRow(
-            run_id=row["run_id"],
-            t=row["t"],
-            status=cast(RoundState, row["status"]),
-            beta=_loads(row["beta"]),
-            opened_at=row["opened_at"],
-            deadline=row["deadline"],
-            closed_at=row["closed_at"],
-            beta_next=None if row["beta_next"] is None else _loads(row["beta_next"]),
-            noise=None if row["noise"] is None else _loads(row["noise"]),
-        )
-
     def get_round(self, run_id: str, t: int) -> RoundRow | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM rounds WHERE run_id = ? AND t = ?", (run_id, t)
-            ).fetchone()
-        return None if row is None else self._round(row)
+        row = self._one("SELECT * FROM rounds WHERE run_id = ? AND t = ?", (run_id, t))
+        return None if row is None else _from_row(RoundRow, row, *_ROUND_LISTS)
 
     def rounds(self, run_id: str) -> list[RoundRow]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT * FROM rounds WHERE run_id = ? ORDER BY t", (run_id,)
-            ).fetchall()
-        return [self._round(r) for r in rows]
+        rows = self._all("SELECT * FROM rounds WHERE run_id = ? ORDER BY t", (run_id,))
+        return [_from_row(RoundRow, r, *_ROUND_LISTS) for r in rows]
 
     def open_rounds(self) -> list[RoundRow]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT rounds.* FROM rounds JOIN runs ON runs.id = rounds.run_id "
-                "WHERE rounds.status = 'open' AND runs.status = 'running'"
-            ).fetchall()
-        return [self._round(r) for r in rows]
+        rows = self._all(
+            "SELECT rounds.* FROM rounds JOIN runs ON runs.id = rounds.run_id "
+            "WHERE rounds.status = 'open' AND runs.status = 'running'"
+        )
+        return [_from_row(RoundRow, r, *_ROUND_LISTS) for r in rows]
 
     # --- reports ----------------------------------------------------------------------
     def insert_report(self, report: ReportRow) -> None:
@@ -379,46 +346,26 @@ class Store:
             ),
         )
 
-    @staticmethod
-    def _report(row: sqlite3.Row) -> ReportRow:
-        return ReportRow(
-            run_id=row["run_id"],
-            t=row["t"],
-            hospital=row["hospital"],
-            count=row["count"],
-            total=_loads(row["total"]),
-            noise_std=row["noise_std"],
-            digest=row["digest"],
-            received_at=row["received_at"],
-        )
-
     def get_report(self, run_id: str, t: int, hospital: str) -> ReportRow | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM reports WHERE run_id = ? AND t = ? AND hospital = ?",
-                (run_id, t, hospital),
-            ).fetchone()
-        return None if row is None else self._report(row)
+        row = self._one(
+            "SELECT * FROM reports WHERE run_id = ? AND t = ? AND hospital = ?",
+            (run_id, t, hospital),
+        )
+        return None if row is None else _from_row(ReportRow, row, "total")
 
     def report_count(self, run_id: str, t: int) -> int:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT COUNT(*) FROM reports WHERE run_id = ? AND t = ?", (run_id, t)
-            ).fetchone()
-        return int(row[0])
+        return self._count("SELECT COUNT(*) FROM reports WHERE run_id = ? AND t = ?", (run_id, t))
 
     def reports(self, run_id: str, t: int | None = None) -> list[ReportRow]:
-        with self._lock:
-            if t is None:
-                rows = self._db.execute(
-                    "SELECT * FROM reports WHERE run_id = ? ORDER BY t, hospital", (run_id,)
-                ).fetchall()
-            else:
-                rows = self._db.execute(
-                    "SELECT * FROM reports WHERE run_id = ? AND t = ? ORDER BY hospital",
-                    (run_id, t),
-                ).fetchall()
-        return [self._report(r) for r in rows]
+        if t is None:
+            rows = self._all(
+                "SELECT * FROM reports WHERE run_id = ? ORDER BY t, hospital", (run_id,)
+            )
+        else:
+            rows = self._all(
+                "SELECT * FROM reports WHERE run_id = ? AND t = ? ORDER BY hospital", (run_id, t)
+            )
+        return [_from_row(ReportRow, r, "total") for r in rows]
 
     # Secure aggregation (``ldpem.server.secagg``): every message of a round, in order.
     def insert_secagg(self, run_id: str, t: int, kind: str, holder: str, body: str) -> None:

@@ -32,9 +32,9 @@ import secrets
 import shlex
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ldpem.cli import add_action
+from ldpem.cli import ActionSpec, add_actions
 from ldpem.common.errors import UserError
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import check_private, read_secret, write_secret
@@ -130,32 +130,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="text, or json: one object a line (default: text)",
     )
     parser.set_defaults(handler=run)
-    actions = parser.add_subparsers(dest="action", metavar="ACTION")
-    _register_init(actions)
-
-
-def _register_init(actions: Any) -> None:
-    init = add_action(
-        actions,
-        "init",
-        init_coordinator,
-        help="write the tokens (and a self-signed certificate) for a new coordinator",
-        description=(
-            "Write DIR/admin.token and DIR/read.token (random, mode 600) and print the "
-            "command that starts the coordinator with them. With --self-signed HOST, also "
-            "write a private CA (DIR/ca.pem: send it to every hospital, whose agents verify "
-            "the coordinator with --ca-cert ca.pem) and a certificate for HOST signed by it "
-            f"(DIR/server.pem, DIR/server.key), valid {CERT_DAYS} days. That is for trials "
-            "and internal networks: the CA's own key is not kept, so nothing else can be "
-            "signed with it. A certificate from your organisation's CA (or a public one) "
-            "goes in --tls-cert/--tls-key instead, and agents then need no --ca-cert. "
-            "Nothing that exists is overwritten."
+    # Not required: without an action, the command runs the coordinator itself.
+    add_actions(
+        parser,
+        ActionSpec(
+            "init",
+            init_coordinator,
+            help="write the tokens (and a self-signed certificate) for a new coordinator",
+            description=(
+                "Write DIR/admin.token and DIR/read.token (random, mode 600) and print the "
+                "command that starts the coordinator with them. With --self-signed HOST, also "
+                "write a private CA (DIR/ca.pem: send it to every hospital, whose agents verify "
+                "the coordinator with --ca-cert ca.pem) and a certificate for HOST signed by it "
+                f"(DIR/server.pem, DIR/server.key), valid {CERT_DAYS} days. That is for trials "
+                "and internal networks: the CA's own key is not kept, so nothing else can be "
+                "signed with it. A certificate from your organisation's CA (or a public one) "
+                "goes in --tls-cert/--tls-key instead, and agents then need no --ca-cert. "
+                "Nothing that exists is overwritten."
+            ),
+            example_lines=(
+                "ldpem coordinator init coord --self-signed coord.example",
+                "ldpem coordinator init coord --self-signed 127.0.0.1",
+            ),
+            options=_init_options,
         ),
-        example_lines=(
-            "ldpem coordinator init coord --self-signed coord.example",
-            "ldpem coordinator init coord --self-signed 127.0.0.1",
-        ),
+        required=False,
     )
+
+
+def _init_options(init: argparse.ArgumentParser) -> None:
     init.add_argument(
         "dir", type=Path, metavar="DIR", help="directory to write to, created mode 700"
     )

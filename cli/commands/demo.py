@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldpem.cli import from_options
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import model_names
 from ldpem.demo import DemoConfig, run_demo
@@ -76,18 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    config = DemoConfig(
-        hospitals=args.hospitals,
-        records=args.records,
-        model=args.model,
-        d=args.d,
-        rounds=args.rounds,
-        epsilon=args.epsilon,
-        seed=args.seed,
-        workdir=args.workdir,
-        mechanism=args.mechanism,
-    )
-    result = run_demo(config, quiet=args.json)
+    result = run_demo(from_options(DemoConfig, args), quiet=args.json)
     if args.json:
         print(json.dumps(result))
         return 0

@@ -19,9 +19,9 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ldpem.cli import add_action
+from ldpem.cli import ActionSpec, add_actions
 from ldpem.common.errors import UserError
 from ldpem.secretfiles import read_secret, write_secret
 
@@ -43,47 +43,62 @@ EXAMPLES = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _register_generate(actions)
-    _register_show(actions)
-    _register_roster(actions)
-
-
-def _register_generate(actions: Any) -> None:
-    generate = add_action(
-        actions,
-        "generate",
-        run_generate,
-        help="write a new signing key and print its roster line",
-        description=(
-            "Write a new Ed25519 signing key to --out (PEM, mode 600; an existing file is "
-            "never overwritten) and print the line NAME=PUBKEY that goes into the "
-            "consortium's roster. Keep the key file on the holder's machine only."
+    add_actions(
+        parser,
+        ActionSpec(
+            "generate",
+            run_generate,
+            help="write a new signing key and print its roster line",
+            description=(
+                "Write a new Ed25519 signing key to --out (PEM, mode 600; an existing file is "
+                "never overwritten) and print the line NAME=PUBKEY that goes into the "
+                "consortium's roster. Keep the key file on the holder's machine only."
+            ),
+            example_lines=("ldpem keys generate --out hospital-a.key --name hospital-a",),
+            options=_generate_options,
         ),
-        example_lines=("ldpem keys generate --out hospital-a.key --name hospital-a",),
+        ActionSpec(
+            "show",
+            run_show,
+            help="print a key's roster line, or a roster's digest and entries",
+            description=(
+                "With --key, print the roster line NAME=PUBKEY of a signing key file (which "
+                "must be mode 600). With --roster, print the roster's digest, which every "
+                "holder should compare with the others', and then its entries."
+            ),
+            example_lines=(
+                "ldpem keys show --key hospital-a.key",
+                "ldpem keys show --roster roster.json",
+            ),
+            options=_show_options,
+        ),
+        ActionSpec(
+            "roster",
+            run_roster,
+            help="create or extend the consortium's roster file",
+            description=(
+                "Add holders to the roster file --out, creating it if needed. Each --add takes "
+                "a line NAME=PUBKEY as printed by ldpem keys generate. Adding an entry that is "
+                "already there changes nothing; giving a known name another key is refused "
+                "(edit the file on purpose: every holder will see a new digest)."
+            ),
+            example_lines=(
+                "ldpem keys roster --out roster.json --add hospital-a=PUBKEY "
+                "--add hospital-b=PUBKEY",
+            ),
+            options=_roster_options,
+        ),
     )
+
+
+def _generate_options(generate: argparse.ArgumentParser) -> None:
     generate.add_argument(
         "--out", required=True, type=Path, metavar="FILE", help="the new private key file"
     )
     generate.add_argument("--name", help=_NAME_HELP)
 
 
-def _register_show(actions: Any) -> None:
-    show = add_action(
-        actions,
-        "show",
-        run_show,
-        help="print a key's roster line, or a roster's digest and entries",
-        description=(
-            "With --key, print the roster line NAME=PUBKEY of a signing key file (which must "
-            "be mode 600). With --roster, print the roster's digest, which every holder "
-            "should compare with the others', and then its entries."
-        ),
-        example_lines=(
-            "ldpem keys show --key hospital-a.key",
-            "ldpem keys show --roster roster.json",
-        ),
-    )
+def _show_options(show: argparse.ArgumentParser) -> None:
     which = show.add_mutually_exclusive_group(required=True)
     for flag, what, other in (
         ("--key", "a signing key file, mode 600", "--roster"),
@@ -95,22 +110,7 @@ def _register_show(actions: Any) -> None:
     show.add_argument("--name", help=_NAME_HELP + "; with --key only")
 
 
-def _register_roster(actions: Any) -> None:
-    roster = add_action(
-        actions,
-        "roster",
-        run_roster,
-        help="create or extend the consortium's roster file",
-        description=(
-            "Add holders to the roster file --out, creating it if needed. Each --add takes "
-            "a line NAME=PUBKEY as printed by ldpem keys generate. Adding an entry that is "
-            "already there changes nothing; giving a known name another key is refused "
-            "(edit the file on purpose: every holder will see a new digest)."
-        ),
-        example_lines=(
-            "ldpem keys roster --out roster.json --add hospital-a=PUBKEY --add hospital-b=PUBKEY",
-        ),
-    )
+def _roster_options(roster: argparse.ArgumentParser) -> None:
     roster.add_argument(
         "--out", required=True, type=Path, metavar="FILE", help="the roster file to write"
     )

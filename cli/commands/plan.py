@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 
+from ldpem.cli import from_options
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
@@ -173,21 +174,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     if args.delta is not None and not 0 < args.delta < 1:
         raise UserError(f"--delta must be in (0, 1), got {args.delta}")
     try:
-        return Problem(
-            model=args.model,
-            d=args.d,
-            sizes=sizes,
-            sigma=args.sigma,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            rounds=args.rounds,
-            snr=args.snr,
-            tau=args.tau,
-            zeta=args.zeta,
-            accounting=args.accounting,
-            missing=args.missing,
-            clip=args.clip,
-        )
+        return from_options(Problem, args, sizes=sizes)
     except ValueError as error:
         raise UserError(str(error)) from None
 

@@ -35,13 +35,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.cli import examples
+from ldpem.cli import ActionSpec, add_actions
 from ldpem.common.errors import UserError
 from ldpem.secretfiles import read_secret, write_secret
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
-_ADMIN_HELP = "file holding the admin token, mode 600 (default: LDPEM_ADMIN_TOKEN)"
 #: Simulations per setting of ``run create --plan`` (``prediction.DEFAULT_SEEDS``; not
 #: imported: the command's parser is built without numpy).
 _PLAN_SEEDS = 20
@@ -62,29 +61,49 @@ EXAMPLES = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _register_create(actions)
-    _register_status(actions)
-
-
-def _register_create(actions: Any) -> None:
-    create: argparse.ArgumentParser = actions.add_parser(
-        "create",
-        help="create a run (admin)",
-        description=(
-            "Create a run from a JSON request (model, d, sigma, rounds, mechanism, epsilon, "
-            "delta, hospitals with their record counts: docs/FEDERATED.md) with the admin "
-            "token, and hand out the hospitals' tokens: with --tokens-dir, one file per "
-            "hospital; without, inside the JSON answer (shown once: the coordinator keeps "
-            "only their hashes)."
+    add_actions(
+        parser,
+        ActionSpec(
+            "create",
+            create_run,
+            help="create a run (admin)",
+            description=(
+                "Create a run from a JSON request (model, d, sigma, rounds, mechanism, epsilon, "
+                "delta, hospitals with their record counts: docs/FEDERATED.md) with the admin "
+                "token, and hand out the hospitals' tokens: with --tokens-dir, one file per "
+                "hospital; without, inside the JSON answer (shown once: the coordinator keeps "
+                "only their hashes)."
+            ),
+            example_lines=(
+                "ldpem run create --coordinator https://coord.example:8443 --ca-cert "
+                "coord/ca.pem --admin-token-file coord/admin.token --config run.json "
+                "--tokens-dir tokens",
+                "LDPEM_ADMIN_TOKEN=... ldpem run create --coordinator http://127.0.0.1:8765 "
+                "--config run.json --plan",
+            ),
+            options=_create_options,
         ),
-        epilog=examples(
-            "ldpem run create --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
-            "--admin-token-file coord/admin.token --config run.json --tokens-dir tokens",
-            "LDPEM_ADMIN_TOKEN=... ldpem run create --coordinator http://127.0.0.1:8765 "
-            "--config run.json --plan",
+        ActionSpec(
+            "status",
+            show_status,
+            help="show a run, or follow it to its end",
+            description=(
+                "Print a run as JSON, or with --wait follow it (one line per closed round on "
+                "stderr) until it finished (exit 0) or failed (exit 2) and print one line. "
+                "Reads with the read token, else the admin token; a coordinator started with "
+                "--public-status needs neither."
+            ),
+            example_lines=(
+                "ldpem run status --coordinator https://coord.example:8443 --ca-cert "
+                "coord/ca.pem --token-file coord/read.token --wait",
+                "ldpem run status --coordinator http://127.0.0.1:8765 --wait --beta-star beta.json",
+            ),
+            options=_status_options,
         ),
     )
+
+
+def _create_options(create: argparse.ArgumentParser) -> None:
     create.add_argument(
         "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
     )
@@ -98,7 +117,7 @@ def _register_create(actions: Any) -> None:
         help="write each generated hospital token to DIR/<hospital>.token, mode 600, and "
         "print which file goes to whom (default: the tokens are in the JSON printed)",
     )
-    create.add_argument("--admin-token-file", type=Path, metavar="FILE", help=_ADMIN_HELP)
+    _token_file_option(create, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
     create.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
     create.add_argument(
         "--plan",
@@ -122,25 +141,9 @@ def _register_create(actions: Any) -> None:
         help="with --plan, processes that run the simulations (default: this machine's "
         "cores; 1: serial)",
     )
-    create.set_defaults(handler=create_run)
 
 
-def _register_status(actions: Any) -> None:
-    status: argparse.ArgumentParser = actions.add_parser(
-        "status",
-        help="show a run, or follow it to its end",
-        description=(
-            "Print a run as JSON, or with --wait follow it (one line per closed round on "
-            "stderr) until it finished (exit 0) or failed (exit 2) and print one line. "
-            "Reads with the read token, else the admin token; a coordinator started with "
-            "--public-status needs neither."
-        ),
-        epilog=examples(
-            "ldpem run status --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
-            "--token-file coord/read.token --wait",
-            "ldpem run status --coordinator http://127.0.0.1:8765 --wait --beta-star beta.json",
-        ),
-    )
+def _status_options(status: argparse.ArgumentParser) -> None:
     status.add_argument(
         "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
     )
@@ -148,14 +151,10 @@ def _register_status(actions: Any) -> None:
         "run_id", nargs="?", metavar="RUN_ID", help="the run (default: the run created last)"
     )
     status.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
-    status.add_argument(
-        "--token-file",
-        type=Path,
-        metavar="FILE",
-        help="file holding the read token, mode 600 (default: LDPEM_READ_TOKEN, else the "
-        "admin token)",
+    _token_file_option(
+        status, "--token-file", "read token", "LDPEM_READ_TOKEN, else the admin token"
     )
-    status.add_argument("--admin-token-file", type=Path, metavar="FILE", help=_ADMIN_HELP)
+    _token_file_option(status, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
     status.add_argument(
         "--wait", action="store_true", help="follow the run until it finished or failed"
     )
@@ -178,7 +177,19 @@ def _register_status(actions: Any) -> None:
         help="JSON with the true beta_star (ldpem generate --beta-star-out): also print the "
         "run's error (default: no error line)",
     )
-    status.set_defaults(handler=show_status)
+
+
+def _token_file_option(
+    parser: argparse.ArgumentParser, flag: str, token: str, default: str
+) -> None:
+    """``flag FILE``: the file holding ``token`` (mode 600), else ``default``; both actions'
+    token files are worded alike."""
+    parser.add_argument(
+        flag,
+        type=Path,
+        metavar="FILE",
+        help=f"file holding the {token}, mode 600 (default: {default})",
+    )
 
 
 def _admin_token(path: Path | None) -> str:

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.cli import from_options
 from ldpem.commands.client import add_source_arguments, source_from_args
 from ldpem.commands.plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
@@ -161,32 +162,11 @@ def parse_schedule(text: str) -> str | tuple[float, ...]:
 
 
 def study_from_args(args: argparse.Namespace) -> Study:
-    return Study(
-        model=args.model,
-        mechanism=args.mechanism,
-        n=args.n,
-        d=args.d,
-        epsilon=args.epsilon,
-        delta=args.delta,
-        rounds=args.rounds,
-        clip=args.clip,
-        snr=args.snr,
-        sigma=args.sigma,
-        missing=args.missing,
-        accounting=args.accounting,
-        reuse=args.reuse,
-        hospitals=args.hospitals,
-        seed=args.seed,
-        tau=args.tau,
-        beta_bound=args.beta_bound,
-        zeta=args.zeta,
-        eta=args.eta,
-        outliers=args.outliers,
-        t_min=args.t_min,
-        dropout=args.dropout,
+    return from_options(
+        Study,
+        args,
         sizes=None if args.hospitals_sizes is None else parse_sizes(args.hospitals_sizes),
         schedule=parse_schedule(args.schedule),
-        final=args.final,
     )
 
 

@@ -25,6 +25,7 @@ One module per idea:
 from __future__ import annotations
 
 from ldpem.common.protocol.construction import (
+    Budget,
     CentralNoise,
     central_noise,
     central_noise_for,
@@ -35,6 +36,7 @@ from ldpem.common.protocol.construction import (
     holder_scale,
     local_noise_std,
     make_mechanism,
+    public_budget,
     public_scale,
     report_sensitivity,
     round_scales,
@@ -92,6 +94,7 @@ __all__ = [
     "DELTA_MAX",
     "EQUAL",
     "LAST",
+    "Budget",
     "CentralNoise",
     "Enrolment",
     "FederatedStreams",
@@ -127,6 +130,7 @@ __all__ = [
     "noise_rng",
     "partition_rng",
     "privacy_ratio",
+    "public_budget",
     "public_scale",
     "records_per_round",
     "report_noise_std",

@@ -22,7 +22,8 @@ when count ≥ m. The simulator does the same, so both draw the same σ_r in eve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
+from typing import Protocol, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,7 +43,9 @@ from ldpem.common.protocol.parameters import PublicValues
 from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_records
 
 __all__ = [
+    "Budget",
     "CentralNoise",
+    "ScaleRule",
     "central_noise",
     "central_noise_for",
     "holder_contribution",
@@ -52,6 +55,7 @@ __all__ = [
     "holder_scale",
     "local_noise_std",
     "make_mechanism",
+    "public_budget",
     "public_scale",
     "report_sensitivity",
     "round_scales",
@@ -98,34 +102,21 @@ def public_scale(
     return scale_fn(records=records_per_round, tau=tau, eps_tilde=eps_tilde, d=d, zeta=zeta)
 
 
+class ScaleRule(Protocol):
+    """Algorithm 2's scale s of a round of m records: ``public_scale`` with a run's public
+    values but m bound (``functools.partial``)."""
+
+    def __call__(self, *, records_per_round: int) -> float: ...
+
+
 def round_scales(
-    mechanism: str,
-    *,
-    records: int,
-    rounds: int,
-    d: int,
-    epsilon: float,
-    delta: float,
-    tau: float,
-    zeta: float = DEFAULT_ZETA,
-    schedule: Schedule = EQUAL,
+    rule: ScaleRule, records: int, rounds: int, schedule: Schedule = EQUAL
 ) -> tuple[float, ...]:
-    """Algorithm 2's scale s_t of each round, the rule applied with that round's m_t
-    (``schedule.round_records`` of ``records``: all of a run's, or one holder's): T equal
+    """Algorithm 2's scale s_t of each round: the ``rule`` applied with that round's m_t
+    (``schedule.round_records`` of ``records``: all of a run's, or one holder's); T equal
     values for the ``equal`` schedule (m = ⌊records/rounds⌋), one per round otherwise."""
     counts = round_records(records, rounds, schedule)
-    scales = {  # once per distinct m_t: equal rounds share one
-        m: public_scale(
-            mechanism,
-            d=d,
-            records_per_round=m,
-            epsilon=epsilon,
-            delta=delta,
-            tau=tau,
-            zeta=zeta,
-        )
-        for m in set(counts)
-    }
+    scales = {m: rule(records_per_round=m) for m in set(counts)}  # equal rounds share one
     return tuple(scales[m] for m in counts)
 
 
@@ -146,18 +137,8 @@ def holder_own_scale(
     partitioned run of a ``mechanism`` whose holders take their own scale: ``round_scales``
     of its own records, at the run's public (ε, δ). The holder and the coordinator both
     compute it from public values and the enrolled count: it is not sent (docs/HOSPITAL.md)."""
-    scales = round_scales(
-        mechanism,
-        records=records,
-        rounds=rounds,
-        d=d,
-        epsilon=epsilon,
-        delta=delta,
-        tau=tau,
-        zeta=zeta,
-        schedule=schedule,
-    )
-    return scales[round_index(schedule, rounds, t)]
+    rule = partial(public_scale, mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta)
+    return round_scales(rule, records, rounds, schedule)[round_index(schedule, rounds, t)]
 
 
 def local_noise_std(
@@ -432,15 +413,25 @@ def holder_mechanism(
     return shape if noise == 0.0 else shape.with_noise(noise)
 
 
+class Budget(TypedDict):
+    """A privacy budget as the calibrations take it (``**budget``): (ε, δ) under an
+    accounting."""
+
+    epsilon: float
+    delta: float
+    accounting: str
+
+
+def public_budget(params: PublicValues) -> Budget:
+    """The budget a run of ``params`` publishes: what an honest holder with exactly that
+    budget, and the aggregator's noise, are calibrated for."""
+    return Budget(epsilon=params.epsilon, delta=params.delta, accounting=params.accounting)
+
+
 def central_noise(params: PublicValues, t: int | None = None) -> CentralNoise | None:
     """The coordinator's noise in round ``t`` of a run of ``params`` (None unless its
     mechanism's noise is the aggregator's), at the run's published budget."""
     if get_mechanism(params.mechanism).noise_site != "aggregator":
         return None
-    return central_noise_for(
-        holder_contribution(params, params.records_per_round, t=t),
-        d=params.d,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting=params.accounting,
-    )
+    contribution = holder_contribution(params, params.records_per_round, t=t)
+    return central_noise_for(contribution, d=params.d, **public_budget(params))

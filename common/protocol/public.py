@@ -3,11 +3,12 @@ the coordinator publishes and every agent checks (``wire.public_parameters`` wra
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.mechanisms import get_mechanism
-from ldpem.common.protocol.construction import round_scales
+from ldpem.common.protocol.construction import public_scale, round_scales
 from ldpem.common.protocol.defaults import (
     records_per_round,
     study_beta_bound,
@@ -54,21 +55,20 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         # operator fixed one s for all.
         scale = request.scale
         if scale is None and not kind.per_holder_scale:
-            rule = round_scales(
+            rule = partial(
+                public_scale,
                 request.mechanism,
-                records=sum(sizes),
-                rounds=request.rounds,
                 d=request.d,
                 epsilon=request.epsilon,
                 delta=delta,
                 tau=tau,
                 zeta=request.zeta,
-                schedule=request.schedule,
             )
+            per_round = round_scales(rule, sum(sizes), request.rounds, request.schedule)
             if is_equal(request.schedule):
-                scale = rule[0]
+                scale = per_round[0]
             else:
-                scales = list(rule)
+                scales = list(per_round)
         smoothing = smoothing_precision(request.d, request.zeta)
     elif kind.needs == "clip":
         clip = request.clip
