@@ -7,6 +7,12 @@ any group's median stray from the complete file's by more than the run-to-run sp
 pooled interquartile range). A positive control runs the same statistic on a loader that
 reads a file with a blank twice, as the old parser did, and must flag it: the test has the
 power to fail.
+
+The times are the process's CPU time (user + system), not the wall clock: the work the
+loader does is what could depend on a value, and the wall clock adds whatever other
+processes on a shared machine do meanwhile, in bursts that one group of the shuffled order
+can catch more of than another. The wall clock, end to end, is benchmarks/
+bench_load_timing.py's (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -53,9 +59,9 @@ def timings(files: dict[str, Path], load: Callable[[Path], object]) -> dict[str,
     load(files["complete"])  # warm the page cache and the imports
     seconds: dict[str, list[float]] = {name: [] for name in files}
     for name in order:
-        started = time.perf_counter()
+        started = time.process_time()
         load(files[name])
-        seconds[name].append(time.perf_counter() - started)
+        seconds[name].append(time.process_time() - started)
     return seconds
 
 
