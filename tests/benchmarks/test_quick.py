@@ -110,3 +110,20 @@ def test_bench_load_timing_quick() -> None:
             assert {"median", "q25", "q75", "iqr", "ratio_to_complete"} <= row.keys()
     assert result["end_to_end"]["current"]["model_flag"] is True
     assert result["rows"] == 2_000 and result["agent_repeats"] == 2
+
+
+def test_bench_versions_quick() -> None:
+    # The same checkout and interpreter on both sides.
+    root, python = str(BENCHMARKS.parent), sys.executable
+    sides = ["--before", root, "--after", root, "--before-python", python]
+    result = run("bench_versions.py", *sides, "--after-python", python, "--runs", "1")
+    ratios = result["ratio"]
+    assert set(ratios) == {
+        "mechanism_per_floor",
+        "agent_round_per_floor",
+        "agent_round_cpu",
+        "coordinator_round_cpu",
+        "simulate_cpu",
+    }
+    assert all(value > 0 for value in ratios.values())
+    assert len(result["runs"]["before"]) == len(result["runs"]["after"]) == 1
