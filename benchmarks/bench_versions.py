@@ -13,7 +13,7 @@ only what both versions have kept — ``make_mechanism``, ``get_model``, its own
   mechanism    LocalTruncation.privatize of 10⁶ GMM gradients, d = 10
   agent round  ``holder_round`` (GMM, local), n = 10⁵, d = 10: one hospital's round
   coordinator  one round of the real ``Coordinator`` (3 reports, SQLite WAL + FULL, the
-               M-step, the next round opened), in-process, no HTTP
+               M-step, the next round opened), in-process, no HTTP: blocks of 100 rounds
   simulate     ``ldpem simulate --model gmm --n 200000 --d 10 --epsilon 1 --seed 0 --json``
                as a child process: its user + system CPU, start-up included
 
@@ -68,10 +68,15 @@ out["floor_s"] = cpu(lambda: rng.standard_normal((n, d)), reps)
 out["mechanism_s"] = cpu(lambda: mechanism.privatize(gradients, rng), reps)
 out["agent_floor_s"] = cpu(lambda: rng.standard_normal((agent_n, d)), 3 * reps)
 out["agent_round_s"] = cpu(agent, 3 * reps)
+# A round is a few ms and varies with SQLite's work: time blocks of rounds, per round.
+block = 5 if quick else 100
 with tempfile.TemporaryDirectory() as tmp:
-    rounds = bench_scaling.CoordinatorRounds(Path(tmp), 3000, d, 8 * reps)
+    rounds = bench_scaling.CoordinatorRounds(Path(tmp), 3000, d, 1 + 3 * block)
     rounds()  # the first round opens the connection's caches
-    out["coordinator_round_s"] = cpu(rounds, 6 * reps)
+    def rounds_block():
+        for _ in range(block):
+            rounds()
+    out["coordinator_round_s"] = cpu(rounds_block, 3) / block
     rounds.close()
 print(json.dumps(out))
 """
@@ -153,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")
+    load_before = os.getloadavg()
     runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     for i in range(args.runs):
         order = ("before", "after") if i % 2 == 0 else ("after", "before")
@@ -167,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         "after": str(args.after),
         "runs": runs,
         "ratio": found,
+        "load_before": load_before,
         "load_after": os.getloadavg(),
     }
     if args.json:
