@@ -103,7 +103,9 @@ def probe(checkout: Path, python: Path | None = None, *, quick: bool = False) ->
     before = os.times()
     simulate = subprocess.run(
         [
-            str(checkout / ".venv" / "bin" / "ldpem"),
+            str(python),
+            "-m",
+            "ldpem",
             *SIMULATE,
             "--n",
             "2000" if quick else "200000",
