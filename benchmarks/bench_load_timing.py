@@ -46,24 +46,21 @@ median ÷ the complete file's. The machine is shared: compare the files of one r
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import secrets
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import uvicorn
 from fastapi import FastAPI, Response
 from scipy.stats import kruskal
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fedkit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
@@ -71,7 +68,8 @@ from _fedkit import machine
 from ldpem.client.data import load_records
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.models import get_model
-from ldpem.processes import Processes, free_port
+from ldpem.processes import Processes
+from tests.fedkit import live_server
 
 #: File name → where the blank cell is (fraction of the rows), None for the complete file.
 FILES: dict[str, float | None] = {"complete": None, "1%": 0.01, "50%": 0.50, "99%": 0.99}
@@ -191,25 +189,6 @@ class FakeCoordinator:
         return app
 
 
-@contextlib.contextmanager
-def serve(app: FastAPI) -> Iterator[str]:
-    """``app`` on a free 127.0.0.1 port, served by uvicorn in a thread; yields its URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the fake coordinator did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-
-
 def agent_argv(url: str, token: Path, data: Path, state: Path, *, model: bool) -> list[str]:
     """``ldpem client`` as ``start_agent`` runs it; ``model``: whether to pass ``--model``
     (an agent from before issue 22 has none: it parsed for the coordinator's model)."""
@@ -255,7 +234,7 @@ def end_to_end(
         version: {"start_to_me": {n: [] for n in files}, "me_to_poll": {n: [] for n in files}}
         for version in versions
     }
-    with serve(fake.app()) as url, Processes(workdir / "logs") as processes:
+    with live_server(fake.app(), start_timeout=30) as url, Processes(workdir / "logs") as processes:
 
         def agent(k: int, version: str, name: str) -> tuple[float, float]:
             fake.arrivals.clear()

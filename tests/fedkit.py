@@ -101,13 +101,14 @@ def process_manager(directory: Path) -> Processes:
 
 
 @contextlib.contextmanager
-def live_server(app: FastAPI) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yields its URL."""
+def live_server(app: FastAPI, *, start_timeout: float = 10.0) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yields its URL
+    (RuntimeError if it has not started within ``start_timeout`` seconds)."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + start_timeout
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("test server did not start")
