@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ldpem import __version__
 from ldpem.common.errors import UserError
-from ldpem.plugins import load_plugins
+from ldpem.common.plugins import ensure_plugins
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Before the parser: registered models and mechanisms are its choices.
-        load_plugins()
+        ensure_plugins()
     except UserError as error:
         print(f"ldpem: error: {error}", file=sys.stderr)
         return 2

@@ -71,6 +71,7 @@ from ldpem.client.trust import (
 from ldpem.common.logs import log_context
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
+from ldpem.common.plugins import ensure_plugins
 from ldpem.common.protocol import Budget, noise_rng, partition_rng, report_noise_std
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
@@ -191,6 +192,8 @@ class Agent:
     def run(self) -> int:
         """Follow the run to its end. 0 when it finished; AgentError otherwise."""
         with contextlib.ExitStack() as context:
+            # The run's model and mechanism may be a plugin's (docs/EXTENDING.md).
+            ensure_plugins()
             cfg = self.config
             check_own_configuration(
                 epsilon=cfg.epsilon, delta=cfg.delta, seed=cfg.seed, model=cfg.model

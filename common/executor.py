@@ -12,6 +12,10 @@ worker ran it or in what order: every executor returns the same list for the sam
   (``tcp://HOST:8786``; the optional extra ``ldpem[dask]``). Its workers must import the
   same ``ldpem`` (install it where they run).
 
+Every worker, local or Dask, first imports the plugin modules (``LDPEM_PLUGINS``,
+``ldpem.common.plugins``) this process loaded, so a task of a plugin's model or mechanism
+finds it registered there too.
+
 ``make_executor(scheduler)`` chooses: None for the local pool, ``serial``, or a Dask
 scheduler's address.
 """
@@ -25,11 +29,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from multiprocessing.context import BaseContext
 from types import TracebackType
 from typing import Protocol, TypeVar
 
 from ldpem.common.errors import UserError
+from ldpem.common.plugins import import_plugins, plugin_modules
 
 __all__ = [
     "DASK_MISSING",
@@ -145,8 +151,8 @@ class PoolExecutor(_Closing):
             self._pool = ProcessPoolExecutor(
                 max_workers=self._workers,
                 mp_context=context,
-                initializer=_follow_parent,
-                initargs=(os.getpid(),),
+                initializer=_start_worker,
+                initargs=(os.getpid(), plugin_modules()),
             )
         return self._pool
 
@@ -201,7 +207,9 @@ class DaskExecutor(_Closing):
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
         if not tasks:
             return []
-        futures = self._client.map(fn, list(tasks), pure=False)
+        # A Dask worker's environment is its own: it imports this process's plugins.
+        task = partial(_with_plugins, plugin_modules(), fn)
+        futures = self._client.map(task, list(tasks), pure=False)
         return list(self._client.gather(futures))  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
@@ -216,6 +224,19 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # alive, someone else's (the pid was reused)
         return True
     return True
+
+
+def _with_plugins(plugins: tuple[str, ...], fn: Callable[[T], R], task: T) -> R:
+    """``fn(task)`` once the modules ``plugins`` are imported (a Dask task)."""
+    import_plugins(plugins)
+    return fn(task)
+
+
+def _start_worker(parent: int, plugins: tuple[str, ...]) -> None:
+    """A pool worker's initializer: import the plugins the parent loaded, so that tasks of
+    their models and mechanisms find them registered, and follow the parent."""
+    import_plugins(plugins)
+    _follow_parent(parent)
 
 
 def _follow_parent(parent: int) -> None:

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 
 from ldpem import __version__
 from ldpem.common.logs import request_clock
+from ldpem.common.plugins import ensure_plugins
 from ldpem.common.wire import API_PREFIX, describe_errors
 from ldpem.server.coordinator import Coordinator, hash_token
 from ldpem.server.forecast import ForecastOptions
@@ -121,6 +122,8 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
     admin token unless ``settings.public_status`` (see ``ldpem.server.deps``)."""
     if not settings.admin_token:
         raise ValueError("settings.admin_token must be set")
+    # The run requests name the plugins' models and mechanisms too (docs/EXTENDING.md).
+    ensure_plugins()
     metrics = Metrics()
     store = store if store is not None else MeteredStore(settings.state, metrics)
     metrics.attach(store)

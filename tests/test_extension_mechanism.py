@@ -24,6 +24,7 @@ from ldpem.common.mechanisms import Mechanism, register_mechanism
 from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
 from ldpem.processes import Processes, start_coordinator
 from tests.fedkit import ADMIN, TOKENS, admin_headers, agents_to_the_end, write_gmm_data
+from tests.forecastkit import wait_for_forecast
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.test_extension_mechanism", "PYTHONPATH": str(ROOT)}
@@ -87,7 +88,8 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
         _, url = start_coordinator(
             processes,
             state=tmp_path / "coordinator.sqlite",
-            env={"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": "0.1"},
+            # The forecast simulates in a pool of 2 processes, which import the plugin.
+            env={"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": "0.1", "LDPEM_FORECAST_WORKERS": "2"},
         )
         request = {
             "model": "gmm",
@@ -96,7 +98,6 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
             "rounds": 3,
             "mechanism": "local-box",
             "clip": 2.0,
-            "forecast": False,
             "hospitals": [
                 {"name": f"h{i}", "records": count, "token": TOKENS[i]}
                 for i, count in enumerate(COUNTS)
@@ -105,6 +106,9 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
         created = httpx.post(f"{url}/v1/runs", json=request, headers=admin_headers(), timeout=60)
         assert created.status_code == 201, created.text
         run_id = created.json()["run_id"]
+        # Simulated by pool workers that imported this module through LDPEM_PLUGINS.
+        forecast = wait_for_forecast(url, run_id)["forecast"]
+        assert forecast["seeds"] >= 2 and forecast["low"] <= forecast["mean"] <= forecast["high"]
         assert created.json()["params"]["clip"] == 2.0
         run = agents_to_the_end(processes, url, run_id, paths, model="gmm", state=tmp_path)
         rounds = httpx.get(

@@ -23,6 +23,7 @@ from ldpem.common.models import Model, Records, get_model, register_model
 from ldpem.common.models.base import Draw, tau_spread
 from ldpem.processes import Processes, start_coordinator
 from tests.fedkit import ADMIN, TOKENS, admin_headers, agents_to_the_end
+from tests.forecastkit import wait_for_forecast
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.test_extension_model", "PYTHONPATH": str(ROOT)}
@@ -103,7 +104,8 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
         _, url = start_coordinator(
             processes,
             state=tmp_path / "coordinator.sqlite",
-            env={"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": "0.1"},
+            # The forecast simulates in a pool of 2 processes, which import the plugin.
+            env={"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": "0.1", "LDPEM_FORECAST_WORKERS": "2"},
         )
         request = {
             "model": "lr",
@@ -111,7 +113,6 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
             "sigma": 1.0,
             "rounds": 4,
             "mechanism": "hospital",
-            "forecast": False,
             "hospitals": [
                 {"name": f"h{i}", "records": N // 2, "token": TOKENS[i]} for i in range(2)
             ],
@@ -119,6 +120,9 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
         created = httpx.post(f"{url}/v1/runs", json=request, headers=admin_headers(), timeout=60)
         assert created.status_code == 201, created.text
         run_id = created.json()["run_id"]
+        # Simulated by pool workers that imported this module through LDPEM_PLUGINS.
+        forecast = wait_for_forecast(url, run_id)["forecast"]
+        assert forecast["seeds"] >= 2 and forecast["low"] <= forecast["mean"] <= forecast["high"]
         run = agents_to_the_end(processes, url, run_id, paths, model="lr", state=tmp_path)
     finally:
         processes.stop()
