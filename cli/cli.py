@@ -11,19 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 from ldpem import __version__
+from ldpem.actions import ActionSpec, add_actions, examples, from_options
 from ldpem.common.errors import UserError
 from ldpem.common.plugins import ensure_plugins
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-    _Described = TypeVar("_Described", bound=DataclassInstance)
 
 __all__ = [
     "ActionSpec",
@@ -66,57 +61,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         ):
             return text
         return f"{text} (default: %(default)s)"
-
-
-def examples(*lines: str) -> str:
-    """An epilog of one or two example command lines (tests/cli/test_help_tree.py parses
-    them with the real parser, so an example cannot drift from the options)."""
-    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    """A subcommand of a command (``ldpem keys generate``), as ``add_actions`` registers it:
-    its name, the handler it runs, its one-line help, its description, its example lines
-    and the function that adds its options to its parser."""
-
-    name: str
-    handler: Callable[[argparse.Namespace], int]
-    help: str
-    description: str
-    example_lines: Sequence[str]
-    options: Callable[[argparse.ArgumentParser], None]
-
-
-def add_actions(
-    parser: argparse.ArgumentParser, *actions: ActionSpec, required: bool = True
-) -> None:
-    """The subcommands ``actions`` of ``parser``: the one given is ``args.action`` and runs
-    as ``args.handler`` (``required``: one must be given); each one's epilog is
-    ``examples(*example_lines)``."""
-    subparsers = parser.add_subparsers(dest="action", required=required, metavar="ACTION")
-    for action in actions:
-        sub: argparse.ArgumentParser = subparsers.add_parser(
-            action.name,
-            help=action.help,
-            description=action.description,
-            epilog=examples(*action.example_lines),
-        )
-        sub.set_defaults(handler=action.handler)
-        action.options(sub)
-
-
-def from_options(cls: type[_Described], args: argparse.Namespace, **given: Any) -> _Described:
-    """A ``cls`` (a dataclass: a study, a planned problem) from a command's parsed options:
-    the ``given`` fields, and every other field from the option of its name where the
-    command has one (else the field's default). Options are named after the fields they
-    set, so that one added to both reaches the object without a second list of names."""
-    values = {
-        field.name: getattr(args, field.name)
-        for field in fields(cls)
-        if field.name not in given and hasattr(args, field.name)
-    }
-    return cls(**values, **given)
 
 
 class _Parser(argparse.ArgumentParser):

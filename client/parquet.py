@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ldpem.client.columns import resolve_columns
-from ldpem.client.sql import Block, first_line, missing_extra
+from ldpem.client.sql import Block, Source, first_line, missing_extra
 from ldpem.common.errors import UserError
-
-if TYPE_CHECKING:
-    from ldpem.client.sources import Source
 
 __all__ = ["read_parquet"]
 

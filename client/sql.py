@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import numpy as np
@@ -23,10 +23,8 @@ from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
 
-if TYPE_CHECKING:
-    from ldpem.client.sources import Source
-
 __all__ = [
+    "Source",
     "first_line",
     "has_top_level_order_by",
     "missing_extra",
@@ -34,6 +32,28 @@ __all__ = [
     "read_sqlite",
     "redacted_url",
 ]
+
+
+class Source(Protocol):
+    """What the readers take from a data source: ``ldpem.client.sources.Source`` is one
+    (declared here, where the readers live, so that they never import the module that
+    dispatches to them)."""
+
+    @property
+    def location(self) -> str: ...
+    @property
+    def query(self) -> str | None: ...
+    @property
+    def columns(self) -> tuple[str, ...] | None: ...
+    @property
+    def target(self) -> str | None: ...
+    @property
+    def password_file(self) -> Path | None: ...
+    @property
+    def chunk_rows(self) -> int: ...
+    @property
+    def label(self) -> str: ...
+
 
 #: Python types a numeric SQL value arrives as (psycopg: numeric is Decimal; bool is refused).
 _NUMBER_TYPES = frozenset({int, float, Decimal, type(None)})

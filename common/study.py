@@ -33,13 +33,10 @@ from functools import cache
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.models import Model, Records, get_model
 from ldpem.common.protocol import (
-    EQUAL,
-    LAST,
     CentralNoise,
     central_noise_for,
     initial_beta,
@@ -58,7 +55,13 @@ from ldpem.common.simulation import (
     run_gradient_em,
     split_holders,
 )
-from ldpem.common.study_checks import check_size, check_study, given_sizes, per_hospital
+from ldpem.common.study_checks import (
+    Study,
+    check_size,
+    check_study,
+    given_sizes,
+    per_hospital,
+)
 
 __all__ = [
     "OUTLIER_NORM",
@@ -77,54 +80,6 @@ RoundCallback = Callable[[int, FloatArray, float | None], None]
 
 #: L2 norm of the gross outliers that ``Study.outliers`` plants in the data.
 OUTLIER_NORM = 1e3
-
-
-@dataclass(frozen=True)
-class Study:
-    """A simulated study. ``None`` means "the documented default":
-
-    delta: n^-1.1 (at most 0.5); missing: 0.1 for a model that allows missing covariates
-    (rmc), 0 otherwise; beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: the model's
-    ``default_tau`` of B, σ and d (``protocol.study_tau``); scale: Algorithm 2's rule (the
-    ``scale`` a run's operator may fix instead).
-    ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
-    ``sizes``: the hospitals' record counts (summing to n; ``hospitals`` is then ignored);
-    otherwise ``hospitals`` hospitals of random unequal sizes
-    (``simulation.random_holder_sizes``). With records given to ``run_study`` instead of
-    synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
-    ``schedule``: records per round (``protocol.round_sizes``: ``"equal"``,
-    ``"geometric:g"`` or T fractions); ``final``: the reported estimate (``"last"`` or
-    ``"average:k"``, ``protocol.final_estimate``).
-    """
-
-    model: str = "gmm"
-    mechanism: str = "local"
-    n: int = 20_000
-    d: int = 10
-    epsilon: float = 1.0
-    delta: float | None = None
-    rounds: int = 10
-    clip: float = 1.0
-    snr: float = 3.0
-    sigma: float = 1.0
-    missing: float | None = None
-    accounting: str = "exact"
-    reuse: bool = False
-    hospitals: int = 1
-    seed: int = 0
-    tau: float | None = None
-    beta_bound: float | None = None
-    zeta: float = DEFAULT_ZETA
-    eta: float = 1.0
-    outliers: float = 0.0
-    sizes: tuple[int, ...] | None = None
-    scale: float | None = None
-    schedule: str | tuple[float, ...] = EQUAL
-    final: str = LAST
-    #: Noise shares (secagg): honest holders whose shares make the noise (None: study_t_min).
-    t_min: int | None = None
-    #: Each holder misses each round with this probability (``run_gradient_em``).
-    dropout: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,21 @@
-"""The checks of a simulated study (``ldpem.common.study``): one-line UserErrors for its
-values, before anything is drawn, and for its size once its records are known."""
+"""A simulated study's description (``Study``, run by ``ldpem.common.study``) and its
+checks: one-line UserErrors for its values, before anything is drawn, and for its size once
+its records are known. The description lives beside its checks, so that the study's runner
+imports both and neither imports the runner."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from ldpem.common.accounting import ACCOUNTING_MODES
+from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
 from ldpem.common.protocol import (
+    EQUAL,
+    LAST,
     check_final,
     check_noise_shares,
     check_schedule,
@@ -19,10 +24,55 @@ from ldpem.common.protocol import (
     round_sizes,
 )
 
-if TYPE_CHECKING:
-    from ldpem.common.study import Study
+__all__ = ["Study", "check_size", "check_study", "given_sizes", "per_hospital"]
 
-__all__ = ["check_size", "check_study", "given_sizes", "per_hospital"]
+
+@dataclass(frozen=True)
+class Study:
+    """A simulated study. ``None`` means "the documented default":
+
+    delta: n^-1.1 (at most 0.5); missing: 0.1 for a model that allows missing covariates
+    (rmc), 0 otherwise; beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: the model's
+    ``default_tau`` of B, σ and d (``protocol.study_tau``); scale: Algorithm 2's rule (the
+    ``scale`` a run's operator may fix instead).
+    ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
+    ``sizes``: the hospitals' record counts (summing to n; ``hospitals`` is then ignored);
+    otherwise ``hospitals`` hospitals of random unequal sizes
+    (``simulation.random_holder_sizes``). With records given to ``run_study`` instead of
+    synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
+    ``schedule``: records per round (``protocol.round_sizes``: ``"equal"``,
+    ``"geometric:g"`` or T fractions); ``final``: the reported estimate (``"last"`` or
+    ``"average:k"``, ``protocol.final_estimate``).
+    """
+
+    model: str = "gmm"
+    mechanism: str = "local"
+    n: int = 20_000
+    d: int = 10
+    epsilon: float = 1.0
+    delta: float | None = None
+    rounds: int = 10
+    clip: float = 1.0
+    snr: float = 3.0
+    sigma: float = 1.0
+    missing: float | None = None
+    accounting: str = "exact"
+    reuse: bool = False
+    hospitals: int = 1
+    seed: int = 0
+    tau: float | None = None
+    beta_bound: float | None = None
+    zeta: float = DEFAULT_ZETA
+    eta: float = 1.0
+    outliers: float = 0.0
+    sizes: tuple[int, ...] | None = None
+    scale: float | None = None
+    schedule: str | tuple[float, ...] = EQUAL
+    final: str = LAST
+    #: Noise shares (secagg): honest holders whose shares make the noise (None: study_t_min).
+    t_min: int | None = None
+    #: Each holder misses each round with this probability (``run_gradient_em``).
+    dropout: float = 0.0
 
 
 def _fail(name: str, requirement: str, value: object) -> UserError:

@@ -4,17 +4,34 @@ its request must hold beyond the schema (``check_shares``, run by ``wire.RunCrea
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from ldpem.common.mechanisms import get_mechanism
 
-if TYPE_CHECKING:
-    from ldpem.common.wire import RunCreate
-
-__all__ = ["check_shares"]
+__all__ = ["SharesRequest", "check_shares"]
 
 
-def check_shares(request: RunCreate) -> None:
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class SharesRequest(Protocol):
+    """What ``check_shares`` reads of a run request (``wire.RunCreate`` is one; declared
+    here so that this module never imports the wire module that calls it)."""
+
+    @property
+    def mechanism(self) -> str: ...
+    @property
+    def t_min(self) -> int | None: ...
+    @property
+    def roster(self) -> dict[str, Any] | None: ...
+    @property
+    def hospitals(self) -> Sequence[_Named]: ...
+
+
+def check_shares(request: SharesRequest) -> None:
     """A run of noise shares needs a roster naming every hospital, K ≥ 2 and t_min > K/2
     (``secagg.minimum_t_min``, at most K); no other run takes a roster or a t_min.
     ValueError otherwise."""

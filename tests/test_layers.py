@@ -56,44 +56,57 @@ def test_the_check_sees_a_command_line_import(tmp_path: Path) -> None:
     assert outside_the_layers(imported_ldpem_modules(source)) == ["ldpem.demo", "ldpem.errors"]
 
 
-def _runtime_imports(path: Path) -> set[str]:
-    """``imported_ldpem_modules`` without the imports under ``if TYPE_CHECKING:`` (they
-    never run, so they make no circle), lazy imports inside functions included."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            node.body = []
+#: The installed package's modules come from these folders (pyproject.toml's package-dir):
+#: ``cli/`` is ``ldpem`` itself, the others keep their folder's name.
+PACKAGES = {
+    "cli": "ldpem",
+    "common": "ldpem.common",
+    "server": "ldpem.server",
+    "client": "ldpem.client",
+}
+
+
+def _module_name(path: Path) -> str:
+    """The dotted name a product file is imported as (``cli/commands/run.py`` →
+    ``ldpem.commands.run``, ``common/models/__init__.py`` → ``ldpem.common.models``)."""
+    folder, *rest = path.relative_to(ROOT).with_suffix("").parts
+    name = ".".join([PACKAGES[folder], *rest])
+    return name.removesuffix(".__init__")
+
+
+def _all_imports(path: Path, modules: set[str]) -> set[str]:
+    """Every ``ldpem`` module the file imports, wherever the import stands: at the top,
+    inside a function (a lazy import still makes a circle when it runs) or under ``if
+    TYPE_CHECKING:`` (mypy and every reader follow it; a circle there is a design one).
+    ``from package import name`` counts as an import of ``package.name`` when that is one
+    of ``modules``, else of ``package``."""
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-        elif isinstance(node, ast.Import):
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-    return found
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
+    return {module for module in found if module in modules}
 
 
-def _import_graph(layer: str) -> dict[str, set[str]]:
-    """Module → the modules of the same layer it imports at run time, anywhere in the file
-    (a lazy import inside a function still makes a circle)."""
-    package = f"ldpem.{layer}"
-    graph: dict[str, set[str]] = {}
-    for path in sorted((ROOT / layer).rglob("*.py")):
-        name = ".".join([package, *path.relative_to(ROOT / layer).with_suffix("").parts])
-        graph[name.removesuffix(".__init__")] = {
-            module for module in _runtime_imports(path) if module.startswith(package)
-        }
-    return graph
+def _import_graph(folders: tuple[str, ...] = tuple(PACKAGES)) -> dict[str, set[str]]:
+    """Module → the modules it imports, over the product files of ``folders``."""
+    paths = sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
+    names = {_module_name(p): p for p in paths}
+    return {name: _all_imports(path, set(names)) - {name} for name, path in names.items()}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import circle of ``graph`` (as a path), or None."""
+    """One import circle of ``graph`` (as a path that ends where it starts), or None."""
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return [*path, node, nxt]
+                return [*path[path.index(nxt) :], node, nxt] if nxt in path else [node, nxt]
             if nxt in graph and nxt not in state:
                 found = visit(nxt, [*path, node])
                 if found:
@@ -109,12 +122,48 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("layer", ["client", "server"])
-def test_no_import_circle_within_a_layer(layer: str) -> None:
-    assert _cycle(_import_graph(layer)) is None
+def _subpackages() -> list[str]:
+    """Every package of the product: the four folders and each folder with an
+    ``__init__.py`` below them (``common/models``, ``server/routes``, …)."""
+    return sorted(
+        p.parent.relative_to(ROOT).as_posix()
+        for folder in PACKAGES
+        for p in (ROOT / folder).rglob("__init__.py")
+    )
+
+
+@pytest.mark.parametrize("package", _subpackages())
+def test_no_import_circle_within_a_package(package: str) -> None:
+    graph = _import_graph((package.split("/")[0],))
+    prefix = _module_name(ROOT / package / "__init__.py")
+    inside = {m: {n for n in edges if n.startswith(prefix)} for m, edges in graph.items()}
+    inside = {m: edges for m, edges in inside.items() if m.startswith(prefix)}
+    assert inside
+    circle = _cycle(inside)
+    assert circle is None, f"import circle in {package}/: {' -> '.join(circle or [])}"
+
+
+def test_no_import_circle_across_the_product() -> None:
+    circle = _cycle(_import_graph())
+    assert circle is None, f"import circle: {' -> '.join(circle or [])}"
 
 
 def test_the_circle_check_finds_a_circle() -> None:
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "z": {"a"}}
     assert _cycle(graph) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_scan_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    source = tmp_path / "x.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ldpem.client.sources import Source\n"
+        "def f():\n    from ldpem.common import wire\n    import ldpem.server.app\n"
+    )
+    modules = {"ldpem.client.sources", "ldpem.common.wire", "ldpem.common", "ldpem.server.app"}
+    assert _all_imports(source, modules) == {
+        "ldpem.client.sources",
+        "ldpem.common.wire",
+        "ldpem.server.app",
+    }

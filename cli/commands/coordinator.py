@@ -34,7 +34,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ldpem.cli import ActionSpec, add_actions
+from ldpem.actions import ActionSpec, add_actions
 from ldpem.common.errors import UserError
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import check_private, read_secret, write_secret

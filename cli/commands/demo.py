@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.cli import from_options
+from ldpem.actions import from_options
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import model_names
 from ldpem.demo import DemoConfig, run_demo

@@ -7,7 +7,7 @@ import argparse
 import json
 import math
 
-from ldpem.cli import from_options
+from ldpem.actions import from_options
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.errors import UserError

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.cli import ActionSpec, add_actions
+from ldpem.actions import ActionSpec, add_actions
 from ldpem.common.errors import UserError
 from ldpem.secretfiles import read_secret, write_secret
 

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.cli import from_options
+from ldpem.actions import from_options
 from ldpem.commands.client import add_source_arguments, source_from_args
 from ldpem.commands.plan import parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
