@@ -37,10 +37,18 @@ from ldpem.common.simulation import split_holders
 from ldpem.common.study import Dataset, Study, run_study
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
 
-__all__ = ["DemoConfig", "demo_hospital_sizes", "run_demo"]
+__all__ = ["BASELINES", "DemoConfig", "demo_hospital_sizes", "run_demo"]
 
 #: Seconds the demo waits for the coordinator to create the run (and forecast it).
 CREATE_TIMEOUT = 600.0
+#: The in-process baselines the federated run is compared with, in the order shown: each
+#: mechanism's name and how the summary and the plot name it.
+BASELINES = (
+    ("hospital", "hospital-level DP, same trust boundary (in-process)"),
+    ("secagg", "secure aggregation, t_min = ⌊K/2⌋+1 (in-process)"),
+    ("local-clip", "clipped DP gradient EM, C=1 (in-process)"),
+    ("none", "non-private gradient EM (in-process)"),
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,7 @@ class DemoConfig:
     epsilon: float = 1.0
     seed: int = 0
     workdir: Path | None = None
-    #: The federated run's mechanism: "local" (per record) or "hospital" (docs/HOSPITAL.md).
+    #: The federated run's mechanism: one of ``commands.demo.demo_mechanisms`` (docs/HOSPITAL.md).
     mechanism: str = "local"
     timeout: float = 300.0
 
@@ -337,7 +345,7 @@ def _baselines(
     own scale and noise, docs/HOSPITAL.md; secagg: the masked sum of noise shares,
     docs/SECAGG.md, with the honest majority t_min = ⌊K/2⌋ + 1, at most K)."""
     out = {}
-    for name in ("none", "local-clip", "hospital", "secagg"):
+    for name, _ in BASELINES:
         shared = get_mechanism(name).noise_site == "shares"
         # σ = 1 and the default declared bound snr·σ = 3: τ as the coordinator derives it.
         study = Study(
@@ -408,14 +416,9 @@ def _plot(result: dict[str, Any], path: Path) -> str | None:
     axes.plot(
         rounds, result["errors"], marker="o", label=f"federated, {kind} (ε={result['epsilon']})"
     )
-    labels = {
-        "none": "non-private EM",
-        "local-clip": "clipped DP EM (C = 1)",
-        "hospital": "hospital-level DP (in-process)",
-        "secagg": "secure aggregation, noise shares (in-process)",
-    }
-    for name, errors in result["baseline_errors"].items():
-        axes.plot(rounds, errors, marker=".", linestyle="--", label=labels[name])
+    for name, label in BASELINES:
+        errors = result["baseline_errors"][name]
+        axes.plot(rounds, errors, marker=".", linestyle="--", label=label)
     axes.axhline(result["trivial_error"], color="grey", linewidth=0.8, label="β = 0")
     axes.set_yscale("log")
     axes.set_xlabel("round")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 
 from ldpem.common.crossover import Crossover, find_crossover
 from ldpem.common.executor import Executor, make_executor
-from ldpem.common.mechanisms import mechanism_names
+from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.prediction import (
     BEAT_FRACTION,
     DEFAULT_SEEDS,
@@ -36,6 +36,7 @@ __all__ = [
     "Plan",
     "Problem",
     "beta_zero_warning",
+    "crossover_mechanism",
     "make_plan",
     "recommendation",
 ]
@@ -108,48 +109,75 @@ class Plan:
         }
 
 
+#: A mechanism of the same trust boundary replaces the one registered before it only with
+#: this fraction of its error or less (a clear gain, not seed noise).
+CLEAR_GAIN = 0.8
+#: Noise shares add a trust assumption (an honest majority of holders): recommended only
+#: with this fraction of the error of every useful mechanism of the hospitals' own noise.
+SHARES_GAIN = 0.5
+
+
+def _registry_order(predictions: Sequence[Prediction]) -> list[Prediction]:
+    order = mechanism_names()
+    return sorted(predictions, key=lambda p: order.index(p.mechanism))
+
+
+def crossover_mechanism(mechanisms: Sequence[str]) -> str:
+    """The mechanism whose crossover the plan states: the first of ``mechanisms`` (else of
+    the registry) whose noise is added to each record's report — the local model, the
+    strictest trust boundary and the one that needs the most records."""
+    for name in (*mechanisms, *mechanism_names(federated=True)):
+        if get_mechanism(name).noise_site == "record":
+            return name
+    raise ValueError("no registered federated mechanism adds its noise per record")
+
+
 def recommendation(
     problem: Problem, predictions: Sequence[Prediction], crossover: Crossover
 ) -> str:
-    """One line: which mechanism that keeps the noise on the hospitals' machines to use:
-    local, hospital, or secagg (noise shares, for a clear gain: it assumes an honest
-    majority of holders)."""
-    by_name = {p.mechanism: p for p in predictions}
+    """One line: which mechanism to use among those whose noise is added on the hospitals'
+    machines, from their declarations in the registry.
+
+    A mechanism whose reports are private on their own (``locally_private``: noise per
+    record or per holder, the same trust boundary) is recommended when its mean beats
+    β = 0; one registered later replaces it only for a clear gain (``CLEAR_GAIN``). A
+    mechanism of noise ``shares`` (secure aggregation) is recommended only for a larger gain
+    over all of those (``SHARES_GAIN``), because it assumes an honest majority of holders;
+    one whose noise is the aggregator's (it trusts the coordinator) or nowhere never is."""
     trivial, useful = problem.trivial_error, problem.useful_error
-    local, hospital = by_name.get("local"), by_name.get("hospital")
+    crossing = get_mechanism(crossover.mechanism).label
     need = (
-        f"local DP needs about n ≈ {crossover.n:,} records to beat β = 0"
+        f"{crossing} needs about n ≈ {crossover.n:,} records to beat β = 0"
         if crossover.n is not None
-        else f"local DP does not beat β = 0 even at n = {crossover.limit:,}"
+        else f"{crossing} does not beat β = 0 even at n = {crossover.limit:,}"
     )
-    secagg = by_name.get("secagg")
-    rivals = [e for e in (local, hospital) if e is not None and e.mean <= useful]
-    if (
-        secagg is not None
-        and secagg.mean <= useful
-        and all(secagg.mean < 0.5 * e.mean for e in rivals)
-    ):
-        # Noise shares add a trust assumption (an honest majority of holders): only for a
-        # clear gain, half the error of both others — many small holders, where hospital-
-        # level DP truncates each small sum hard; a few large hospitals gain little.
-        others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in (local, hospital) if e)
-        return (
-            f"use secure aggregation (--mechanism secagg, t_min > K/2): expected error "
-            f"{secagg.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at least "
-            f"t_min of the holders do not collude with the coordinator; {need}"
+    ordered = _registry_order(predictions)
+    own = [p for p in ordered if get_mechanism(p.mechanism).locally_private()]
+    shares = [p for p in ordered if get_mechanism(p.mechanism).noise_site == "shares"]
+    rivals = [p for p in own if p.mean <= useful]
+    for shared in sorted(shares, key=lambda p: p.mean):
+        if shared.mean <= useful and all(shared.mean < SHARES_GAIN * e.mean for e in rivals):
+            # Many small holders, where a holder's own noise truncates each small sum hard;
+            # a few large hospitals gain little.
+            cls = get_mechanism(shared.mechanism)
+            others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in own)
+            return (
+                f"use {cls.label} (--mechanism {cls.name}, t_min > K/2): expected error "
+                f"{shared.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at "
+                f"least t_min of the holders do not collude with the coordinator; {need}"
+            )
+    best: Prediction | None = None
+    for candidate in rivals:
+        if best is None or candidate.mean < CLEAR_GAIN * best.mean:
+            best = candidate
+    if best is not None:
+        cls = get_mechanism(best.mechanism)
+        against = [f"{e.mean:.3g} for {e.mechanism}" for e in own if e is not best]
+        text = (
+            f"use {cls.label} (--mechanism {cls.name}): expected error {best.mean:.3g} "
+            f"against {', '.join([*against, f'{trivial:.3g} for β = 0'])}"
         )
-    if local is not None and hospital is not None:
-        if hospital.mean <= useful and (local.mean > useful or hospital.mean < 0.8 * local.mean):
-            return (
-                f"use hospital-level DP (--mechanism hospital): expected error "
-                f"{hospital.mean:.3g} against {local.mean:.3g} for local DP and {trivial:.3g} "
-                f"for β = 0, with the same trust boundary; {need}"
-            )
-        if local.mean <= useful:
-            return (
-                f"use local DP (--mechanism local): expected error {local.mean:.3g} against "
-                f"{trivial:.3g} for β = 0"
-            )
+        return text if best.mechanism == crossover.mechanism else f"{text}; {need}"
     return (
         f"no private mechanism reaches error {useful:.3g} (half of β = 0's {trivial:.3g}) at "
         f"ε = {problem.epsilon:g} "
@@ -182,7 +210,7 @@ def make_plan(
     found = tuple(outlooks(problem, mechanisms, seeds=seeds, executor=executor))
     crossover = find_crossover(
         problem,
-        "local",
+        crossover_mechanism(mechanisms),
         threshold=problem.useful_error,
         seeds=seeds,
         limit=crossover_limit,

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -119,3 +122,24 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
     assert run["status"] == "finished", run
     # Every report was checked against this class's bound and noise floor and accepted.
     assert [r["count"] for r in rounds] == [sum(COUNTS) // 3] * 3
+
+
+def test_the_demo_runs_it_and_forecasts_it(tmp_path: Path) -> None:
+    # The demo's choices are the registry's; its coordinator forecasts in a pool of its
+    # own worker processes, which import this module through LDPEM_PLUGINS.
+    argv = ["demo", "--mechanism", "local-box", "--hospitals", "2", "--records", "6000"]
+    argv += ["--rounds", "3", "--d", "2", "--workdir", str(tmp_path / "demo"), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpem", *argv],
+        env={**os.environ, **PLUGIN_ENV},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["mechanism"] == "local-box" and len(payload["errors"]) == 3
+    forecast = payload["forecast"]
+    assert forecast is not None, done.stderr
+    assert forecast["low"] <= forecast["mean"] <= forecast["high"]

@@ -95,10 +95,10 @@ def violations(source: str, path: str) -> list[str]:
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         where = f"{path}:{line}"
-        if isinstance(node, ast.Compare) and not path.startswith(REGISTRIES):
-            named = _compared_names(node)
-            if named:
-                found.append(f"{where}: compares with the name {sorted(named)[0]!r}")
+        if not path.startswith(REGISTRIES):
+            named = _looked_up_name(node)
+            if named is not None:
+                found.append(f"{where}: {named}")
         if (
             isinstance(node, (ast.Name, ast.Attribute))
             and _name(node) in CONSTRUCTORS
@@ -126,16 +126,48 @@ def violations(source: str, path: str) -> list[str]:
     return found
 
 
+def _named(node: ast.expr | None) -> str | None:
+    """The registered name ``node`` is a string literal of, if it is one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in NAMES:
+        return node.value
+    return None
+
+
 def _compared_names(node: ast.Compare) -> set[str]:
     """Registered names among the string constants a comparison holds, alone or in a tuple,
-    list or set (``x == "local"``, ``x in ("gmm", "mrm")``)."""
+    list, set or a dict's keys (``x == "local"``, ``x in ("gmm", "mrm")``, ``"local" in
+    names``)."""
     found: set[str] = set()
     for operand in [node.left, *node.comparators]:
-        items = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
-        for item in items:
-            if isinstance(item, ast.Constant) and item.value in NAMES:
-                found.add(str(item.value))
+        items: list[ast.expr | None] = [operand]
+        if isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
+            items = list(operand.elts)
+        elif isinstance(operand, ast.Dict):
+            items = list(operand.keys)
+        found.update(name for item in items if (name := _named(item)) is not None)
     return found
+
+
+def _looked_up_name(node: ast.AST) -> str | None:
+    """What ``node`` does with a registered name written as a literal: compares with it
+    (``==``, ``in``), looks it up (``by_name.get("local")``, ``by_name["local"]``) or
+    matches it (``case "local":``); None when it does none of these."""
+    if isinstance(node, ast.Compare):
+        named = _compared_names(node)
+        return f"compares with the name {sorted(named)[0]!r}" if named else None
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and (name := _named(node.args[0])) is not None
+    ):
+        return f"looks up the name {name!r} (.get)"
+    if isinstance(node, ast.Subscript) and (name := _named(node.slice)) is not None:
+        return f"looks up the name {name!r} ([...])"
+    if isinstance(node, ast.MatchValue) and (name := _named(node.value)) is not None:
+        return f"matches the name {name!r} (case)"
+    return None
 
 
 def _sources() -> list[tuple[str, str]]:
@@ -161,6 +193,13 @@ def test_only_the_protocol_builds_mechanisms_steps_and_defaults() -> None:
         ("if params.mechanism == 'hospital': pass", "compares with the name 'hospital'"),
         ("local = name in ('local', 'local-clip')", "compares with the name 'local'"),
         ("if config.model != 'rmc': pass", "compares with the name 'rmc'"),
+        ("found = 'hospital' in by_name", "compares with the name 'hospital'"),
+        ("ok = name in {'secagg': 1}", "compares with the name 'secagg'"),
+        ("local = by_name.get('local')", "looks up the name 'local' (.get)"),
+        ("kind = params.get('mrm', None)", "looks up the name 'mrm' (.get)"),
+        ("local = by_name['local']", "looks up the name 'local' ([...])"),
+        ("match name:\n    case 'hospital': pass", "matches the name 'hospital' (case)"),
+        ("match name:\n    case 'gmm' | 'x': pass", "matches the name 'gmm' (case)"),
         ("delta = float(n) ** -1.1", "δ = n^-1.1"),
         ("delta = n**(-1.1)", "δ = n^-1.1"),
         ("beta = beta + params.eta * gradient", "M-step"),
@@ -171,7 +210,7 @@ def test_only_the_protocol_builds_mechanisms_steps_and_defaults() -> None:
 def test_a_planted_copy_is_found(planted: str, message: str) -> None:
     found = violations(planted + "\n", "server/planted.py")
     assert len(found) == 1 and message in found[0], found
-    assert found[0].startswith("server/planted.py:1: ")
+    assert found[0].startswith(f"server/planted.py:{planted.count(chr(10)) + 1}: ")
 
 
 def test_isinstance_checks_and_annotations_are_not_copies() -> None:

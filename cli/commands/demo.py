@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ldpem.actions import from_options
-from ldpem.common.mechanisms import get_mechanism
+from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
-from ldpem.demo import DemoConfig, run_demo
+from ldpem.demo import BASELINES, DemoConfig, run_demo
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -29,6 +29,13 @@ EXAMPLES = (
     "ldpem demo",
     "ldpem demo --hospitals 3 --model mrm --epsilon 0.5",
 )
+
+
+def demo_mechanisms() -> list[str]:
+    """The registered federated mechanisms whose reports are private on their own
+    (``Mechanism.locally_private``): the agents run them with no key, roster or trust
+    flag, as the demo starts them."""
+    return [n for n in mechanism_names(federated=True) if get_mechanism(n).locally_private()]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,9 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--mechanism",
-        choices=["local", "hospital"],
+        choices=demo_mechanisms(),
         default=defaults.mechanism,
-        help="per-record local DP, or hospital-level DP (one draw per hospital sum)",
+        help="any registered mechanism whose reports are private on their own: noise per "
+        "record (local DP) or one draw per hospital sum (hospital-level DP)",
     )
     parser.add_argument(
         "--workdir", type=Path, help="empty directory for state, logs and results (default: temp)"
@@ -97,10 +105,7 @@ def print_summary(result: dict[str, Any], out: Any) -> None:
             f"federated, {get_mechanism(result['mechanism']).label} (ε={result['epsilon']:g})",
             result["error"],
         ),
-        ("hospital-level DP, same trust boundary (in-process)", result["baselines"]["hospital"]),
-        ("secure aggregation, t_min = ⌊K/2⌋+1 (in-process)", result["baselines"]["secagg"]),
-        ("clipped DP gradient EM, C=1 (in-process)", result["baselines"]["local-clip"]),
-        ("non-private gradient EM (in-process)", result["baselines"]["none"]),
+        *((label, result["baselines"][name]) for name, label in BASELINES),
         ("trivial estimate β = 0", result["trivial_error"]),
     ]
     forecast = result.get("forecast")

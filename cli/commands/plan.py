@@ -217,15 +217,17 @@ def format_plan(plan: Plan) -> str:
     lines.append(
         f"  (other ‖β*‖/σ: the same run, its τ and bound B those of the assumed {p.snr:g})"
     )
-    local = {e.mechanism: e for e in plan.predictions}.get("local")
-    if local is not None:
-        verdict = "does" if plan.beats(local) else "does NOT"
-        relation = "≤" if plan.beats(local) else ">"
+    # The crossover's mechanism (local DP: ``planning.crossover_mechanism``) at the planned n.
+    crossing = get_mechanism(plan.crossover.mechanism).label
+    baseline = {e.mechanism: e for e in plan.predictions}.get(plan.crossover.mechanism)
+    if baseline is not None:
+        verdict = "does" if plan.beats(baseline) else "does NOT"
+        relation = "≤" if plan.beats(baseline) else ">"
         lines.append(
-            f"at n = {p.n:,} local DP {verdict} beat β = 0: mean error {local.mean:.3g} "
+            f"at n = {p.n:,} {crossing} {verdict} beat β = 0: mean error {baseline.mean:.3g} "
             f"{relation} {plan.crossover.threshold:.3g} (half of β = 0's)"
         )
-    lines.append(plan.crossover.describe("local DP"))
+    lines.append(plan.crossover.describe(crossing))
     lines.append(f"recommendation: {plan.recommendation}")
     return "\n".join(lines)
 

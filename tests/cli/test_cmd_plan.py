@@ -6,12 +6,16 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from ldpem.cli import main
 from ldpem.common.crossover import Crossover, _first_below, find_crossover, size_grid
 from ldpem.common.executor import SerialExecutor, make_executor
+from ldpem.common.mechanisms import Mechanism
+from ldpem.common.mechanisms import base as mechanisms_base
+from ldpem.common.mechanisms.base import NoiseSite
 from ldpem.common.planning import recommendation
 from ldpem.common.prediction import Prediction, Problem, predict
 from ldpem.common.wire import RunCreate, public_parameters
@@ -199,9 +203,49 @@ def test_recommendation_rules() -> None:
     # Secure aggregation only for a clear gain (it assumes an honest majority).
     many = [est("local", 2.0), est("hospital", 0.4), est("secagg", 0.11)]
     line = recommendation(problem, many, crossing(None))
-    assert line.startswith("use secure aggregation (--mechanism secagg")
+    assert line.startswith("use distributed DP (secure aggregation) (--mechanism secagg")
     close = [est("local", 2.0), est("hospital", 0.1), est("secagg", 0.06)]
     assert recommendation(problem, close, crossing(None)).startswith("use hospital-level DP")
+
+
+class _SharperHospital(Mechanism):
+    """A registered mechanism the planner has never heard of (only its declarations)."""
+
+    name: ClassVar[str] = "hospital-sharper"
+    label: ClassVar[str] = "sharper hospital-level DP"
+    noise_site: ClassVar[NoiseSite] = "holder"
+
+
+class _Curator(Mechanism):
+    """A registered mechanism whose noise the coordinator adds: it trusts the coordinator."""
+
+    name: ClassVar[str] = "curator-sharp"
+    label: ClassVar[str] = "sharp central DP"
+    noise_site: ClassVar[NoiseSite] = "aggregator"
+
+
+def test_the_recommendation_takes_every_registered_mechanism(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Registered for this test only (the registry is restored after it).
+    for cls in (_SharperHospital, _Curator):
+        monkeypatch.setitem(mechanisms_base._MECHANISMS, cls.name, cls)
+    problem = Problem(model="gmm", d=2, sizes=(100,), rounds=10)
+    crossing = Crossover("local", problem.useful_error, 10**6, 2, 5000, 5000, 5000, ())
+
+    def est(name: str, value: float) -> Prediction:
+        return Prediction(name, problem, (value, value))
+
+    # A clear gain over both built-in ones of the same trust boundary: recommended.
+    found = [est("local", 0.3), est("hospital", 0.28), est("hospital-sharper", 0.1)]
+    line = recommendation(problem, found, crossing)
+    assert line.startswith("use sharper hospital-level DP (--mechanism hospital-sharper)"), line
+    # Not a clear gain (more than 0.8 of the best's error): the first registered one stays.
+    close = [est("local", 0.3), est("hospital-sharper", 0.27)]
+    assert recommendation(problem, close, crossing).startswith("use local DP"), close
+    # Noise the coordinator adds is never recommended, however small the error.
+    central = [est("local", 0.3), est("curator-sharp", 0.01)]
+    assert recommendation(problem, central, crossing).startswith("use local DP")
 
 
 def test_run_forecast_is_the_planning_prediction() -> None:
