@@ -19,6 +19,12 @@ Procedure (Jagielski et al. 2020; Nasr et al. 2021), per audited pair:
    noiseless outputs — the likelihood-ratio test for Gaussian noise.
 3. Half the draws choose the threshold; the other half, fresh, give the rates, so the
    Clopper–Pearson intervals are valid (each one-sided at 97.5%: 95% jointly).
+
+The declarations the noise is calibrated from are checked as well (``declaration_failure``):
+the measured worst pair's distance must not exceed the declared ``sensitivity``, and no
+contribution — NaN and ±inf gradients included — may exceed ``record_bound``. A mechanism
+that understates either is under-noised by construction, which a distinguisher of
+affordable power may not see (a sensitivity short by √2 gives ε ≈ 1.47 at a claimed 1).
 """
 
 from __future__ import annotations
@@ -46,13 +52,16 @@ from ldpem.common.models import Model, Records
 from ldpem.common.rounds import holder_round
 
 __all__ = [
+    "DECLARATION_SLACK",
     "NOISE_TOLERANCE",
     "AuditOutcome",
     "audit_holder_round",
     "audit_mechanism",
     "clopper_pearson_upper",
+    "declaration_failure",
     "epsilon_lower_bound",
     "measure_noise_ratio",
+    "measured_record_bound",
     "noise_is_sufficient",
     "reference_noise_std",
     "run_distinguisher",
@@ -191,6 +200,55 @@ def audit_mechanism(
         sampler(g_first), sampler(g_second), direction, draws, delta, reference_noise_std
     )
     return outcome, distance
+
+
+#: Relative slack of the declaration checks: floating-point rounding in the contributions
+#: (a few ulps), never a factor a wrong formula would make.
+DECLARATION_SLACK = 1e-9
+
+
+def measured_record_bound(mechanism: Mechanism, d: int) -> float:
+    """The largest |coordinate| of ``mechanism``'s contributions over the audit's candidate
+    gradients (``mechanism_candidates``) and rows of NaN, +inf and −inf; inf when one is
+    not finite."""
+    special = np.array([[math.nan] * d, [math.inf] * d, [-math.inf] * d])
+    candidates = np.concatenate([mechanism_candidates(d), special])
+    with np.errstate(all="ignore"):
+        contributions = np.abs(mechanism.contributions(candidates))
+    if not np.all(np.isfinite(contributions)):
+        return math.inf
+    return float(contributions.max())
+
+
+def declaration_failure(
+    mechanism: Mechanism, *, d: int, distance: float | None = None
+) -> str | None:
+    """Why ``mechanism``'s declarations do not hold in dimension ``d``, in one line naming
+    it, the declared and the measured value; None when they hold.
+
+    ``distance``: the measured worst pair's L2 distance between contributions (what
+    ``audit_mechanism`` and ``audit_holder_round`` return); None to measure it here, over
+    ``mechanism_candidates(d)``. It must not exceed ``sensitivity(d)``, and
+    ``measured_record_bound`` must not exceed ``record_bound(d)`` (each within
+    ``DECLARATION_SLACK``)."""
+    if distance is None:
+        _, _, distance = farthest_pair(mechanism_candidates(d), mechanism.contributions)
+    declared = mechanism.sensitivity(d)
+    if not distance <= declared * (1.0 + DECLARATION_SLACK):
+        return (
+            f"mechanism {mechanism.name}: declared sensitivity {declared:.6g} at d = {d}, "
+            f"but its worst pair's contributions are {distance:.6g} apart"
+        )
+    bound = mechanism.record_bound(d)
+    if bound == math.inf:
+        return None  # no bound declared (``none``): nothing the coordinator relies on
+    measured = measured_record_bound(mechanism, d)
+    if not measured <= bound * (1.0 + DECLARATION_SLACK):
+        return (
+            f"mechanism {mechanism.name}: declared record_bound {bound:.6g} at d = {d}, "
+            f"but a contribution's coordinate reaches {measured:.6g}"
+        )
+    return None
 
 
 def _leak(draws: int) -> AuditOutcome:

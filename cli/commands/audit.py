@@ -10,6 +10,11 @@ contributions with the noise the coordinator adds (``protocol.central_noise``). 
 noise shares (``secagg``) the audited release is the sum of ``--t-min`` holders' reports,
 the one holding the record and t_min − 1 without records: what a round releases with
 exactly t_min honest holders (docs/SECAGG.md).
+
+Every row also checks the declarations the noise is calibrated from
+(``common.audit.declaration_failure``): the worst pair the row measured may not be farther
+apart than the declared ``sensitivity``, nor a contribution beyond ``record_bound``; a row
+that fails them fails, with its one-line ``declaration_failure`` as the reason.
 """
 
 from __future__ import annotations
@@ -207,6 +212,7 @@ def run_audit(
     from ldpem.common.audit import (
         audit_holder_round,
         audit_mechanism,
+        declaration_failure,
         noise_is_sufficient,
         reference_noise_std,
     )
@@ -278,6 +284,7 @@ def run_audit(
                             reference_noise_std=reference,
                         )
                     noise_ok = noise_is_sufficient(outcome.noise_ratio)
+                    failure = declaration_failure(mechanism, d=d, distance=distance)
                     results.append(
                         {
                             "mechanism": name,
@@ -287,7 +294,12 @@ def run_audit(
                             "claimed_epsilon": epsilon,
                             "delta": delta,
                             "lower_bound": outcome.lower_bound,
-                            "passed": outcome.lower_bound <= epsilon and noise_ok,
+                            "passed": outcome.lower_bound <= epsilon
+                            and noise_ok
+                            and failure is None,
+                            "declaration_failure": failure,
+                            "declared_sensitivity": mechanism.sensitivity(d),
+                            "declared_record_bound": mechanism.record_bound(d),
                             "noise_std_ratio": outcome.noise_ratio,
                             "reference_noise_std": reference,
                             "tightness": outcome.lower_bound / epsilon,
@@ -349,6 +361,9 @@ def handle(args: argparse.Namespace) -> int:
                     else ")"
                 )
             )
+        for reason in dict.fromkeys(r["declaration_failure"] for r in results):
+            if reason is not None:
+                print(f"FAIL: {reason}")
         for name in simulator_only:
             print(f"{name}: built by the simulator only (no federated run publishes it)")
     return 0 if passed else 1
