@@ -24,7 +24,8 @@ The declarations the noise is calibrated from are checked as well (``declaration
 the measured worst pair's distance must not exceed the declared ``sensitivity``, and no
 contribution — NaN and ±inf gradients included — may exceed ``record_bound``. A mechanism
 that understates either is under-noised by construction, which a distinguisher of
-affordable power may not see (a sensitivity short by √2 gives ε ≈ 1.47 at a claimed 1).
+affordable power may not see (issue 30: a sensitivity short by √2 gave ε ≈ 1.47 at a
+claimed 1, and passed a million-draw audit).
 """
 
 from __future__ import annotations

@@ -114,3 +114,16 @@ def test_an_unreachable_forecast_scheduler_leaves_the_run_without_a_forecast(
     assert created["forecast"] is None and created["run_id"]
     warning = str(created["warning"])
     assert warning.startswith("no accuracy forecast: scheduler tcp://127.0.0.1:9: cannot connect")
+
+
+def test_a_plugin_model_is_planned_on_the_cluster(
+    scheduler: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The plugin (linear regression, "lr") is loaded here through LDPEM_PLUGINS; the Dask
+    # workers, started without it, import it before each task (common/executor.py).
+    monkeypatch.setenv("LDPEM_PLUGINS", "tests.test_extension_model")
+    argv = ["plan", "--model", "lr", "--d", "2", "--n", "4000", "--hospitals", "2"]
+    argv += ["--seeds", "2", "--crossover-limit", "4000", "--json", "--scheduler", scheduler]
+    assert main(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["model"] == "lr" and payload["mechanisms"]["local"]["seeds"] == 2
