@@ -195,7 +195,7 @@ def _known_names() -> frozenset[str]:
             for node in ast.walk(_tree(file)):
                 if isinstance(node, ast.Attribute):
                     names.add(node.attr)
-                elif isinstance(node, ast.arg) or (isinstance(node, ast.keyword) and node.arg):
+                elif isinstance(node, (ast.arg, ast.keyword)) and node.arg is not None:
                     names.add(node.arg)
                 elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                     names.update(re.findall(r"[A-Za-z_]\w*", node.value))
