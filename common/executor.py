@@ -145,7 +145,9 @@ class PoolExecutor(_Closing):
                 context = multiprocessing.get_context("fork")
             elif "forkserver" in methods:
                 context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(_PRELOAD)
+                # The plugins too, so that each worker starts with them (the initializer
+                # imports them again, a no-op then, and reports a failure).
+                context.set_forkserver_preload([*_PRELOAD, *plugin_modules()])
             else:
                 context = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(
