@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -138,12 +139,12 @@ def _path_exists(text: str, base: Path) -> bool:
 
 @cache
 def _repository_files() -> frozenset[str]:
-    """The names of the repository's files (outside hidden folders such as .venv)."""
-    return frozenset(
-        p.name
-        for p in ROOT.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
-    )
+    """The names of the repository's files, hidden folders (.git, .venv) not entered."""
+    names: set[str] = set()
+    for _folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [s for s in subfolders if not s.startswith(".")]
+        names.update(files)
+    return frozenset(names)
 
 
 @cache
