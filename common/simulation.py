@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common._validation import check_count, check_positive
-from ldpem.common.mechanisms import Mechanism
+from ldpem.common.mechanisms import Mechanism, honest_holders
 from ldpem.common.models import Model, Records, get_model
 from ldpem.common.protocol import (
     EQUAL,
@@ -293,7 +293,7 @@ def run_gradient_em(
     ]
     beta = np.array(beta0, dtype=np.float64)
     result = EMResult(betas=[beta.copy()])
-    needed = max(m.honest_holders for plan in round_mechanisms for m in plan.holders)
+    needed = max(honest_holders(m) for plan in round_mechanisms for m in plan.holders)
     for t, plan in enumerate(round_mechanisms):
         totals = []
         counts = []
