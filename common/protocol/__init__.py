@@ -65,7 +65,7 @@ from ldpem.common.protocol.estimate import (
 )
 from ldpem.common.protocol.mstep import Step, aggregate, m_step
 from ldpem.common.protocol.parameters import Enrolment, PublicValues, RunRequest
-from ldpem.common.protocol.public import derive_public_values
+from ldpem.common.protocol.public import GIVEN_START, derive_public_values
 from ldpem.common.protocol.reports import privacy_ratio, report_noise_std
 from ldpem.common.protocol.schedule import (
     EQUAL,
@@ -93,6 +93,7 @@ __all__ = [
     "DELTA_EXPONENT",
     "DELTA_MAX",
     "EQUAL",
+    "GIVEN_START",
     "LAST",
     "Budget",
     "CentralNoise",
