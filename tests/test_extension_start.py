@@ -182,7 +182,7 @@ def test_a_federated_run_starts_from_the_rule_and_equals_its_simulation(
     simulated = simulate_run(
         params,
         holders=[load_records(path, model.name) for path in paths],
-        beta0=beta0,
+        beta0=beta0.tolist(),
         streams=FederatedStreams(run_id=run_id, seeds=AGENT_SEEDS, run_seed=RUN_SEED),
     )
     assert [beta.tolist() for beta in simulated.betas] == trajectory  # bit for bit

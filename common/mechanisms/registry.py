@@ -34,19 +34,20 @@ def _check_fields(cls: type[Mechanism], name: str) -> None:
         required.append("t_min")
     if cls.noise_site != "nowhere":
         required.append("noise_std")
-    if not dataclasses.is_dataclass(cls):
+    declared_as_dataclass: bool = dataclasses.is_dataclass(cls)  # no narrowing: cls stays
+    if not declared_as_dataclass:
         fields = ", ".join(required) or "none"
         raise TypeError(
             f"mechanism {name}: declare it as a @dataclass(frozen=True, kw_only=True) whose "
             f"fields are its public values ({fields})"
         )
-    declared = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    for field in required:
-        if field not in declared:
-            why = f"needs = {cls.needs!r}" if field in PUBLIC_FIELDS[cls.needs] else ""
+    declared = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    for wanted in required:
+        if wanted not in declared:
+            why = f"needs = {cls.needs!r}" if wanted in PUBLIC_FIELDS[cls.needs] else ""
             why = why or f"noise_site = {cls.noise_site!r}"
             raise TypeError(
-                f"mechanism {name}: {why} but it declares no field {field!r} "
+                f"mechanism {name}: {why} but it declares no field {wanted!r} "
                 f"(its fields: {', '.join(declared) or 'none'})"
             )
     for field in declared.values():
