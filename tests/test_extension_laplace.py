@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
-from ldpem.common.accounting import DEFAULT_ACCOUNTING, event_epsilon
+from ldpem.common.accounting import event_epsilon
 from ldpem.common.mechanisms import Mechanism, register_mechanism
-from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
+from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite, PrivacyBudget
 from ldpem.common.privacy_events import (
     ComposedEvent,
     DpEvent,
@@ -30,7 +30,7 @@ from ldpem.common.privacy_events import (
     PureEvent,
     SelfComposedEvent,
 )
-from ldpem.common.protocol import make_mechanism
+from ldpem.common.protocol import make_mechanism, privacy_ratio
 
 
 @dataclass(frozen=True)
@@ -78,16 +78,9 @@ class LocalLaplace(Mechanism):
     def l1_sensitivity(self, d: int) -> float:
         return 2.0 * self.clip * d
 
-    def calibrated(
-        self,
-        d: int,
-        *,
-        epsilon: float,
-        delta: float,
-        participations: int = 1,
-        accounting: str = DEFAULT_ACCOUNTING,
-    ) -> Mechanism:
-        scale = participations * self.l1_sensitivity(d) / epsilon
+    def calibrated(self, d: int, budget: PrivacyBudget) -> Mechanism:
+        # Pure ε composes by adding: each of k releases gets ε/k.
+        scale = budget.participations * self.l1_sensitivity(d) / budget.epsilon
         return self.with_noise(math.sqrt(2.0) * scale)
 
     def privacy_event(self, d: int) -> DpEvent:
@@ -129,6 +122,14 @@ def test_its_event_is_what_the_accountant_composes() -> None:
     gaussian = GaussianEvent(1.0, 3.0)
     mixed = event_epsilon(ComposedEvent((event, gaussian)), 1e-6)
     assert mixed == pytest.approx(0.5 + event_epsilon(gaussian, 1e-6), rel=1e-12)
+
+
+def test_the_agents_ledger_refuses_to_charge_it_as_a_gaussian() -> None:
+    laplace = make_mechanism("local-laplace", d=D, records_per_round=100, epsilon=1.0, delta=1e-6)
+    with pytest.raises(ValueError, match=r"ledger charges Gaussian privacy ratios.*LaplaceEvent"):
+        privacy_ratio(laplace, D)
+    gaussian = make_mechanism("local-clip", d=D, records_per_round=100, epsilon=1.0, delta=1e-6)
+    assert privacy_ratio(gaussian, D) == gaussian.sensitivity(D) / gaussian.noise_std
 
 
 def test_its_reports_carry_laplace_noise() -> None:

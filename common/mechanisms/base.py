@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -55,6 +56,7 @@ __all__ = [
     "Mechanism",
     "Needs",
     "NoiseSite",
+    "PrivacyBudget",
     "ScaleRule",
 ]
 
@@ -83,6 +85,18 @@ def _check_noise_std(value: float) -> float:
     if not math.isfinite(value) or value < 0.0:
         raise ValueError(f"noise_std must be a finite number >= 0, got {value!r}")
     return value
+
+
+@dataclass(frozen=True)
+class PrivacyBudget:
+    """What a mechanism's noise is calibrated for (``Mechanism.calibrated``): each record
+    (ε, δ)-DP over its ``participations`` releases, under ``accounting`` ("exact" or
+    "paper", for Gaussian noise)."""
+
+    epsilon: float
+    delta: float
+    participations: int = 1
+    accounting: str = DEFAULT_ACCOUNTING
 
 
 class Mechanism(ABC):
@@ -172,22 +186,16 @@ class Mechanism(ABC):
         changed: Mechanism = dataclasses.replace(self, noise_std=noise_std)  # type: ignore[type-var]
         return changed
 
-    def calibrated(
-        self,
-        d: int,
-        *,
-        epsilon: float,
-        delta: float,
-        participations: int = 1,
-        accounting: str = DEFAULT_ACCOUNTING,
-    ) -> Mechanism:
-        """This mechanism with the noise that makes ``participations`` of its releases in
-        dimension ``d`` (ε, δ)-DP for each record under ``accounting``: here a Gaussian
-        whose σ_r follows from ``sensitivity`` (noise per record or per holder). The
-        aggregator's noise is calibrated by the protocol on each round's count; a mechanism
-        with another kind of noise overrides this."""
-        sensitivity = self.sensitivity(d)
-        noise = gaussian_noise_std(epsilon, delta, sensitivity, accounting, participations)
+    def calibrated(self, d: int, budget: PrivacyBudget) -> Mechanism:
+        """This mechanism with the noise that makes ``budget.participations`` of its
+        releases in dimension ``d`` (ε, δ)-DP for each record under ``budget.accounting``:
+        here a Gaussian whose σ_r follows from ``sensitivity`` (noise per record or per
+        holder). The aggregator's noise is calibrated by the protocol on each round's
+        count; a mechanism with another kind of noise overrides this."""
+        b = budget
+        noise = gaussian_noise_std(
+            b.epsilon, b.delta, self.sensitivity(d), b.accounting, b.participations
+        )
         return self.with_noise(noise)
 
     def privacy_event(self, d: int) -> DpEvent:

@@ -20,8 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common.accounting import DEFAULT_ACCOUNTING
-from ldpem.common.mechanisms.base import FloatArray, Mechanism, _as_gradients
+from ldpem.common.mechanisms.base import FloatArray, Mechanism, PrivacyBudget, _as_gradients
 
 __all__ = ["FloatSum", "SharedNoise", "SumArithmetic", "honest_holders", "sum_arithmetic"]
 
@@ -95,19 +94,12 @@ class SharedNoise(Mechanism):
         """What a holder sends for the sum ``total`` (from ``partial_sum``) of ``count``
         records, shape (d,)."""
 
-    def calibrated(
-        self,
-        d: int,
-        *,
-        epsilon: float,
-        delta: float,
-        participations: int = 1,
-        accounting: str = DEFAULT_ACCOUNTING,
-    ) -> Mechanism:
-        """The shares calibrated for the SUM (``shared_noise_std``); ``accounting`` is for
-        Gaussian noise and does not apply."""
+    def calibrated(self, d: int, budget: PrivacyBudget) -> Mechanism:
+        """The shares calibrated for the SUM (``shared_noise_std``); the budget's
+        ``accounting`` is for Gaussian noise and does not apply."""
+        b = budget
         noise = self.shared_noise_std(
-            d, epsilon=epsilon, delta=delta, participations=participations
+            d, epsilon=b.epsilon, delta=b.delta, participations=b.participations
         )
         return self.with_noise(noise)
 

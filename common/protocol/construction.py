@@ -41,6 +41,7 @@ from ldpem.common.calibration import (
     truncation_sensitivity,
 )
 from ldpem.common.mechanisms import Mechanism, SharedNoise, get_mechanism
+from ldpem.common.mechanisms.base import PrivacyBudget
 from ldpem.common.protocol.parameters import PublicValues
 from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_records
 
@@ -289,9 +290,7 @@ def make_mechanism(
     )
     if central is not None:
         return shape.with_noise(central.std(records_per_round))
-    return shape.calibrated(
-        d, epsilon=epsilon, delta=delta, participations=participations, accounting=accounting
-    )
+    return shape.calibrated(d, PrivacyBudget(epsilon, delta, participations, accounting))
 
 
 def holder_scale(
@@ -371,7 +370,7 @@ def holder_noise_std(
     if not get_mechanism(name).locally_private():
         return 0.0
     shape = holder_contribution(params, records, mechanism=name, t=t)
-    return shape.calibrated(params.d, epsilon=epsilon, delta=delta, accounting=accounting).noise_std
+    return shape.calibrated(params.d, PrivacyBudget(epsilon, delta, 1, accounting)).noise_std
 
 
 def holder_mechanism(
@@ -392,7 +391,7 @@ def holder_mechanism(
     shape = holder_contribution(params, records, t=t)
     if not (shape.locally_private() or isinstance(shape, SharedNoise)):
         return shape
-    return shape.calibrated(params.d, epsilon=epsilon, delta=delta, accounting=accounting)
+    return shape.calibrated(params.d, PrivacyBudget(epsilon, delta, 1, accounting))
 
 
 class Budget(TypedDict):
