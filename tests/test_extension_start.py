@@ -12,6 +12,7 @@ in-process simulation bit for bit.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -20,14 +21,16 @@ from typing import ClassVar
 import httpx
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
+from ldpem.cli import main
 from ldpem.client.data import load_records
 from ldpem.common.models import Model, Records, get_model, register_model
 from ldpem.common.models.base import DEFAULT_START, Draw, FloatArray, tau_spread
-from ldpem.common.protocol import FederatedStreams, run_start
+from ldpem.common.protocol import GIVEN_START, FederatedStreams, run_start
 from ldpem.common.simulation import simulate_run
 from ldpem.common.study import Study, run_study
-from ldpem.common.wire import PublicParameters
+from ldpem.common.wire import PublicParameters, RunCreate, public_parameters
 from ldpem.processes import Processes, start_agent, start_coordinator
 from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, admin_headers
 
@@ -98,6 +101,15 @@ def test_a_model_must_name_its_own_start_rule() -> None:
         register_model(Unnamed())
 
 
+def test_ldpem_simulate_takes_it(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--model", "skewed-gmm", "--mechanism", "hospital", "--n", "20000"]
+    assert main([*argv, "--d", str(D), "--seed", "1", "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    # β⁰ = 0: the initial error is ‖β*‖ = snr·σ = 3 exactly; the mirror mode is at 6.
+    assert outcome["model"] == "skewed-gmm" and outcome["initial_error"] == pytest.approx(SNR)
+    assert outcome["error"] < 1.0
+
+
 def test_simulate_starts_from_the_rule_and_avoids_the_mirror_mode() -> None:
     def finals(model: str) -> list[float]:
         study = Study(model=model, mechanism="none", n=20_000, d=D, snr=SNR)
@@ -114,6 +126,24 @@ def test_simulate_starts_from_the_rule_and_avoids_the_mirror_mode() -> None:
     # The default start ends in the mirror mode for 7 of these 10 seeds (measured
     # 2026-11-26, as the issue saw): at least 3 leaves room for another platform's floats.
     assert sum(error > MIRROR for error in from_random) >= 3, from_random
+
+
+def test_the_rule_is_a_public_parameter_omitted_only_when_it_is_the_default() -> None:
+    def params(model: str, **extra: object) -> PublicParameters:
+        hospitals = [{"name": "h0", "records": 100}]
+        request = {"model": model, "d": D, "sigma": 1.0, "rounds": 2, "hospitals": hospitals}
+        return public_parameters(RunCreate.model_validate({**request, **extra}))
+
+    # A built-in model's parameters serialize as before (the agents' stored bindings and
+    # digests of older runs do not change); the rule is still there to read.
+    assert "start" not in params("gmm").model_dump() and params("gmm").start == DEFAULT_START
+    assert params("skewed-gmm").model_dump()["start"] == "origin"
+    given = params("skewed-gmm", beta0=[1.0, 0.0, 0.0])
+    assert given.model_dump()["start"] == GIVEN_START
+    # What a coordinator may claim is checked: a rule the model does not have is refused.
+    claimed = {**params("gmm").model_dump(), "start": "origin"}
+    with pytest.raises(ValidationError, match="start must be one of"):
+        PublicParameters.model_validate(claimed)
 
 
 COUNTS, ROUNDS, RUN_SEED, AGENT_SEEDS = [2000, 2000], 4, 11, [31, 32]
