@@ -46,8 +46,10 @@ def holder_round(
     mechanism: Mechanism,
     rng: np.random.Generator,
     chunk: int = DEFAULT_CHUNK,
+    in_start_round: bool = False,
 ) -> HolderReport:
-    """Privatized sum of the per-record gradients ∇q_i(β; β) of ``records`` at ``beta``.
+    """Privatized sum of the per-record gradients ∇q_i(β; β) of ``records`` at ``beta``
+    (with ``in_start_round``: of the model's ``start_statistics``, in a run's start round).
 
     Total for every mechanism with a bound (all but ``none``): a gradient that overflows
     or is NaN, whatever β and σ the (untrusted) coordinator chose, gets the bounded
@@ -73,6 +75,9 @@ def holder_round(
         The holder's noise stream of the round.
     chunk : int
         Records whose gradients are held in memory at once (≥ 1).
+    in_start_round : bool
+        Whether this is the start round of a model whose start reads data
+        (``protocol.start_round``).
 
     Returns
     -------
@@ -102,7 +107,10 @@ def holder_round(
         # Overflow and 0/0 inside the model are expected for hostile β or σ: the mechanism
         # maps the resulting ±inf and NaN to bounded contributions.
         with np.errstate(all="ignore"):
-            gradients = model.gradients(beta, part, sigma)
+            if in_start_round:
+                gradients = model.start_statistics(part, sigma)
+            else:
+                gradients = model.gradients(beta, part, sigma)
         total = total + arithmetic.partial_sum(gradients)
     total = arithmetic.finish_sum(total, records.n, rng)
     if not np.all(np.isfinite(total)):  # only reachable without a bound (mechanism "none")

@@ -48,6 +48,8 @@ from ldpem.common.protocol import (
     report_noise_std,
     round_noise_variance,
     round_sizes,
+    start_finish,
+    start_round,
 )
 from ldpem.common.rounds import holder_round
 from ldpem.common.wire import PublicParameters
@@ -311,6 +313,7 @@ def run_gradient_em(
                 sigma=sigma,
                 mechanism=plan.holders[k],
                 rng=streams.noise(k, t),
+                in_start_round=start_round(model.name, t),
             )
             totals.append(report.total)
             counts.append(report.count)
@@ -318,7 +321,16 @@ def run_gradient_em(
         result.reporters.append(len(totals))
         if len(totals) >= needed:
             central_rng = streams.central(t)
-            step = m_step(beta, totals, counts, eta=eta, central=plan.central, rng=central_rng)
+            finish = start_finish(model.name, sigma, t)
+            step = m_step(
+                beta,
+                totals,
+                counts,
+                eta=eta,
+                central=plan.central,
+                rng=central_rng,
+                start_from=finish,
+            )
             beta = step.beta
             result.variances.append(
                 round_noise_variance(plan.holders[0], counts, declared, plan.central)

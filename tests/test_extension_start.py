@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from ldpem.cli import main
 from ldpem.client.data import load_records
+from ldpem.client.ledger import Ledger
 from ldpem.common.models import Model, Records, get_model, register_model
 from ldpem.common.models.base import DEFAULT_START, Draw, FloatArray, tau_spread
 from ldpem.common.protocol import GIVEN_START, FederatedStreams, run_start
@@ -74,6 +75,25 @@ class SkewedFromOrigin(_SkewedMixture):
         return np.zeros(d)
 
 
+class SkewedFromData(_SkewedMixture):
+    """The mixture, started from its data: E[y] = (2π − 1)·β*, so β¹ = mean(y)/(2π − 1)
+    from round 0's private mean of the records themselves (a start that reads data: round
+    0 is its start round, privatized and charged like every round)."""
+
+    name: ClassVar[str] = "skewed-gmm-data"
+    start_rule: ClassVar[str] = "data-mean"
+    start_reads_data: ClassVar[bool] = True
+
+    def start(self, d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
+        return np.zeros(d)  # β⁰, public; round 0 does not use it
+
+    def start_statistics(self, records: Records, sigma: float) -> FloatArray:
+        return records.x
+
+    def start_from(self, mean: FloatArray, sigma: float) -> FloatArray:
+        return mean / (2.0 * WEIGHT - 1.0)
+
+
 class SkewedFromRandom(_SkewedMixture):
     """The same mixture with the default start, for comparison."""
 
@@ -81,6 +101,7 @@ class SkewedFromRandom(_SkewedMixture):
 
 
 register_model(SkewedFromOrigin())
+register_model(SkewedFromData())
 register_model(SkewedFromRandom())
 
 D, SNR, SEEDS = 3, 3.0, range(10)
@@ -99,6 +120,14 @@ def test_a_model_must_name_its_own_start_rule() -> None:
     assert Unnamed.start_rule == DEFAULT_START
     with pytest.raises(ValueError, match="unnamed-start has its own start: name its rule"):
         register_model(Unnamed())
+
+    class Statisticless(_SkewedMixture):
+        name: ClassVar[str] = "statisticless"
+        start_rule: ClassVar[str] = "data"
+        start_reads_data: ClassVar[bool] = True
+
+    with pytest.raises(ValueError, match="reads data needs start_statistics and start_from"):
+        register_model(Statisticless())
 
 
 def test_ldpem_simulate_takes_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,6 +157,25 @@ def test_simulate_starts_from_the_rule_and_avoids_the_mirror_mode() -> None:
     assert sum(error > MIRROR for error in from_random) >= 3, from_random
 
 
+def test_a_start_from_data_is_round_0_privatized_and_charged_like_any_other() -> None:
+    study = Study(model=SkewedFromData.name, mechanism="hospital", n=20_000, d=D, snr=SNR)
+    for seed in range(3):
+        result = run_study(replace(study, seed=seed))
+        assert result.errors is not None and result.betas[0].tolist() == [0.0] * D
+        # Round 0 is the start: β¹ = the private mean of y over 0.4, already near β*
+        # (from the origin, β¹ = 0.16·β* is at 0.84·‖β*‖ ≈ 2.5), and it stays there.
+        assert result.errors[0] < 1.0 and result.final_error is not None
+        assert result.final_error < 1.0
+    # The same rounds, the same records per round and the same noise as every round:
+    # the start round takes round 0's share of the records; each record reports once.
+    plain = run_study(replace(study, model=SkewedFromOrigin.name))
+    data = run_study(study)
+    assert data.round_records == plain.round_records
+    assert [m.noise_std for m in data.holder_mechanisms] == [
+        m.noise_std for m in plain.holder_mechanisms
+    ]
+
+
 def test_the_rule_is_a_public_parameter_omitted_only_when_it_is_the_default() -> None:
     def params(model: str, **extra: object) -> PublicParameters:
         hospitals = [{"name": "h0", "records": 100}]
@@ -149,10 +197,13 @@ def test_the_rule_is_a_public_parameter_omitted_only_when_it_is_the_default() ->
 COUNTS, ROUNDS, RUN_SEED, AGENT_SEEDS = [2000, 2000], 4, 11, [31, 32]
 
 
+@pytest.mark.parametrize(
+    ("name", "rule"), [(SkewedFromOrigin.name, "origin"), (SkewedFromData.name, "data-mean")]
+)
 def test_a_federated_run_starts_from_the_rule_and_equals_its_simulation(
-    tmp_path: Path,
+    tmp_path: Path, name: str, rule: str
 ) -> None:
-    model = get_model(SkewedFromOrigin.name)
+    model = get_model(name)
     records, beta_star = model.generate(sum(COUNTS), D, snr=SNR, rng=np.random.default_rng(4))
     paths = []
     for i, rows in enumerate((slice(0, COUNTS[0]), slice(COUNTS[0], sum(COUNTS)))):
@@ -206,7 +257,7 @@ def test_a_federated_run_starts_from_the_rule_and_equals_its_simulation(
     assert run["status"] == "finished", run
     # The rule is public and bound: in the run's parameters, which every agent stores.
     params = PublicParameters.model_validate(created.json()["params"])
-    assert params.start == "origin" and created.json()["params"]["start"] == "origin"
+    assert params.start == rule and created.json()["params"]["start"] == rule
     beta0 = run_start(RUN_SEED, D, 1.0, model=model.name)
     assert trajectory[0] == beta0.tolist() == [0.0] * D
     simulated = simulate_run(
@@ -217,3 +268,14 @@ def test_a_federated_run_starts_from_the_rule_and_equals_its_simulation(
     )
     assert [beta.tolist() for beta in simulated.betas] == trajectory  # bit for bit
     assert model.error(np.array(run["beta"]), beta_star) < 1.0  # the mirror mode is at 6
+    # Every round, the start round included, was charged in each agent's ledger.
+    for i in range(len(COUNTS)):
+        ledger = Ledger(tmp_path / f"state{i}")
+        try:
+            entries = ledger.entries(run_id)
+            assert [(e.round, e.status) for e in entries] == [
+                (t, "acknowledged") for t in range(ROUNDS)
+            ]
+            assert len({e.mu for e in entries}) == 1 and math.isfinite(entries[0].mu)
+        finally:
+            ledger.close()

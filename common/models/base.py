@@ -160,12 +160,27 @@ class Model(ABC):
     #: that overrides ``start`` names its own rule (the registry checks it).
     start_rule: ClassVar[str] = DEFAULT_START
 
+    #: Whether the start reads the records: round 0 of every run is then its start round,
+    #: private and charged like any other (each holder sends the privatized sum of its
+    #: round-0 records' ``start_statistics``; β¹ = ``start_from`` of their mean).
+    start_reads_data: ClassVar[bool] = False
+
     def start(self, d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
         """β⁰ of shape (d,) from public values only: the dimension d, the model's σ and
         ``rng``, the run's public start stream (a federated run's seed, a simulation's
         generator); here ``random_direction``. Never from the records: a start that reads
-        data would have to be a private round charged to the budget."""
+        data does so in round 0 (``start_reads_data``)."""
         return random_direction(d, sigma, rng)
+
+    def start_statistics(self, records: Records, sigma: float) -> FloatArray:
+        """With ``start_reads_data``: each record's statistic, (n, d), which round 0
+        privatizes in place of its gradient (the mechanism bounds it the same way)."""
+        raise NotImplementedError(f"model {self.name}'s start reads no data")
+
+    def start_from(self, mean: FloatArray, sigma: float) -> FloatArray:
+        """With ``start_reads_data``: β¹ (d,) from the private mean (d,) of the start
+        statistics (post-processing: no privacy cost)."""
+        raise NotImplementedError(f"model {self.name}'s start reads no data")
 
     @abstractmethod
     def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:

@@ -35,8 +35,15 @@ def register_model(model: ModelT) -> ModelT:
     rule = model.start_rule
     if not isinstance(rule, str) or not _NAME.fullmatch(rule):
         raise ValueError(f"model {name}: start_rule must match {_NAME.pattern}, got {rule!r}")
-    if type(model).start is not Model.start and rule == DEFAULT_START:
+    kind = type(model)
+    own = kind.start is not Model.start or kind.start_reads_data
+    if own and rule == DEFAULT_START:
         raise ValueError(f"model {name} has its own start: name its rule (start_rule)")
+    reads = kind.start_statistics is not Model.start_statistics
+    if kind.start_reads_data and not (reads and kind.start_from is not Model.start_from):
+        raise ValueError(
+            f"model {name}: a start that reads data needs start_statistics and start_from"
+        )
     known = _MODELS.get(name)
     if known is not None and type(known).__qualname__ != type(model).__qualname__:
         raise ValueError(f"model name {name!r} is taken by {type(known).__name__}")

@@ -19,7 +19,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +36,8 @@ __all__ = [
     "initial_beta",
     "records_per_round",
     "run_start",
+    "start_finish",
+    "start_round",
     "study_beta_bound",
     "study_delta",
     "study_rng",
@@ -153,6 +156,21 @@ def run_start(seed: int, d: int, sigma: float, *, model: str | None = None) -> F
     """β⁰ of a run created with ``seed`` (the coordinator's): ``initial_beta`` of shape (d,)
     by ``model``'s start rule, from the run's start stream."""
     return initial_beta(d, sigma, np.random.default_rng([seed, _START_KEY]), model=model)
+
+
+def start_round(model: str, t: int) -> bool:
+    """Whether round ``t`` of a run of ``model`` is its start round: round 0 when the
+    model's start reads data (``Model.start_reads_data``). It is privatized by the run's
+    mechanism, takes its share of the records and is charged like every round."""
+    return t == 0 and get_model(model).start_reads_data
+
+
+def start_finish(model: str, sigma: float, t: int) -> Callable[[FloatArray], FloatArray] | None:
+    """The M-step's ``start_from`` in round ``t`` of a run of ``model`` with noise std
+    ``sigma``: the model's, in its start round (``start_round``); None otherwise."""
+    if not start_round(model, t):
+        return None
+    return partial(get_model(model).start_from, sigma=sigma)
 
 
 def study_rng(seed: int) -> np.random.Generator:
