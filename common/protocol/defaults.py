@@ -14,7 +14,8 @@
   (``study_t_min``);
 * β⁰: the model's public start rule (``Model.start``; by default a random direction of
   norm σ, as β = 0 is a fixed point of the symmetric models); a run draws it from its
-  seed (``run_start``), a simulation from its generator (``initial_beta``).
+  seed (``run_start``), a simulation from its generator (``initial_beta``). A model whose
+  start reads data makes round 0 its private start round (``start_round``).
 """
 
 from __future__ import annotations
