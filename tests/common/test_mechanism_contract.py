@@ -132,7 +132,7 @@ def test_every_builtin_is_built_from_its_declared_fields() -> None:
         again = built.with_noise(0.25 if fields else 0.0)
         assert type(again) is kind
         assert all(getattr(again, f) == getattr(built, f) for f in fields if f != "noise_std")
-    with pytest.raises(ValueError, match="mechanism none adds no noise, got 0.25"):
+    with pytest.raises(ValueError, match=r"mechanism none adds no noise, got 0\.25"):
         get_mechanism("none").from_values(noise_std=0.0).with_noise(0.25)
     with pytest.raises(ValueError, match="mechanism local-clip needs a value for clip"):
         get_mechanism("local-clip").from_values(noise_std=1.0)
