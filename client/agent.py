@@ -72,7 +72,13 @@ from ldpem.common.logs import log_context
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.plugins import ensure_plugins
-from ldpem.common.protocol import Budget, noise_rng, partition_rng, report_noise_std
+from ldpem.common.protocol import (
+    Budget,
+    noise_rng,
+    partition_rng,
+    report_noise_std,
+    start_round,
+)
 from ldpem.common.rounds import holder_round
 from ldpem.common.simulation import round_groups
 from ldpem.common.wire import (
@@ -330,6 +336,7 @@ class Agent:
                 sigma=session.params.sigma,
                 mechanism=mechanism,
                 rng=noise_rng(cfg.seed, session.run_id, t),
+                in_start_round=start_round(session.params.model, t),
             )
             total = [float(v) for v in report.total]
             if not all(math.isfinite(v) for v in total):

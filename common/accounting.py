@@ -15,18 +15,23 @@ Two conversions from μ to (ε, δ) are offered:
 
 Functions go both ways: the (ε at δ) spent for a given μ, and the μ (hence σ_r) needed for a
 target (ε, δ).
+
+``event_epsilon`` takes a mechanism's privacy as data (``ldpem.common.privacy_events``).
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
 from typing import Literal, get_args
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.special import erfcx, log_ndtr
 
+from ldpem.common import privacy_events as events
 from ldpem.common._validation import check_count, check_open_unit, check_positive
 
 __all__ = [
@@ -35,6 +40,9 @@ __all__ = [
     "epsilon_for_ratio",
     "epsilon_spent",
     "epsilon_tilde",
+    "event_epsilon",
+    "gaussian_events",
+    "gaussian_noise_std",
     "gdp_delta",
     "noise_std_for",
     "ratio_for_budget",
@@ -64,17 +72,11 @@ def epsilon_tilde(epsilon: float, delta: float) -> float:
     return epsilon / (math.sqrt(log_inv_delta + epsilon) + math.sqrt(log_inv_delta))
 
 
-def ratio_for_noise(
-    sensitivity: float | Iterable[float],
-    noise_std: float | Iterable[float],
-    participations: int = 1,
-) -> float:
-    """μ = √(participations · Σ Δ_i²/σ_{r,i}²) for Gaussian mechanisms applied to one record.
-
-    ``sensitivity`` and ``noise_std`` are scalars, or equal-length sequences (one entry per
-    participation with its own Δ and σ_r; then leave ``participations`` at 1).
-    """
-    participations = check_count("participations", participations)
+def _gaussian_pairs(
+    sensitivity: float | Iterable[float], noise_std: float | Iterable[float]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Δ_i and σ_{r,i} as equal-length float arrays (a scalar goes with every entry),
+    validated: Δ finite ≥ 0, σ_r finite > 0."""
     deltas = np.atleast_1d(np.asarray(sensitivity, dtype=np.float64))
     stds = np.atleast_1d(np.asarray(noise_std, dtype=np.float64))
     if deltas.size != stds.size and 1 not in (deltas.size, stds.size):
@@ -87,8 +89,32 @@ def ratio_for_noise(
             raise ValueError(f"sensitivity must be a finite number >= 0, got {value!r}")
     for value in stds:
         check_positive("noise_std", value)
+    return deltas, stds
+
+
+def ratio_for_noise(
+    sensitivity: float | Iterable[float],
+    noise_std: float | Iterable[float],
+    participations: int = 1,
+) -> float:
+    """μ = √(participations · Σ Δ_i²/σ_{r,i}²) for Gaussian mechanisms applied to one record.
+
+    ``sensitivity`` and ``noise_std`` are scalars, or equal-length sequences (one entry per
+    participation with its own Δ and σ_r; then leave ``participations`` at 1).
+    """
+    participations = check_count("participations", participations)
+    deltas, stds = _gaussian_pairs(sensitivity, noise_std)
     ratios_squared = (deltas / stds) ** 2
     return math.sqrt(participations * float(np.sum(ratios_squared)))
+
+
+def gaussian_events(
+    sensitivity: float | Iterable[float], noise_std: float | Iterable[float]
+) -> tuple[events.GaussianEvent, ...]:
+    """One ``GaussianEvent`` per (Δ_i, σ_{r,i}) pair, as ``ratio_for_noise`` takes them."""
+    deltas, stds = _gaussian_pairs(sensitivity, noise_std)
+    pairs = np.broadcast_arrays(deltas, stds)
+    return tuple(events.GaussianEvent(float(a), float(b)) for a, b in zip(*pairs, strict=True))
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
@@ -325,6 +351,21 @@ def ratio_for_budget(epsilon: float, delta: float, accounting: str = DEFAULT_ACC
     return mu
 
 
+@lru_cache(maxsize=1024)
+def gaussian_noise_std(
+    epsilon: float, delta: float, sensitivity: float, accounting: str, participations: int
+) -> float:
+    """``noise_std_for``, cached: the exact accounting solves for a root, and every report of
+    a run asks again (``Mechanism.calibrated``)."""
+    return noise_std_for(
+        epsilon=epsilon,
+        delta=delta,
+        sensitivity=sensitivity,
+        participations=participations,
+        accounting=accounting,
+    )
+
+
 def noise_std_for(
     *,
     epsilon: float,
@@ -341,6 +382,53 @@ def noise_std_for(
     return math.sqrt(participations) * sensitivity / mu
 
 
+def _leaves(event: events.DpEvent, count: int) -> Iterator[tuple[events.DpEvent, int]]:
+    """The events a composition is made of, each with how often it is repeated."""
+    if isinstance(event, events.SelfComposedEvent):
+        yield from _leaves(event.event, count * event.count)
+    elif isinstance(event, events.ComposedEvent):
+        for part in event.events:
+            yield from _leaves(part, count)
+    else:
+        yield event, count
+
+
+def event_epsilon(
+    event: events.DpEvent, delta: float, accounting: str = DEFAULT_ACCOUNTING
+) -> float:
+    """ε at ``delta`` that the releases of ``event`` cost a record (module docstring): the
+    Gaussian events' μ = √(Σ count·Δ²/σ²) under ``accounting``, plus the pure events' ε.
+    ValueError for an event with its own accountant composed with another, or an event
+    type the accountant does not know."""
+    accounting = _check_accounting(accounting)
+    delta = check_open_unit("delta", delta)
+    ratios_squared: list[float] = []
+    pure: list[float] = []
+    own: dict[events.AccountedEvent, int] = {}
+    for leaf, count in _leaves(event, 1):
+        if isinstance(leaf, events.NonPrivateEvent):
+            return math.inf
+        if isinstance(leaf, events.GaussianEvent):
+            ratios_squared.append(count * (leaf.sensitivity / leaf.noise_std) ** 2)
+        elif isinstance(leaf, events.PureEvent):
+            pure.append(count * leaf.epsilon)
+        elif isinstance(leaf, events.AccountedEvent):
+            own[leaf] = own.get(leaf, 0) + count
+        elif not isinstance(leaf, events.NoOpEvent):
+            raise ValueError(f"the accountant cannot compose a {type(leaf).__name__}")
+    if own:
+        if len(own) > 1 or ratios_squared or pure:
+            names = sorted({type(leaf).__name__ for leaf in own})
+            raise ValueError(f"{', '.join(names)} composes with no other event")
+        ((leaf, count),) = own.items()
+        return leaf.epsilon(delta, count)
+    spent = math.fsum(pure)
+    total = math.fsum(ratios_squared)
+    if total > 0.0:
+        spent += epsilon_for_ratio(math.sqrt(total), delta, accounting)
+    return spent
+
+
 def epsilon_spent(
     *,
     sensitivity: float | Iterable[float],
@@ -349,6 +437,8 @@ def epsilon_spent(
     participations: int = 1,
     accounting: str = DEFAULT_ACCOUNTING,
 ) -> float:
-    """ε at ``delta`` spent by Gaussian releases with the given Δ and σ_r (see ratio_for_noise)."""
-    mu = ratio_for_noise(sensitivity, noise_std, participations)
-    return epsilon_for_ratio(mu, delta, accounting)
+    """ε at ``delta`` spent by Gaussian releases with the given Δ and σ_r (see
+    ratio_for_noise), ``participations`` times: ``event_epsilon`` of their events."""
+    participations = check_count("participations", participations)
+    releases = events.ComposedEvent(gaussian_events(sensitivity, noise_std))
+    return event_epsilon(events.SelfComposedEvent(releases, participations), delta, accounting)

@@ -48,7 +48,7 @@ from ldpem.common.audit_stats import (
     noise_is_sufficient,
     reference_noise_std,
 )
-from ldpem.common.mechanisms import Mechanism
+from ldpem.common.mechanisms import Mechanism, honest_holders
 from ldpem.common.models import Model, Records
 from ldpem.common.rounds import holder_round
 
@@ -364,7 +364,7 @@ def audit_holder_round(
             for k in range(n):
                 # The others' reports are summed as the M-step sums them (math.fsum).
                 rows = [report(holder)]
-                rows += [report(nobody) for _ in range(mechanism.honest_holders - 1)]
+                rows += [report(nobody) for _ in range(honest_holders(mechanism) - 1)]
                 out[k] = [math.fsum(column) for column in zip(*rows, strict=True)]
             return out
 

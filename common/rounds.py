@@ -3,8 +3,8 @@
 This is the single implementation used by the hospital agent and by the in-process
 simulator. Records are processed in chunks so that memory stays bounded however many
 records a holder has, each chunk's contributions summed in the mechanism's arithmetic
-(``Mechanism.partial_sum``: exact integers for noise shares); the sum is finished once at
-the end (``Mechanism.finish_sum``: the local noise, or the quantization and the share).
+(``mechanisms.sum_arithmetic``: floats, or exact integers for noise shares); the sum is
+finished once at the end (the local noise, or the quantization and the share).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common._validation import check_count, check_positive
-from ldpem.common.mechanisms import Mechanism
+from ldpem.common.mechanisms import Mechanism, sum_arithmetic
 from ldpem.common.models import Model, Records
 
 __all__ = ["DEFAULT_CHUNK", "HolderReport", "holder_round"]
@@ -46,8 +46,10 @@ def holder_round(
     mechanism: Mechanism,
     rng: np.random.Generator,
     chunk: int = DEFAULT_CHUNK,
+    in_start_round: bool = False,
 ) -> HolderReport:
-    """Privatized sum of the per-record gradients ∇q_i(β; β) of ``records`` at ``beta``.
+    """Privatized sum of the per-record gradients ∇q_i(β; β) of ``records`` at ``beta``
+    (with ``in_start_round``: of the model's ``start_statistics``, in a run's start round).
 
     Total for every mechanism with a bound (all but ``none``): a gradient that overflows
     or is NaN, whatever β and σ the (untrusted) coordinator chose, gets the bounded
@@ -73,6 +75,9 @@ def holder_round(
         The holder's noise stream of the round.
     chunk : int
         Records whose gradients are held in memory at once (≥ 1).
+    in_start_round : bool
+        Whether this is the start round of a model whose start reads data
+        (``protocol.start_round``).
 
     Returns
     -------
@@ -95,15 +100,19 @@ def holder_round(
                 f"{records.n} records with contributions bounded by {bound!r} and noise std "
                 f"{noise!r} could overflow the float range (limit {_SUM_LIMIT:.3g})"
             )
-    total = mechanism.empty_sum(records.d)
+    arithmetic = sum_arithmetic(mechanism)
+    total = arithmetic.empty_sum(records.d)
     for start in range(0, records.n, chunk):
         part = records.take(slice(start, start + chunk))
         # Overflow and 0/0 inside the model are expected for hostile β or σ: the mechanism
         # maps the resulting ±inf and NaN to bounded contributions.
         with np.errstate(all="ignore"):
-            gradients = model.gradients(beta, part, sigma)
-        total = total + mechanism.partial_sum(gradients)
-    total = mechanism.finish_sum(total, records.n, rng)
+            if in_start_round:
+                gradients = model.start_statistics(part, sigma)
+            else:
+                gradients = model.gradients(beta, part, sigma)
+        total = total + arithmetic.partial_sum(gradients)
+    total = arithmetic.finish_sum(total, records.n, rng)
     if not np.all(np.isfinite(total)):  # only reachable without a bound (mechanism "none")
         raise ValueError(f"the sum of the gradients of {records.n} records overflows")
     return HolderReport(total=total, count=records.n)

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common._validation import check_count, check_positive
-from ldpem.common.mechanisms import Mechanism
+from ldpem.common.mechanisms import Mechanism, honest_holders
 from ldpem.common.models import Model, Records, get_model
 from ldpem.common.protocol import (
     EQUAL,
@@ -48,6 +48,8 @@ from ldpem.common.protocol import (
     report_noise_std,
     round_noise_variance,
     round_sizes,
+    start_finish,
+    start_round,
 )
 from ldpem.common.rounds import holder_round
 from ldpem.common.wire import PublicParameters
@@ -293,7 +295,7 @@ def run_gradient_em(
     ]
     beta = np.array(beta0, dtype=np.float64)
     result = EMResult(betas=[beta.copy()])
-    needed = max(m.honest_holders for plan in round_mechanisms for m in plan.holders)
+    needed = max(honest_holders(m) for plan in round_mechanisms for m in plan.holders)
     for t, plan in enumerate(round_mechanisms):
         totals = []
         counts = []
@@ -311,6 +313,7 @@ def run_gradient_em(
                 sigma=sigma,
                 mechanism=plan.holders[k],
                 rng=streams.noise(k, t),
+                in_start_round=start_round(model.name, t),
             )
             totals.append(report.total)
             counts.append(report.count)
@@ -318,7 +321,16 @@ def run_gradient_em(
         result.reporters.append(len(totals))
         if len(totals) >= needed:
             central_rng = streams.central(t)
-            step = m_step(beta, totals, counts, eta=eta, central=plan.central, rng=central_rng)
+            finish = start_finish(model.name, sigma, t)
+            step = m_step(
+                beta,
+                totals,
+                counts,
+                eta=eta,
+                central=plan.central,
+                rng=central_rng,
+                start_from=finish,
+            )
             beta = step.beta
             result.variances.append(
                 round_noise_variance(plan.holders[0], counts, declared, plan.central)

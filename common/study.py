@@ -318,7 +318,7 @@ def run_study(
     bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
     tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
     if beta0 is None:
-        start = initial_beta(d, study.sigma, rng)
+        start = initial_beta(d, study.sigma, rng, model=model.name)
     else:
         start = np.asarray(beta0, dtype=np.float64)
     holders = _deal(records, study, data.sizes, rng)

@@ -38,8 +38,10 @@ from pydantic import (
 
 from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import get_model, model_names
+from ldpem.common.models.base import DEFAULT_START
 from ldpem.common.protocol import (
     EQUAL,
+    GIVEN_START,
     LAST,
     check_final,
     check_noise_shares,
@@ -130,7 +132,7 @@ _Schema = Schema
 
 #: The later fields of the run's parameters and their defaults, left out of the JSON when
 #: they hold them (module docstring).
-_LATER = {"schedule": EQUAL, "scales": None, "final": LAST}
+_LATER = {"schedule": EQUAL, "scales": None, "final": LAST, "start": DEFAULT_START}
 
 
 def _check_later(mechanism: str, schedule: ScheduleSpec, final: str, rounds: int) -> None:
@@ -267,10 +269,16 @@ class PublicParameters(_Schema):
     holders: int | None = None
     modulus_bits: int | None = None
     roster_digest: str | None = None
+    #: How β⁰ was made: the model's public start rule (``Model.start_rule``), or "given"
+    #: (the operator's beta0).
+    start: str = DEFAULT_START
 
     @model_validator(mode="after")
     def _consistent(self) -> PublicParameters:
         _check_later(self.mechanism, self.schedule, self.final, self.rounds)
+        rules = (get_model(self.model).start_rule, GIVEN_START)
+        if self.start not in rules:
+            raise ValueError(f"start must be one of {rules} for model {self.model}")
         if self.scales is not None and len(self.scales) != self.rounds:
             raise ValueError(f"scales must have one entry per round ({self.rounds})")
         return self

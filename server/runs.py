@@ -45,7 +45,8 @@ async def create_run(
     if request.beta0 is not None:
         beta0 = [float(v) for v in request.beta0]
     else:
-        beta0 = [float(v) for v in run_start(seed, request.d, request.sigma)]
+        start = run_start(seed, request.d, request.sigma, model=request.model)
+        beta0 = [float(v) for v in start]
     trivial = request.snr * request.sigma
     if not math.isfinite(trivial):
         raise Invalid("snr × sigma overflows float64: the run is out of range")

@@ -1,8 +1,9 @@
-"""A mechanism defined in this file only takes every path (docs/EXTENDING.md).
+"""A mechanism defined in one file only takes every path (docs/EXTENDING.md).
 
 ``local-box`` clips each coordinate of a record's gradient to [−C, C] (an L∞ box rather than
 the clipped baseline's L2 ball) and adds Gaussian noise to each record's report. It is
-registered here with one decorator and run through ``ldpem simulate``, a real federated run
+registered with one decorator in one file, ``tests/examples/local_box.py`` (docs/EXTENDING.md
+shows that file verbatim), and run through ``ldpem simulate``, a real federated run
 (a coordinator and two agent processes, which load this module through ``LDPEM_PLUGINS``:
 the coordinator checks its reports, the agents build and calibrate it), ``ldpem plan`` and
 ``ldpem audit``. No product module is edited or monkeypatched.
@@ -16,52 +17,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 
 from ldpem.cli import main
-from ldpem.common.mechanisms import Mechanism, register_mechanism
-from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
 from ldpem.processes import Processes, start_coordinator
+from tests.examples.local_box import LocalBox
 from tests.fedkit import ADMIN, TOKENS, admin_headers, agents_to_the_end, write_gmm_data
 from tests.forecastkit import wait_for_forecast
 
 ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.test_extension_mechanism", "PYTHONPATH": str(ROOT)}
-
-
-@register_mechanism
-class LocalBox(Mechanism):
-    """Clip every coordinate to [−C, C], noise on each record's report; sensitivity 2C√d."""
-
-    name: ClassVar[str] = "local-box"
-    label: ClassVar[str] = "local DP, coordinates clipped"
-    noise_site: ClassVar[NoiseSite] = "record"
-    needs: ClassVar[Needs] = "clip"
-
-    def __init__(self, *, clip: float, noise_std: float) -> None:
-        if not (math.isfinite(clip) and clip > 0):
-            raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
-        if not (math.isfinite(noise_std) and noise_std >= 0):
-            raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std!r}")
-        self.clip = clip
-        self.noise_std = noise_std
-
-    def contributions(self, gradients: FloatArray) -> FloatArray:
-        # NaN counts as 0; ±inf goes to ±C: every record gets a bounded contribution.
-        clipped: FloatArray = np.clip(np.nan_to_num(gradients, nan=0.0), -self.clip, self.clip)
-        return clipped
-
-    def record_bound(self, d: int) -> float:
-        return self.clip
-
-    def sensitivity(self, d: int) -> float:
-        return 2.0 * self.clip * math.sqrt(d)
-
-
+PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.examples.local_box", "PYTHONPATH": str(ROOT)}
 D, COUNTS = 3, [1500, 1500]
 
 
@@ -69,7 +37,7 @@ def test_simulate_plan_and_audit_take_it(capsys: pytest.CaptureFixture[str]) -> 
     argv = ["simulate", "--mechanism", "local-box", "--clip", "2", "--n", "20000"]
     assert main([*argv, "--d", str(D), "--seed", "1", "--json"]) == 0
     outcome = json.loads(capsys.readouterr().out)
-    assert outcome["mechanism"] == "local-box" and math.isfinite(outcome["error"])
+    assert outcome["mechanism"] == LocalBox.name and math.isfinite(outcome["error"])
     # --workers 1: in this process, where the mechanism is registered (a pool's fresh
     # worker processes would need LDPEM_PLUGINS, as a deployment's do).
     plan = ["plan", "--d", str(D), "--n", "20000", "--hospitals", "2", "--seeds", "2"]

@@ -199,8 +199,9 @@ def _mechanism_fields(result: StudyResult) -> dict[str, Any]:
         fields["noise_std"] = mechanism.noise_std
         fields["holder_scales"] = [float(getattr(m, "scale", math.nan)) for m in holders]
         fields["holder_noise_stds"] = [m.noise_std for m in holders]
+    declared = mechanism.declared_fields()
     for name in ("scale", "smoothing", "clip"):
-        if hasattr(mechanism, name):
+        if name in declared:
             fields[name] = float(getattr(mechanism, name))
     plans = result.round_mechanisms
     if not holders and len({id(plan) for plan in plans}) > 1:

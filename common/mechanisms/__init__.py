@@ -1,5 +1,7 @@
-"""Privacy mechanisms applied to per-record gradients, one per module, and their registry
-(``ldpem.common.mechanisms.base``; docs/EXTENDING.md).
+"""Privacy mechanisms applied to per-record gradients, one per module: their contract
+(``ldpem.common.mechanisms.base``), the interface of noise shares
+(``ldpem.common.mechanisms.shares``) and their registry
+(``ldpem.common.mechanisms.registry``; docs/EXTENDING.md).
 
 Importing this package registers the built-in mechanisms: local, hospital, central,
 local-clip, central-clip, secagg, none.
@@ -7,12 +9,9 @@ local-clip, central-clip, secagg, none.
 
 from __future__ import annotations
 
-from ldpem.common.mechanisms.base import (
-    Mechanism,
-    get_mechanism,
-    mechanism_names,
-    register_mechanism,
-)
+from ldpem.common.mechanisms.base import Mechanism
+from ldpem.common.mechanisms.registry import get_mechanism, mechanism_names, register_mechanism
+from ldpem.common.mechanisms.shares import SharedNoise, honest_holders, sum_arithmetic
 
 # isort: off
 # Registration order is the order of every list of mechanisms (CLI choices, plan, audit).
@@ -35,8 +34,11 @@ __all__ = [
     "Mechanism",
     "NoPrivacy",
     "SecAggSkellam",
+    "SharedNoise",
     "clip_rows",
     "get_mechanism",
+    "honest_holders",
     "mechanism_names",
     "register_mechanism",
+    "sum_arithmetic",
 ]

@@ -1,4 +1,4 @@
-"""The mechanism base class and registry (docs/MATH.md, sections 2, 5, 6; docs/EXTENDING.md).
+"""The mechanism contract (docs/MATH.md, sections 2, 5, 6; docs/EXTENDING.md).
 
 Every mechanism is split the way a federated round is: the part a data holder runs on its
 own records (``holder_sum``: the sum of its records' contributions, with the holder's noise
@@ -7,9 +7,14 @@ if there is any) and the part the aggregator adds once to the average of all hol
 
     mean = Σ holder sums / Σ counts + aggregate_noise.
 
-A holder's sum is accumulated chunk by chunk (``empty_sum``, ``partial_sum``) and finished
-once (``finish_sum``: the holder's noise, and for noise shares the quantization), so a
-mechanism may sum in its own arithmetic (exact integers for ``shares``).
+A mechanism's public values are its declared fields: every mechanism is a frozen dataclass
+whose fields are the values a run publishes for it (``scale`` and ``smoothing`` when it
+``needs`` a scale, ``clip`` when it needs a clip norm, ``t_min`` for noise shares) and its
+``noise_std``; the registry (``ldpem.common.mechanisms.registry``) refuses a class that
+does not declare what it needs. What one release costs a record is data
+(``privacy_event``, ``ldpem.common.privacy_events``) that the accountant composes, and a
+mechanism calibrates its own noise to a budget (``calibrated``; default: a Gaussian of the
+σ_r its ``sensitivity`` needs).
 
 Where the noise is added (``Mechanism.noise_site``):
 
@@ -19,8 +24,9 @@ Where the noise is added (``Mechanism.noise_site``):
 * ``holder``: once on a holder's sum (hospital-level: the holder is its own curator);
 * ``aggregator``: once on the average, by the coordinator (the central model);
 * ``shares``: each holder adds a share of the noise to its sum, and only the sum of all
-  holders' reports is ever seen (secure aggregation): any ``honest_holders`` shares
-  together make the noise of the sum; one holder's report is not private on its own
+  holders' reports is ever seen (secure aggregation): such a mechanism also implements
+  ``ldpem.common.mechanisms.shares.SharedNoise`` (its t_min, its shares' calibration and
+  its exact sum arithmetic); one holder's report is not private on its own
   (docs/SECAGG.md);
 * ``nowhere``: no noise at all.
 
@@ -29,37 +35,41 @@ keyword-only and validated once, at construction; every mechanism states the
 per-coordinate bound of a record's contribution before noise (``record_bound``) and its L2
 sensitivity (``sensitivity``), which is what the accounting and the coordinator's range
 checks use.
-
-Registry: ``register_mechanism`` (a class decorator) makes a class available by its name;
-the CLI's choices, the wire's validation, the protocol, the coordinator's policy, the agent,
-the planner and the audit take their mechanisms from ``get_mechanism`` /
-``mechanism_names`` and never compare a name with a literal.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import re
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Literal, TypeVar, get_args
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ldpem.common.accounting import DEFAULT_ACCOUNTING, gaussian_noise_std
+from ldpem.common.privacy_events import DpEvent, GaussianEvent, NonPrivateEvent
+
 __all__ = [
+    "PUBLIC_FIELDS",
     "Mechanism",
     "Needs",
     "NoiseSite",
+    "PrivacyBudget",
     "ScaleRule",
-    "get_mechanism",
-    "mechanism_names",
-    "register_mechanism",
 ]
 
 FloatArray = NDArray[np.float64]
 NoiseSite = Literal["record", "holder", "aggregator", "shares", "nowhere"]
 Needs = Literal["scale", "clip"] | None
 ScaleRule = Literal["fourth-root", "square-root"]
+#: The fields a mechanism declares for each public value it ``needs``.
+PUBLIC_FIELDS: dict[Needs, tuple[str, ...]] = {
+    "scale": ("scale", "smoothing"),
+    "clip": ("clip",),
+    None: (),
+}
 
 
 def _as_gradients(gradients: ArrayLike) -> FloatArray:
@@ -77,16 +87,30 @@ def _check_noise_std(value: float) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class PrivacyBudget:
+    """What a mechanism's noise is calibrated for (``Mechanism.calibrated``): each record
+    (ε, δ)-DP over its ``participations`` releases, under ``accounting`` ("exact" or
+    "paper", for Gaussian noise)."""
+
+    epsilon: float
+    delta: float
+    participations: int = 1
+    accounting: str = DEFAULT_ACCOUNTING
+
+
 class Mechanism(ABC):
     """What a mechanism does to a batch of per-record gradients g_i ∈ R^d, and what the
     rest of ldpem needs to know to build, account and check it (docs/EXTENDING.md).
 
-    A subclass declares, as class attributes, its ``name``, where its noise is added
-    (``noise_site``), the public value that fixes a record's contribution (``needs``) and,
-    for a truncation scale, Algorithm 2's rule for it; it implements ``contributions``,
-    ``record_bound`` and ``sensitivity``. The protocol builds every mechanism from a run's
-    public values through ``from_values``; the agent, the coordinator's report checks, the
-    simulator, the planner and the audit ask these declarations instead of the name.
+    A subclass is a ``@dataclass(frozen=True, kw_only=True)`` whose fields are its public
+    values (``declared_fields``). It declares, as class attributes, its ``name``,
+    where its noise is added (``noise_site``), the public value that fixes a record's
+    contribution (``needs``) and, for a truncation scale, Algorithm 2's rule for it; it
+    implements ``contributions``, ``record_bound`` and ``sensitivity``. The protocol builds
+    every mechanism from a run's public values through ``from_values`` and ``calibrated``;
+    the agent, the coordinator's report checks, the simulator, the planner and the audit
+    ask these declarations instead of the name.
     """
 
     #: Name used on the command line, on the wire and in the ledger.
@@ -120,36 +144,69 @@ class Mechanism(ABC):
         clip: float | None = None,
         t_min: int | None = None,
     ) -> Mechanism:
-        """The mechanism with these public values and noise std: ``scale`` and
-        ``smoothing`` β_s when it ``needs`` a scale, ``clip`` when it needs a clip norm,
-        ``t_min`` (the honest holders whose shares make the noise) when its noise is
-        ``shares``. ValueError, naming the value, when one it needs is missing."""
+        """The mechanism with these public values and noise std: its declared fields
+        (``scale`` and ``smoothing`` β_s when it ``needs`` a scale, ``clip`` when it needs a
+        clip norm, ``t_min`` for noise shares, and ``noise_std``) from the values of the
+        same names. ValueError, naming the value, when one it declares is missing."""
+        given: dict[str, float | int | None] = {
+            "noise_std": noise_std,
+            "scale": scale,
+            "smoothing": smoothing,
+            "clip": clip,
+            "t_min": t_min,
+        }
         values: dict[str, float | int] = {}
-        if cls.needs == "scale":
-            if scale is None or smoothing is None:
-                raise ValueError(f"mechanism {cls.name} needs a scale and a smoothing")
-            values.update(scale=scale, smoothing=smoothing)
-        if cls.needs == "clip":
-            if clip is None:
-                raise ValueError(f"mechanism {cls.name} needs a clip norm")
-            values.update(clip=clip)
+        for name in cls.declared_fields():
+            value = given[name]
+            if value is None:
+                raise ValueError(f"mechanism {cls.name} needs a value for {name}")
+            values[name] = value
+        return cls(**values)
+
+    @classmethod
+    def declared_fields(cls) -> tuple[str, ...]:
+        """The public values this mechanism is built from, in its declaration order: the
+        fields of its ``needs``, ``t_min`` for noise shares, and ``noise_std`` unless it
+        adds no noise (the registry checks that the class declares each one)."""
+        wanted = set(PUBLIC_FIELDS[cls.needs])
         if cls.noise_site == "shares":
-            if t_min is None:
-                raise ValueError(f"mechanism {cls.name} needs t_min, the honest holders")
-            values.update(t_min=t_min)
-        if not values:
-            return cls()
-        return cls(noise_std=noise_std, **values)  # type: ignore[call-arg]
+            wanted.add("t_min")
+        if cls.noise_site != "nowhere":
+            wanted.add("noise_std")
+        declared = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+        return tuple(name for name in declared if name in wanted)
 
     def with_noise(self, noise_std: float) -> Mechanism:
-        """The same mechanism with another noise std."""
-        return self.from_values(
-            noise_std=noise_std,
-            scale=getattr(self, "scale", None),
-            smoothing=getattr(self, "smoothing", None),
-            clip=getattr(self, "clip", None),
-            t_min=getattr(self, "t_min", None),
+        """The same mechanism with another noise std (itself for one that adds no noise
+        and ``noise_std`` 0; ValueError for any other)."""
+        if "noise_std" not in self.declared_fields():
+            if noise_std != 0.0:
+                raise ValueError(f"mechanism {self.name} adds no noise, got {noise_std!r}")
+            return self
+        changed: Mechanism = dataclasses.replace(self, noise_std=noise_std)  # type: ignore[type-var]
+        return changed
+
+    def calibrated(self, d: int, budget: PrivacyBudget) -> Mechanism:
+        """This mechanism with the noise that makes ``budget.participations`` of its
+        releases in dimension ``d`` (ε, δ)-DP for each record under ``budget.accounting``:
+        here a Gaussian whose σ_r follows from ``sensitivity`` (noise per record or per
+        holder). The aggregator's noise is calibrated by the protocol on each round's
+        count; a mechanism with another kind of noise overrides this."""
+        b = budget
+        noise = gaussian_noise_std(
+            b.epsilon, b.delta, self.sensitivity(d), b.accounting, b.participations
         )
+        return self.with_noise(noise)
+
+    def privacy_event(self, d: int) -> DpEvent:
+        """What one holder's report (one record alone, for noise per holder) costs a record
+        in dimension ``d``: a ``GaussianEvent`` of ``sensitivity`` and ``noise_std`` for
+        noise per record or per holder; ``NonPrivateEvent`` when the report is not private
+        on its own (the aggregator's noise, or none). A mechanism with another kind of
+        noise overrides this with its own event."""
+        if not self.locally_private() or self.noise_std == 0.0:
+            return NonPrivateEvent()
+        return GaussianEvent(self.sensitivity(d), self.noise_std)
 
     @property
     def is_local(self) -> bool:
@@ -169,22 +226,6 @@ class Mechanism(ABC):
         if count == 0:
             return 0
         return {"record": count, "holder": 1, "shares": 1}.get(cls.noise_site, 0)
-
-    @property
-    def honest_holders(self) -> int:
-        """The fewest holders' reports whose sum is private: 1, or for noise ``shares``
-        the t_min honest holders whose shares together make the noise. A round with
-        fewer reports is not released."""
-        return 1
-
-    def shared_noise_std(
-        self, d: int, *, epsilon: float, delta: float, participations: int = 1
-    ) -> float:
-        """For noise ``shares``: the std of one holder's share such that any
-        ``honest_holders`` shares make each record (ε, δ)-DP over ``participations``
-        rounds, in dimension ``d``. The protocol calls it to calibrate such a mechanism;
-        every other mechanism is calibrated from its ``sensitivity``."""
-        raise NotImplementedError(f"mechanism {self.name} has no noise shares")
 
     @abstractmethod
     def contributions(self, gradients: FloatArray) -> FloatArray:
@@ -236,25 +277,8 @@ class Mechanism(ABC):
             return np.zeros(d)
         return rng.normal(0.0, self.noise_std * math.sqrt(draws), d)
 
-    def empty_sum(self, d: int) -> NDArray[Any]:
-        """The sum of no contributions in this mechanism's arithmetic, shape (d,)."""
-        return np.zeros(d)
-
-    def partial_sum(self, gradients: FloatArray) -> NDArray[Any]:
-        """Σ of a chunk's contributions in this mechanism's arithmetic (floats; exact
-        integers for noise ``shares``): (n, d) gradients → (d,)."""
-        total: FloatArray = self.contributions(gradients).sum(axis=0)
-        return total
-
-    def finish_sum(self, total: NDArray[Any], count: int, rng: np.random.Generator) -> FloatArray:
-        """What a holder sends for the sum ``total`` (from ``partial_sum``) of ``count``
-        records: here ``total`` + ``holder_noise``, shape (d,)."""
-        finished: FloatArray = total + self.holder_noise(count, total.shape[0], rng)
-        return finished
-
     def holder_sum(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
-        """What a data holder sends for a batch: Σ_i contribution_i + local noise (for
-        noise shares: the quantized sum plus the holder's share).
+        """What a data holder sends for a batch: Σ_i contribution_i + ``holder_noise``.
 
         Parameters
         ----------
@@ -268,7 +292,8 @@ class Mechanism(ABC):
         total : array of shape (d,)
         """
         g = _as_gradients(gradients)
-        return self.finish_sum(self.empty_sum(g.shape[1]) + self.partial_sum(g), g.shape[0], rng)
+        total: FloatArray = self.contributions(g).sum(axis=0)
+        return total + self.holder_noise(g.shape[0], g.shape[1], rng)
 
     def privatize(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
         """One report per record: contribution_i + N(0, σ_r² I_d) for local mechanisms, (n, d).
@@ -289,8 +314,14 @@ class Mechanism(ABC):
         g = _as_gradients(gradients)
         reports = self.contributions(g)
         if self.is_local and self.noise_std > 0.0:
-            reports += rng.normal(0.0, self.noise_std, reports.shape)
+            reports += self.record_noise(reports.shape, rng)
         return reports
+
+    def record_noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> FloatArray:
+        """Independent noise of ``shape`` (n, d) for n reports of one record each: here
+        N(0, σ_r²) per entry."""
+        noise: FloatArray = rng.normal(0.0, self.noise_std, shape)
+        return noise
 
     def aggregate_noise(
         self, d: int, rng: np.random.Generator, draws: int | None = None
@@ -315,50 +346,3 @@ class Mechanism(ABC):
         if self.is_local or self.noise_std == 0.0:
             return np.zeros(shape)
         return rng.normal(0.0, self.noise_std, shape)
-
-
-MechanismT = TypeVar("MechanismT", bound=type[Mechanism])
-
-_MECHANISMS: dict[str, type[Mechanism]] = {}
-#: A name is a CLI choice, a JSON value and a ledger key: plain, short, lower case.
-_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-
-
-def register_mechanism(cls: MechanismT) -> MechanismT:
-    """Class decorator: make the ``Mechanism`` subclass ``cls`` available by its ``name``.
-    Its declarations are checked here, once; another class under a taken name is an error,
-    the same class again (a module imported twice) is not."""
-    if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
-        raise TypeError(f"a mechanism must be a Mechanism subclass, got {cls!r}")
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"mechanism name must match {_NAME.pattern}, got {name!r}")
-    if getattr(cls, "noise_site", None) not in get_args(NoiseSite):
-        raise ValueError(f"mechanism {name}: noise_site must be one of {get_args(NoiseSite)}")
-    if cls.needs not in ("scale", "clip", None):
-        raise ValueError(f"mechanism {name}: needs must be 'scale', 'clip' or None")
-    if (cls.needs == "scale") != (cls.scale_rule in get_args(ScaleRule)):
-        raise ValueError(f"mechanism {name}: a scale_rule goes with needs = 'scale'")
-    if cls.noise_site == "shares" and cls.shared_noise_std is Mechanism.shared_noise_std:
-        raise ValueError(f"mechanism {name}: noise shares need a shared_noise_std")
-    known = _MECHANISMS.get(name)
-    if known is not None and known.__qualname__ != cls.__qualname__:
-        raise ValueError(f"mechanism name {name!r} is taken by {known.__name__}")
-    _MECHANISMS[name] = cls
-    return cls
-
-
-def get_mechanism(name: str) -> type[Mechanism]:
-    """The mechanism class registered as ``name``."""
-    try:
-        return _MECHANISMS[name]
-    except KeyError:
-        raise ValueError(f"mechanism must be one of {mechanism_names()}, got {name!r}") from None
-
-
-def mechanism_names(*, federated: bool | None = None) -> tuple[str, ...]:
-    """The registered mechanisms' names in registration order; ``federated``: only those a
-    federated run may (True) or may not (False) use."""
-    return tuple(
-        name for name, cls in _MECHANISMS.items() if federated is None or cls.federated == federated
-    )

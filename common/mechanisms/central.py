@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ldpem.common.mechanisms.base import NoiseSite, ScaleRule, register_mechanism
+from ldpem.common.mechanisms.base import NoiseSite, ScaleRule
 from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.mechanisms.registry import register_mechanism
 
 __all__ = ["CentralTruncation"]
 
@@ -21,6 +22,3 @@ class CentralTruncation(LocalTruncation):
     label = "central DP (trusted curator)"
     noise_site: ClassVar[NoiseSite] = "aggregator"
     scale_rule: ClassVar[ScaleRule | None] = "square-root"
-
-    def __repr__(self) -> str:
-        return super().__repr__().replace("LocalTruncation", "CentralTruncation", 1)

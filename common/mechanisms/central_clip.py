@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ldpem.common.mechanisms.base import NoiseSite, register_mechanism
+from ldpem.common.mechanisms.base import NoiseSite
 from ldpem.common.mechanisms.local_clip import LocalClipped
+from ldpem.common.mechanisms.registry import register_mechanism
 
 __all__ = ["CentralClipped"]
 

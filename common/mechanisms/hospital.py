@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ldpem.common.mechanisms.base import NoiseSite, ScaleRule, register_mechanism
+from ldpem.common.mechanisms.base import NoiseSite, ScaleRule
 from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.mechanisms.registry import register_mechanism
 
 __all__ = ["HospitalTruncation"]
 
@@ -28,6 +29,3 @@ class HospitalTruncation(LocalTruncation):
     noise_site: ClassVar[NoiseSite] = "holder"
     scale_rule: ClassVar[ScaleRule | None] = "square-root"
     per_holder_scale = True
-
-    def __repr__(self) -> str:
-        return super().__repr__().replace("LocalTruncation", "HospitalTruncation", 1)

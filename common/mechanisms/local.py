@@ -3,6 +3,7 @@ Gaussian noise on each record's report."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from ldpem.common._validation import check_positive
@@ -14,8 +15,8 @@ from ldpem.common.mechanisms.base import (
     NoiseSite,
     ScaleRule,
     _check_noise_std,
-    register_mechanism,
 )
+from ldpem.common.mechanisms.registry import register_mechanism
 from ldpem.common.truncation import smoothed_truncation
 from ldpem.common.truncation_bound import truncation_bound
 
@@ -23,6 +24,7 @@ __all__ = ["LocalTruncation"]
 
 
 @register_mechanism
+@dataclass(frozen=True, kw_only=True)
 class LocalTruncation(Mechanism):
     """Local model (docs/MATH.md (3.3)): report T(g_i) + N(0, σ_r² I_d) per record.
 
@@ -42,10 +44,15 @@ class LocalTruncation(Mechanism):
     needs: ClassVar[Needs] = "scale"
     scale_rule: ClassVar[ScaleRule | None] = "fourth-root"
 
-    def __init__(self, *, scale: float, smoothing: float, noise_std: float) -> None:
-        self.scale = check_positive("scale", scale)
-        self.smoothing = check_positive("smoothing", smoothing)
-        self.noise_std = _check_noise_std(noise_std)
+    scale: float
+    smoothing: float
+    noise_std: float
+
+    def __post_init__(self) -> None:
+        # Validated once, here; frozen afterwards.
+        object.__setattr__(self, "scale", check_positive("scale", self.scale))
+        object.__setattr__(self, "smoothing", check_positive("smoothing", self.smoothing))
+        object.__setattr__(self, "noise_std", _check_noise_std(self.noise_std))
 
     def contributions(self, gradients: FloatArray) -> FloatArray:
         return smoothed_truncation(gradients, self.scale, self.smoothing)
@@ -55,9 +62,3 @@ class LocalTruncation(Mechanism):
 
     def sensitivity(self, d: int) -> float:
         return truncation_sensitivity(self.scale, d, smoothing=self.smoothing)
-
-    def __repr__(self) -> str:
-        return (
-            f"LocalTruncation(scale={self.scale!r}, smoothing={self.smoothing!r}, "
-            f"noise_std={self.noise_std!r})"
-        )

@@ -4,6 +4,7 @@ Gaussian noise on each record's report."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -16,8 +17,8 @@ from ldpem.common.mechanisms.base import (
     Needs,
     NoiseSite,
     _check_noise_std,
-    register_mechanism,
 )
+from ldpem.common.mechanisms.registry import register_mechanism
 
 __all__ = ["LocalClipped", "clip_rows"]
 
@@ -65,6 +66,7 @@ def clip_rows(gradients: FloatArray, clip: float) -> FloatArray:
 
 
 @register_mechanism
+@dataclass(frozen=True, kw_only=True)
 class LocalClipped(Mechanism):
     """Clipped baseline in the local model (Algorithm 1): clip each g_i to L2 norm C, add
     N(0, σ_r² I_d) per record; sensitivity 2C.
@@ -82,9 +84,13 @@ class LocalClipped(Mechanism):
     noise_site: ClassVar[NoiseSite] = "record"
     needs: ClassVar[Needs] = "clip"
 
-    def __init__(self, *, clip: float, noise_std: float) -> None:
-        self.clip = check_positive("clip", clip)
-        self.noise_std = _check_noise_std(noise_std)
+    clip: float
+    noise_std: float
+
+    def __post_init__(self) -> None:
+        # Validated once, here; frozen afterwards.
+        object.__setattr__(self, "clip", check_positive("clip", self.clip))
+        object.__setattr__(self, "noise_std", _check_noise_std(self.noise_std))
 
     def contributions(self, gradients: FloatArray) -> FloatArray:
         return clip_rows(gradients, self.clip)
@@ -94,6 +100,3 @@ class LocalClipped(Mechanism):
 
     def sensitivity(self, d: int) -> float:
         return 2.0 * self.clip
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(clip={self.clip!r}, noise_std={self.noise_std!r})"

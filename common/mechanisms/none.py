@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from ldpem.common.mechanisms.base import FloatArray, Mechanism, NoiseSite, register_mechanism
+from ldpem.common.mechanisms.base import FloatArray, Mechanism, NoiseSite
+from ldpem.common.mechanisms.registry import register_mechanism
 
 __all__ = ["NoPrivacy"]
 
 
 @register_mechanism
+@dataclass(frozen=True, kw_only=True)
 class NoPrivacy(Mechanism):
     """Non-private gradient EM: contributions are the raw gradients, no noise.
 
@@ -36,6 +39,3 @@ class NoPrivacy(Mechanism):
 
     def sensitivity(self, d: int) -> float:
         return math.inf
-
-    def __repr__(self) -> str:
-        return "NoPrivacy()"

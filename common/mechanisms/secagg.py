@@ -4,20 +4,18 @@ aggregator only ever sees the sum of all holders' reports."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ldpem.common._validation import check_count
-from ldpem.common.mechanisms.base import (
-    FloatArray,
-    NoiseSite,
-    ScaleRule,
-    _as_gradients,
-    register_mechanism,
-)
+from ldpem.common.mechanisms.base import FloatArray, NoiseSite, ScaleRule, _as_gradients
 from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.mechanisms.registry import register_mechanism
+from ldpem.common.mechanisms.shares import SharedNoise
+from ldpem.common.privacy_events import AccountedEvent, DpEvent
 from ldpem.common.secagg.accounting import fallback_epsilon, share_noise_std, skellam_epsilon
 from ldpem.common.secagg.noise import skellam_noise
 from ldpem.common.secagg.quantize import (
@@ -31,11 +29,26 @@ from ldpem.common.secagg.quantize import (
     round_fine,
 )
 
-__all__ = ["SecAggSkellam"]
+__all__ = ["SecAggSkellam", "SkellamEvent"]
+
+
+@dataclass(frozen=True)
+class SkellamEvent(AccountedEvent):
+    """One release of a sum with integer sensitivity ``sensitivity`` (grid units) plus
+    Sk(``mean``) noise per coordinate, accounted by ``skellam_epsilon``."""
+
+    mean: float
+    sensitivity: IntegerSensitivity
+
+    def epsilon(self, delta: float, count: int) -> float:
+        return skellam_epsilon(
+            self.mean, delta=delta, sensitivity=self.sensitivity, participations=count
+        )
 
 
 @register_mechanism
-class SecAggSkellam(LocalTruncation):
+@dataclass(frozen=True, kw_only=True)
+class SecAggSkellam(LocalTruncation, SharedNoise):
     """Distributed DP with Skellam noise shares (docs/SECAGG.md).
 
     Each record is truncated as in the central model of Algorithm 2 (the scale s from the
@@ -67,11 +80,14 @@ class SecAggSkellam(LocalTruncation):
     #: coordinator only ever sees the sum.
     federated = True
 
-    def __init__(self, *, scale: float, smoothing: float, noise_std: float, t_min: int) -> None:
-        super().__init__(scale=scale, smoothing=smoothing, noise_std=noise_std)
-        self.t_min = check_count("t_min", t_min)
-        #: γ, the grid of the quantized sums: from the public record bound alone.
-        self.grid = grid_step(self.record_bound(1))
+    t_min: int
+    #: γ, the grid of the quantized sums: from the public record bound alone.
+    grid: float = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "t_min", check_count("t_min", self.t_min))
+        object.__setattr__(self, "grid", grid_step(self.record_bound(1)))
 
     @property
     def honest_holders(self) -> int:
@@ -103,6 +119,11 @@ class SecAggSkellam(LocalTruncation):
             t_min=self.t_min,
             participations=participations,
         )
+
+    def privacy_event(self, d: int) -> DpEvent:
+        """The round's SUM with ``honest_holders`` honest shares: a ``SkellamEvent``."""
+        mean = self.honest_holders * self.share_mean
+        return SkellamEvent(mean, self.integer_sensitivity(d))
 
     def epsilon(self, d: int, *, delta: float, honest: int, participations: int = 1) -> float:
         """ε at ``delta`` of a round's sum holding ``honest`` honest holders' shares."""
@@ -168,9 +189,3 @@ class SecAggSkellam(LocalTruncation):
             raise ValueError("a release is not exact in float64 (|q| >= 2^53)")
         release: FloatArray = integers.astype(np.float64) * self.grid
         return release
-
-    def __repr__(self) -> str:
-        return (
-            f"SecAggSkellam(scale={self.scale!r}, smoothing={self.smoothing!r}, "
-            f"noise_std={self.noise_std!r}, t_min={self.t_min!r})"
-        )

@@ -12,9 +12,20 @@ from numpy.typing import NDArray
 from ldpem.common._validation import check_count, check_positive
 from ldpem.common.models._synthetic import true_parameter
 
-__all__ = ["Draw", "FloatArray", "Model", "Records", "estimation_error", "tau_spread"]
+__all__ = [
+    "DEFAULT_START",
+    "Draw",
+    "FloatArray",
+    "Model",
+    "Records",
+    "estimation_error",
+    "random_direction",
+    "tau_spread",
+]
 
 FloatArray = NDArray[np.float64]
+#: The name of the default start rule (``random_direction``), in a run's public parameters.
+DEFAULT_START = "random-direction"
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,14 @@ def tau_spread(*, beta_bound: float, sigma: float, d: int) -> float:
     return beta_bound**2 / d + sigma**2
 
 
+def random_direction(d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
+    """β⁰ = σ·u for a uniformly random direction u (β = 0 is a fixed point of the symmetric
+    models): d standard normals from ``rng``, scaled to norm σ. Shape (d,)."""
+    start = rng.standard_normal(check_count("d", d))
+    beta0: FloatArray = start / np.linalg.norm(start) * sigma
+    return beta0
+
+
 class Model(ABC):
     """A latent-variable model fitted by gradient EM: one subclass in one file, registered
     with ``ldpem.common.models.register_model`` (docs/EXTENDING.md).
@@ -123,7 +142,7 @@ class Model(ABC):
     The M-step of gradient EM is the same for every model, β^{t+1} = β^t + η·mean_i ∇q_i
     (``ldpem.common.protocol.m_step``): a model supplies the per-record gradient ∇q_i(β; β),
     a generator of synthetic records, the default τ of its second-moment bound, and how it
-    treats missing values.
+    treats missing values; and it may state its own start β⁰ (``start``, ``start_rule``).
     """
 
     #: The name on the command line, on the wire and in the ledger.
@@ -137,6 +156,31 @@ class Model(ABC):
     allows_missing: ClassVar[bool] = False
     #: The share of covariates synthetic demo data leaves missing (models that allow it).
     demo_missing: ClassVar[float] = 0.0
+    #: The name of its start rule (``start``), published in a run's parameters; a model
+    #: that overrides ``start`` names its own rule (the registry checks it).
+    start_rule: ClassVar[str] = DEFAULT_START
+
+    #: Whether the start reads the records: round 0 of every run is then its start round,
+    #: private and charged like any other (each holder sends the privatized sum of its
+    #: round-0 records' ``start_statistics``; β¹ = ``start_from`` of their mean).
+    start_reads_data: ClassVar[bool] = False
+
+    def start(self, d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
+        """β⁰ of shape (d,) from public values only: the dimension d, the model's σ and
+        ``rng``, the run's public start stream (a federated run's seed, a simulation's
+        generator); here ``random_direction``. Never from the records: a start that reads
+        data does so in round 0 (``start_reads_data``)."""
+        return random_direction(d, sigma, rng)
+
+    def start_statistics(self, records: Records, sigma: float) -> FloatArray:
+        """With ``start_reads_data``: each record's statistic, (n, d), which round 0
+        privatizes in place of its gradient (the mechanism bounds it the same way)."""
+        raise NotImplementedError(f"model {self.name}'s start reads no data")
+
+    def start_from(self, mean: FloatArray, sigma: float) -> FloatArray:
+        """With ``start_reads_data``: β¹ (d,) from the private mean (d,) of the start
+        statistics (post-processing: no privacy cost)."""
+        raise NotImplementedError(f"model {self.name}'s start reads no data")
 
     @abstractmethod
     def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:

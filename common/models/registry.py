@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
-from ldpem.common.models.base import Model
+from ldpem.common.models.base import DEFAULT_START, Model
 
 __all__ = ["get_model", "model_names", "register_model"]
 
@@ -32,6 +32,18 @@ def register_model(model: ModelT) -> ModelT:
     name = getattr(model, "name", None)
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"model name must match {_NAME.pattern}, got {name!r}")
+    rule = model.start_rule
+    if not isinstance(rule, str) or not _NAME.fullmatch(rule):
+        raise ValueError(f"model {name}: start_rule must match {_NAME.pattern}, got {rule!r}")
+    kind = type(model)
+    own = kind.start is not Model.start or kind.start_reads_data
+    if own and rule == DEFAULT_START:
+        raise ValueError(f"model {name} has its own start: name its rule (start_rule)")
+    reads = kind.start_statistics is not Model.start_statistics
+    if kind.start_reads_data and not (reads and kind.start_from is not Model.start_from):
+        raise ValueError(
+            f"model {name}: a start that reads data needs start_statistics and start_from"
+        )
     known = _MODELS.get(name)
     if known is not None and type(known).__qualname__ != type(model).__qualname__:
         raise ValueError(f"model name {name!r} is taken by {type(known).__name__}")

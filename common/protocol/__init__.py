@@ -48,6 +48,8 @@ from ldpem.common.protocol.defaults import (
     initial_beta,
     records_per_round,
     run_start,
+    start_finish,
+    start_round,
     study_beta_bound,
     study_delta,
     study_rng,
@@ -65,7 +67,7 @@ from ldpem.common.protocol.estimate import (
 )
 from ldpem.common.protocol.mstep import Step, aggregate, m_step
 from ldpem.common.protocol.parameters import Enrolment, PublicValues, RunRequest
-from ldpem.common.protocol.public import derive_public_values
+from ldpem.common.protocol.public import GIVEN_START, derive_public_values
 from ldpem.common.protocol.reports import privacy_ratio, report_noise_std
 from ldpem.common.protocol.schedule import (
     EQUAL,
@@ -93,6 +95,7 @@ __all__ = [
     "DELTA_EXPONENT",
     "DELTA_MAX",
     "EQUAL",
+    "GIVEN_START",
     "LAST",
     "Budget",
     "CentralNoise",
@@ -144,6 +147,8 @@ __all__ = [
     "run_digest",
     "run_start",
     "schedule_weights",
+    "start_finish",
+    "start_round",
     "study_beta_bound",
     "study_delta",
     "study_rng",

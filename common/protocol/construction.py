@@ -6,10 +6,11 @@ functions. ``make_mechanism`` builds a simulated study's mechanism from its budg
 is compared here: each class's declarations (where its noise goes, what it needs, its
 scale rule) decide, so a registered mechanism takes every path (docs/EXTENDING.md).
 
-**Noise shares** (``noise_site == "shares"``, docs/SECAGG.md) are calibrated by the class
-itself (``Mechanism.shared_noise_std``: integer Skellam noise on the quantized sum, not a
-Gaussian on a float one) so that any ``t_min`` honest holders' shares make the round's SUM
-(ε, δ)-DP; t_min is a public value of the run (``study_t_min`` by default).
+**A mechanism calibrates its own noise** (``Mechanism.calibrated``): by default a Gaussian
+of the σ_r its sensitivity needs; noise shares (``SharedNoise``, docs/SECAGG.md) integer
+Skellam noise on the quantized sum, so that any ``t_min`` honest holders' shares make the
+round's SUM (ε, δ)-DP (t_min is a public value of the run, ``study_t_min`` by default);
+a plugin its own kind of noise.
 
 **Central noise is calibrated on the actual count of the round** (``CentralNoise.std``):
 the aggregator releases the average of the records that reported in THIS round, whose
@@ -22,14 +23,15 @@ when count ≥ m. The simulator does the same, so both draw the same σ_r in eve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from typing import Protocol, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common._validation import check_count, check_open_unit, check_positive
-from ldpem.common.accounting import DEFAULT_ACCOUNTING, noise_std_for
+from ldpem.common.accounting import DEFAULT_ACCOUNTING
+from ldpem.common.accounting import gaussian_noise_std as _noise_std
 from ldpem.common.calibration import (
     DEFAULT_ZETA,
     central_scale,
@@ -38,7 +40,8 @@ from ldpem.common.calibration import (
     smoothing_precision,
     truncation_sensitivity,
 )
-from ldpem.common.mechanisms import Mechanism, get_mechanism
+from ldpem.common.mechanisms import Mechanism, SharedNoise, get_mechanism
+from ldpem.common.mechanisms.base import PrivacyBudget
 from ldpem.common.protocol.parameters import PublicValues
 from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_records
 
@@ -62,20 +65,6 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
-
-
-@lru_cache(maxsize=1024)
-def _noise_std(
-    epsilon: float, delta: float, sensitivity: float, accounting: str, participations: int
-) -> float:
-    # Cached: the exact accounting solves for a root, and every report of a run asks again.
-    return noise_std_for(
-        epsilon=epsilon,
-        delta=delta,
-        sensitivity=sensitivity,
-        participations=participations,
-        accounting=accounting,
-    )
 
 
 def public_scale(
@@ -291,10 +280,6 @@ def make_mechanism(
     shape = _shape(
         kind, scale=scale, smoothing=smoothing, clip=clip, t_min=t_min if shares else None
     )
-    if shares:
-        return shape.with_noise(
-            shape.shared_noise_std(d, epsilon=epsilon, delta=delta, participations=participations)
-        )
     central = central_noise_for(
         shape,
         d=d,
@@ -304,10 +289,8 @@ def make_mechanism(
         participations=participations,
     )
     if central is not None:
-        noise = central.std(records_per_round)
-    else:
-        noise = _noise_std(epsilon, delta, shape.sensitivity(d), accounting, participations)
-    return shape.with_noise(noise)
+        return shape.with_noise(central.std(records_per_round))
+    return shape.calibrated(d, PrivacyBudget(epsilon, delta, participations, accounting))
 
 
 def holder_scale(
@@ -382,11 +365,12 @@ def holder_noise_std(
 ) -> float:
     """σ_r of round ``t``'s report of a holder enrolled with ``records`` records at the
     budget (``epsilon``, ``delta``) under ``accounting`` (noise per holder: of its one draw
-    on its sum); 0 when the report carries no holder noise."""
-    sensitivity = report_sensitivity(params, records, mechanism=mechanism, t=t)
-    if sensitivity is None:
+    on its sum), as the mechanism calibrates it; 0 when the report carries no holder noise."""
+    name = params.mechanism if mechanism is None else mechanism
+    if not get_mechanism(name).locally_private():
         return 0.0
-    return _noise_std(epsilon, delta, sensitivity, accounting, 1)
+    shape = holder_contribution(params, records, mechanism=name, t=t)
+    return shape.calibrated(params.d, PrivacyBudget(epsilon, delta, 1, accounting)).noise_std
 
 
 def holder_mechanism(
@@ -405,12 +389,9 @@ def holder_mechanism(
     calibrated for the run's sum with the run's public t_min (each record reports in one
     round)."""
     shape = holder_contribution(params, records, t=t)
-    if shape.noise_site == "shares":
-        return shape.with_noise(shape.shared_noise_std(params.d, epsilon=epsilon, delta=delta))
-    noise = holder_noise_std(
-        params, records, epsilon=epsilon, delta=delta, accounting=accounting, t=t
-    )
-    return shape if noise == 0.0 else shape.with_noise(noise)
+    if not (shape.locally_private() or isinstance(shape, SharedNoise)):
+        return shape
+    return shape.calibrated(params.d, PrivacyBudget(epsilon, delta, 1, accounting))
 
 
 class Budget(TypedDict):

@@ -12,20 +12,23 @@
   guarantee survives up to ⌊K/2⌋ holders that drop out or collude with the coordinator,
   at the price of about K/t_min ≈ 2 times the central noise variance when all report
   (``study_t_min``);
-* β⁰: a random direction of norm σ (β = 0 is a fixed point of the symmetric models);
-  a run draws it from its seed (``run_start``), a simulation from its generator
-  (``initial_beta``).
+* β⁰: the model's public start rule (``Model.start``; by default a random direction of
+  norm σ, as β = 0 is a fixed point of the symmetric models); a run draws it from its
+  seed (``run_start``), a simulation from its generator (``initial_beta``). A model whose
+  start reads data makes round 0 its private start round (``start_round``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common._validation import check_count, check_open_unit
 from ldpem.common.models import get_model
+from ldpem.common.models.base import random_direction
 
 __all__ = [
     "DELTA_EXPONENT",
@@ -34,6 +37,8 @@ __all__ = [
     "initial_beta",
     "records_per_round",
     "run_start",
+    "start_finish",
+    "start_round",
     "study_beta_bound",
     "study_delta",
     "study_rng",
@@ -118,32 +123,55 @@ def holder_records_per_round(records: int, rounds: int, *, reuse: bool = False) 
     return records if reuse else max(1, records // rounds)
 
 
-def initial_beta(d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
-    """β⁰: a uniformly random direction of norm σ (β = 0 is a fixed point of the symmetric
-    models). Draws d standard normals from ``rng``.
+def initial_beta(
+    d: int, sigma: float, rng: np.random.Generator, *, model: str | None = None
+) -> FloatArray:
+    """β⁰ of shape (d,) by the start rule of ``model`` (``Model.start``; the default rule,
+    a uniformly random direction of norm σ, when None), drawn from ``rng``.
 
     Parameters
     ----------
     d : int
         Dimension (≥ 1).
     sigma : float
-        The model's noise std σ, the norm of β⁰.
+        The model's noise std σ (the norm of the default β⁰).
     rng : numpy.random.Generator
         The study's or run's generator.
+    model : str, optional
+        The registered model whose rule it is.
 
     Returns
     -------
     beta0 : array of shape (d,)
     """
-    start = rng.standard_normal(check_count("d", d))
-    beta0: FloatArray = start / np.linalg.norm(start) * sigma
+    if model is None:
+        return random_direction(d, sigma, rng)
+    d = check_count("d", d)
+    beta0 = np.asarray(get_model(model).start(d, sigma, rng), dtype=np.float64)
+    if beta0.shape != (d,) or not np.all(np.isfinite(beta0)):
+        raise ValueError(f"model {model}'s start rule must give {d} finite values")
     return beta0
 
 
-def run_start(seed: int, d: int, sigma: float) -> FloatArray:
+def run_start(seed: int, d: int, sigma: float, *, model: str | None = None) -> FloatArray:
     """β⁰ of a run created with ``seed`` (the coordinator's): ``initial_beta`` of shape (d,)
-    with norm σ = ``sigma``, the model's noise std."""
-    return initial_beta(d, sigma, np.random.default_rng([seed, _START_KEY]))
+    by ``model``'s start rule, from the run's start stream."""
+    return initial_beta(d, sigma, np.random.default_rng([seed, _START_KEY]), model=model)
+
+
+def start_round(model: str, t: int) -> bool:
+    """Whether round ``t`` of a run of ``model`` is its start round: round 0 when the
+    model's start reads data (``Model.start_reads_data``). It is privatized by the run's
+    mechanism, takes its share of the records and is charged like every round."""
+    return t == 0 and get_model(model).start_reads_data
+
+
+def start_finish(model: str, sigma: float, t: int) -> Callable[[FloatArray], FloatArray] | None:
+    """The M-step's ``start_from`` in round ``t`` of a run of ``model`` with noise std
+    ``sigma``: the model's, in its start round (``start_round``); None otherwise."""
+    if not start_round(model, t):
+        return None
+    return partial(get_model(model).start_from, sigma=sigma)
 
 
 def study_rng(seed: int) -> np.random.Generator:

@@ -9,7 +9,7 @@ actual count), times η. Gradient EM's M-step is this one gradient step for ever
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,8 +69,10 @@ def m_step(
     eta: float,
     central: CentralNoise | None = None,
     rng: np.random.Generator | None = None,
+    start_from: Callable[[FloatArray], FloatArray] | None = None,
 ) -> Step:
-    """β^{t+1} = β^t + η·(Σ totals / Σ counts + central noise) (docs/MATH.md 1).
+    """β^{t+1} = β^t + η·(Σ totals / Σ counts + central noise) (docs/MATH.md 1); in the
+    start round of a model whose start reads data, β¹ = ``start_from`` of that mean.
 
     Overflow gives non-finite entries, not an exception: the caller decides (the
     coordinator fails the run).
@@ -90,6 +92,8 @@ def m_step(
         calibrated on this round's count.
     rng : numpy.random.Generator, optional
         Required with ``central``.
+    start_from : callable, optional
+        The model's ``start_from`` with σ bound, in a start round (``start_round``).
 
     Returns
     -------
@@ -108,5 +112,10 @@ def m_step(
         gradient = total / count
         if noise is not None:
             gradient = gradient + noise
-        step: FloatArray = start + eta * gradient
+        if start_from is None:
+            step: FloatArray = start + eta * gradient
+        else:
+            step = np.asarray(start_from(gradient), dtype=np.float64)
+            if step.shape != start.shape:
+                raise ValueError(f"start_from must give shape {start.shape}, got {step.shape}")
     return Step(beta=step, count=count, noise=noise)

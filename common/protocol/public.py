@@ -8,6 +8,7 @@ from typing import Any
 
 from ldpem.common.calibration import smoothing_precision
 from ldpem.common.mechanisms import get_mechanism
+from ldpem.common.models import get_model
 from ldpem.common.protocol.construction import public_scale, round_scales
 from ldpem.common.protocol.defaults import (
     records_per_round,
@@ -20,7 +21,10 @@ from ldpem.common.protocol.estimate import check_final, check_noise_shares
 from ldpem.common.protocol.parameters import RunRequest
 from ldpem.common.protocol.schedule import is_equal, round_sizes
 
-__all__ = ["derive_public_values"]
+__all__ = ["GIVEN_START", "derive_public_values"]
+
+#: The start rule a run publishes when its operator gave β⁰ (``beta0``) instead.
+GIVEN_START = "given"
 
 
 def derive_public_values(request: RunRequest) -> dict[str, Any]:
@@ -96,4 +100,6 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         "scales": scales,
         "final": request.final,
         "t_min": t_min,
+        # β⁰ by the model's public rule, or the operator's (server/runs.py).
+        "start": get_model(request.model).start_rule if request.beta0 is None else GIVEN_START,
     }

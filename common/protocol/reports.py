@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ldpem.common.mechanisms import Mechanism
+from ldpem.common.privacy_events import GaussianEvent, NonPrivateEvent
 
 __all__ = ["privacy_ratio", "report_noise_std"]
 
@@ -18,8 +19,18 @@ def report_noise_std(mechanism: Mechanism) -> float:
 
 
 def privacy_ratio(mechanism: Mechanism, d: int) -> float:
-    """μ = Δ/σ_r of one record in a holder's report under ``mechanism`` (∞ when the report
-    is not private on its own)."""
+    """μ = Δ/σ_r of one record in a holder's report under ``mechanism``, from its
+    ``privacy_event`` (∞ when the report is not private on its own). The agent's ledger
+    composes these Gaussian ratios: ValueError for a report whose event is of another
+    kind (such a mechanism is for the simulator, ``federated = False``)."""
     if not mechanism.locally_private():
         return math.inf
-    return mechanism.sensitivity(d) / mechanism.noise_std
+    event = mechanism.privacy_event(d)
+    if isinstance(event, NonPrivateEvent):
+        return math.inf
+    if not isinstance(event, GaussianEvent):
+        raise ValueError(
+            f"mechanism {mechanism.name}: the ledger charges Gaussian privacy ratios, and its "
+            f"reports are a {type(event).__name__}"
+        )
+    return event.sensitivity / event.noise_std

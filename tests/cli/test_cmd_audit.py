@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 import subprocess
 import sys
@@ -100,13 +100,11 @@ def plant_on_the_agents_path(monkeypatch: pytest.MonkeyPatch) -> None:
     assert trust.agent_mechanism.__globals__["holder_mechanism"] is real
 
     def broken(params: PublicParameters, **kwargs: Any) -> Mechanism:
-        mechanism: Mechanism = copy.copy(real(params, **kwargs))
+        mechanism: Mechanism = real(params, **kwargs)
         if mechanism.is_local:
-            mechanism.noise_std /= 2
-        else:
-            assert isinstance(mechanism, CentralTruncation) and mechanism.noise_std == 0.0
-            mechanism.scale *= 2
-        return mechanism
+            return mechanism.with_noise(mechanism.noise_std / 2)
+        assert isinstance(mechanism, CentralTruncation) and mechanism.noise_std == 0.0
+        return dataclasses.replace(mechanism, scale=2 * mechanism.scale)
 
     monkeypatch.setattr("ldpem.client.trust.holder_mechanism", broken)
 

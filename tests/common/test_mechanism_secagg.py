@@ -204,7 +204,7 @@ def test_t_min_is_needed_and_kept() -> None:
         SecAggSkellam(scale=1.0, smoothing=1.0, noise_std=0.0, t_min=0)
 
 
-def test_a_shares_mechanism_must_say_how_its_shares_are_calibrated() -> None:
+def test_a_shares_mechanism_must_implement_the_shared_noise_interface() -> None:
     class Unaccounted(Mechanism):
         name: ClassVar[str] = "unaccounted"
         label: ClassVar[str] = "no calibration"
@@ -219,7 +219,7 @@ def test_a_shares_mechanism_must_say_how_its_shares_are_calibrated() -> None:
         def sensitivity(self, d: int) -> float:
             return 1.0
 
-    with pytest.raises(ValueError, match="noise shares need a shared_noise_std"):
+    with pytest.raises(ValueError, match="noise shares go with the SharedNoise interface"):
         register_mechanism(Unaccounted)
 
 

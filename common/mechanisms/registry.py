@@ -1,0 +1,106 @@
+"""The mechanism registry: every part of ldpem takes its mechanisms from here
+(docs/EXTENDING.md).
+
+``register_mechanism`` (a class decorator) checks a class's declarations once and makes it
+available by its name; the CLI's choices, the wire's validation, the protocol, the
+coordinator's policy, the agent, the planner and the audit take their mechanisms from
+``get_mechanism`` / ``mechanism_names`` and never compare a name with a literal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import MISSING
+from typing import TypeVar, get_args
+
+from ldpem.common.mechanisms.base import PUBLIC_FIELDS, Mechanism, NoiseSite, ScaleRule
+from ldpem.common.mechanisms.shares import SharedNoise
+
+__all__ = ["get_mechanism", "mechanism_names", "register_mechanism"]
+
+MechanismT = TypeVar("MechanismT", bound=type[Mechanism])
+
+_MECHANISMS: dict[str, type[Mechanism]] = {}
+#: A name is a CLI choice, a JSON value and a ledger key: plain, short, lower case.
+_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+
+def _check_fields(cls: type[Mechanism], name: str) -> None:
+    """The class declares, as dataclass fields, each public value it needs, and every other
+    field it may be built without has a default. TypeError naming the missing field."""
+    required = list(PUBLIC_FIELDS[cls.needs])
+    if cls.noise_site == "shares":
+        required.append("t_min")
+    if cls.noise_site != "nowhere":
+        required.append("noise_std")
+    declared_as_dataclass: bool = dataclasses.is_dataclass(cls)  # no narrowing: cls stays
+    if not declared_as_dataclass:
+        fields = ", ".join(required) or "none"
+        raise TypeError(
+            f"mechanism {name}: declare it as a @dataclass(frozen=True, kw_only=True) whose "
+            f"fields are its public values ({fields})"
+        )
+    declared = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    for wanted in required:
+        if wanted not in declared:
+            why = f"needs = {cls.needs!r}" if wanted in PUBLIC_FIELDS[cls.needs] else ""
+            why = why or f"noise_site = {cls.noise_site!r}"
+            raise TypeError(
+                f"mechanism {name}: {why} but it declares no field {wanted!r} "
+                f"(its fields: {', '.join(declared) or 'none'})"
+            )
+    for field in declared.values():
+        defaulted = (field.default, field.default_factory) != (MISSING, MISSING)
+        if not defaulted and field.name not in required:
+            raise TypeError(
+                f"mechanism {name}: field {field.name!r} is not one of the public values "
+                f"it is built from ({', '.join(required) or 'none'}): give it a default"
+            )
+    keyword_only = all(field.kw_only for field in declared.values())
+    if not (cls.__dataclass_params__.frozen and keyword_only):  # type: ignore[attr-defined]
+        raise TypeError(f"mechanism {name}: declare it as a @dataclass(frozen=True, kw_only=True)")
+
+
+def register_mechanism(cls: MechanismT) -> MechanismT:
+    """Class decorator: make the ``Mechanism`` subclass ``cls`` available by its ``name``.
+    Its declarations are checked here, once; another class under a taken name is an error,
+    the same class again (a module imported twice) is not."""
+    if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
+        raise TypeError(f"a mechanism must be a Mechanism subclass, got {cls!r}")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"mechanism name must match {_NAME.pattern}, got {name!r}")
+    if getattr(cls, "noise_site", None) not in get_args(NoiseSite):
+        raise ValueError(f"mechanism {name}: noise_site must be one of {get_args(NoiseSite)}")
+    if cls.needs not in ("scale", "clip", None):
+        raise ValueError(f"mechanism {name}: needs must be 'scale', 'clip' or None")
+    if (cls.needs == "scale") != (cls.scale_rule in get_args(ScaleRule)):
+        raise ValueError(f"mechanism {name}: a scale_rule goes with needs = 'scale'")
+    if (cls.noise_site == "shares") != issubclass(cls, SharedNoise):
+        raise ValueError(
+            f"mechanism {name}: noise shares go with the SharedNoise interface "
+            "(ldpem.common.mechanisms.shares), and only they"
+        )
+    _check_fields(cls, name)
+    known = _MECHANISMS.get(name)
+    if known is not None and known.__qualname__ != cls.__qualname__:
+        raise ValueError(f"mechanism name {name!r} is taken by {known.__name__}")
+    _MECHANISMS[name] = cls
+    return cls
+
+
+def get_mechanism(name: str) -> type[Mechanism]:
+    """The mechanism class registered as ``name``."""
+    try:
+        return _MECHANISMS[name]
+    except KeyError:
+        raise ValueError(f"mechanism must be one of {mechanism_names()}, got {name!r}") from None
+
+
+def mechanism_names(*, federated: bool | None = None) -> tuple[str, ...]:
+    """The registered mechanisms' names in registration order; ``federated``: only those a
+    federated run may (True) or may not (False) use."""
+    return tuple(
+        name for name, cls in _MECHANISMS.items() if federated is None or cls.federated == federated
+    )
