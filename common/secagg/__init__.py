@@ -30,15 +30,18 @@ if TYPE_CHECKING:
         signing_key_to_pem,
     )
     from ldpem.common.secagg.messages import (
+        ConsistencyCheck,
         EncryptedShares,
         KeyAdvertisement,
         MaskedInput,
         ParticipantList,
         RoundParameters,
         ShareBundle,
+        SurvivorSignature,
         UnmaskRequest,
         UnmaskResponse,
         minimum_t_min,
+        most_colluders,
     )
     from ldpem.common.secagg.protocol import Holder
 
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 #: must not pull in the cryptography.
 _SURFACE = {
     "Aggregator": "ldpem.common.secagg.aggregator",
+    "ConsistencyCheck": "ldpem.common.secagg.messages",
     "EncryptedShares": "ldpem.common.secagg.messages",
     "Holder": "ldpem.common.secagg.protocol",
     "KeyAdvertisement": "ldpem.common.secagg.messages",
@@ -58,12 +62,14 @@ _SURFACE = {
     "SecAggError": "ldpem.common.secagg.errors",
     "SecAggRefused": "ldpem.common.secagg.errors",
     "ShareBundle": "ldpem.common.secagg.messages",
+    "SurvivorSignature": "ldpem.common.secagg.messages",
     "UnmaskRequest": "ldpem.common.secagg.messages",
     "UnmaskResponse": "ldpem.common.secagg.messages",
     "decode_public_key": "ldpem.common.secagg.keys",
     "encode_public_key": "ldpem.common.secagg.keys",
     "generate_signing_key": "ldpem.common.secagg.keys",
     "minimum_t_min": "ldpem.common.secagg.messages",
+    "most_colluders": "ldpem.common.secagg.messages",
     "public_key_bytes": "ldpem.common.secagg.keys",
     "signing_key_from_pem": "ldpem.common.secagg.keys",
     "signing_key_to_pem": "ldpem.common.secagg.keys",
@@ -80,6 +86,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Aggregator",
+    "ConsistencyCheck",
     "EncryptedShares",
     "Holder",
     "KeyAdvertisement",
@@ -91,12 +98,14 @@ __all__ = [
     "SecAggError",
     "SecAggRefused",
     "ShareBundle",
+    "SurvivorSignature",
     "UnmaskRequest",
     "UnmaskResponse",
     "decode_public_key",
     "encode_public_key",
     "generate_signing_key",
     "minimum_t_min",
+    "most_colluders",
     "public_key_bytes",
     "signing_key_from_pem",
     "signing_key_to_pem",

@@ -15,7 +15,8 @@ from typing import TypeVar
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import messages
+from ldpem.common.secagg import consistency, messages
+from ldpem.common.secagg.checks import check_advertisement, check_round
 from ldpem.common.secagg.errors import SecAggError, SecAggRefused
 from ldpem.common.secagg.keys import Roster
 from ldpem.common.secagg.masks import (
@@ -28,7 +29,7 @@ from ldpem.common.secagg.masks import (
     self_mask,
     subtract,
 )
-from ldpem.common.secagg.protocol import check_advertisement, check_round, x25519_public
+from ldpem.common.secagg.protocol import x25519_public
 from ldpem.common.secagg.shamir import ShamirError, Share, combine_secret
 
 __all__ = ["Aggregator"]
@@ -41,11 +42,11 @@ class Aggregator:
     next step's, and finally returns Σ_{survivors} x mod 2^bits (``result()``).
 
     Steps close on the aggregator's decision (a quorum, a deadline: the caller's policy):
-    ``participants()``, ``share_bundles()``, ``unmask_request()`` and ``result()`` each
-    close one and open the next. A message for a closed step, from a holder outside the
-    step's set, or differing from one the same holder already sent, is refused
-    (SecAggRefused); the same message again is accepted and changes nothing. An aggregator
-    fed the messages it received, in order, is in the same state again (restart).
+    ``participants()``, ``share_bundles()``, ``consistency_check()``, ``unmask_request()``
+    and ``result()`` each close one and open the next. A message for a closed step, from a
+    holder outside the step's set, or differing from one the same holder already sent, is
+    refused (SecAggRefused); the same message again is accepted and changes nothing. An
+    aggregator fed the messages it received, in order, is in the same state again (restart).
     """
 
     def __init__(
@@ -60,7 +61,9 @@ class Aggregator:
         self.advertisements: dict[str, messages.KeyAdvertisement] = {}
         self.encrypted_shares: dict[str, messages.EncryptedShares] = {}
         self.masked_inputs: dict[str, messages.MaskedInput] = {}
+        self.signatures: dict[str, messages.SurvivorSignature] = {}
         self.responses: dict[str, messages.UnmaskResponse] = {}
+        self._check: messages.ConsistencyCheck | None = None
         self._request: messages.UnmaskRequest | None = None
         self._result: Vector | None = None
 
@@ -155,34 +158,78 @@ class Aggregator:
             raise SecAggRefused(
                 f"the masked input of {masked.holder!r} is not modulo 2^{self.parameters.bits}"
             )
+        peers = set(self.encrypted_shares) - {masked.holder}
+        if stray := sorted(set(masked.excluded) - peers):
+            raise SecAggRefused(
+                f"the masked input of {masked.holder!r} excludes {stray[0]!r}, not a peer"
+            )
         self._store(self.masked_inputs, masked.holder, masked, "masked input")
 
-    def unmask_request(self) -> messages.UnmaskRequest:
-        """Close step 3: survivors (sent a masked input) and dropped holders (shared keys
-        but did not). A masked input arriving later is refused: its holder counts as
-        dropped, and its pairwise key is about to be reconstructed."""
+    def consistency_check(self) -> messages.ConsistencyCheck:
+        """Close step 3: the survivor set S, the holders that sent a masked input less every
+        holder one of them excluded (its shares did not open there), so that every member
+        of S masked with every other. A masked input arriving later is refused: its holder
+        counts as dropped, and its pairwise key is about to be reconstructed."""
         if self.step == "mask":
-            self._enough(len(self.masked_inputs), "sent a masked input")
+            excluded = {peer for m in self.masked_inputs.values() for peer in m.excluded}
+            survivors = tuple(sorted(set(self.masked_inputs) - excluded))
+            self._enough(len(survivors), "sent a masked input that every other one masked with")
             p = self.parameters
-            survivors = tuple(sorted(self.masked_inputs))
-            dropped = tuple(sorted(set(self.encrypted_shares) - set(self.masked_inputs)))
-            self._request = messages.UnmaskRequest(p.run_id, p.round, survivors, dropped)
+            self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors)
+            self.step = "consistency"
+        if self._check is None:
+            raise SecAggError(f"no consistency check during the {self.step} step")
+        return self._check
+
+    # Step 4
+
+    def receive_signature(self, signature: messages.SurvivorSignature) -> None:
+        self._expect("consistency", "survivor signature", signature.run_id, signature.round)
+        check = self._check
+        assert check is not None  # set when the consistency step opened
+        if signature.holder not in check.survivors:
+            raise SecAggRefused(f"a survivor signature from {signature.holder!r}, not a survivor")
+        message = consistency.survivor_set_bytes(check.run_id, check.round, check.survivors)
+        if not self.roster.verify(signature.holder, signature.signature, message):
+            raise SecAggRefused(
+                f"the survivor signature of {signature.holder!r} does not verify over the "
+                f"survivor set"
+            )
+        self._store(self.signatures, signature.holder, signature, "survivor signature")
+
+    def unmask_request(self) -> messages.UnmaskRequest:
+        """Close step 4: survivors S, dropped holders (shared keys, not in S) and the
+        survivors' signatures of S (at least t_min)."""
+        if self.step == "consistency":
+            check = self._check
+            assert check is not None
+            self._enough(len(self.signatures), "signed the survivor set")
+            dropped = tuple(sorted(set(self.encrypted_shares) - set(check.survivors)))
+            signatures = tuple(self.signatures[n] for n in sorted(self.signatures))
+            self._request = messages.UnmaskRequest(
+                check.run_id, check.round, check.survivors, dropped, signatures
+            )
             self.step = "unmask"
         if self._request is None:
             raise SecAggError(f"no unmasking request during the {self.step} step")
         return self._request
 
-    # Step 4
+    # Step 5
 
     def receive_unmask_response(self, response: messages.UnmaskResponse) -> None:
         self._expect("unmask", "unmasking response", response.run_id, response.round)
         request = self._request
         assert request is not None  # set when the unmask step opened
-        if response.holder not in request.survivors:
-            raise SecAggRefused(f"an unmasking response from {response.holder!r}, not a survivor")
-        if set(response.self_mask_shares) != set(request.survivors) or set(
-            response.key_shares
-        ) != set(request.dropped):
+        if response.holder not in self.signatures:
+            raise SecAggRefused(
+                f"an unmasking response from {response.holder!r}, which did not sign the "
+                f"survivor set"
+            )
+        masked_with = set(request.dropped) - set(self._excluded_by(response.holder))
+        if (
+            set(response.self_mask_shares) != set(request.survivors)
+            or set(response.key_shares) != masked_with
+        ):
             raise SecAggRefused(
                 f"the unmasking response of {response.holder!r} does not answer the request"
             )
@@ -191,10 +238,10 @@ class Aggregator:
     def result(self) -> Vector:
         """Close step 4: Σ_{survivors} x mod 2^bits, as a uint64 vector.
 
-        From the t_min responders first in roster order: each survivor's seed b and each
-        dropped holder's masking key s_sk (checked against its advertised s_pk, so a wrong
-        share is caught for the keys; for the seeds, a wrong share gives a uniformly random
-        sum, which the coordinator's range check of the sum rejects).
+        From the t_min responders first in roster order that hold a share of it: each
+        survivor's seed b and each dropped holder's masking key s_sk (checked against its
+        advertised s_pk, so a wrong share is caught for the keys; for the seeds, a wrong
+        share gives a uniformly random sum, which the coordinator's range check rejects).
         """
         if self._result is not None:
             return self._result.copy()
@@ -204,7 +251,7 @@ class Aggregator:
         assert request is not None
         self._enough(len(self.responses), "answered the unmasking request")
         p = self.parameters
-        responders = sorted(self.responses, key=self.roster.index)[: p.t_min]
+        responders = sorted(self.responses, key=self.roster.index)
         total = np.zeros(self.dimension, dtype=np.uint64)
         for survivor in request.survivors:
             total = add(total, self.masked_inputs[survivor].vector(), p.bits)
@@ -219,7 +266,8 @@ class Aggregator:
             )
             total = subtract(total, mask, p.bits)
         for gone in request.dropped:
-            raw = self._reconstruct(gone, responders, lambda r: r.key_shares)
+            holding = [r for r in responders if gone not in self._excluded_by(r)]
+            raw = self._reconstruct(gone, holding, lambda r: r.key_shares)
             private = X25519PrivateKey.from_private_bytes(raw)
             if x25519_public(private) != self.advertisements[gone].masking_key:
                 raise SecAggError(f"the key shares of {gone!r} do not give its masking key")
@@ -228,15 +276,24 @@ class Aggregator:
         self._result = total
         return total.copy()
 
+    def _excluded_by(self, holder: str) -> tuple[str, ...]:
+        """The peers ``holder`` did not mask with (their shares did not open there)."""
+        return self.masked_inputs[holder].excluded
+
     def _reconstruct(
         self,
         owner: str,
         responders: list[str],
         shares_of: Callable[[messages.UnmaskResponse], Mapping[str, bytes]],
     ) -> bytes:
+        if len(responders) < self.parameters.t_min:
+            raise SecAggError(
+                f"only {len(responders)} responders hold a share of {owner!r}; t_min = "
+                f"{self.parameters.t_min}"
+            )
         shares = [
             Share.from_bytes(self.roster.index(r), shares_of(self.responses[r])[owner])
-            for r in responders
+            for r in responders[: self.parameters.t_min]
         ]
         try:
             return combine_secret(shares, self.parameters.t_min)
@@ -249,6 +306,8 @@ class Aggregator:
         """``total`` without the masks the survivors added for their pairs with ``gone``."""
         p = self.parameters
         for survivor in survivors:
+            if gone in self._excluded_by(survivor):
+                continue  # its shares did not open there: the survivor added no mask
             public = self.advertisements[survivor].masking_key
             key = pair_seed(agree(private, public), p.run_id, p.round, survivor, gone)
             mask = expand(key, self.dimension, p.bits)
