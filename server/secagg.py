@@ -132,11 +132,17 @@ class SecAggRounds:
         self._rounds[key] = created
         try:
             self._replay(created)
+        except (SecAggError, ValueError) as error:
+            # This run's stored state does not replay (a message that no longer reads, a
+            # step that no longer closes): it fails this run alone, with the reason.
+            self._rounds.pop(key, None)
+            self._fail(run_id, t, f"its stored secure-aggregation messages do not replay: {error}")
+            raise Conflict(f"round {t} is not open (the run failed: {error})") from None
         except BaseException:
             self._rounds.pop(key, None)  # rebuilt again at the next call
             raise
-        if key not in self._rounds:  # its last step was complete: finished by the replay
-            raise Conflict(f"round {t} is not open (it closed when the coordinator restarted)")
+        if key not in self._rounds:  # its last step was complete: settled by the replay
+            raise Conflict(f"round {t} is not open (it was settled when the coordinator restarted)")
         return created
 
     def _replay(self, r: _Round) -> None:
@@ -160,7 +166,7 @@ class SecAggRounds:
                 r.step,
             )
         if r.answered and r.answered >= r.expected:
-            self._close(r)
+            self._settle(r)
 
     def recover(self) -> None:
         """Rebuild the open secagg rounds that have stored messages (at start-up, so their
@@ -170,9 +176,14 @@ class SecAggRounds:
                 row.run_id, row.t
             ):
                 continue
-            run = get_run(self.store, row.run_id)
-            with contextlib.suppress(Conflict):
-                self._round(row.run_id, row.t, "", run.id)
+            try:
+                self._round(row.run_id, row.t, "", row.run_id)
+            except Conflict:
+                continue  # closed or failed by its replay (``_round`` logged why)
+            except Exception as error:  # one run's state never stops start-up or another run
+                log.exception("run %s round %d: the rebuild failed", row.run_id, row.t)
+                self._rounds.pop((row.run_id, row.t), None)
+                self._fail(row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})")
 
     def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
         self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))
@@ -233,7 +244,7 @@ class SecAggRounds:
         self._store(r, step, hospital, message.to_dict())
         r.answered.add(hospital)
         if r.answered >= r.expected:
-            self._close(r)
+            self._settle(r)
 
     # --- messages to holders ----------------------------------------------------------
     def output(
@@ -286,8 +297,11 @@ class SecAggRounds:
             out.append(("unmask_request", "", body))
             r.step, r.expected = "unmask", set(request.survivors)
         elif r.step == "unmask":
+            # The sum first (SecAggError: the step stays open, ``_settle`` decides); the
+            # step is done only once the sum and the round's close are stored, together.
+            residues = [int(v) for v in aggregator.result()]
+            self._finish(r, residues, survivors=r.expected)
             r.step = "done"
-            self._finish(r, [int(v) for v in aggregator.result()], survivors=r.expected)
         if out and not replay:
             rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
             with self.store.transaction():
@@ -343,23 +357,42 @@ class SecAggRounds:
             if r.deadline > now or r.step == "done":
                 continue
             changed = True
-            try:
-                self._close(r)
+            if self._settle(r, at_deadline=True):
                 log.info("run %s round %d: a secagg step closed at its deadline", r.run_id, r.t)
-                continue
-            except SecAggError as error:
-                short = str(error)
-            run = get_run(self.store, r.run_id)
-            if request_of(run).on_short == "extend":
-                r.deadline = now + r.period
-                log.warning("run %s round %d: %s; extended", r.run_id, r.t, short)
-                continue
-            reason = f"round {r.t}: {short}"
+        return changed
+
+    def _settle(self, r: _Round, *, at_deadline: bool = False) -> bool:
+        """Close round ``r``'s current step; whether it closed. When it cannot close
+        (SecAggError: short of t_min, or a holder's wrong material), the run's policy
+        decides: at a deadline with holders still missing, ``on_short`` "extend" gives the
+        step another period (a missing holder may still answer); otherwise the run fails
+        with the reason, so that no round is ever left open with nothing to wait for."""
+        try:
+            self._close(r)
+            return True
+        except SecAggError as error:
+            problem = str(error)
+        run = get_run(self.store, r.run_id)
+        missing = not r.answered >= r.expected
+        if at_deadline and missing and request_of(run).on_short == "extend":
+            r.deadline = self.clock() + r.period
+            log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
+            return False
+        self._fail(r.run_id, r.t, problem)
+        return False
+
+    def _fail(self, run_id: str, t: int, problem: str) -> None:
+        """Fail run ``run_id`` at round ``t`` with ``problem`` as its reason, and forget
+        the round (its waiters are woken: their next call is refused, the run failed)."""
+        run = get_run(self.store, run_id)
+        reason = f"round {t}: {problem}"
+        if run.status == "running":
             with self.store.transaction():
                 self.store.update_run(
-                    run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
+                    run.id, status="failed", current_round=t, beta=run.beta, reason=reason
                 )
             log.error("run %s failed: %s", run.id, reason)
-            del self._rounds[(r.run_id, r.t)]
-            self.notify()
-        return changed
+        dropped = self._rounds.pop((run_id, t), None)
+        if dropped is not None:
+            dropped.changed.set()
+        self.notify()

@@ -1,0 +1,223 @@
+"""A holder's fault costs its run a round at most (issue 29, finding 2): whatever a holder
+posts to the secagg routes is never answered 5xx, a round a wrong share spoils is settled
+(completed or its run failed with the reason) and never left open, and a coordinator
+restarted over one run's spoilt state starts, fails only that run and keeps the others
+going. A real coordinator in-process on its state file (``TestClient``); the same with a
+process and SIGKILL is tests/cli/test_secagg_restart.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ldpem.common.secagg import UnmaskRequest
+from ldpem.server.app import create_app
+from tests.fedkit import settings
+from tests.secaggdriver import (
+    NAMES,
+    STEPS,
+    DrivenRun,
+    Played,
+    create_run,
+    liar,
+    play_round,
+    random_share,
+)
+
+
+class Coordinator:
+    """The app on ``tmp_path``'s state file; ``restart`` closes it and opens a new one."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self._stack = contextlib.ExitStack()
+        self.client = self._open()
+
+    def _open(self) -> TestClient:
+        app = create_app(settings(self.tmp_path, tick=0.05))
+        return self._stack.enter_context(TestClient(app))
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def restart(self) -> None:
+        self.close()
+        self._stack = contextlib.ExitStack()
+        self.client = self._open()
+
+
+@pytest.fixture
+def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
+    c = Coordinator(tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def stored_kinds(tmp_path: Path, run_id: str) -> list[str]:
+    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
+        rows = db.execute(
+            "SELECT kind FROM secagg_messages WHERE run_id = ? ORDER BY t, seq", (run_id,)
+        ).fetchall()
+    return [str(k) for (k,) in rows]
+
+
+def settled(run: DrivenRun) -> dict[str, Any]:
+    """The run's summary, which must show round 0 settled: closed (round 1 open) or the
+    run failed with a one-line reason."""
+    summary = run.summary()
+    if summary["status"] == "failed":
+        assert summary["reason"] and "\n" not in summary["reason"], summary
+    else:
+        assert (summary["status"], summary["round"]) == ("running", 1), summary
+    return summary
+
+
+def test_a_random_unmasking_share_gets_no_5xx_and_the_round_is_settled(
+    coordinator: Coordinator,
+) -> None:
+    """Guards finding 2: on 8e54e94 the last unmasking response (the one that closed the
+    step) was answered 500 and the round stayed open for ever, its step marked done."""
+    run = create_run(coordinator.client, "a")
+    played = play_round(run, 0, run.inputs(1), alter=liar("h1", "h0"))
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    settled(run)
+
+
+def spoil(tmp_path: Path, run: DrivenRun, played: Played, requests: dict[str, Any]) -> None:
+    """Store round 0's unmasking responses of every holder (answering ``requests``) as
+    8e54e94 stored them before answering 500 (h1's share of h0's seed random), the
+    coordinator stopped: the state it then left behind."""
+    requests = {n: UnmaskRequest.from_dict(r) for n, r in requests.items()}
+    responses = {n: h.unmask(requests[n]) for n, h in played.holders.items()}
+    responses["h1"] = random_share(responses["h1"], "h0")
+    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
+        (seq,) = db.execute(
+            "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = 0", (run.run_id,)
+        ).fetchone()
+        db.executemany(
+            "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
+            "VALUES (?, 0, ?, 'unmask', ?, ?)",
+            [
+                (run.run_id, seq + i, n, json.dumps(responses[n].to_dict(), sort_keys=True))
+                for i, n in enumerate(NAMES)
+            ],
+        )
+        db.commit()
+
+
+def test_a_restart_over_a_spoilt_round_fails_only_that_run(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """Guards finding 2's restart: the state 8e54e94 left behind (every unmasking response
+    of a round stored, one of them wrong, no sum) made the coordinator fail at start-up
+    with SecAggError, taking every other run down. Now that round is settled at the
+    restart, and another run caught in the middle of its round goes on."""
+    spoilt, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
+    played = play_round(spoilt, 0, spoilt.inputs(1), until="masked")
+    begun = play_round(other, 0, other.inputs(2), until="advertise")
+    requests = {n: spoilt.get(0, n, "unmask-request").json() for n in NAMES}
+    coordinator.close()
+    spoil(tmp_path, spoilt, played, requests)
+    coordinator.restart()
+    spoilt.client = other.client = coordinator.client
+    settled(spoilt)
+    assert stored_kinds(tmp_path, spoilt.run_id).count("unmask") == len(NAMES)
+    # The other run goes on: its advertisements were kept (the same ones again are
+    # accepted), and the round closes with every holder.
+    played = play_round(other, 0, other.inputs(2), holders=begun.holders)
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
+
+
+def test_a_run_whose_stored_messages_do_not_replay_fails_alone(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """Guards ``recover``'s isolation: a stored message that no longer reads (here a
+    corrupt row) fails its run with the reason at the restart; start-up and the other run
+    are untouched (8e54e94 suppressed only Conflict: the error stopped start-up)."""
+    broken, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
+    play_round(broken, 0, broken.inputs(1), until="advertise")
+    begun = play_round(other, 0, other.inputs(2), until="advertise")
+    coordinator.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
+        db.execute(
+            "UPDATE secagg_messages SET body = '{\"holder\": 1' WHERE run_id = ? AND seq = 0",
+            (broken.run_id,),
+        )
+        db.commit()
+    coordinator.restart()
+    broken.client = other.client = coordinator.client
+    summary = broken.summary()
+    assert summary["status"] == "failed" and "do not replay" in summary["reason"], summary
+    # Its holders are refused, not answered 5xx.
+    assert broken.get(0, "h0", "participants", wait=0).status_code == 409
+    played = play_round(other, 0, other.inputs(2), holders=begun.holders)
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
+
+
+#: Bodies no holder's agent sends: wrong types, missing and unknown fields, bad base64,
+#: huge numbers, names off the roster.
+GARBAGE: list[object] = [
+    {},
+    {"holder": 1},
+    {"holder": "h0", "run_id": None, "round": "0"},
+    {"holder": "h0", "run_id": "x" * 300, "round": 10**400},
+    {"holder": "h0", "run_id": "r", "round": 0, "ciphertexts": {"h1": "!!"}},
+    {"holder": "h0", "run_id": "r", "round": 0, "ciphertexts": {"../x": "AA=="}},
+    {"holder": "h0", "run_id": "r", "round": 0, "values": "AAAA"},
+    {"holder": "h0", "run_id": "r", "round": 0, "self_mask_shares": [], "key_shares": {}},
+]
+
+
+def mutations(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """``body`` with each field in turn replaced by a wrong value, and with an extra one."""
+    out = []
+    for field in body:
+        for wrong in (None, 1.5e308, -1, "", [], {}, "A" * 5000, 2**70):
+            out.append({**body, field: wrong})
+    out.append({**body, "extra": 1})
+    return out
+
+
+def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: Coordinator) -> None:
+    """Guards the coordinator's rule (never a 5xx to a hostile body) on the secagg routes:
+    garbage and mutated messages at every step of a live round, messages of another run,
+    round or holder, replays after the round closed, messages for a failed run and an
+    unknown run, and the fetches of each."""
+    run = create_run(coordinator.client, "a")
+    played = play_round(run, 0, run.inputs(1))
+    codes: list[int] = []
+    for t in (0, 1, 7):
+        for step in STEPS:
+            for body in GARBAGE + mutations(played.sent[step]["h0"].to_dict()):
+                codes.append(run.post(t, "h0", step, body).status_code)
+            # h0's message posted as h1 (a token of another holder), and replayed.
+            codes.append(run.post(t, "h1", step, played.sent[step]["h0"].to_dict()).status_code)
+            codes.append(run.post(t, "h0", step, played.sent[step]["h0"].to_dict()).status_code)
+        for what in ("participants", "bundle", "unmask-request"):
+            codes.append(run.get(t, "h0", what, wait=0).status_code)
+    # Round 1, live: garbage at each of its steps too.
+    later = play_round(run, 1, run.inputs(2), alter=liar("h2", "h3"))
+    codes += later.statuses
+    for step in STEPS:
+        for body in mutations(later.sent[step]["h3"].to_dict()):
+            codes.append(run.post(1, "h3", step, body).status_code)
+    # An unknown run, and another run's token.
+    other = create_run(coordinator.client, "b")
+    codes.append(other.client.post("/v1/runs/nope/rounds/0/secagg/advertise", json={}).status_code)
+    codes.append(
+        other.post(0, "h0", "advertise", played.sent["advertise"]["h0"].to_dict()).status_code
+    )
+    assert codes and all(code < 500 for code in codes), sorted(set(codes))
+    assert set(codes) <= {200, 202, 401, 403, 404, 409, 422}, sorted(set(codes))
+    settled(run)
