@@ -335,13 +335,11 @@ def _baselines(
     """Non-private, clipped (C = 1) and hospital-level gradient EM in-process, on the
     hospitals' records as dealt and from the run's start β⁰ (hospital-level: each holder's
     own scale and noise, docs/HOSPITAL.md; secagg: the masked sum of noise shares,
-    docs/SECAGG.md, with the honest majority t_min = ⌊K/2⌋ + 1, at most K)."""
+    docs/SECAGG.md, at the default t_min = K − ⌊K/10⌋ and c colluders)."""
     out = {}
     for name in ("none", "local-clip", "hospital", "secagg"):
-        shared = get_mechanism(name).noise_site == "shares"
         # σ = 1 and the default declared bound snr·σ = 3: τ as the coordinator derives it.
         study = Study(
-            t_min=min(config.hospitals, config.hospitals // 2 + 1) if shared else None,
             model=config.model,
             mechanism=name,
             d=config.d,

@@ -47,6 +47,7 @@ from ldpem.common.protocol import (
     records_per_round,
     round_records,
     study_beta_bound,
+    study_colluders,
     study_delta,
     study_rng,
     study_t_min,
@@ -121,8 +122,10 @@ class Study:
     scale: float | None = None
     schedule: str | tuple[float, ...] = EQUAL
     final: str = LAST
-    #: Noise shares (secagg): honest holders whose shares make the noise (None: study_t_min).
+    #: Noise shares (secagg): the fewest holders of a sum (None: study_t_min) and c, the
+    #: most of them that may collude with the coordinator (None: study_colluders).
     t_min: int | None = None
+    colluders: int | None = None
     #: Each holder misses each round with this probability (``run_gradient_em``).
     dropout: float = 0.0
 
@@ -272,6 +275,8 @@ def study_mechanisms(
     """
     participations = study.rounds if study.reuse else 1
 
+    t_min = study_t_min(study.t_min, len(sizes))
+
     @cache
     def build(m: int) -> Mechanism:
         return make_mechanism(
@@ -286,7 +291,8 @@ def study_mechanisms(
             clip=study.clip,
             accounting=study.accounting,
             scale=study.scale,
-            t_min=study_t_min(study.t_min, len(sizes)),
+            t_min=t_min,
+            colluders=study_colluders(study.colluders, len(sizes), t_min),
         )
 
     @cache

@@ -69,6 +69,8 @@ def check_study(study: Study, *, synthetic: bool) -> None:
         raise _fail("dropout", "in [0, 1)", study.dropout)
     if study.t_min is not None and get_mechanism(study.mechanism).noise_site != "shares":
         raise UserError(f"t-min is only meaningful for noise shares, not {study.mechanism}")
+    if study.colluders is not None and get_mechanism(study.mechanism).noise_site != "shares":
+        raise UserError(f"colluders is only meaningful for noise shares, not {study.mechanism}")
     if not 0.0 <= study.outliers <= 0.5:
         raise _fail("outliers", "in [0, 0.5]", study.outliers)
     try:

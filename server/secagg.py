@@ -1,12 +1,13 @@
 """Secure aggregation rounds of a secagg run (docs/FEDERATED.md, docs/SECAGG.md).
 
-A round of a run whose noise is shared goes through the four steps of
+A round of a run whose noise is shared goes through the five steps of
 ``ldpem.common.secagg.Aggregator``: advertisements, encrypted shares, masked inputs,
-unmasking responses. A step closes when every holder expected in it answered, or at the
-step's deadline (the run's ``round_deadline``) with at least t_min answers; short of
-t_min at the deadline the step is extended or the run fails (``on_short``). After the
-unmasking the sum, centered from mod 2^bits to signed and times γ, is the round's total,
-its count the survivors' expected round counts; it is range-checked as any report and the
+signatures of the survivor set (the consistency round), unmasking responses. A step
+closes when every holder expected in it answered, or at the step's deadline (the run's
+``round_deadline``) with at least t_min answers; short of t_min at the deadline the step
+is extended or the run fails (``on_short``). After the unmasking the sum, centered from
+mod 2^bits to signed and times γ, is the round's total, its count the survivors' expected
+round counts; it is range-checked as any report and the
 ordinary M-step closes the round (no central noise).
 
 Every message received and every message the aggregator produced is stored, in order
@@ -43,6 +44,7 @@ from ldpem.common.secagg import (
     RoundParameters,
     SecAggError,
     SecAggRefused,
+    SurvivorSignature,
     UnmaskResponse,
 )
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
@@ -57,15 +59,21 @@ __all__ = ["STEPS", "SecAggRounds"]
 log = logging.getLogger("ldpem.server")
 
 #: The steps of a round, in order; "done" once the round's sum is known (or it failed).
-STEPS = ("advertise", "shares", "masked", "unmask", "done")
+STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
 
 #: The stored kind of the aggregator's output that closed each step (``_close``).
-_CLOSED_BY = {"participants": "advertise", "bundle": "shares", "unmask_request": "masked"}
+_CLOSED_BY = {
+    "participants": "advertise",
+    "bundle": "shares",
+    "consistency_check": "masked",
+    "unmask_request": "signature",
+}
 
 _READERS: dict[str, Callable[[object], Any]] = {
     "advertise": KeyAdvertisement.from_dict,
     "shares": EncryptedShares.from_dict,
     "masked": MaskedInput.from_dict,
+    "signature": SurvivorSignature.from_dict,
     "unmask": UnmaskResponse.from_dict,
 }
 
@@ -119,7 +127,9 @@ class SecAggRounds:
         request = request_of(run)
         assert request.roster is not None  # a shares run (wire_shares.check_shares)
         roster = Roster.from_json(json.dumps(request.roster))
-        parameters = RoundParameters(run_id, t, params.holders, params.t_min, params.modulus_bits)
+        parameters = RoundParameters(
+            run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0
+        )
         period = request.round_deadline
         created = _Round(
             run_id=run_id,
@@ -195,6 +205,7 @@ class SecAggRounds:
             "advertise": r.aggregator.receive_advertisement,
             "shares": r.aggregator.receive_shares,
             "masked": r.aggregator.receive_masked_input,
+            "signature": r.aggregator.receive_signature,
             "unmask": r.aggregator.receive_unmask_response,
         }
         receive[step](message)
@@ -207,6 +218,7 @@ class SecAggRounds:
             "advertise": a.advertisements,
             "shares": a.encrypted_shares,
             "masked": a.masked_inputs,
+            "signature": a.signatures,
             "unmask": a.responses,
         }
         return kept[step].get(holder)
@@ -251,7 +263,8 @@ class SecAggRounds:
         self, run_id: str, t: int, hospital: str, hospital_run: str, step: str
     ) -> dict[str, Any] | None:
         """What the aggregator sends ``hospital`` after ``step`` closed (the participant
-        list, its share bundle, the unmasking request), or None while the step is open."""
+        list, its share bundle, the survivor set, the unmasking request), or None while the
+        step is open."""
         r = self._round(run_id, t, hospital, hospital_run)
         if STEPS.index(r.step) <= STEPS.index(step):
             return None
@@ -292,15 +305,22 @@ class SecAggRounds:
                 out.append(("bundle", name, body))
             r.step, r.expected = "masked", set(bundles)
         elif r.step == "masked":
+            check = aggregator.consistency_check()
+            r.outputs["masked"] = body = check.to_dict()
+            out.append(("consistency_check", "", body))
+            r.step, r.expected = "signature", set(check.survivors)
+        elif r.step == "signature":
             request = aggregator.unmask_request()
-            r.outputs["masked"] = body = request.to_dict()
+            r.outputs["signature"] = body = request.to_dict()
             out.append(("unmask_request", "", body))
-            r.step, r.expected = "unmask", set(request.survivors)
+            # Only a holder that signed the survivor set can answer the unmasking.
+            r.step, r.expected = "unmask", {s.holder for s in request.signatures}
         elif r.step == "unmask":
             # The sum first (SecAggError: the step stays open, ``_settle`` decides); the
             # step is done only once the sum and the round's close are stored, together.
             residues = [int(v) for v in aggregator.result()]
-            self._finish(r, residues, survivors=r.expected)
+            request = aggregator.unmask_request()
+            self._finish(r, residues, survivors=set(request.survivors))
             r.step = "done"
         if out and not replay:
             rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]

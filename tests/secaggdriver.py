@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 
 from ldpem.common.secagg import (
+    ConsistencyCheck,
     Holder,
     ParticipantList,
     Roster,
@@ -31,7 +32,7 @@ from tests.fedkit import admin_headers, run_request
 
 K, T_MIN, D = 4, 3, 3
 NAMES = [f"h{i}" for i in range(K)]
-STEPS = ("advertise", "shares", "masked", "unmask")
+STEPS = ("advertise", "shares", "masked", "signature", "unmask")
 KEYS = {n: generate_signing_key() for n in NAMES}
 ROSTER = Roster({n: public_key_bytes(key) for n, key in KEYS.items()})
 
@@ -62,7 +63,9 @@ class DrivenRun:
 
     def holders(self, t: int) -> dict[str, Holder]:
         assert self.params.modulus_bits is not None
-        parameters = RoundParameters(self.run_id, t, K, T_MIN, self.params.modulus_bits)
+        parameters = RoundParameters(
+            self.run_id, t, K, T_MIN, self.params.modulus_bits, self.params.colluders or 0
+        )
         return {n: Holder(n, ROSTER, KEYS[n], parameters, min_honest=1) for n in NAMES}
 
     def inputs(self, seed: int) -> dict[str, list[int]]:
@@ -156,6 +159,10 @@ def play_round(
     bundles = {n: ShareBundle.from_dict(b) for n, b in fetch("bundle").items()}
     step("masked", {n: h.masked_input(bundles[n], inputs[n]) for n, h in holders.items()})
     if until == "masked":
+        return played
+    checks = {n: ConsistencyCheck.from_dict(b) for n, b in fetch("consistency-check").items()}
+    step("signature", {n: h.sign_survivors(checks[n]) for n, h in holders.items()})
+    if until == "signature":
         return played
     requests = {n: UnmaskRequest.from_dict(b) for n, b in fetch("unmask-request").items()}
     step("unmask", {n: h.unmask(requests[n]) for n, h in holders.items()}, silent)

@@ -119,11 +119,13 @@ class Mechanism(ABC):
         smoothing: float | None = None,
         clip: float | None = None,
         t_min: int | None = None,
+        colluders: int = 0,
     ) -> Mechanism:
         """The mechanism with these public values and noise std: ``scale`` and
         ``smoothing`` β_s when it ``needs`` a scale, ``clip`` when it needs a clip norm,
-        ``t_min`` (the honest holders whose shares make the noise) when its noise is
-        ``shares``. ValueError, naming the value, when one it needs is missing."""
+        ``t_min`` (the fewest holders of a sum) and ``colluders`` (c of them may collude:
+        the noise is that of t_min − c shares) when its noise is ``shares``. ValueError,
+        naming the value, when one it needs is missing."""
         values: dict[str, float | int] = {}
         if cls.needs == "scale":
             if scale is None or smoothing is None:
@@ -136,7 +138,7 @@ class Mechanism(ABC):
         if cls.noise_site == "shares":
             if t_min is None:
                 raise ValueError(f"mechanism {cls.name} needs t_min, the honest holders")
-            values.update(t_min=t_min)
+            values.update(t_min=t_min, colluders=colluders)
         if not values:
             return cls()
         return cls(noise_std=noise_std, **values)  # type: ignore[call-arg]
@@ -149,6 +151,7 @@ class Mechanism(ABC):
             smoothing=getattr(self, "smoothing", None),
             clip=getattr(self, "clip", None),
             t_min=getattr(self, "t_min", None),
+            colluders=getattr(self, "colluders", 0),
         )
 
     @property

@@ -122,7 +122,7 @@ def test_a_restart_over_a_spoilt_round_fails_only_that_run(
     with SecAggError, taking every other run down. Now that round is settled at the
     restart, and another run caught in the middle of its round goes on."""
     spoilt, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
-    played = play_round(spoilt, 0, spoilt.inputs(1), until="masked")
+    played = play_round(spoilt, 0, spoilt.inputs(1), until="signature")
     begun = play_round(other, 0, other.inputs(2), until="advertise")
     requests = {n: spoilt.get(0, n, "unmask-request").json() for n in NAMES}
     coordinator.close()
@@ -204,7 +204,7 @@ def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: Coordinator) 
             # h0's message posted as h1 (a token of another holder), and replayed.
             codes.append(run.post(t, "h1", step, played.sent[step]["h0"].to_dict()).status_code)
             codes.append(run.post(t, "h0", step, played.sent[step]["h0"].to_dict()).status_code)
-        for what in ("participants", "bundle", "unmask-request"):
+        for what in ("participants", "bundle", "consistency-check", "unmask-request"):
             codes.append(run.get(t, "h0", what, wait=0).status_code)
     # Round 1, live: garbage at each of its steps too.
     later = play_round(run, 1, run.inputs(2), alter=liar("h2", "h3"))
