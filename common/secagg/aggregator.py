@@ -174,6 +174,9 @@ class Aggregator:
             excluded = {peer for m in self.masked_inputs.values() for peer in m.excluded}
             survivors = tuple(sorted(set(self.masked_inputs) - excluded))
             self._enough(len(survivors), "sent a masked input that every other one masked with")
+            for gone in sorted(set(self.encrypted_shares) - set(survivors)):
+                holding = [s for s in survivors if gone not in self._excluded_by(s)]
+                self._enough(len(holding), f"of the survivors hold a share of {gone!r}'s key")
             p = self.parameters
             self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors)
             self.step = "consistency"

@@ -197,12 +197,13 @@ class Fake:
         elif step == "signature":
             r.aggregator.receive_signature(SurvivorSignature.from_dict(body))
             check = r.aggregator.consistency_check()
-            for name in ("h1", "h2", "h3"):
-                r.aggregator.receive_signature(r.others[name].sign_survivors(check))
+            for name in check.survivors:
+                if name != "h0":
+                    r.aggregator.receive_signature(r.others[name].sign_survivors(check))
         elif step == "unmask":
             r.aggregator.receive_unmask_response(UnmaskResponse.from_dict(body))
             request = r.aggregator.unmask_request()
-            for name in ("h1", "h2"):
+            for name in [s.holder for s in request.signatures if s.holder != "h0"]:
                 r.aggregator.receive_unmask_response(r.others[name].unmask(request))
             r.result = [int(v) for v in r.aggregator.result()]
 

@@ -1,15 +1,19 @@
-"""The inconsistent-views attack of issue 29 against the real ``ldpem client``: a fake
+"""The inconsistent-views attack of issue 29 against the real ``ldpem client``, and a peer's
+garbage ciphertext. The attack: a fake
 coordinator shows the agent h0 a share bundle of only t_min − 1 peers P = {h1, h2}, so that
 it masks with them alone, and tells the other holders that P dropped (docs/PRIVACY.md,
 threat 9). Before the consistency round the agent answered, exit 0, and the coordinator
 unmasked its report. Now the survivor set the agent is asked to unmask for carries the
 signature of one holder (its own), not t_min: the agent refuses with one line, sends no
 unmasking share, and its ledger charges the round at the fallback ε of its own share.
+The garbage (threat 11): one peer's ciphertext to the agent does not open; the agent drops
+that peer for the round, names it in its log, and the round's sum comes out.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ from ldpem.common.secagg import (
     SurvivorSignature,
     UnmaskRequest,
 )
+from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, to_residues
 from tests.security.test_secagg_coordinator import (
     NAMES,
     RUN,
@@ -110,3 +115,49 @@ def test_the_agent_refuses_an_unmasking_of_an_isolated_view(tmp_path: Path) -> N
         ratio_for_budget(entry.fallback_epsilon, params.delta, params.accounting)
     )
     assert json.loads(entry.body)["round"] == 0
+
+
+def _garbage_from_h1(r: SecAggRound, honest: ShareBundle) -> ShareBundle:
+    """h1's sealed shares for the agent replaced by random bytes of the same length."""
+    spoilt = {
+        n: secrets.token_bytes(len(c)) if n == "h1" else c for n, c in honest.ciphertexts.items()
+    }
+    return ShareBundle(honest.holder, honest.run_id, honest.round, spoilt)
+
+
+@dataclass
+class EveryoneMasks(Fake):
+    """The honest fake, but h4 masks too (none drops out): room for one peer left out."""
+
+    def receive(self, r: SecAggRound, step: str, body: dict[str, Any]) -> None:
+        super().receive(r, step, body)
+        if step == "masked":
+            r.aggregator.receive_masked_input(r.others["h4"].masked_input(r.bundles["h4"], [0] * D))
+
+
+def test_a_peers_garbage_ciphertext_costs_that_peer_the_round_not_the_agent(
+    tmp_path: Path,
+) -> None:
+    consortium = Consortium.make()
+    fake = EveryoneMasks(consortium, lies={(0, "bundle"): _garbage_from_h1})
+    outcome = attack(tmp_path, fake)
+    assert outcome.code == 0, outcome.log[-3000:]
+    assert "round 0: the shares of h1 did not open: not masked with them" in outcome.log
+    steps = ["advertise", "shares", "masked", "signature", "unmask"]
+    assert outcome.posts == [(t, s) for t in range(2) for s in steps]
+    first = fake.rounds[0]
+    assert first.aggregator.masked_inputs["h0"].excluded == ("h1",)
+    check = first.aggregator.consistency_check()
+    assert check.survivors == ("h0", "h2", "h3", "h4")  # h1 left out
+    # The sum over S is the agent's masked report, unmasked (the others added zeros).
+    ledger = Ledger(tmp_path / "state")
+    try:
+        entry = ledger.entry(RUN, 0)
+    finally:
+        ledger.close()
+    assert entry is not None and entry.status == "masked"
+    mechanism = run_shares_mechanism(consortium.params)
+    bits = consortium.params.modulus_bits
+    assert bits is not None
+    report = to_residues(json.loads(entry.body)["total"], grid_of(mechanism), bits)
+    assert first.result == [int(v) for v in report]
