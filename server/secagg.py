@@ -300,7 +300,7 @@ class SecAggRounds:
             # The sum first (SecAggError: the step stays open, ``_settle`` decides); the
             # step is done only once the sum and the round's close are stored, together.
             residues = [int(v) for v in aggregator.result()]
-            self._finish(r, residues, survivors=r.expected)
+            self._finish(r, residues, survivors=r.expected, faulty=aggregator.faulty)
             r.step = "done"
         if out and not replay:
             rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
@@ -311,8 +311,12 @@ class SecAggRounds:
         event, r.changed = r.changed, asyncio.Event()
         event.set()
 
-    def _finish(self, r: _Round, residues: list[int], *, survivors: set[str]) -> None:
-        """The round's total from the unmasked sum, range-checked, and the M-step."""
+    def _finish(
+        self, r: _Round, residues: list[int], *, survivors: set[str], faulty: dict[str, str]
+    ) -> None:
+        """The round's total from the unmasked sum, range-checked, and the M-step;
+        ``faulty``: the responders whose wrong shares the sum was computed without (named
+        in the stored sum and the log)."""
         run = get_run(self.store, r.run_id)
         params = params_of(run)
         assert params.modulus_bits is not None
@@ -321,7 +325,18 @@ class SecAggRounds:
         mechanism = run_shares_mechanism(params)
         grid = grid_of(mechanism)
         total = [v * grid for v in signed_sum(residues, params.modulus_bits)]
-        body = {"total": total, "count": count, "survivors": sorted(survivors)}
+        body: dict[str, Any] = {"total": total, "count": count, "survivors": sorted(survivors)}
+        if faulty:
+            body["faulty"] = dict(sorted(faulty.items()))
+            for name, why in sorted(faulty.items()):
+                log.warning(
+                    "run %s round %d: hospital %s sent a wrong unmasking share (%s); the "
+                    "sum was computed without it",
+                    r.run_id,
+                    r.t,
+                    name,
+                    why,
+                )
         summed = [("sum", "", json.dumps(body, sort_keys=True))]
         bound = (
             count * mechanism.record_bound(params.d)

@@ -163,10 +163,11 @@ def play_round(
 
 
 def random_share(response: UnmaskResponse, owner: str) -> UnmaskResponse:
-    """``response`` with its share of ``owner``'s self-mask seed replaced by a random
-    field element (what a faulty or lying holder sends)."""
+    """``response`` with the value of its share of ``owner``'s self-mask seed replaced by a
+    random field element (what a faulty or lying holder sends)."""
     shares = dict(response.self_mask_shares)
-    shares[owner] = secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big")
+    value = secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big")
+    shares[owner] = value + shares[owner][SHARE_BYTES:]  # the dealer's signature kept
     return UnmaskResponse(
         response.holder, response.run_id, response.round, shares, response.key_shares
     )

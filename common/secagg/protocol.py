@@ -60,7 +60,7 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import channel, messages
+from ldpem.common.secagg import channel, dealing, messages
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster, public_key_bytes
 from ldpem.common.secagg.masks import (
@@ -71,12 +71,7 @@ from ldpem.common.secagg.masks import (
     pairwise_mask,
     self_mask,
 )
-from ldpem.common.secagg.shamir import (
-    SHARE_BYTES,
-    ShamirError,
-    Share,
-    split_secret,
-)
+from ldpem.common.secagg.shamir import ShamirError
 
 __all__ = ["Holder", "check_advertisement", "check_round", "x25519_public"]
 
@@ -201,6 +196,7 @@ class Holder:
         self._encryption, _ = _new_x25519_key()
         self._masking, self._masking_raw = _new_x25519_key()
         self._seed = secrets.token_bytes(32)
+        self._signing_key = signing_key  # also signs every share it deals (dealing.py)
         self._advertisement = messages.sign_advertisement(
             signing_key,
             name,
@@ -208,13 +204,16 @@ class Holder:
             roster.digest,
             x25519_public(self._encryption),
             x25519_public(self._masking),
+            seed_commitment=dealing.seed_commitment(
+                self._seed, run_id=parameters.run_id, round_=parameters.round, holder=name
+            ),
         )
         self._refused: str | None = None
         self._answers: dict[str, tuple[Any, Any]] = {}
         self._participants: dict[str, messages.KeyAdvertisement] = {}
         self._channels: dict[str, bytes] = {}  # X25519 agreement of c keys, by peer
-        self._own_shares: dict[str, Share] = {}  # "b", "s": this holder's shares of its own
-        self._received: dict[str, tuple[Share, Share]] = {}  # peer → (its b, its s_sk)
+        self._own_shares: dict[str, bytes] = {}  # "b", "s": its signed shares of its own
+        self._received: dict[str, tuple[bytes, bytes]] = {}  # peer → signed (b, s_sk)
         self._shared_with: frozenset[str] = frozenset()  # U2 as this holder saw it
 
     # The four steps
@@ -277,9 +276,16 @@ class Holder:
         if by_name[self.name] != self._advertisement:
             raise SecAggRefused("the participant list alters this holder's advertisement")
         names = sorted(by_name)
-        xs = [self.roster.index(n) for n in names]
-        seed_shares = dict(zip(names, split_secret(self._seed, p.t_min, xs), strict=True))
-        key_shares = dict(zip(names, split_secret(self._masking_raw, p.t_min, xs), strict=True))
+        signed = dealing.deal(
+            self._signing_key,
+            self._seed,
+            self._masking_raw,
+            threshold=p.t_min,
+            xs={n: self.roster.index(n) for n in names},
+            run_id=p.run_id,
+            round_=p.round,
+            dealer=self.name,
+        )
         ciphertexts = {}
         for peer in names:
             if peer == self.name:
@@ -289,7 +295,7 @@ class Holder:
             except ValueError:
                 raise SecAggRefused(f"the encryption key of {peer!r} is not usable") from None
             self._channels[peer] = secret
-            plaintext = seed_shares[peer].y_bytes() + key_shares[peer].y_bytes()
+            plaintext = signed[peer]
             ciphertexts[peer] = channel.seal(
                 secret,
                 plaintext,
@@ -299,15 +305,17 @@ class Holder:
                 recipient=peer,
             )
         self._participants = by_name
-        self._own_shares = {"b": seed_shares[self.name], "s": key_shares[self.name]}
+        own = signed[self.name]
+        size = dealing.SIGNED_SHARE_BYTES
+        self._own_shares = {"b": own[:size], "s": own[size:]}
         return messages.EncryptedShares(self.name, p.run_id, p.round, ciphertexts)
 
     # Step 3
 
-    def _open(self, bundle: messages.ShareBundle) -> dict[str, tuple[Share, Share]]:
-        """The shares of b and s_sk each sender of ``bundle`` sealed to this holder."""
+    def _open(self, bundle: messages.ShareBundle) -> dict[str, tuple[bytes, bytes]]:
+        """The signed shares of b and s_sk each sender of ``bundle`` sealed to this holder
+        (a share its sender did not sign for this holder and round does not open)."""
         p = self.parameters
-        x = self.roster.index(self.name)
         received = {}
         for sender, ciphertext in bundle.ciphertexts.items():
             if sender == self.name or sender not in self._participants:
@@ -321,9 +329,14 @@ class Holder:
                     sender=sender,
                     recipient=self.name,
                 )
-                received[sender] = (
-                    Share.from_bytes(x, plaintext[:SHARE_BYTES]),
-                    Share.from_bytes(x, plaintext[SHARE_BYTES:]),
+                received[sender] = dealing.open_pair(
+                    self.roster,
+                    plaintext,
+                    run_id=p.run_id,
+                    round_=p.round,
+                    dealer=sender,
+                    recipient=self.name,
+                    commitment=self._participants[sender].seed_commitment,
                 )
             except (ValueError, ShamirError):
                 raise SecAggRefused(f"the shares from {sender!r} do not open") from None
@@ -409,8 +422,8 @@ class Holder:
             self.name,
             self.parameters.run_id,
             self.parameters.round,
-            {n: seed_shares[n].y_bytes() for n in request.survivors},
-            {n: key_shares[n].y_bytes() for n in request.dropped},
+            {n: seed_shares[n] for n in request.survivors},
+            {n: key_shares[n] for n in request.dropped},
         )
         # Nothing else will be asked of this round: forget the secrets it no longer needs
         # (a later compromise of this process then exposes nothing of the round).

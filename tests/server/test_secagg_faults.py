@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ldpem.common.secagg import UnmaskRequest
+from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.server.app import create_app
 from tests.fedkit import settings
 from tests.secaggdriver import (
     NAMES,
     STEPS,
+    D,
     DrivenRun,
     Played,
     create_run,
@@ -70,26 +73,69 @@ def stored_kinds(tmp_path: Path, run_id: str) -> list[str]:
     return [str(k) for (k,) in rows]
 
 
-def settled(run: DrivenRun) -> dict[str, Any]:
-    """The run's summary, which must show round 0 settled: closed (round 1 open) or the
-    run failed with a one-line reason."""
+def stored_sum(tmp_path: Path, run_id: str, t: int) -> dict[str, Any]:
+    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
+        (body,) = db.execute(
+            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = ? AND kind = 'sum'",
+            (run_id, t),
+        ).fetchone()
+    answer: dict[str, Any] = json.loads(body)
+    return answer
+
+
+def true_total(run: DrivenRun, inputs: dict[str, list[int]]) -> list[float]:
+    """The round's total the coordinator must find: the holders' inputs summed."""
+    bits = run.params.modulus_bits
+    assert bits is not None
+    residues = [sum(inputs[n][j] for n in NAMES) for j in range(D)]
+    return [grid_of(run_shares_mechanism(run.params)) * v for v in signed_sum(residues, bits)]
+
+
+def completed_without_the_liar(
+    tmp_path: Path, run: DrivenRun, inputs: dict[str, list[int]]
+) -> None:
+    """Round 0 closed with the true sum of every holder's input, and h1 named as the
+    sender of a wrong share in the stored sum."""
     summary = run.summary()
-    if summary["status"] == "failed":
-        assert summary["reason"] and "\n" not in summary["reason"], summary
-    else:
-        assert (summary["status"], summary["round"]) == ("running", 1), summary
-    return summary
+    assert (summary["status"], summary["round"]) == ("running", 1), summary
+    total = stored_sum(tmp_path, run.run_id, 0)
+    assert total["total"] == true_total(run, inputs)
+    assert total["survivors"] == NAMES
+    assert list(total["faulty"]) == ["h1"] and "'h0'" in total["faulty"]["h1"], total
 
 
-def test_a_random_unmasking_share_gets_no_5xx_and_the_round_is_settled(
-    coordinator: Coordinator,
+def test_a_random_unmasking_share_is_named_and_the_round_completes_without_it(
+    coordinator: Coordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Guards finding 2: on 8e54e94 the last unmasking response (the one that closed the
-    step) was answered 500 and the round stayed open for ever, its step marked done."""
+    step) was answered 500 and the round stayed open for ever, its step marked done. Now
+    h1's wrong share is caught and named, and the t_min = 3 other responses give the sum."""
     run = create_run(coordinator.client, "a")
-    played = play_round(run, 0, run.inputs(1), alter=liar("h1", "h0"))
+    inputs = run.inputs(1)
+    played = play_round(run, 0, inputs, alter=liar("h1", "h0"))
     assert played.statuses == [200] * (len(STEPS) * len(NAMES))
-    settled(run)
+    completed_without_the_liar(tmp_path, run, inputs)
+    assert "hospital h1 sent a wrong unmasking share" in caplog.text
+
+
+def test_a_wrong_share_among_exactly_t_min_responses_fails_the_run_naming_its_sender(
+    coordinator: Coordinator,
+) -> None:
+    """Guards the other side of finding 2: with h3 silent, h1's wrong share leaves two
+    verified shares, fewer than t_min = 3. At the step's deadline (on_short "fail") the
+    run fails with a one-line reason naming h1, instead of a 500 and an open round."""
+    run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="fail")
+    played = play_round(run, 0, run.inputs(1), alter=liar("h1", "h0"), silent={"h3"})
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    deadline = time.monotonic() + 30
+    while run.summary()["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    summary = run.summary()
+    assert summary["status"] == "failed", summary
+    assert "wrong shares came from 'h1'" in summary["reason"], summary
+    assert "\n" not in summary["reason"]
+    # The run's holders are refused from now on, not answered 5xx.
+    assert run.post(0, "h3", "unmask", played.sent["unmask"]["h3"].to_dict()).status_code == 409
 
 
 def spoil(tmp_path: Path, run: DrivenRun, played: Played, requests: dict[str, Any]) -> None:
@@ -129,7 +175,7 @@ def test_a_restart_over_a_spoilt_round_fails_only_that_run(
     spoil(tmp_path, spoilt, played, requests)
     coordinator.restart()
     spoilt.client = other.client = coordinator.client
-    settled(spoilt)
+    completed_without_the_liar(tmp_path, spoilt, spoilt.inputs(1))
     assert stored_kinds(tmp_path, spoilt.run_id).count("unmask") == len(NAMES)
     # The other run goes on: its advertisements were kept (the same ones again are
     # accepted), and the round closes with every holder.
@@ -220,4 +266,6 @@ def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: Coordinator) 
     )
     assert codes and all(code < 500 for code in codes), sorted(set(codes))
     assert set(codes) <= {200, 202, 401, 403, 404, 409, 422}, sorted(set(codes))
-    settled(run)
+    # Round 1's liar was named and left out; the run finished.
+    assert run.summary()["status"] == "finished"
+    assert list(stored_sum(coordinator.tmp_path, run.run_id, 1)["faulty"]) == ["h2"]
