@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ldpem.common.secagg import UnmaskRequest
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.server.app import create_app
 from tests.fedkit import settings
@@ -27,11 +26,10 @@ from tests.secaggdriver import (
     STEPS,
     D,
     DrivenRun,
-    Played,
     create_run,
     liar,
     play_round,
-    random_share,
+    spoil,
 )
 
 
@@ -138,41 +136,21 @@ def test_a_wrong_share_among_exactly_t_min_responses_fails_the_run_naming_its_se
     assert run.post(0, "h3", "unmask", played.sent["unmask"]["h3"].to_dict()).status_code == 409
 
 
-def spoil(tmp_path: Path, run: DrivenRun, played: Played, requests: dict[str, Any]) -> None:
-    """Store round 0's unmasking responses of every holder (answering ``requests``) as
-    8e54e94 stored them before answering 500 (h1's share of h0's seed random), the
-    coordinator stopped: the state it then left behind."""
-    requests = {n: UnmaskRequest.from_dict(r) for n, r in requests.items()}
-    responses = {n: h.unmask(requests[n]) for n, h in played.holders.items()}
-    responses["h1"] = random_share(responses["h1"], "h0")
-    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
-        (seq,) = db.execute(
-            "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = 0", (run.run_id,)
-        ).fetchone()
-        db.executemany(
-            "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
-            "VALUES (?, 0, ?, 'unmask', ?, ?)",
-            [
-                (run.run_id, seq + i, n, json.dumps(responses[n].to_dict(), sort_keys=True))
-                for i, n in enumerate(NAMES)
-            ],
-        )
-        db.commit()
-
-
-def test_a_restart_over_a_spoilt_round_fails_only_that_run(
+def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(
     coordinator: Coordinator, tmp_path: Path
 ) -> None:
     """Guards finding 2's restart: the state 8e54e94 left behind (every unmasking response
     of a round stored, one of them wrong, no sum) made the coordinator fail at start-up
-    with SecAggError, taking every other run down. Now that round is settled at the
-    restart, and another run caught in the middle of its round goes on."""
+    with SecAggError, taking every other run down. Now the restart completes that round
+    without the wrong share (three verified ones are t_min), and another run caught in
+    the middle of its round goes on. The restart that must fail the run instead (fewer
+    than t_min verified shares) is tests/cli/test_secagg_restart.py's, with a process."""
     spoilt, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
     played = play_round(spoilt, 0, spoilt.inputs(1), until="masked")
     begun = play_round(other, 0, other.inputs(2), until="advertise")
     requests = {n: spoilt.get(0, n, "unmask-request").json() for n in NAMES}
     coordinator.close()
-    spoil(tmp_path, spoilt, played, requests)
+    spoil(tmp_path / "coordinator.sqlite", spoilt, 0, played, requests)
     coordinator.restart()
     spoilt.client = other.client = coordinator.client
     completed_without_the_liar(tmp_path, spoilt, spoilt.inputs(1))
