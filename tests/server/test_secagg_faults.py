@@ -206,8 +206,9 @@ GARBAGE: list[object] = [
 def mutations(body: dict[str, Any]) -> list[dict[str, Any]]:
     """``body`` with each field in turn replaced by a wrong value, and with an extra one."""
     out = []
+    wrongs: tuple[object, ...] = (None, 1.5e308, -1, "", [], {}, "A" * 5000, 2**70)
     for field in body:
-        for wrong in (None, 1.5e308, -1, "", [], {}, "A" * 5000, 2**70):
+        for wrong in wrongs:
             out.append({**body, field: wrong})
     out.append({**body, "extra": 1})
     return out

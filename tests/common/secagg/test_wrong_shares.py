@@ -29,7 +29,7 @@ from ldpem.common.secagg import (
 )
 from ldpem.common.secagg.channel import channel_secret, seal
 from ldpem.common.secagg.errors import FaultyDealer, FaultyResponders
-from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
+from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES, split_secret
 from tests.common.secagg.kit import RUN, Consortium, random_inputs, wire
 
 K, T_MIN = 5, 3
@@ -121,7 +121,7 @@ def dealing_wrong(monkeypatch: pytest.MonkeyPatch, holder: Holder, kind: dealing
     """Make ``holder`` deal shares of ``kind`` that are not all on one polynomial: the
     values of its shares to h00 and h01 are moved (signed as usual, so no
     responder can be blamed for them)."""
-    honest = dealing.split_secret
+    honest = split_secret
     secret = holder._seed if kind == "b" else holder._masking_raw
 
     def split(value: bytes, threshold: int, xs: Any) -> Any:
@@ -142,10 +142,10 @@ def with_share(
     response: UnmaskResponse, owner: str, signed: bytes, *, kind: dealing.Kind = "b"
 ) -> UnmaskResponse:
     """``response`` revealing ``signed`` as its share of ``owner``'s secret of ``kind``."""
-    field = "self_mask_shares" if kind == "b" else "key_shares"
-    shares = dict(getattr(response, field))
-    shares[owner] = signed
-    return dataclasses.replace(response, **{field: shares})
+    if kind == "b":
+        shares = {**response.self_mask_shares, owner: signed}
+        return dataclasses.replace(response, self_mask_shares=shares)
+    return dataclasses.replace(response, key_shares={**response.key_shares, owner: signed})
 
 
 def random_value() -> bytes:
