@@ -10,13 +10,13 @@ them. One ``Holder`` and one ``Aggregator`` serve one round; every round draws f
 Phases (U1 ⊇ U2 ⊇ U3: holders still present at each step)::
 
     1 advertise keys  holder: fresh X25519 pairs c (encryption) and s (masking), a fresh
-                      32-byte self-mask seed b; KeyAdvertisement(c_pk, s_pk, run, round,
-                      K, t_min, bits, roster digest) signed with its roster key.
+                      32-byte self-mask seed b; KeyAdvertisement(c_pk, s_pk, H(b), run,
+                      round, K, t_min, bits, roster digest) signed with its roster key.
                       aggregator: ParticipantList of the advertisements (U1, ≥ t_min).
     2 share keys      holder: checks every advertisement (below); t_min-of-|U1| Shamir
-                      shares of b and of s_sk, x = roster position; each other participant's
-                      pair of shares sealed to it (channel.py). aggregator: a ShareBundle
-                      per holder that sent shares (U2, ≥ t_min).
+                      shares of b and of s_sk, x = roster position, each signed (dealing.py);
+                      each other participant's pair sealed to it (channel.py). A ShareBundle
+                      from the aggregator per holder that sent shares (U2, ≥ t_min).
     3 masked input    holder: opens its bundle; y = x + PRG(b) + Σ_{v ∈ U2∖u} ±PRG(s_uv)
                       mod 2^bits. aggregator: UnmaskRequest, survivors U3 (sent y, ≥ t_min)
                       and dropped U2 ∖ U3.

@@ -29,6 +29,7 @@ from ldpem.common.secagg import (
 )
 from ldpem.common.secagg.channel import channel_secret, seal
 from ldpem.common.secagg.errors import FaultyDealer, FaultyResponders
+from ldpem.common.secagg.messages import sign_advertisement
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES, split_secret
 from tests.common.secagg.kit import RUN, Consortium, random_inputs, wire
 
@@ -333,3 +334,32 @@ def test_the_seed_commitment_is_signed(consortium: Consortium) -> None:
     fresh = Aggregator(consortium.roster, parameters, dimension=DIM)
     with pytest.raises(SecAggRefused, match="not signed by its roster key"):
         fresh.receive_advertisement(swapped)
+
+
+@pytest.mark.parametrize("which", ["encryption_key", "masking_key"])
+def test_an_unusable_key_is_refused_at_its_advertisement(
+    consortium: Consortium, which: str
+) -> None:
+    """Guards the aggregator against a holder's low-order X25519 key, validly signed by
+    that holder: on 8e54e94 the aggregator took it, and once the honest holders refused
+    it and dropped while colluders survived, ``result`` raised ValueError (the agreement
+    of a dropped holder's key with it), uncaught by the coordinator: a 500, or a deadline
+    tick failing on every pass. Now the advertisement is refused (a 422)."""
+    parameters = consortium.parameters(0, t_min=T_MIN)
+    honest = consortium.holders(parameters)["h02"].advertise()
+    keys = {"encryption_key": honest.encryption_key, "masking_key": honest.masking_key}
+    keys[which] = bytes(32)  # the identity point: every agreement with it is zero
+    bad = sign_advertisement(
+        consortium.keys["h02"],
+        "h02",
+        parameters,
+        consortium.roster.digest,
+        keys["encryption_key"],
+        keys["masking_key"],
+        seed_commitment=honest.seed_commitment,
+    )
+    aggregator = Aggregator(consortium.roster, parameters, dimension=DIM)
+    kind = which.split("_")[0]
+    with pytest.raises(SecAggRefused, match=f"the {kind} key of 'h02' is not usable"):
+        aggregator.receive_advertisement(bad)
+    aggregator.receive_advertisement(honest)
