@@ -183,7 +183,12 @@ class SecAggRounds:
             except Exception as error:  # one run's state never stops start-up or another run
                 log.exception("run %s round %d: the rebuild failed", row.run_id, row.t)
                 self._rounds.pop((row.run_id, row.t), None)
-                self._fail(row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})")
+                try:
+                    self._fail(
+                        row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})"
+                    )
+                except Exception:  # its failure not even stored: the others still start
+                    log.exception("run %s: could not be marked failed", row.run_id)
 
     def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
         self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.server.app import create_app
+from ldpem.server.secagg import SecAggRounds
 from tests.fedkit import settings
 from tests.secaggdriver import (
     NAMES,
@@ -184,6 +185,34 @@ def test_a_run_whose_stored_messages_do_not_replay_fails_alone(
     assert summary["status"] == "failed" and "do not replay" in summary["reason"], summary
     # Its holders are refused, not answered 5xx.
     assert broken.get(0, "h0", "participants", wait=0).status_code == 409
+    played = play_round(other, 0, other.inputs(2), holders=begun.holders)
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
+
+
+def test_an_unexpected_error_rebuilding_one_run_fails_that_run_alone(
+    coordinator: Coordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards ``recover``'s last line of defence: whatever goes wrong rebuilding one run's
+    round (here a RuntimeError, standing for a bug) fails that run with the reason, and
+    start-up and the other run go on (8e54e94: start-up failed)."""
+    broken, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
+    play_round(broken, 0, broken.inputs(1), until="advertise")
+    begun = play_round(other, 0, other.inputs(2), until="advertise")
+    coordinator.close()
+    replay = SecAggRounds._replay
+
+    def failing(self: SecAggRounds, r: Any) -> None:
+        if r.run_id == broken.run_id:
+            raise RuntimeError("a bug")
+        replay(self, r)
+
+    monkeypatch.setattr(SecAggRounds, "_replay", failing)
+    coordinator.restart()
+    broken.client = other.client = coordinator.client
+    summary = broken.summary()
+    assert summary["status"] == "failed", summary
+    assert "could not be rebuilt (RuntimeError('a bug'))" in summary["reason"], summary
     played = play_round(other, 0, other.inputs(2), holders=begun.holders)
     assert played.statuses == [200] * (len(STEPS) * len(NAMES))
     assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
