@@ -137,6 +137,25 @@ def test_a_wrong_share_among_exactly_t_min_responses_fails_the_run_naming_its_se
     assert run.post(0, "h3", "unmask", played.sent["unmask"]["h3"].to_dict()).status_code == 409
 
 
+def test_under_on_short_extend_a_late_holder_completes_a_round_a_wrong_share_held_up(
+    coordinator: Coordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run's on_short policy decides a fault at a deadline with a holder missing:
+    "extend" waits for it (h1's wrong share left two verified shares; h3's late one makes
+    three), and the round then completes without h1's share, naming it."""
+    run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="extend")
+    inputs = run.inputs(1)
+    played = play_round(run, 0, inputs, alter=liar("h1", "h0"), silent={"h3"})
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    deadline = time.monotonic() + 30  # past the unmask step's deadline: extended, not failed
+    while "wrong shares came from 'h1'; extended" not in caplog.text:
+        assert time.monotonic() < deadline, caplog.text
+        time.sleep(0.05)
+    assert (run.summary()["status"], run.summary()["round"]) == ("running", 0)
+    assert run.post(0, "h3", "unmask", played.sent["unmask"]["h3"].to_dict()).status_code == 200
+    completed_without_the_liar(tmp_path, run, inputs)
+
+
 def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(
     coordinator: Coordinator, tmp_path: Path
 ) -> None:
