@@ -45,6 +45,7 @@ from ldpem.common.secagg import (
     SecAggRefused,
     UnmaskResponse,
 )
+from ldpem.common.secagg.errors import FaultyDealer
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.common.wire import expected_round_count
 from ldpem.server.machine import Note, close_round
@@ -385,16 +386,18 @@ class SecAggRounds:
         """Close round ``r``'s current step; whether it closed. When it cannot close
         (SecAggError: short of t_min, or a holder's wrong material), the run's policy
         decides: at a deadline with holders still missing, ``on_short`` "extend" gives the
-        step another period (a missing holder may still answer); otherwise the run fails
-        with the reason, so that no round is ever left open with nothing to wait for."""
+        step another period (a missing holder may still answer); otherwise, or for a
+        dealer's wrong shares, the run fails with the reason, so that no round is ever left
+        open with nothing to wait for."""
         try:
             self._close(r)
             return True
         except SecAggError as error:
             problem = str(error)
+            final = isinstance(error, FaultyDealer)  # no late answer can mend its shares
         run = get_run(self.store, r.run_id)
         missing = not r.answered >= r.expected
-        if at_deadline and missing and request_of(run).on_short == "extend":
+        if at_deadline and missing and not final and request_of(run).on_short == "extend":
             r.deadline = self.clock() + r.period
             log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
             return False

@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.server.app import create_app
 from ldpem.server.secagg import SecAggRounds
+from tests.common.secagg.kit import dealing_wrong
 from tests.fedkit import settings
 from tests.secaggdriver import (
     NAMES,
@@ -154,6 +155,25 @@ def test_under_on_short_extend_a_late_holder_completes_a_round_a_wrong_share_hel
     assert (run.summary()["status"], run.summary()["round"]) == ("running", 0)
     assert run.post(0, "h3", "unmask", played.sent["unmask"]["h3"].to_dict()).status_code == 200
     completed_without_the_liar(tmp_path, run, inputs)
+
+
+def test_a_dealer_of_wrong_shares_fails_the_run_naming_it_even_under_extend(
+    coordinator: Coordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dealer's wrong shares cannot be mended by a late answer: at the deadline, h3
+    still missing, the run fails naming h0 although on_short is "extend" (it would wait
+    for ever otherwise)."""
+    run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="extend")
+    holders = run.holders(0)
+    dealing_wrong(monkeypatch, holders["h0"], "b")
+    played = play_round(run, 0, run.inputs(1), silent={"h3"}, holders=holders)
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    deadline = time.monotonic() + 30
+    while run.summary()["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    summary = run.summary()
+    assert summary["status"] == "failed", summary
+    assert "'h0' dealt wrong shares" in summary["reason"], summary
 
 
 def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(

@@ -30,8 +30,8 @@ from ldpem.common.secagg import (
 from ldpem.common.secagg.channel import channel_secret, seal
 from ldpem.common.secagg.errors import FaultyDealer, FaultyResponders
 from ldpem.common.secagg.messages import sign_advertisement
-from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES, split_secret
-from tests.common.secagg.kit import RUN, Consortium, random_inputs, wire
+from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
+from tests.common.secagg.kit import RUN, Consortium, dealing_wrong, random_inputs, wire
 
 K, T_MIN = 5, 3
 
@@ -116,27 +116,6 @@ def stage(
     dealt = {n: dict(h._received) for n, h in holders.items()}
     responses = {n: holders[n].unmask(request) for n in request.survivors}
     return Staged(parameters, holders, aggregator, inputs, request, responses, dealt)
-
-
-def dealing_wrong(monkeypatch: pytest.MonkeyPatch, holder: Holder, kind: dealing.Kind) -> None:
-    """Make ``holder`` deal shares of ``kind`` that are not all on one polynomial: the
-    values of its shares to h00 and h01 are moved (signed as usual, so no
-    responder can be blamed for them)."""
-    honest = split_secret
-    secret = holder._seed if kind == "b" else holder._masking_raw
-
-    def split(value: bytes, threshold: int, xs: Any) -> Any:
-        shares = honest(value, threshold, xs)
-        if value != secret:
-            return shares
-        # By 1 and 2: at t = 3 the Lagrange weights at 0 of x = 1, 2, 3 are 3, -3, 1, so
-        # moving both by 1 would keep f(0).
-        moved = [
-            dataclasses.replace(sh, y=(sh.y + i) % PRIME) for i, sh in enumerate(shares[:2], 1)
-        ]
-        return [*moved, *shares[2:]]
-
-    monkeypatch.setattr(dealing, "split_secret", split)
 
 
 def with_share(
