@@ -232,7 +232,8 @@ def test_a_dealers_wrong_shares_of_a_secret_not_needed_cost_nothing(
     consortium: Consortium, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The masking key of a survivor is never rebuilt: h00's wrong shares of it leave the
-    round and its sum untouched; dropped, h00 is named."""
+    round and its sum untouched; dropped, h00 is named (8e54e94: "the key shares of
+    'h00' do not give its masking key", the same as for a lying responder)."""
     s = stage(consortium, wrong_dealer=("h00", "s"), monkeypatch=monkeypatch)
     assert s.result(s.responses) == s.expected()
     d = stage(consortium, dropped={"h00"}, wrong_dealer=("h00", "s"), monkeypatch=monkeypatch)
@@ -304,8 +305,9 @@ def test_a_holder_refuses_a_share_its_sender_did_not_sign_for_it(
 
 
 def test_the_seed_commitment_is_signed(consortium: Consortium) -> None:
-    """The commitment a dealer is held to is its own: a coordinator that swaps it (to
-    blame an honest dealer) breaks the advertisement's signature."""
+    """Guards the seed commitment (absent on 8e54e94): the commitment a dealer is held to
+    is its own: a coordinator that swaps it (to blame an honest dealer) breaks the
+    advertisement's signature."""
     parameters = consortium.parameters(0, t_min=T_MIN)
     advertisement = consortium.holders(parameters)["h00"].advertise()
     assert len(advertisement.seed_commitment) == dealing.COMMITMENT_BYTES
