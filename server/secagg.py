@@ -21,6 +21,12 @@ accepted, even after its step closed), and the open step gets a full period from
 restart. A round whose last expected message was stored but whose step did not close is
 closed at once. The sum and the M-step are one transaction, so a finished round is never
 finished twice.
+
+A holder's fault costs its run a round at most (``_settle``): a step that cannot close
+(short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
+extended at its deadline under ``on_short`` "extend" while holders are missing, and
+otherwise fails its run with the reason; the unmask step is done only once its sum is
+stored. A run whose stored messages do not replay fails alone (``_round``, ``recover``).
 """
 
 from __future__ import annotations
