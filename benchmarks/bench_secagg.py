@@ -74,6 +74,7 @@ from ldpem.common.secagg import (
     signing_key_to_pem,
 )
 from ldpem.common.secagg.channel import channel_secret, seal
+from ldpem.common.secagg.dealing import KINDS, sign_share
 from ldpem.common.secagg.messages import KeyAdvertisement, sign_advertisement
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
 from ldpem.processes import start_agent
@@ -111,11 +112,20 @@ def holder_round_cost(
 
     peers: dict[str, X25519PrivateKey] = {}  # encryption keys of the other holders
     adverts: list[KeyAdvertisement] = []
+    commitments = {n: secrets.token_bytes(32) for n in names}  # the holder does not open them
     for name in names[1:]:
         (encryption, c_pk), (_, s_pk) = _x25519(), _x25519()
         peers[name] = encryption
         adverts.append(
-            sign_advertisement(signing[name], name, parameters, roster.digest, c_pk, s_pk)
+            sign_advertisement(
+                signing[name],
+                name,
+                parameters,
+                roster.digest,
+                c_pk,
+                s_pk,
+                seed_commitment=commitments[name],
+            )
         )
 
     own, t_advertise = _timed(holder.advertise)
@@ -123,7 +133,19 @@ def holder_round_cost(
     shares, t_share = _timed(lambda: holder.share_keys(participants))
 
     def sealed_to_me(name: str) -> bytes:
-        plaintext = b"".join(secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big") for _ in "bs")
+        plaintext = b"".join(
+            sign_share(
+                signing[name],
+                secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big"),
+                run_id=RUN,
+                round_=0,
+                dealer=name,
+                recipient=ME,
+                kind=kind,
+                commitment=commitments[name],
+            )
+            for kind in KINDS
+        )
         secret = channel_secret(peers[name], own.encryption_key)
         return seal(secret, plaintext, run_id=RUN, round_=0, sender=name, recipient=ME)
 

@@ -22,6 +22,12 @@ accepted, even after its step closed), and the open step gets a full period from
 restart. A round whose last expected message was stored but whose step did not close is
 closed at once. The sum and the M-step are one transaction, so a finished round is never
 finished twice.
+
+A holder's fault costs its run a round at most (``_settle``): a step that cannot close
+(short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
+extended at its deadline under ``on_short`` "extend" while holders are missing, and
+otherwise fails its run with the reason; the unmask step is done only once its sum is
+stored. A run whose stored messages do not replay fails alone (``_round``, ``recover``).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from ldpem.common.secagg import (
     SurvivorSignature,
     UnmaskResponse,
 )
+from ldpem.common.secagg.errors import FaultyDealer
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.common.wire import expected_round_count
 from ldpem.server.machine import Note, close_round
@@ -193,7 +200,12 @@ class SecAggRounds:
             except Exception as error:  # one run's state never stops start-up or another run
                 log.exception("run %s round %d: the rebuild failed", row.run_id, row.t)
                 self._rounds.pop((row.run_id, row.t), None)
-                self._fail(row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})")
+                try:
+                    self._fail(
+                        row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})"
+                    )
+                except Exception:  # its failure not even stored: the others still start
+                    log.exception("run %s: could not be marked failed", row.run_id)
 
     def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
         self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))
@@ -320,7 +332,8 @@ class SecAggRounds:
             # step is done only once the sum and the round's close are stored, together.
             residues = [int(v) for v in aggregator.result()]
             request = aggregator.unmask_request()
-            self._finish(r, residues, survivors=set(request.survivors))
+            survivors = set(request.survivors)
+            self._finish(r, residues, survivors=survivors, faulty=aggregator.faulty)
             r.step = "done"
         if out and not replay:
             rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
@@ -331,8 +344,12 @@ class SecAggRounds:
         event, r.changed = r.changed, asyncio.Event()
         event.set()
 
-    def _finish(self, r: _Round, residues: list[int], *, survivors: set[str]) -> None:
-        """The round's total from the unmasked sum, range-checked, and the M-step."""
+    def _finish(
+        self, r: _Round, residues: list[int], *, survivors: set[str], faulty: dict[str, str]
+    ) -> None:
+        """The round's total from the unmasked sum, range-checked, and the M-step;
+        ``faulty``: the responders whose wrong shares the sum was computed without (named
+        in the stored sum and the log)."""
         run = get_run(self.store, r.run_id)
         params = params_of(run)
         assert params.modulus_bits is not None
@@ -341,7 +358,18 @@ class SecAggRounds:
         mechanism = run_shares_mechanism(params)
         grid = grid_of(mechanism)
         total = [v * grid for v in signed_sum(residues, params.modulus_bits)]
-        body = {"total": total, "count": count, "survivors": sorted(survivors)}
+        body: dict[str, Any] = {"total": total, "count": count, "survivors": sorted(survivors)}
+        if faulty:
+            body["faulty"] = dict(sorted(faulty.items()))
+            for name, why in sorted(faulty.items()):
+                log.warning(
+                    "run %s round %d: hospital %s sent a wrong unmasking share (%s); the "
+                    "sum was computed without it",
+                    r.run_id,
+                    r.t,
+                    name,
+                    why,
+                )
         summed = [("sum", "", json.dumps(body, sort_keys=True))]
         bound = (
             count * mechanism.record_bound(params.d)
@@ -385,16 +413,18 @@ class SecAggRounds:
         """Close round ``r``'s current step; whether it closed. When it cannot close
         (SecAggError: short of t_min, or a holder's wrong material), the run's policy
         decides: at a deadline with holders still missing, ``on_short`` "extend" gives the
-        step another period (a missing holder may still answer); otherwise the run fails
-        with the reason, so that no round is ever left open with nothing to wait for."""
+        step another period (a missing holder may still answer); otherwise, or for a
+        dealer's wrong shares, the run fails with the reason, so that no round is ever left
+        open with nothing to wait for."""
         try:
             self._close(r)
             return True
         except SecAggError as error:
             problem = str(error)
+            final = isinstance(error, FaultyDealer)  # no late answer can mend its shares
         run = get_run(self.store, r.run_id)
         missing = not r.answered >= r.expected
-        if at_deadline and missing and request_of(run).on_short == "extend":
+        if at_deadline and missing and not final and request_of(run).on_short == "extend":
             r.deadline = self.clock() + r.period
             log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
             return False

@@ -290,7 +290,13 @@ def test_both_kinds_of_seed_for_one_holder(tmp_path: Path, consortium: Consortiu
 
 def _resign(a: KeyAdvertisement, key: Any) -> KeyAdvertisement:
     return sign_advertisement(
-        key, a.holder, a.parameters, a.roster_digest, a.encryption_key, a.masking_key
+        key,
+        a.holder,
+        a.parameters,
+        a.roster_digest,
+        a.encryption_key,
+        a.masking_key,
+        seed_commitment=a.seed_commitment,
     )
 
 

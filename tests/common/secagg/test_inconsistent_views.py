@@ -36,7 +36,7 @@ from ldpem.common.secagg import (
 )
 from ldpem.common.secagg.consistency import sign_survivors
 from ldpem.common.secagg.masks import Vector, pairwise_mask, self_mask, subtract
-from ldpem.common.secagg.shamir import Share, combine_secret
+from ldpem.common.secagg.shamir import SHARE_BYTES, Share, combine_secret
 from tests.common.secagg.kit import RUN, Consortium
 
 DIM, BITS = 2, 32
@@ -106,9 +106,9 @@ class Attack:
             survivors = self.stories[name]
             dropped = sorted(self.view(name) - set(survivors))
             received = holder._received
-            seeds = {n: received[n][0].y_bytes() for n in survivors if n != name}
-            seeds[name] = holder._own_shares["b"].y_bytes()
-            keys = {n: received[n][1].y_bytes() for n in dropped}
+            seeds = {n: received[n][0] for n in survivors if n != name}
+            seeds[name] = holder._own_shares["b"]
+            keys = {n: received[n][1] for n in dropped}
             self.responses.append(UnmaskResponse(name, RUN, 0, seeds, keys))
 
     def lie(self) -> None:
@@ -143,9 +143,9 @@ class Attack:
         for colluder in self.colluders:  # they hand over both kinds of share of everyone
             holder = self.holders[colluder]
             received = holder._received
-            seeds = {n: pair[0].y_bytes() for n, pair in received.items()}
-            seeds[colluder] = holder._own_shares["b"].y_bytes()
-            keys = {n: pair[1].y_bytes() for n, pair in received.items()}
+            seeds = {n: pair[0] for n, pair in received.items()}
+            seeds[colluder] = holder._own_shares["b"]
+            keys = {n: pair[1] for n, pair in received.items()}
             self.responses.append(UnmaskResponse(colluder, RUN, 0, seeds, keys))
 
     def secret(self, owner: str, kind: str) -> bytes | None:
@@ -160,7 +160,7 @@ class Attack:
             shares = response.self_mask_shares if kind == "b" else response.key_shares
             if owner in shares:
                 found[response.holder] = Share.from_bytes(
-                    roster.index(response.holder), shares[owner]
+                    roster.index(response.holder), shares[owner][:SHARE_BYTES]
                 )
         if len(found) < self.parameters.t_min:
             return None
