@@ -25,6 +25,7 @@ from ldpem.common.simulation import simulate_run
 from ldpem.processes import Processes, free_port, start_coordinator
 from tests.fedkit import write_gmm_data
 from tests.secaggdriver import NAMES, create_run, liar, play_round, spoil
+from tests.secaggdriver import STEPS as DRIVER_STEPS
 from tests.secaggkit import SecAggRun, secagg_run
 
 pytestmark = pytest.mark.slow
@@ -121,9 +122,9 @@ def test_a_wrong_share_costs_its_run_a_round_and_a_restart_keeps_the_other_run_g
     with httpx.Client(base_url=url, timeout=30) as client:
         spoilt, other = create_run(client, "a"), create_run(client, "b")
         played = play_round(spoilt, 0, spoilt.inputs(1), alter=liar("h1", "h0"))
-        assert played.statuses == [200] * (4 * len(NAMES))
+        assert played.statuses == [200] * (len(DRIVER_STEPS) * len(NAMES))
         assert (spoilt.summary()["status"], spoilt.summary()["round"]) == ("running", 1)
-        later = play_round(spoilt, 1, spoilt.inputs(3), until="masked")
+        later = play_round(spoilt, 1, spoilt.inputs(3), until="signature")
         requests = {n: spoilt.get(1, n, "unmask-request").json() for n in NAMES}
         begun = play_round(other, 0, other.inputs(2), until="shares")
     child.send_signal(signal.SIGKILL)
@@ -147,6 +148,6 @@ def test_a_wrong_share_costs_its_run_a_round_and_a_restart_keeps_the_other_run_g
         assert "round 1" in summary["reason"], summary
         assert "wrong shares came from 'h1', 'h3'" in summary["reason"], summary
         played = play_round(other, 0, other.inputs(2), holders=begun.holders)
-        assert played.statuses == [200] * (4 * len(NAMES))
+        assert played.statuses == [200] * (len(DRIVER_STEPS) * len(NAMES))
         assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
     assert f"run {spoilt.run_id} failed" in procs.log(child)
