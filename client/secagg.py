@@ -276,7 +276,10 @@ def aggregate(
         if data is None:
             return
         check = ConsistencyCheck.from_dict(data)
-        if session.name not in check.survivors and check.survivors:
+        if session.name not in check.survivors:
+            # Counted as dropped: its masks with the others are removed from their sum,
+            # never its self-mask (no honest holder shares b of a holder outside the one
+            # survivor set it signed), so its masked input stays hidden.
             log.warning("round %d: the aggregator left this holder out of the survivor set", t)
             return
         if not exchange.post("signature", holder.sign_survivors(check).to_dict()):

@@ -310,6 +310,7 @@ def test_shares_redirected_from_another_holder_do_not_open() -> None:
     [
         (check(NAMES[1:]), "leaves out this holder"),
         (check((*NAMES, "h05")), "names 'h05', which this holder did not mask with"),
+        (check(("h00", "h00", "h01")), "the survivor set names a holder twice"),
         (ConsistencyCheck(RUN, 1, NAMES), "consistency check is for run 'run-7f3a' round 1"),
     ],
 )
