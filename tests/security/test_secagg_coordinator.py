@@ -386,7 +386,11 @@ def test_k_or_t_min_changed_in_the_advertisements(
     assert (1, "shares") not in outcome.posts
 
 
-@pytest.mark.parametrize("change", [{"t_min": T_MIN + 1}, {"holders": K + 1}], ids=["t_min", "K"])
+@pytest.mark.parametrize(
+    "change",
+    [{"t_min": T_MIN + 1}, {"holders": K + 1}, {"colluders": 1}],
+    ids=["t_min", "K", "c"],
+)
 def test_k_or_t_min_changed_in_the_run(
     tmp_path: Path, consortium: Consortium, change: dict[str, int]
 ) -> None:
