@@ -45,7 +45,7 @@ CREATE_TIMEOUT = 600.0
 #: mechanism's name and how the summary and the plot name it.
 BASELINES = (
     ("hospital", "hospital-level DP, same trust boundary (in-process)"),
-    ("secagg", "secure aggregation, t_min = ⌊K/2⌋+1 (in-process)"),
+    ("secagg", "secure aggregation, default t_min and c (in-process)"),
     ("local-clip", "clipped DP gradient EM, C=1 (in-process)"),
     ("none", "non-private gradient EM (in-process)"),
 )
@@ -343,13 +343,11 @@ def _baselines(
     """Non-private, clipped (C = 1) and hospital-level gradient EM in-process, on the
     hospitals' records as dealt and from the run's start β⁰ (hospital-level: each holder's
     own scale and noise, docs/HOSPITAL.md; secagg: the masked sum of noise shares,
-    docs/SECAGG.md, with the honest majority t_min = ⌊K/2⌋ + 1, at most K)."""
+    docs/SECAGG.md, at the default t_min = K − ⌊K/10⌋ and c colluders)."""
     out = {}
     for name, _ in BASELINES:
-        shared = get_mechanism(name).noise_site == "shares"
         # σ = 1 and the default declared bound snr·σ = 3: τ as the coordinator derives it.
         study = Study(
-            t_min=min(config.hospitals, config.hospitals // 2 + 1) if shared else None,
             model=config.model,
             mechanism=name,
             d=config.d,

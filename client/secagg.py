@@ -29,6 +29,7 @@ from ldpem.client.trust import AgentError
 from ldpem.common.accounting import ratio_for_budget
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.secagg import (
+    ConsistencyCheck,
     Holder,
     ParticipantList,
     Roster,
@@ -45,6 +46,7 @@ from ldpem.common.wire import API_PREFIX, PublicParameters
 
 __all__ = [
     "MASKED",
+    "REFUSED",
     "SecAggConfig",
     "SecAggSession",
     "aggregate",
@@ -58,6 +60,9 @@ log = logging.getLogger("ldpem.client")
 
 #: The ledger status of a round whose masked input may have been sent.
 MASKED = "masked"
+#: The ledger status of a masked round whose aggregation this agent then refused (a lying
+#: coordinator): charged at the fallback ε of its own share.
+REFUSED = "refused"
 
 
 @dataclass(frozen=True)
@@ -77,10 +82,16 @@ class SecAggSession:
     k: int
     t_min: int
     bits: int
+    #: c, the most holders the run declares may collude with the coordinator.
+    colluders: int
     min_honest: int
     grid: float
-    #: The ε of this holder's own share alone (``fallback``): recorded in the ledger.
+    #: The ε of this holder's own share alone (``fallback``): recorded in the ledger, and
+    #: charged for a round refused after its masked input left (``aggregate``).
     fallback_epsilon: float
+    #: The run's δ and accounting (the μ of a round charged at its fallback ε).
+    delta: float
+    accounting: str
 
 
 def load_secagg(
@@ -88,7 +99,8 @@ def load_secagg(
 ) -> SecAggSession:
     """Refuse (AgentError, one line) a secagg run this agent cannot join: no key or roster
     given, a roster whose digest differs from the run's, a key not the roster's for this
-    hospital, t_min below --min-honest, a noise share larger than the run's modulus was
+    hospital, t_min − c (the honest noise shares) below --min-honest, c ≥ 2·t_min − K (the
+    check of ``RoundParameters``), a noise share larger than the run's modulus was
     sized for."""
     if config is None:
         raise AgentError(
@@ -106,10 +118,11 @@ def load_secagg(
             f"the run's roster digest {params.roster_digest} is not that of {config.roster} "
             f"({roster.digest}): refusing the run"
         )
-    if params.t_min < config.min_honest:
+    colluders = params.colluders or 0
+    if params.t_min - colluders < config.min_honest:
         raise AgentError(
-            f"the run's t_min {params.t_min} is below this agent's --min-honest "
-            f"{config.min_honest}: refusing the run"
+            f"the run promises t_min - c = {params.t_min} - {colluders} honest noise shares, "
+            f"below this agent's --min-honest {config.min_honest}: refusing the run"
         )
     check_share(mechanism, params)
     session = SecAggSession(
@@ -119,9 +132,12 @@ def load_secagg(
         k=params.holders,
         t_min=params.t_min,
         bits=params.modulus_bits,
+        colluders=colluders,
         min_honest=config.min_honest,
         grid=grid_of(mechanism),
         fallback_epsilon=fallback(mechanism, params),
+        delta=params.delta,
+        accounting=params.accounting,
     )
     try:
         Holder(name, roster, key, _parameters(session, "check", 0), min_honest=config.min_honest)
@@ -164,7 +180,7 @@ def fallback(mechanism: Mechanism, params: PublicParameters) -> float:
 
 
 def _parameters(session: SecAggSession, run_id: str, t: int) -> RoundParameters:
-    return RoundParameters(run_id, t, session.k, session.t_min, session.bits)
+    return RoundParameters(run_id, t, session.k, session.t_min, session.bits, session.colluders)
 
 
 class _Exchange:
@@ -217,9 +233,10 @@ def aggregate(
     body: bytes,
     wait: float,
 ) -> None:
-    """Mask round t's persisted report and take part in its secure aggregation. Any
-    refusal of the coordinator's messages ends the agent (AgentError) before anything
-    unmasked is sent."""
+    """Mask round t's persisted report and take part in its secure aggregation: advertise,
+    share, mask, sign the survivor set (the consistency round), unmask. Any refusal of the
+    coordinator's messages ends the agent (AgentError) before anything unmasked is sent; a
+    peer whose shares do not open only costs that peer the round (logged by name)."""
     total = json.loads(body)["total"]
     values = to_residues(total, session.grid, session.bits)
     holder = Holder(
@@ -230,6 +247,7 @@ def aggregate(
         min_honest=session.min_honest,
     )
     exchange = _Exchange(link, run_id, t, wait)
+    masked_sent = False
     try:
         if not exchange.post("advertise", holder.advertise().to_dict()):
             return
@@ -243,9 +261,28 @@ def aggregate(
         if data is None:
             return
         masked = holder.masked_input(ShareBundle.from_dict(data), values)
+        if masked.excluded:
+            log.warning(
+                "round %d: the shares of %s did not open: not masked with them this round",
+                t,
+                ", ".join(masked.excluded),
+            )
         ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
         inject("kill-after-mask", t)  # tests only (ldpem.client.faults)
+        masked_sent = True  # from here on, assume the coordinator holds it
         if not exchange.post("masked", masked.to_dict()):
+            return
+        data = exchange.fetch("consistency-check")
+        if data is None:
+            return
+        check = ConsistencyCheck.from_dict(data)
+        if session.name not in check.survivors:
+            # Counted as dropped: its masks with the others are removed from their sum,
+            # never its self-mask (no honest holder shares b of a holder outside the one
+            # survivor set it signed), so its masked input stays hidden.
+            log.warning("round %d: the aggregator left this holder out of the survivor set", t)
+            return
+        if not exchange.post("signature", holder.sign_survivors(check).to_dict()):
             return
         data = exchange.fetch("unmask-request")
         if data is None:
@@ -258,4 +295,25 @@ def aggregate(
             session.fallback_epsilon,
         )
     except (SecAggRefused, SecAggError) as error:
+        if masked_sent:
+            _charge_refused(session, ledger, run_id, t, str(error))
         raise AgentError(f"round {t}: secure aggregation refused: {error}") from None
+
+
+def _charge_refused(
+    session: SecAggSession, ledger: Ledger, run_id: str, t: int, refusal: str
+) -> None:
+    """A refusal after the masked input left: the coordinator lied about the round, and the
+    agent cannot tell how many holders it fooled, so the round is not charged as a
+    protected sum: its ledger entry becomes "refused" at the fallback ε of this holder's
+    own share (what protects its records if every other holder colluded)."""
+    epsilon = session.fallback_epsilon
+    mu = ratio_for_budget(epsilon, session.delta, session.accounting)
+    ledger.recharge(run_id, t, mu=mu, epsilon=epsilon, status=REFUSED)
+    log.warning(
+        "round %d: the masked input was sent, then secure aggregation was refused (%s); "
+        "the round is charged at the fallback epsilon %.4g of this holder's own share",
+        t,
+        refusal[:200],
+        epsilon,
+    )

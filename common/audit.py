@@ -48,7 +48,7 @@ from ldpem.common.audit_stats import (
     noise_is_sufficient,
     reference_noise_std,
 )
-from ldpem.common.mechanisms import Mechanism, honest_holders
+from ldpem.common.mechanisms import Mechanism, noise_shares
 from ldpem.common.models import Model, Records
 from ldpem.common.rounds import holder_round
 
@@ -289,9 +289,10 @@ def audit_holder_round(
     One record per holder makes the report exactly that record's release, the tightest
     case; every output field (the sum and the count) enters the test: a count that
     differed between the pair would be a perfect distinguisher. When the mechanism's noise
-    is shared (``honest_holders`` > 1, docs/SECAGG.md), the release is the sum of that
-    holder's report and the reports of ``honest_holders`` − 1 holders without records,
-    each from ``holder_round``: what a round releases with exactly t_min honest holders.
+    is shared (``noise_shares`` > 1, docs/SECAGG.md), the release is the sum of that
+    holder's report and the reports of ``noise_shares`` − 1 holders without records,
+    each from ``holder_round``: what a round releases with exactly t_min − c honest
+    holders (the c colluders' reports add nothing the coordinator cannot subtract).
     Records whose gradients overflow to ±inf or NaN stay in the pool: the mechanism must
     give them a bounded report like any other (a refusal, or an unbounded report, is what
     the audit looks for).
@@ -364,7 +365,7 @@ def audit_holder_round(
             for k in range(n):
                 # The others' reports are summed as the M-step sums them (math.fsum).
                 rows = [report(holder)]
-                rows += [report(nobody) for _ in range(honest_holders(mechanism) - 1)]
+                rows += [report(nobody) for _ in range(noise_shares(mechanism) - 1)]
                 out[k] = [math.fsum(column) for column in zip(*rows, strict=True)]
             return out
 

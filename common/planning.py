@@ -112,7 +112,7 @@ class Plan:
 #: A mechanism of the same trust boundary replaces the one registered before it only with
 #: this fraction of its error or less (a clear gain, not seed noise).
 CLEAR_GAIN = 0.8
-#: Noise shares add a trust assumption (an honest majority of holders): recommended only
+#: Noise shares add a trust assumption (at most c colluding holders): recommended only
 #: with this fraction of the error of every useful mechanism of the hospitals' own noise.
 SHARES_GAIN = 0.5
 
@@ -142,7 +142,7 @@ def recommendation(
     record or per holder, the same trust boundary) is recommended when its mean beats
     β = 0; one registered later replaces it only for a clear gain (``CLEAR_GAIN``). A
     mechanism of noise ``shares`` (secure aggregation) is recommended only for a larger gain
-    over all of those (``SHARES_GAIN``), because it assumes an honest majority of holders;
+    over all of those (``SHARES_GAIN``), because it assumes at most c colluding holders;
     one whose noise is the aggregator's (it trusts the coordinator) or nowhere never is."""
     trivial, useful = problem.trivial_error, problem.useful_error
     crossing = get_mechanism(crossover.mechanism).label
@@ -157,14 +157,15 @@ def recommendation(
     rivals = [p for p in own if p.mean <= useful]
     for shared in sorted(shares, key=lambda p: p.mean):
         if shared.mean <= useful and all(shared.mean < SHARES_GAIN * e.mean for e in rivals):
-            # Many small holders, where a holder's own noise truncates each small sum hard;
-            # a few large hospitals gain little.
+            # Noise shares add a trust assumption (at most c colluding holders): only for
+            # a clear gain — many small holders, where a holder's own noise truncates each
+            # small sum hard; a few large hospitals gain little.
             cls = get_mechanism(shared.mechanism)
             others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in own)
             return (
-                f"use {cls.label} (--mechanism {cls.name}, t_min > K/2): expected error "
+                f"use {cls.label} (--mechanism {cls.name}, c < 2·t_min − K): expected error "
                 f"{shared.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at "
-                f"least t_min of the holders do not collude with the coordinator; {need}"
+                f"most c of the holders collude with the coordinator; {need}"
             )
     best: Prediction | None = None
     for candidate in rivals:

@@ -44,6 +44,7 @@ from ldpem.common.protocol import (
     records_per_round,
     round_records,
     study_beta_bound,
+    study_colluders,
     study_delta,
     study_rng,
     study_t_min,
@@ -227,6 +228,8 @@ def study_mechanisms(
     """
     participations = study.rounds if study.reuse else 1
 
+    t_min = study_t_min(study.t_min, len(sizes))
+
     @cache
     def build(m: int) -> Mechanism:
         return make_mechanism(
@@ -241,7 +244,8 @@ def study_mechanisms(
             clip=study.clip,
             accounting=study.accounting,
             scale=study.scale,
-            t_min=study_t_min(study.t_min, len(sizes)),
+            t_min=t_min,
+            colluders=study_colluders(study.colluders, len(sizes), t_min),
         )
 
     @cache

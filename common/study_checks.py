@@ -69,8 +69,10 @@ class Study:
     scale: float | None = None
     schedule: str | tuple[float, ...] = EQUAL
     final: str = LAST
-    #: Noise shares (secagg): honest holders whose shares make the noise (None: study_t_min).
+    #: Noise shares (secagg): the fewest holders of a sum (None: study_t_min) and c, the
+    #: most of them that may collude with the coordinator (None: study_colluders).
     t_min: int | None = None
+    colluders: int | None = None
     #: Each holder misses each round with this probability (``run_gradient_em``).
     dropout: float = 0.0
 
@@ -119,6 +121,8 @@ def check_study(study: Study, *, synthetic: bool) -> None:
         raise _fail("dropout", "in [0, 1)", study.dropout)
     if study.t_min is not None and get_mechanism(study.mechanism).noise_site != "shares":
         raise UserError(f"t-min is only meaningful for noise shares, not {study.mechanism}")
+    if study.colluders is not None and get_mechanism(study.mechanism).noise_site != "shares":
+        raise UserError(f"colluders is only meaningful for noise shares, not {study.mechanism}")
     if not 0.0 <= study.outliers <= 0.5:
         raise _fail("outliers", "in [0, 0.5]", study.outliers)
     try:

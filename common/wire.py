@@ -49,6 +49,7 @@ from ldpem.common.protocol import (
     derive_public_values,
     round_size,
     round_sizes,
+    study_colluders,
 )
 from ldpem.common.wire_base import Schema
 from ldpem.common.wire_errors import describe_errors
@@ -192,9 +193,13 @@ class RunCreate(_Schema):
     #: The reported estimate: the last iterate, or the average of the last K
     #: (``ldpem.common.protocol.estimate``; post-processing, no privacy cost).
     final: FinalRule = LAST
-    #: Noise shares only (docs/SECAGG.md): the honest holders whose shares together make the
-    #: noise, 1 ≤ t_min ≤ the enrolled hospitals; default max(2, ⌈K/2⌉), at most K.
+    #: Noise shares only (docs/SECAGG.md): the fewest holders of a released sum, more than
+    #: half the enrolled hospitals, at most all; default K − ⌊K/10⌋ (``study_t_min``).
     t_min: int | None = Field(default=None, ge=1, le=1000)
+    #: Noise shares only: c, the most holders that may collude with the coordinator,
+    #: 0 ≤ c < 2·t_min − K; the noise is sized for t_min − c honest shares. Default: the
+    #: largest c ≤ ⌊K/3⌋ that the run's t_min allows (``study_colluders``).
+    colluders: int | None = Field(default=None, ge=0, le=1000)
     #: Noise shares only: the consortium's roster of holders' public keys (the JSON of
     #: ``ldpem keys roster``); every enrolled hospital must be on it.
     roster: dict[str, Any] | None = None
@@ -264,6 +269,9 @@ class PublicParameters(_Schema):
     #: Noise shares (secagg): the honest holders whose shares together make the noise;
     #: None for every other mechanism.
     t_min: int | None = None
+    #: Noise shares (secagg): c, the most holders that may collude with the coordinator
+    #: (the noise is sized for t_min − c honest shares); None for every other mechanism.
+    colluders: int | None = None
     #: Noise shares (secagg): K, the enrolled holders; the modulus bits of the masked sums;
     #: the roster's digest (each agent's pinned roster must have it). None otherwise.
     holders: int | None = None
@@ -392,6 +400,8 @@ def public_parameters(request: RunCreate) -> PublicParameters:
         k = len(request.hospitals)
         if request.t_min is None:
             values["t_min"] = max(values["t_min"], minimum_t_min(k))
+        if request.colluders is None:
+            values["colluders"] = study_colluders(None, k, values["t_min"])
         digest = Roster.from_json(json.dumps(request.roster)).digest
         values.update(shares_values(PublicParameters(**values), holders=k, roster_digest=digest))
     return PublicParameters(**values)

@@ -26,16 +26,24 @@ class SharesRequest(Protocol):
     @property
     def t_min(self) -> int | None: ...
     @property
+    def colluders(self) -> int | None: ...
+    @property
     def roster(self) -> dict[str, Any] | None: ...
     @property
     def hospitals(self) -> Sequence[_Named]: ...
 
 
 def check_shares(request: SharesRequest) -> None:
-    """A run of noise shares needs a roster naming every hospital, K ≥ 2 and t_min > K/2
-    (``secagg.minimum_t_min``, at most K); no other run takes a roster or a t_min.
+    """A run of noise shares needs a roster naming every hospital, K ≥ 2, t_min > K/2
+    (``secagg.minimum_t_min``, at most K) and c < 2·t_min − K colluders; no other run takes
+    a roster, a t_min or a c.
     ValueError otherwise."""
     shares = get_mechanism(request.mechanism).noise_site == "shares"
+    if request.colluders is not None and not shares:
+        raise ValueError(
+            f"colluders is only meaningful for a mechanism whose noise is shared, not "
+            f"{request.mechanism}"
+        )
     if request.t_min is not None:
         if not shares:
             raise ValueError(
@@ -71,3 +79,8 @@ def check_shares(request: SharesRequest) -> None:
             f"t_min {request.t_min} must be more than half the {k} hospitals "
             f"(at least {minimum_t_min(k)}): secure aggregation needs an honest majority"
         )
+    if request.colluders is not None:
+        from ldpem.common.protocol import study_colluders, study_t_min
+
+        t_min = max(study_t_min(request.t_min, k), minimum_t_min(k))
+        study_colluders(request.colluders, k, t_min)  # ValueError: c ≥ 2·t_min − K

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from ldpem import __version__
 from ldpem.common.logs import request_clock
 from ldpem.common.plugins import ensure_plugins
+from ldpem.common.secagg import SecAggError, SecAggRefused
 from ldpem.common.wire import API_PREFIX, describe_errors
 from ldpem.server.coordinator import Coordinator, hash_token
 from ldpem.server.forecast import ForecastOptions
@@ -177,6 +178,14 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
         assert isinstance(error, Refused)
         code = next(code for kind, code in STATUS.items() if isinstance(error, kind))
         return JSONResponse({"detail": error.message}, status_code=code)
+
+    @app.exception_handler(SecAggError)
+    async def secagg_error(request: Request, error: Exception) -> JSONResponse:
+        # A safety net: the secagg routes map their refusals themselves, but a secure
+        # aggregation error that escapes them is the request's fault or the round's state,
+        # never a 500 (its message is one line and holds no secret).
+        code = 422 if isinstance(error, SecAggRefused) else 409
+        return JSONResponse({"detail": str(error)}, status_code=code)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

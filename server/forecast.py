@@ -70,8 +70,9 @@ def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
         scale=request.scale,
         schedule=params.schedule if isinstance(params.schedule, str) else tuple(params.schedule),
         final=params.final,
-        # A run of noise shares publishes its t_min; its forecast simulates that one.
+        # A run of noise shares publishes its t_min and c; its forecast simulates those.
         t_min=params.t_min,
+        colluders=params.colluders,
     )
 
 

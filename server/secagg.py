@@ -1,12 +1,13 @@
 """Secure aggregation rounds of a secagg run (docs/FEDERATED.md, docs/SECAGG.md).
 
-A round of a run whose noise is shared goes through the four steps of
+A round of a run whose noise is shared goes through the five steps of
 ``ldpem.common.secagg.Aggregator``: advertisements, encrypted shares, masked inputs,
-unmasking responses. A step closes when every holder expected in it answered, or at the
-step's deadline (the run's ``round_deadline``) with at least t_min answers; short of
-t_min at the deadline the step is extended or the run fails (``on_short``). After the
-unmasking the sum, centered from mod 2^bits to signed and times γ, is the round's total,
-its count the survivors' expected round counts; it is range-checked as any report and the
+signatures of the survivor set (the consistency round), unmasking responses. A step
+closes when every holder expected in it answered, or at the step's deadline (the run's
+``round_deadline``) with at least t_min answers; short of t_min at the deadline the step
+is extended or the run fails (``on_short``). After the unmasking the sum, centered from
+mod 2^bits to signed and times γ, is the round's total, its count the survivors' expected
+round counts; it is range-checked as any report and the
 ordinary M-step closes the round (no central noise).
 
 Every message received and every message the aggregator produced is stored, in order
@@ -21,6 +22,12 @@ accepted, even after its step closed), and the open step gets a full period from
 restart. A round whose last expected message was stored but whose step did not close is
 closed at once. The sum and the M-step are one transaction, so a finished round is never
 finished twice.
+
+A holder's fault costs its run a round at most (``_settle``): a step that cannot close
+(short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
+extended at its deadline under ``on_short`` "extend" while holders are missing, and
+otherwise fails its run with the reason; the unmask step is done only once its sum is
+stored. A run whose stored messages do not replay fails alone (``_round``, ``recover``).
 """
 
 from __future__ import annotations
@@ -43,8 +50,10 @@ from ldpem.common.secagg import (
     RoundParameters,
     SecAggError,
     SecAggRefused,
+    SurvivorSignature,
     UnmaskResponse,
 )
+from ldpem.common.secagg.errors import FaultyDealer
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.common.wire import expected_round_count
 from ldpem.server.machine import Note, close_round
@@ -57,15 +66,21 @@ __all__ = ["STEPS", "SecAggRounds"]
 log = logging.getLogger("ldpem.server")
 
 #: The steps of a round, in order; "done" once the round's sum is known (or it failed).
-STEPS = ("advertise", "shares", "masked", "unmask", "done")
+STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
 
 #: The stored kind of the aggregator's output that closed each step (``_close``).
-_CLOSED_BY = {"participants": "advertise", "bundle": "shares", "unmask_request": "masked"}
+_CLOSED_BY = {
+    "participants": "advertise",
+    "bundle": "shares",
+    "consistency_check": "masked",
+    "unmask_request": "signature",
+}
 
 _READERS: dict[str, Callable[[object], Any]] = {
     "advertise": KeyAdvertisement.from_dict,
     "shares": EncryptedShares.from_dict,
     "masked": MaskedInput.from_dict,
+    "signature": SurvivorSignature.from_dict,
     "unmask": UnmaskResponse.from_dict,
 }
 
@@ -119,7 +134,9 @@ class SecAggRounds:
         request = request_of(run)
         assert request.roster is not None  # a shares run (wire_shares.check_shares)
         roster = Roster.from_json(json.dumps(request.roster))
-        parameters = RoundParameters(run_id, t, params.holders, params.t_min, params.modulus_bits)
+        parameters = RoundParameters(
+            run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0
+        )
         period = request.round_deadline
         created = _Round(
             run_id=run_id,
@@ -132,11 +149,17 @@ class SecAggRounds:
         self._rounds[key] = created
         try:
             self._replay(created)
+        except (SecAggError, ValueError) as error:
+            # This run's stored state does not replay (a message that no longer reads, a
+            # step that no longer closes): it fails this run alone, with the reason.
+            self._rounds.pop(key, None)
+            self._fail(run_id, t, f"its stored secure-aggregation messages do not replay: {error}")
+            raise Conflict(f"round {t} is not open (the run failed: {error})") from None
         except BaseException:
             self._rounds.pop(key, None)  # rebuilt again at the next call
             raise
-        if key not in self._rounds:  # its last step was complete: finished by the replay
-            raise Conflict(f"round {t} is not open (it closed when the coordinator restarted)")
+        if key not in self._rounds:  # its last step was complete: settled by the replay
+            raise Conflict(f"round {t} is not open (it was settled when the coordinator restarted)")
         return created
 
     def _replay(self, r: _Round) -> None:
@@ -160,7 +183,7 @@ class SecAggRounds:
                 r.step,
             )
         if r.answered and r.answered >= r.expected:
-            self._close(r)
+            self._settle(r)
 
     def recover(self) -> None:
         """Rebuild the open secagg rounds that have stored messages (at start-up, so their
@@ -170,9 +193,19 @@ class SecAggRounds:
                 row.run_id, row.t
             ):
                 continue
-            run = get_run(self.store, row.run_id)
-            with contextlib.suppress(Conflict):
-                self._round(row.run_id, row.t, "", run.id)
+            try:
+                self._round(row.run_id, row.t, "", row.run_id)
+            except Conflict:
+                continue  # closed or failed by its replay (``_round`` logged why)
+            except Exception as error:  # one run's state never stops start-up or another run
+                log.exception("run %s round %d: the rebuild failed", row.run_id, row.t)
+                self._rounds.pop((row.run_id, row.t), None)
+                try:
+                    self._fail(
+                        row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})"
+                    )
+                except Exception:  # its failure not even stored: the others still start
+                    log.exception("run %s: could not be marked failed", row.run_id)
 
     def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
         self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))
@@ -184,6 +217,7 @@ class SecAggRounds:
             "advertise": r.aggregator.receive_advertisement,
             "shares": r.aggregator.receive_shares,
             "masked": r.aggregator.receive_masked_input,
+            "signature": r.aggregator.receive_signature,
             "unmask": r.aggregator.receive_unmask_response,
         }
         receive[step](message)
@@ -196,6 +230,7 @@ class SecAggRounds:
             "advertise": a.advertisements,
             "shares": a.encrypted_shares,
             "masked": a.masked_inputs,
+            "signature": a.signatures,
             "unmask": a.responses,
         }
         return kept[step].get(holder)
@@ -233,14 +268,15 @@ class SecAggRounds:
         self._store(r, step, hospital, message.to_dict())
         r.answered.add(hospital)
         if r.answered >= r.expected:
-            self._close(r)
+            self._settle(r)
 
     # --- messages to holders ----------------------------------------------------------
     def output(
         self, run_id: str, t: int, hospital: str, hospital_run: str, step: str
     ) -> dict[str, Any] | None:
         """What the aggregator sends ``hospital`` after ``step`` closed (the participant
-        list, its share bundle, the unmasking request), or None while the step is open."""
+        list, its share bundle, the survivor set, the unmasking request), or None while the
+        step is open."""
         r = self._round(run_id, t, hospital, hospital_run)
         if STEPS.index(r.step) <= STEPS.index(step):
             return None
@@ -281,13 +317,24 @@ class SecAggRounds:
                 out.append(("bundle", name, body))
             r.step, r.expected = "masked", set(bundles)
         elif r.step == "masked":
+            check = aggregator.consistency_check()
+            r.outputs["masked"] = body = check.to_dict()
+            out.append(("consistency_check", "", body))
+            r.step, r.expected = "signature", set(check.survivors)
+        elif r.step == "signature":
             request = aggregator.unmask_request()
-            r.outputs["masked"] = body = request.to_dict()
+            r.outputs["signature"] = body = request.to_dict()
             out.append(("unmask_request", "", body))
-            r.step, r.expected = "unmask", set(request.survivors)
+            # Only a holder that signed the survivor set can answer the unmasking.
+            r.step, r.expected = "unmask", {s.holder for s in request.signatures}
         elif r.step == "unmask":
+            # The sum first (SecAggError: the step stays open, ``_settle`` decides); the
+            # step is done only once the sum and the round's close are stored, together.
+            residues = [int(v) for v in aggregator.result()]
+            request = aggregator.unmask_request()
+            survivors = set(request.survivors)
+            self._finish(r, residues, survivors=survivors, faulty=aggregator.faulty)
             r.step = "done"
-            self._finish(r, [int(v) for v in aggregator.result()], survivors=r.expected)
         if out and not replay:
             rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
             with self.store.transaction():
@@ -297,8 +344,12 @@ class SecAggRounds:
         event, r.changed = r.changed, asyncio.Event()
         event.set()
 
-    def _finish(self, r: _Round, residues: list[int], *, survivors: set[str]) -> None:
-        """The round's total from the unmasked sum, range-checked, and the M-step."""
+    def _finish(
+        self, r: _Round, residues: list[int], *, survivors: set[str], faulty: dict[str, str]
+    ) -> None:
+        """The round's total from the unmasked sum, range-checked, and the M-step;
+        ``faulty``: the responders whose wrong shares the sum was computed without (named
+        in the stored sum and the log)."""
         run = get_run(self.store, r.run_id)
         params = params_of(run)
         assert params.modulus_bits is not None
@@ -307,7 +358,18 @@ class SecAggRounds:
         mechanism = run_shares_mechanism(params)
         grid = grid_of(mechanism)
         total = [v * grid for v in signed_sum(residues, params.modulus_bits)]
-        body = {"total": total, "count": count, "survivors": sorted(survivors)}
+        body: dict[str, Any] = {"total": total, "count": count, "survivors": sorted(survivors)}
+        if faulty:
+            body["faulty"] = dict(sorted(faulty.items()))
+            for name, why in sorted(faulty.items()):
+                log.warning(
+                    "run %s round %d: hospital %s sent a wrong unmasking share (%s); the "
+                    "sum was computed without it",
+                    r.run_id,
+                    r.t,
+                    name,
+                    why,
+                )
         summed = [("sum", "", json.dumps(body, sort_keys=True))]
         bound = (
             count * mechanism.record_bound(params.d)
@@ -343,23 +405,44 @@ class SecAggRounds:
             if r.deadline > now or r.step == "done":
                 continue
             changed = True
-            try:
-                self._close(r)
+            if self._settle(r, at_deadline=True):
                 log.info("run %s round %d: a secagg step closed at its deadline", r.run_id, r.t)
-                continue
-            except SecAggError as error:
-                short = str(error)
-            run = get_run(self.store, r.run_id)
-            if request_of(run).on_short == "extend":
-                r.deadline = now + r.period
-                log.warning("run %s round %d: %s; extended", r.run_id, r.t, short)
-                continue
-            reason = f"round {r.t}: {short}"
+        return changed
+
+    def _settle(self, r: _Round, *, at_deadline: bool = False) -> bool:
+        """Close round ``r``'s current step; whether it closed. When it cannot close
+        (SecAggError: short of t_min, or a holder's wrong material), the run's policy
+        decides: at a deadline with holders still missing, ``on_short`` "extend" gives the
+        step another period (a missing holder may still answer); otherwise, or for a
+        dealer's wrong shares, the run fails with the reason, so that no round is ever left
+        open with nothing to wait for."""
+        try:
+            self._close(r)
+            return True
+        except SecAggError as error:
+            problem = str(error)
+            final = isinstance(error, FaultyDealer)  # no late answer can mend its shares
+        run = get_run(self.store, r.run_id)
+        missing = not r.answered >= r.expected
+        if at_deadline and missing and not final and request_of(run).on_short == "extend":
+            r.deadline = self.clock() + r.period
+            log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
+            return False
+        self._fail(r.run_id, r.t, problem)
+        return False
+
+    def _fail(self, run_id: str, t: int, problem: str) -> None:
+        """Fail run ``run_id`` at round ``t`` with ``problem`` as its reason, and forget
+        the round (its waiters are woken: their next call is refused, the run failed)."""
+        run = get_run(self.store, run_id)
+        reason = f"round {t}: {problem}"
+        if run.status == "running":
             with self.store.transaction():
                 self.store.update_run(
-                    run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
+                    run.id, status="failed", current_round=t, beta=run.beta, reason=reason
                 )
             log.error("run %s failed: %s", run.id, reason)
-            del self._rounds[(r.run_id, r.t)]
-            self.notify()
-        return changed
+        dropped = self._rounds.pop((run_id, t), None)
+        if dropped is not None:
+            dropped.changed.set()
+        self.notify()

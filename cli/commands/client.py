@@ -181,7 +181,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="secagg runs: refuse a run whose t_min is below N (default: none)",
+        help="secagg runs: refuse a run whose honest noise shares t_min - c (c: the colluders "
+        "it declares) are fewer than N",
     )
     parser.add_argument(
         "--dataset",

@@ -135,8 +135,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--t-min",
         type=int,
         default=None,
-        help="secagg: honest hospitals whose noise shares make the noise (default: "
-        "max(2, ceil(K/2)), at most K)",
+        help="secagg: the fewest hospitals whose reports make a round's sum (default: "
+        "K - floor(K/10): 10%% may drop out)",
+    )
+    add(
+        "--colluders",
+        type=int,
+        default=None,
+        help="secagg: c, the most of them that may collude with the coordinator; the noise "
+        "is sized for t-min - c honest shares (default: the largest c <= K/3 with "
+        "c < 2 t-min - K)",
     )
     add(
         "--dropout",
@@ -243,8 +251,9 @@ _RESOLVED = frozenset(
 
 def _share_fields(result: StudyResult) -> dict[str, Any]:
     """For Skellam noise shares (docs/SECAGG.md): t_min, the grid γ, the share's mean λ_s,
-    the modulus bits of the aggregation, the ε of the sum with exactly t_min honest shares
-    and the fallback ε of one holder's share alone (each at the study's δ)."""
+    the modulus bits of the aggregation, c (colluders), the ε of the sum with exactly
+    t_min − c honest shares and the fallback ε of one holder's share alone (each at the
+    study's δ)."""
     mechanism = result.mechanism
     if not isinstance(mechanism, SecAggSkellam):
         return {}
@@ -266,12 +275,13 @@ def _share_fields(result: StudyResult) -> dict[str, Any]:
     )
     return {
         "t_min": mechanism.t_min,
+        "colluders": mechanism.colluders,
         "dropout": study.dropout,
         "grid": mechanism.grid,
         "share_mean": mechanism.share_mean,
         "modulus_bits": bits,
         "sum_epsilon": mechanism.epsilon(
-            d, delta=result.delta, honest=mechanism.t_min, participations=participations
+            d, delta=result.delta, honest=mechanism.noise_shares, participations=participations
         ),
         "fallback_epsilon": mechanism.fallback_epsilon(
             d, delta=result.delta, participations=participations
@@ -336,7 +346,8 @@ def summary(outcome: dict[str, Any]) -> str:
         lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records")
     if "t_min" in outcome:
         lines.append(
-            f"noise shares: any {outcome['t_min']} honest hospitals make the noise of the sum "
+            f"noise shares: a sum holds at least {outcome['t_min']} hospitals, of whom "
+            f"{outcome['t_min'] - outcome['colluders']} honest ones make its noise "
             f"(ε = {outcome['sum_epsilon']:.4g}); one hospital's own share alone gives "
             f"ε = {outcome['fallback_epsilon']:.4g} (fallback); {outcome['modulus_bits']}-bit "
             "aggregation"

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from ldpem.common.mechanisms.base import Mechanism
 from ldpem.common.mechanisms.registry import get_mechanism, mechanism_names, register_mechanism
-from ldpem.common.mechanisms.shares import SharedNoise, honest_holders, sum_arithmetic
+from ldpem.common.mechanisms.shares import (
+    SharedNoise,
+    honest_holders,
+    noise_shares,
+    sum_arithmetic,
+)
 
 # isort: off
 # Registration order is the order of every list of mechanisms (CLI choices, plan, audit).
@@ -39,6 +44,7 @@ __all__ = [
     "get_mechanism",
     "honest_holders",
     "mechanism_names",
+    "noise_shares",
     "register_mechanism",
     "sum_arithmetic",
 ]

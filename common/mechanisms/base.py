@@ -143,17 +143,21 @@ class Mechanism(ABC):
         smoothing: float | None = None,
         clip: float | None = None,
         t_min: int | None = None,
+        colluders: int = 0,
     ) -> Mechanism:
         """The mechanism with these public values and noise std: its declared fields
         (``scale`` and ``smoothing`` β_s when it ``needs`` a scale, ``clip`` when it needs a
-        clip norm, ``t_min`` for noise shares, and ``noise_std``) from the values of the
-        same names. ValueError, naming the value, when one it declares is missing."""
+        clip norm, ``t_min`` (the fewest holders of a sum) and ``colluders`` (c of them may
+        collude: the noise is that of t_min − c shares) for noise shares, and
+        ``noise_std``) from the values of the same names. ValueError, naming the value,
+        when one it declares is missing."""
         given: dict[str, float | int | None] = {
             "noise_std": noise_std,
             "scale": scale,
             "smoothing": smoothing,
             "clip": clip,
             "t_min": t_min,
+            "colluders": colluders,
         }
         values: dict[str, float | int] = {}
         for name in cls.declared_fields():
@@ -166,11 +170,12 @@ class Mechanism(ABC):
     @classmethod
     def declared_fields(cls) -> tuple[str, ...]:
         """The public values this mechanism is built from, in its declaration order: the
-        fields of its ``needs``, ``t_min`` for noise shares, and ``noise_std`` unless it
-        adds no noise (the registry checks that the class declares each one)."""
+        fields of its ``needs``, ``t_min`` (and ``colluders`` when declared) for noise
+        shares, and ``noise_std`` unless it adds no noise (the registry checks that the
+        class declares each one it requires)."""
         wanted = set(PUBLIC_FIELDS[cls.needs])
         if cls.noise_site == "shares":
-            wanted.add("t_min")
+            wanted.update(("t_min", "colluders"))
         if cls.noise_site != "nowhere":
             wanted.add("noise_std")
         declared = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]

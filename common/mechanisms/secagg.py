@@ -56,9 +56,11 @@ class SecAggSkellam(LocalTruncation, SharedNoise):
     exactly on a fine grid, rounds the sum once to the grid γ = 2^-j
     (``ldpem.common.secagg.quantize``), adds its share Sk(λ_s) of integer noise and sends
     γ·(Q + Z): an exact float, so the aggregate of the simulator (``math.fsum``) equals the
-    unmasked integer sum times γ of a federated run, bit for bit. Any ``t_min`` honest
-    holders' shares add up to Sk(t_min·λ_s), calibrated so that the round's SUM is (ε, δ)-DP
-    for each record (``ldpem.common.secagg.accounting``).
+    unmasked integer sum times γ of a federated run, bit for bit. A round releases a sum of
+    at least ``t_min`` holders, of whom up to ``colluders`` = c may collude with the
+    coordinator (their shares add nothing); the t_min − c honest shares add up to
+    Sk((t_min − c)·λ_s), calibrated so that the round's SUM is (ε, δ)-DP for each record
+    (``ldpem.common.secagg.accounting``; docs/SECAGG.md, "The threat model").
 
     Parameters
     ----------
@@ -69,7 +71,10 @@ class SecAggSkellam(LocalTruncation, SharedNoise):
     noise_std : float
         σ_s ≥ 0, the std of ONE holder's share in the contributions' units: γ·√(2λ_s).
     t_min : int
-        The honest holders whose shares together make the noise (≥ 1).
+        The fewest holders whose reports make a round's sum (≥ 1).
+    colluders : int
+        c, 0 ≤ c < t_min: the most of them that may collude with the coordinator; the noise
+        is sized for the t_min − c honest shares (``noise_shares``).
     """
 
     name = "secagg"
@@ -81,17 +86,28 @@ class SecAggSkellam(LocalTruncation, SharedNoise):
     federated = True
 
     t_min: int
+    colluders: int = 0
     #: γ, the grid of the quantized sums: from the public record bound alone.
     grid: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "t_min", check_count("t_min", self.t_min))
+        object.__setattr__(self, "colluders", check_count("colluders", self.colluders, minimum=0))
+        if self.colluders >= self.t_min:
+            raise ValueError(f"colluders must be below t_min = {self.t_min}, got {self.colluders}")
         object.__setattr__(self, "grid", grid_step(self.record_bound(1)))
 
     @property
     def honest_holders(self) -> int:
+        """The fewest reports a round's sum holds (t_min): fewer are not released."""
         return self.t_min
+
+    @property
+    def noise_shares(self) -> int:
+        """t_min − c: the honest shares a released sum holds at the least, whatever c
+        colluders the coordinator picks among its t_min survivors."""
+        return self.t_min - self.colluders
 
     @property
     def share_mean(self) -> float:
@@ -116,13 +132,14 @@ class SecAggSkellam(LocalTruncation, SharedNoise):
             delta=delta,
             sensitivity=self.integer_sensitivity(d),
             grid=self.grid,
-            t_min=self.t_min,
+            t_min=self.noise_shares,
             participations=participations,
         )
 
     def privacy_event(self, d: int) -> DpEvent:
-        """The round's SUM with ``honest_holders`` honest shares: a ``SkellamEvent``."""
-        mean = self.honest_holders * self.share_mean
+        """The round's SUM with only its ``noise_shares`` = t_min − c honest shares (the
+        fewest the coordinator can be made to include): a ``SkellamEvent``."""
+        mean = self.noise_shares * self.share_mean
         return SkellamEvent(mean, self.integer_sensitivity(d))
 
     def epsilon(self, d: int, *, delta: float, honest: int, participations: int = 1) -> float:
@@ -176,14 +193,14 @@ class SecAggSkellam(LocalTruncation, SharedNoise):
 
     def privatize(self, gradients: ArrayLike, rng: np.random.Generator) -> FloatArray:
         """For each record alone: what a round releases when that record is the only one
-        and ``t_min`` honest holders add their shares, γ·(Q(c_i) + Σ of t_min shares),
+        and t_min − c honest holders add their shares, γ·(Q(c_i) + Σ of t_min − c shares),
         (n, d): the smallest release the guarantee covers, for the privacy audit."""
         g = _as_gradients(gradients)
         integers = quantize_rows(
             self.contributions(g), bound=self.record_bound(g.shape[1]), grid=self.grid
         )
         if self.noise_std > 0.0:
-            for _ in range(self.t_min):
+            for _ in range(self.noise_shares):
                 integers += skellam_noise(self.share_mean, g.shape, rng)
         if np.any(np.abs(integers) >= EXACT_LIMIT):
             raise ValueError("a release is not exact in float64 (|q| >= 2^53)")

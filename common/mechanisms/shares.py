@@ -22,7 +22,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from ldpem.common.mechanisms.base import FloatArray, Mechanism, PrivacyBudget, _as_gradients
 
-__all__ = ["FloatSum", "SharedNoise", "SumArithmetic", "honest_holders", "sum_arithmetic"]
+__all__ = [
+    "FloatSum",
+    "SharedNoise",
+    "SumArithmetic",
+    "honest_holders",
+    "noise_shares",
+    "sum_arithmetic",
+]
 
 
 class SumArithmetic(Protocol):
@@ -74,6 +81,13 @@ class SharedNoise(Mechanism):
         """The fewest holders' reports whose sum is private: a round with fewer reports is
         not released."""
 
+    @property
+    def noise_shares(self) -> int:
+        """The honest shares a released sum holds at the least, which the noise is sized
+        for: ``honest_holders`` unless some of those holders may collude with the
+        coordinator (their shares then add nothing it cannot subtract)."""
+        return self.honest_holders
+
     @abstractmethod
     def shared_noise_std(
         self, d: int, *, epsilon: float, delta: float, participations: int = 1
@@ -113,6 +127,12 @@ def sum_arithmetic(mechanism: Mechanism) -> SumArithmetic:
     """How a holder sums its records under ``mechanism``: its own arithmetic for noise
     shares, the float sum plus ``holder_noise`` otherwise."""
     return mechanism if isinstance(mechanism, SharedNoise) else FloatSum(mechanism)
+
+
+def noise_shares(mechanism: Mechanism) -> int:
+    """The honest noise draws a release under ``mechanism`` holds at the least: its
+    ``noise_shares`` for noise shares, 1 otherwise."""
+    return mechanism.noise_shares if isinstance(mechanism, SharedNoise) else 1
 
 
 def honest_holders(mechanism: Mechanism) -> int:

@@ -212,6 +212,7 @@ def _shape(
     smoothing: float | None,
     clip: float | None,
     t_min: int | None = None,
+    colluders: int = 0,
 ) -> Mechanism:
     """``kind`` without noise, from the values it ``needs``; ValueError naming a missing one."""
     if kind.needs == "scale" and scale is None:
@@ -220,7 +221,9 @@ def _shape(
         raise ValueError(f"the run publishes mechanism {kind.name} without a clip norm")
     if kind.noise_site == "shares" and t_min is None:
         raise ValueError(f"the run publishes mechanism {kind.name} without t_min")
-    return kind.from_values(noise_std=0.0, scale=scale, smoothing=smoothing, clip=clip, t_min=t_min)
+    return kind.from_values(
+        noise_std=0.0, scale=scale, smoothing=smoothing, clip=clip, t_min=t_min, colluders=colluders
+    )
 
 
 def make_mechanism(
@@ -237,10 +240,12 @@ def make_mechanism(
     accounting: str = DEFAULT_ACCOUNTING,
     scale: float | None = None,
     t_min: int | None = None,
+    colluders: int = 0,
 ) -> Mechanism:
     """The mechanism of a simulated study, calibrated so that each record, over its
     ``participations`` rounds, is (ε, δ)-DP under ``accounting`` (noise shares: under
-    their own Skellam accounting, given ``t_min`` honest holders; ignored otherwise).
+    their own Skellam accounting, given t_min − ``colluders`` honest holders among the
+    ``t_min`` of a sum; ignored otherwise).
 
     ``records_per_round`` is m (``records_per_round``): it sets s in Algorithm 2 and, when
     the noise is the aggregator's, the σ_r shown as ``noise_std`` (that of a round of m
@@ -278,7 +283,12 @@ def make_mechanism(
         smoothing = smoothing_precision(d, zeta)
     shares = kind.noise_site == "shares"
     shape = _shape(
-        kind, scale=scale, smoothing=smoothing, clip=clip, t_min=t_min if shares else None
+        kind,
+        scale=scale,
+        smoothing=smoothing,
+        clip=clip,
+        t_min=t_min if shares else None,
+        colluders=colluders if shares else 0,
     )
     central = central_noise_for(
         shape,
@@ -337,8 +347,17 @@ def holder_contribution(
     scaled = kind.needs == "scale"
     scale = holder_scale(params, records, mechanism=name, t=t) if scaled else None
     smoothing = smoothing_precision(params.d, params.zeta) if scaled else None
-    t_min = params.t_min if kind.noise_site == "shares" else None
-    return _shape(kind, scale=scale, smoothing=smoothing, clip=params.clip, t_min=t_min)
+    shares = kind.noise_site == "shares"
+    t_min = params.t_min if shares else None
+    colluders = (params.colluders or 0) if shares else 0
+    return _shape(
+        kind,
+        scale=scale,
+        smoothing=smoothing,
+        clip=params.clip,
+        t_min=t_min,
+        colluders=colluders,
+    )
 
 
 def report_sensitivity(

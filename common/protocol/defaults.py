@@ -7,11 +7,12 @@
 * m, the records per round that set the scale s of Algorithm 2: ⌊Σ nᵢ / T⌋ (at least 1),
   all Σ nᵢ when records are reused every round (``records_per_round``); a holder's own
   m_k = ⌊n_k / T⌋ (``holder_records_per_round``);
-* t_min, for noise shares (docs/SECAGG.md): the honest holders whose shares make the
-  noise, by default ⌊K/2⌋ + 1 of K holders (at most K): a strict majority, so the
-  guarantee survives up to ⌊K/2⌋ holders that drop out or collude with the coordinator,
-  at the price of about K/t_min ≈ 2 times the central noise variance when all report
-  (``study_t_min``);
+* t_min and c, for noise shares (docs/SECAGG.md, "The threat model"): a round's sum holds
+  at least t_min = K − ⌊K/10⌋ holders (10% may drop out), of whom at most c may collude
+  with the coordinator, c the largest value ≤ ⌊K/3⌋ with c < 2·t_min − K (the mask
+  security bound); the noise is sized for the t_min − c honest shares, at the price of
+  about K/(t_min − c) ≈ 1.8 times the central noise variance when all report
+  (``study_t_min``, ``study_colluders``);
 * β⁰: the model's public start rule (``Model.start``; by default a random direction of
   norm σ, as β = 0 is a fixed point of the symmetric models); a run draws it from its
   seed (``run_start``), a simulation from its generator (``initial_beta``). A model whose
@@ -40,6 +41,7 @@ __all__ = [
     "start_finish",
     "start_round",
     "study_beta_bound",
+    "study_colluders",
     "study_delta",
     "study_rng",
     "study_t_min",
@@ -78,17 +80,34 @@ def study_tau(model: str, *, tau: float | None, beta_bound: float, sigma: float,
 
 def study_t_min(t_min: int | None, holders: int) -> int:
     """t_min of a study with ``holders`` holders K: ``t_min`` (1 ≤ t_min ≤ K), or
-    ⌊K/2⌋ + 1: a strict majority, the least the secure aggregation accepts (t_min > K/2:
-    below it a lying aggregator could collect both seeds of a holder, docs/SECAGG.md), and
-    never a single holder's share as the whole noise when there are two or more.
-    ValueError naming a value out of range."""
+    K − ⌊K/10⌋: a round survives 10% of its holders dropping out, and for K ≥ 2 it is more
+    than K/2 (the secure aggregation's least, docs/SECAGG.md), so that c ≈ K/3 colluders
+    stay below 2·t_min − K (``study_colluders``). ValueError naming a value out of range."""
     holders = check_count("holders", holders)
     if t_min is None:
-        return min(holders, holders // 2 + 1)
+        return holders - holders // 10
     t_min = check_count("t_min", t_min)
     if t_min > holders:
         raise ValueError(f"t_min must be at most the {holders} holders, got {t_min}")
     return t_min
+
+
+def study_colluders(colluders: int | None, holders: int, t_min: int) -> int:
+    """c of a study with K = ``holders`` holders and threshold ``t_min``: ``colluders``, or
+    the largest c ≤ ⌊K/3⌋ with c < 2·t_min − K (0 when t_min ≤ K/2, a simulation's choice
+    the secure aggregation itself refuses). ValueError when a given c breaks c < 2·t_min − K
+    (a coordinator with c + 1 holders could unmask one input) or is negative."""
+    most = max(0, 2 * t_min - holders - 1)
+    if colluders is None:
+        return min(holders // 3, most)
+    if isinstance(colluders, bool) or not isinstance(colluders, int) or colluders < 0:
+        raise ValueError(f"colluders must be an integer >= 0, got {colluders!r}")
+    if colluders > most:
+        raise ValueError(
+            f"colluders must be below 2·t_min − K = {2 * t_min - holders} (t_min {t_min}, "
+            f"K {holders}), got {colluders}"
+        )
+    return colluders
 
 
 def records_per_round(sizes: Sequence[int], rounds: int, *, reuse: bool = False) -> int:

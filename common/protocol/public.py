@@ -13,6 +13,7 @@ from ldpem.common.protocol.construction import public_scale, round_scales
 from ldpem.common.protocol.defaults import (
     records_per_round,
     study_beta_bound,
+    study_colluders,
     study_delta,
     study_t_min,
     study_tau,
@@ -77,9 +78,10 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
     elif kind.needs == "clip":
         clip = request.clip
     # Only noise shares need t_min: how many honest holders make the noise.
-    t_min = None
+    t_min = colluders = None
     if kind.noise_site == "shares":
         t_min = study_t_min(request.t_min, len(request.hospitals))
+        colluders = study_colluders(request.colluders, len(request.hospitals), t_min)
     return {
         "model": request.model,
         "d": request.d,
@@ -102,4 +104,5 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         "t_min": t_min,
         # β⁰ by the model's public rule, or the operator's (server/runs.py).
         "start": get_model(request.model).start_rule if request.beta0 is None else GIVEN_START,
+        "colluders": colluders,
     }

@@ -3,8 +3,9 @@
 The cryptography is a pure library: no HTTP, no files. A round is two state machines,
 ``Holder`` (``protocol.py``) and ``Aggregator`` (``aggregator.py``), exchanging the frozen
 messages of ``messages.py``, each with ``to_dict``/``from_dict`` for the wire. Underneath: identity
-keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), masks (``masks.py``) and
-the holder-to-holder channel (``channel.py``).
+keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), the dealer's signatures
+and seed commitments that name the sender of a wrong share (``dealing.py``), masks
+(``masks.py``) and the holder-to-holder channel (``channel.py``).
 
 The distributed noise beside it: ``quantize`` (a holder's sum on an integer grid of step
 γ = 2^-j, its integer sensitivity and the modulus 2^k), ``noise`` (integer Skellam shares)
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ldpem.common.secagg.aggregator import Aggregator
-    from ldpem.common.secagg.errors import SecAggError, SecAggRefused
+    from ldpem.common.secagg.errors import SecAggError, SecAggFault, SecAggRefused
     from ldpem.common.secagg.keys import (
         Roster,
         RosterError,
@@ -30,15 +31,18 @@ if TYPE_CHECKING:
         signing_key_to_pem,
     )
     from ldpem.common.secagg.messages import (
+        ConsistencyCheck,
         EncryptedShares,
         KeyAdvertisement,
         MaskedInput,
         ParticipantList,
         RoundParameters,
         ShareBundle,
+        SurvivorSignature,
         UnmaskRequest,
         UnmaskResponse,
         minimum_t_min,
+        most_colluders,
     )
     from ldpem.common.secagg.protocol import Holder
 
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
 #: must not pull in the cryptography.
 _SURFACE = {
     "Aggregator": "ldpem.common.secagg.aggregator",
+    "ConsistencyCheck": "ldpem.common.secagg.messages",
     "EncryptedShares": "ldpem.common.secagg.messages",
     "Holder": "ldpem.common.secagg.protocol",
     "KeyAdvertisement": "ldpem.common.secagg.messages",
@@ -56,14 +61,17 @@ _SURFACE = {
     "RosterError": "ldpem.common.secagg.keys",
     "RoundParameters": "ldpem.common.secagg.messages",
     "SecAggError": "ldpem.common.secagg.errors",
+    "SecAggFault": "ldpem.common.secagg.errors",
     "SecAggRefused": "ldpem.common.secagg.errors",
     "ShareBundle": "ldpem.common.secagg.messages",
+    "SurvivorSignature": "ldpem.common.secagg.messages",
     "UnmaskRequest": "ldpem.common.secagg.messages",
     "UnmaskResponse": "ldpem.common.secagg.messages",
     "decode_public_key": "ldpem.common.secagg.keys",
     "encode_public_key": "ldpem.common.secagg.keys",
     "generate_signing_key": "ldpem.common.secagg.keys",
     "minimum_t_min": "ldpem.common.secagg.messages",
+    "most_colluders": "ldpem.common.secagg.messages",
     "public_key_bytes": "ldpem.common.secagg.keys",
     "signing_key_from_pem": "ldpem.common.secagg.keys",
     "signing_key_to_pem": "ldpem.common.secagg.keys",
@@ -80,6 +88,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Aggregator",
+    "ConsistencyCheck",
     "EncryptedShares",
     "Holder",
     "KeyAdvertisement",
@@ -89,14 +98,17 @@ __all__ = [
     "RosterError",
     "RoundParameters",
     "SecAggError",
+    "SecAggFault",
     "SecAggRefused",
     "ShareBundle",
+    "SurvivorSignature",
     "UnmaskRequest",
     "UnmaskResponse",
     "decode_public_key",
     "encode_public_key",
     "generate_signing_key",
     "minimum_t_min",
+    "most_colluders",
     "public_key_bytes",
     "signing_key_from_pem",
     "signing_key_to_pem",

@@ -5,18 +5,25 @@ roster, the round, the sets of holders, sizes and ranges), hands out the next st
 messages, and finally reconstructs the survivors' self-mask seeds and the dropped holders'
 masking keys from t_min unmasking responses to return Σ_{survivors} x mod 2^bits. It holds
 no secret of any holder that the protocol does not give it (docs/SECAGG.md).
+
+A wrong share is caught and its sender named (``dealing.py``): every reconstructed secret is
+checked against its holder's commitment, and when it does not match, the signatures of the
+shares tell a responder that sent a share its dealer did not deal it (dropped, and the
+secret rebuilt from the other responders' shares) from a dealer that dealt wrong shares.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
+from functools import cache
 from typing import TypeVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import messages
-from ldpem.common.secagg.errors import SecAggError, SecAggRefused
+from ldpem.common.secagg import consistency, dealing, messages
+from ldpem.common.secagg.checks import check_advertisement, check_round
+from ldpem.common.secagg.errors import FaultyDealer, FaultyResponders, SecAggError, SecAggRefused
 from ldpem.common.secagg.keys import Roster
 from ldpem.common.secagg.masks import (
     Vector,
@@ -28,12 +35,20 @@ from ldpem.common.secagg.masks import (
     self_mask,
     subtract,
 )
-from ldpem.common.secagg.protocol import check_advertisement, check_round, x25519_public
-from ldpem.common.secagg.shamir import ShamirError, Share, combine_secret
+from ldpem.common.secagg.protocol import x25519_public
+from ldpem.common.secagg.shamir import SHARE_BYTES, ShamirError, Share, combine_secret
 
 __all__ = ["Aggregator"]
 
 T = TypeVar("T")
+#: What each kind of dealt secret is, in messages.
+_SECRET = {"b": "self-mask seed", "s": "masking key"}
+
+
+@cache
+def _probe() -> X25519PrivateKey:
+    """A throwaway X25519 key: an agreement with it fails for a low-order public key."""
+    return X25519PrivateKey.generate()
 
 
 class Aggregator:
@@ -41,11 +56,11 @@ class Aggregator:
     next step's, and finally returns Σ_{survivors} x mod 2^bits (``result()``).
 
     Steps close on the aggregator's decision (a quorum, a deadline: the caller's policy):
-    ``participants()``, ``share_bundles()``, ``unmask_request()`` and ``result()`` each
-    close one and open the next. A message for a closed step, from a holder outside the
-    step's set, or differing from one the same holder already sent, is refused
-    (SecAggRefused); the same message again is accepted and changes nothing. An aggregator
-    fed the messages it received, in order, is in the same state again (restart).
+    ``participants()``, ``share_bundles()``, ``consistency_check()``, ``unmask_request()``
+    and ``result()`` each close one and open the next. A message for a closed step, from a
+    holder outside the step's set, or differing from one the same holder already sent, is
+    refused (SecAggRefused); the same message again is accepted and changes nothing. An
+    aggregator fed the messages it received, in order, is in the same state again (restart).
     """
 
     def __init__(
@@ -60,9 +75,13 @@ class Aggregator:
         self.advertisements: dict[str, messages.KeyAdvertisement] = {}
         self.encrypted_shares: dict[str, messages.EncryptedShares] = {}
         self.masked_inputs: dict[str, messages.MaskedInput] = {}
+        self.signatures: dict[str, messages.SurvivorSignature] = {}
         self.responses: dict[str, messages.UnmaskResponse] = {}
+        self._check: messages.ConsistencyCheck | None = None
         self._request: messages.UnmaskRequest | None = None
         self._result: Vector | None = None
+        #: Responders whose revealed share was not dealt to them (``result``): name → why.
+        self.faulty: dict[str, str] = {}
 
     # Helpers
 
@@ -90,6 +109,16 @@ class Aggregator:
         p = advertisement.parameters
         self._expect("advertise", "key advertisement", p.run_id, p.round)
         check_advertisement(advertisement, self.roster, self.parameters)
+        for kind, key in (
+            ("encryption", advertisement.encryption_key),
+            ("masking", advertisement.masking_key),
+        ):
+            try:  # a low-order key would make every agreement with it, ours too, fail
+                agree(_probe(), key)
+            except ValueError:
+                raise SecAggRefused(
+                    f"the {kind} key of {advertisement.holder!r} is not usable"
+                ) from None
         self._store(self.advertisements, advertisement.holder, advertisement, "key advertisement")
 
     def participants(self) -> messages.ParticipantList:
@@ -155,46 +184,95 @@ class Aggregator:
             raise SecAggRefused(
                 f"the masked input of {masked.holder!r} is not modulo 2^{self.parameters.bits}"
             )
+        peers = set(self.encrypted_shares) - {masked.holder}
+        if stray := sorted(set(masked.excluded) - peers):
+            raise SecAggRefused(
+                f"the masked input of {masked.holder!r} excludes {stray[0]!r}, not a peer"
+            )
         self._store(self.masked_inputs, masked.holder, masked, "masked input")
 
-    def unmask_request(self) -> messages.UnmaskRequest:
-        """Close step 3: survivors (sent a masked input) and dropped holders (shared keys
-        but did not). A masked input arriving later is refused: its holder counts as
-        dropped, and its pairwise key is about to be reconstructed."""
+    def consistency_check(self) -> messages.ConsistencyCheck:
+        """Close step 3: the survivor set S, the holders that sent a masked input less every
+        holder one of them excluded (its shares did not open there), so that every member
+        of S masked with every other. A masked input arriving later is refused: its holder
+        counts as dropped, and its pairwise key is about to be reconstructed."""
         if self.step == "mask":
-            self._enough(len(self.masked_inputs), "sent a masked input")
+            excluded = {peer for m in self.masked_inputs.values() for peer in m.excluded}
+            survivors = tuple(sorted(set(self.masked_inputs) - excluded))
+            self._enough(len(survivors), "sent a masked input that every other one masked with")
+            for gone in sorted(set(self.encrypted_shares) - set(survivors)):
+                holding = [s for s in survivors if gone not in self._excluded_by(s)]
+                self._enough(len(holding), f"of the survivors hold a share of {gone!r}'s key")
             p = self.parameters
-            survivors = tuple(sorted(self.masked_inputs))
-            dropped = tuple(sorted(set(self.encrypted_shares) - set(self.masked_inputs)))
-            self._request = messages.UnmaskRequest(p.run_id, p.round, survivors, dropped)
+            self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors)
+            self.step = "consistency"
+        if self._check is None:
+            raise SecAggError(f"no consistency check during the {self.step} step")
+        return self._check
+
+    # Step 4
+
+    def receive_signature(self, signature: messages.SurvivorSignature) -> None:
+        self._expect("consistency", "survivor signature", signature.run_id, signature.round)
+        check = self._check
+        assert check is not None  # set when the consistency step opened
+        if signature.holder not in check.survivors:
+            raise SecAggRefused(f"a survivor signature from {signature.holder!r}, not a survivor")
+        message = consistency.survivor_set_bytes(check.run_id, check.round, check.survivors)
+        if not self.roster.verify(signature.holder, signature.signature, message):
+            raise SecAggRefused(
+                f"the survivor signature of {signature.holder!r} does not verify over the "
+                f"survivor set"
+            )
+        self._store(self.signatures, signature.holder, signature, "survivor signature")
+
+    def unmask_request(self) -> messages.UnmaskRequest:
+        """Close step 4: survivors S, dropped holders (shared keys, not in S) and the
+        survivors' signatures of S (at least t_min)."""
+        if self.step == "consistency":
+            check = self._check
+            assert check is not None
+            self._enough(len(self.signatures), "signed the survivor set")
+            dropped = tuple(sorted(set(self.encrypted_shares) - set(check.survivors)))
+            signatures = tuple(self.signatures[n] for n in sorted(self.signatures))
+            self._request = messages.UnmaskRequest(
+                check.run_id, check.round, check.survivors, dropped, signatures
+            )
             self.step = "unmask"
         if self._request is None:
             raise SecAggError(f"no unmasking request during the {self.step} step")
         return self._request
 
-    # Step 4
+    # Step 5
 
     def receive_unmask_response(self, response: messages.UnmaskResponse) -> None:
         self._expect("unmask", "unmasking response", response.run_id, response.round)
         request = self._request
         assert request is not None  # set when the unmask step opened
-        if response.holder not in request.survivors:
-            raise SecAggRefused(f"an unmasking response from {response.holder!r}, not a survivor")
-        if set(response.self_mask_shares) != set(request.survivors) or set(
-            response.key_shares
-        ) != set(request.dropped):
+        if response.holder not in self.signatures:
+            raise SecAggRefused(
+                f"an unmasking response from {response.holder!r}, which did not sign the "
+                f"survivor set"
+            )
+        masked_with = set(request.dropped) - set(self._excluded_by(response.holder))
+        if (
+            set(response.self_mask_shares) != set(request.survivors)
+            or set(response.key_shares) != masked_with
+        ):
             raise SecAggRefused(
                 f"the unmasking response of {response.holder!r} does not answer the request"
             )
         self._store(self.responses, response.holder, response, "unmasking response")
 
     def result(self) -> Vector:
-        """Close step 4: Σ_{survivors} x mod 2^bits, as a uint64 vector.
+        """Close step 5: Σ_{survivors} x mod 2^bits, as a uint64 vector.
 
-        From the t_min responders first in roster order: each survivor's seed b and each
-        dropped holder's masking key s_sk (checked against its advertised s_pk, so a wrong
-        share is caught for the keys; for the seeds, a wrong share gives a uniformly random
-        sum, which the coordinator's range check of the sum rejects).
+        Each survivor's seed b and each dropped holder's masking key s_sk comes from t_min
+        responders' shares (``_secret``; for s_sk, responders that masked with it), checked
+        against its commitment. SecAggError when it cannot: FaultyResponders (naming them)
+        when wrong shares leave fewer than t_min verified ones, FaultyDealer when a holder
+        dealt wrong shares of a secret the sum needs. Responders dropped for a wrong share
+        are named in ``faulty`` either way.
         """
         if self._result is not None:
             return self._result.copy()
@@ -204,11 +282,11 @@ class Aggregator:
         assert request is not None
         self._enough(len(self.responses), "answered the unmasking request")
         p = self.parameters
-        responders = sorted(self.responses, key=self.roster.index)[: p.t_min]
+        responders = sorted(self.responses, key=self.roster.index)
         total = np.zeros(self.dimension, dtype=np.uint64)
         for survivor in request.survivors:
             total = add(total, self.masked_inputs[survivor].vector(), p.bits)
-            seed = self._reconstruct(survivor, responders, lambda r: r.self_mask_shares)
+            seed = self._secret(survivor, "b", responders)
             mask = self_mask(
                 seed,
                 run_id=p.run_id,
@@ -219,29 +297,106 @@ class Aggregator:
             )
             total = subtract(total, mask, p.bits)
         for gone in request.dropped:
-            raw = self._reconstruct(gone, responders, lambda r: r.key_shares)
-            private = X25519PrivateKey.from_private_bytes(raw)
-            if x25519_public(private) != self.advertisements[gone].masking_key:
-                raise SecAggError(f"the key shares of {gone!r} do not give its masking key")
+            holding = [r for r in responders if gone not in self._excluded_by(r)]
+            if len(holding) < p.t_min:
+                raise SecAggError(
+                    f"only {len(holding)} responders hold a share of {gone!r}'s key; "
+                    f"t_min = {p.t_min}"
+                )
+            private = X25519PrivateKey.from_private_bytes(self._secret(gone, "s", holding))
             total = self._remove_masks_of(gone, private, request.survivors, total)
         self.step = "done"
         self._result = total
         return total.copy()
 
-    def _reconstruct(
-        self,
-        owner: str,
-        responders: list[str],
-        shares_of: Callable[[messages.UnmaskResponse], Mapping[str, bytes]],
-    ) -> bytes:
-        shares = [
-            Share.from_bytes(self.roster.index(r), shares_of(self.responses[r])[owner])
-            for r in responders
-        ]
+    def _excluded_by(self, holder: str) -> tuple[str, ...]:
+        """The peers ``holder`` did not mask with (their shares did not open there)."""
+        return self.masked_inputs[holder].excluded
+
+    def _secret(self, owner: str, kind: dealing.Kind, responders: list[str]) -> bytes:
+        """``owner``'s secret of ``kind`` from t_min of ``responders``' shares.
+
+        First from the t_min first responders not found faulty, unchecked: a secret that
+        matches its commitment is right (t_min shares fix it; one wrong share moves it),
+        so an honest round verifies no signature. Otherwise each responder's share is
+        checked against ``owner``'s signature until t_min verified ones are found; a
+        responder whose share fails is faulty (``faulty``), dropped for the rest of the
+        round. Verified shares that still miss the commitment were dealt wrong by
+        ``owner``: FaultyDealer.
+        """
+        t, what = self.parameters.t_min, _SECRET[kind]
+        usable = [r for r in responders if r not in self.faulty]
+        secret = self._combine(owner, kind, usable[:t])
+        if secret is not None:
+            return secret
+        verified: list[str] = []
+        for responder in usable:
+            if len(verified) == t:
+                break
+            if self._dealt(owner, kind, responder):
+                verified.append(responder)
+            else:
+                self.faulty[responder] = (
+                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
+                )
+        if len(verified) < t:
+            named = sorted(self.faulty, key=self.roster.index)
+            raise FaultyResponders(
+                f"the {what} of {owner!r} cannot be rebuilt: {len(verified)} verified shares, "
+                f"t_min = {t}; wrong shares came from {', '.join(map(repr, named))}",
+                culprits=named,
+            )
+        secret = self._combine(owner, kind, verified)
+        if secret is None:
+            raise FaultyDealer(
+                f"{owner!r} dealt wrong shares: {t} shares it signed do not give the {what} "
+                f"it committed to",
+                culprits=(owner,),
+            )
+        return secret
+
+    def _revealed(self, owner: str, kind: dealing.Kind, responder: str) -> bytes:
+        """The signed share of ``owner``'s secret of ``kind`` that ``responder`` revealed."""
+        response = self.responses[responder]
+        return (response.self_mask_shares if kind == "b" else response.key_shares)[owner]
+
+    def _dealt(self, owner: str, kind: dealing.Kind, responder: str) -> bool:
+        """Whether ``owner`` signed the share ``responder`` revealed, for it, this round."""
+        p = self.parameters
+        value = dealing.share_value(
+            self.roster,
+            self._revealed(owner, kind, responder),
+            run_id=p.run_id,
+            round_=p.round,
+            dealer=owner,
+            recipient=responder,
+            kind=kind,
+            commitment=self.advertisements[owner].seed_commitment,
+        )
+        return value is not None
+
+    def _combine(self, owner: str, kind: dealing.Kind, responders: list[str]) -> bytes | None:
+        """The secret the shares of ``responders`` give if it matches ``owner``'s
+        commitment (seed commitment for b, s_pk for s_sk), else None."""
+        p = self.parameters
         try:
-            return combine_secret(shares, self.parameters.t_min)
-        except ShamirError:
-            raise SecAggError(f"the shares of {owner!r} do not give a secret") from None
+            shares = [
+                Share.from_bytes(self.roster.index(r), self._revealed(owner, kind, r)[:SHARE_BYTES])
+                for r in responders
+            ]
+            secret = combine_secret(shares, p.t_min)
+        except ShamirError:  # too few shares, or a value that is not a field element
+            return None
+        advertisement = self.advertisements[owner]
+        if kind == "b":
+            commitment = dealing.seed_commitment(
+                secret, run_id=p.run_id, round_=p.round, holder=owner
+            )
+            matches = commitment == advertisement.seed_commitment
+        else:
+            private = X25519PrivateKey.from_private_bytes(secret)
+            matches = x25519_public(private) == advertisement.masking_key
+        return secret if matches else None
 
     def _remove_masks_of(
         self, gone: str, private: X25519PrivateKey, survivors: Iterable[str], total: Vector
@@ -249,6 +404,8 @@ class Aggregator:
         """``total`` without the masks the survivors added for their pairs with ``gone``."""
         p = self.parameters
         for survivor in survivors:
+            if gone in self._excluded_by(survivor):
+                continue  # its shares did not open there: the survivor added no mask
             public = self.advertisements[survivor].masking_key
             key = pair_seed(agree(private, public), p.run_id, p.round, survivor, gone)
             mask = expand(key, self.dimension, p.bits)

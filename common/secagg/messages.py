@@ -8,14 +8,20 @@ every byte string has its exact length, so a message's size is bounded by K.
 
 In the order of the round (H: a holder, A: the aggregator)::
 
-    H → A  KeyAdvertisement   fresh c_pk, s_pk; run, round, K, t_min, bits, roster digest;
-                              Ed25519 signature by the holder's roster key
+    H → A  KeyAdvertisement   fresh c_pk, s_pk; a commitment to b; run, round, K, t_min,
+                              bits, roster digest; Ed25519 signature by the holder's
+                              roster key
     A → H  ParticipantList    the advertisements received (U1)
-    H → A  EncryptedShares    for every other participant, its shares of b and s_sk, sealed
+    H → A  EncryptedShares    for every other participant, its shares of b and s_sk, each
+                              signed by the holder (``dealing.py``), sealed
     A → H  ShareBundle        the ciphertexts addressed to one holder (senders: U2)
-    H → A  MaskedInput        y = x + PRG(b) + Σ ±PRG(s_uv) mod 2^bits
-    A → H  UnmaskRequest      survivors (U3: sent y) and dropped (U2 \\ U3)
-    H → A  UnmaskResponse     shares of b for survivors, of s_sk for dropped holders
+    H → A  MaskedInput        y = x + PRG(b) + Σ ±PRG(s_uv) mod 2^bits; the peers of its
+                              bundle whose shares did not open (not masked with)
+    A → H  ConsistencyCheck   the survivor set S (``consistency.py``)
+    H → A  SurvivorSignature  Ed25519 signature by the roster key over (run, round, S)
+    A → H  UnmaskRequest      survivors S and dropped (U2 \\ S), ≥ t_min signatures of S
+    H → A  UnmaskResponse     shares of b for survivors, of s_sk for dropped holders, each
+                              with its dealer's signature
 """
 
 from __future__ import annotations
@@ -30,43 +36,57 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ldpem.common.secagg._encoding import b64encode, binding
 from ldpem.common.secagg._reader import MAX_RUN_ID, Reader, encoded, frozen, refuse
 from ldpem.common.secagg.channel import NONCE_BYTES, TAG_BYTES
+from ldpem.common.secagg.consistency import (
+    SIGNATURE_BYTES,
+    ConsistencyCheck,
+    SurvivorSignature,
+    UnmaskRequest,
+)
+from ldpem.common.secagg.dealing import COMMITMENT_BYTES, SIGNED_SHARE_BYTES
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.masks import MAX_BITS, X25519_KEY_BYTES, Vector
-from ldpem.common.secagg.shamir import SHARE_BYTES
 
 __all__ = [
     "CIPHERTEXT_BYTES",
     "SIGNATURE_BYTES",
+    "ConsistencyCheck",
     "EncryptedShares",
     "KeyAdvertisement",
     "MaskedInput",
     "ParticipantList",
     "RoundParameters",
     "ShareBundle",
+    "SurvivorSignature",
     "UnmaskRequest",
     "UnmaskResponse",
     "minimum_t_min",
+    "most_colluders",
     "sign_advertisement",
 ]
 
-SIGNATURE_BYTES = 64
-#: A sealed pair of shares (of b and of s_sk): nonce, two share values, Poly1305 tag.
-CIPHERTEXT_BYTES = NONCE_BYTES + 2 * SHARE_BYTES + TAG_BYTES
-_ADVERTISEMENT = "ldpem secagg key advertisement v1"
+#: A sealed pair of signed shares (of b and of s_sk): nonce, two share values each with
+#: its dealer's signature, Poly1305 tag.
+CIPHERTEXT_BYTES = NONCE_BYTES + 2 * SIGNED_SHARE_BYTES + TAG_BYTES
+_ADVERTISEMENT = "ldpem secagg key advertisement v2"
 
 
 def minimum_t_min(k: int) -> int:
     """The smallest t_min secure aggregation accepts for K ≥ 2 holders: ⌊K/2⌋ + 1 (and 2:
-    the sum of a single survivor would be its input).
+    the sum of a single survivor would be its input), the least with c = 0 colluders.
 
-    A holder gives one kind of share per holder, but a lying aggregator can tell one group
-    of holders that v survived (and collect shares of b_v) and another that v dropped
-    (shares of s_sk_v). Each kind needs t_min shares, so this takes two disjoint groups of
-    t_min holders; with t_min > K/2 they do not exist. With c holders colluding with the
-    aggregator (their shares of both come for free) it takes 2·(t_min − c) ≤ K − c honest
-    ones, so the protection holds for c < 2·t_min − K (docs/SECAGG.md).
+    To unmask one holder a lying aggregator needs shares of both its seeds, from two
+    different survivor sets each signed by t_min holders in the consistency round
+    (``consistency.py``); an honest holder signs one set, so with c holders colluding it
+    takes 2·(t_min − c) ≤ K − c honest ones: impossible when c < 2·t_min − K
+    (``most_colluders``; docs/SECAGG.md, "The threshold").
     """
     return max(2, k // 2 + 1)
+
+
+def most_colluders(k: int, t_min: int) -> int:
+    """The most holders that may collude with the aggregator while no holder's input can
+    be unmasked: the largest c with c < 2·t_min − K (−1 when none, t_min ≤ K/2)."""
+    return 2 * t_min - k - 1
 
 
 @dataclass(frozen=True)
@@ -75,7 +95,9 @@ class RoundParameters:
 
     ``k``: the run's number of holders (K); ``t_min``: the Shamir threshold and the fewest
     participants and survivors any holder accepts, more than K/2 (``minimum_t_min``);
-    ``bits``: the inputs and the sum are residues modulo 2^bits.
+    ``bits``: the inputs and the sum are residues modulo 2^bits; ``colluders``: c, the
+    most holders the run declares may collude with the aggregator, 0 ≤ c < 2·t_min − K
+    (``most_colluders``): the noise of the t_min − c honest survivors is what is charged.
     """
 
     run_id: str
@@ -83,11 +105,12 @@ class RoundParameters:
     k: int
     t_min: int
     bits: int
+    colluders: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not 0 < len(self.run_id) <= MAX_RUN_ID:
             raise refuse("round parameters", f"the run id must be 1 to {MAX_RUN_ID} chars")
-        for name in ("round", "k", "t_min", "bits"):
+        for name in ("round", "k", "t_min", "bits", "colluders"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise refuse("round parameters", f"{name} must be an integer")
@@ -104,6 +127,13 @@ class RoundParameters:
                 f"of K, or one aggregator could collect both seeds of a holder), got "
                 f"{self.t_min}",
             )
+        if not 0 <= self.colluders <= most_colluders(self.k, self.t_min):
+            raise refuse(
+                "round parameters",
+                f"colluders must be in [0, 2·t_min − K − 1 = "
+                f"{most_colluders(self.k, self.t_min)}] (more and a coordinator with that "
+                f"many holders could unmask one), got {self.colluders}",
+            )
 
     def same_round(self, run_id: str, round_: int) -> bool:
         return run_id == self.run_id and round_ == self.round
@@ -112,7 +142,7 @@ class RoundParameters:
         return {name: getattr(self, name) for name in _PARAMETER_FIELDS}
 
 
-_PARAMETER_FIELDS = ("run_id", "round", "k", "t_min", "bits")
+_PARAMETER_FIELDS = ("run_id", "round", "k", "t_min", "bits", "colluders")
 
 
 def advertisement_bytes(
@@ -121,6 +151,7 @@ def advertisement_bytes(
     roster_digest: str,
     encryption_key: bytes,
     masking_key: bytes,
+    seed_commitment: bytes,
 ) -> bytes:
     """What a key advertisement's signature covers: every field but the signature."""
     p = parameters
@@ -132,21 +163,25 @@ def advertisement_bytes(
         p.k,
         p.t_min,
         p.bits,
+        p.colluders,
         roster_digest,
         encryption_key,
         masking_key,
+        seed_commitment,
     )
 
 
 @dataclass(frozen=True)
 class KeyAdvertisement:
-    """A holder's fresh public keys for one round, signed with its roster key."""
+    """A holder's fresh public keys for one round and its commitment to its self-mask
+    seed b (``dealing.seed_commitment``), signed with its roster key."""
 
     holder: str
     parameters: RoundParameters
     roster_digest: str
     encryption_key: bytes
     masking_key: bytes
+    seed_commitment: bytes
     signature: bytes
 
     def signed_bytes(self) -> bytes:
@@ -156,6 +191,7 @@ class KeyAdvertisement:
             self.roster_digest,
             self.encryption_key,
             self.masking_key,
+            self.seed_commitment,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,6 +201,7 @@ class KeyAdvertisement:
             "roster_digest": self.roster_digest,
             "encryption_key": b64encode(self.encryption_key),
             "masking_key": b64encode(self.masking_key),
+            "seed_commitment": b64encode(self.seed_commitment),
             "signature": b64encode(self.signature),
         }
 
@@ -176,9 +213,9 @@ class KeyAdvertisement:
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise refuse(kind, "field 'roster_digest' must be 64 lowercase hex digits")
         run_id = r.text("run_id")
-        round_, k, t_min, bits = (r.integer(f) for f in _PARAMETER_FIELDS[1:])
+        round_, k, t_min, bits, colluders = (r.integer(f) for f in _PARAMETER_FIELDS[1:])
         try:
-            parameters = RoundParameters(run_id, round_, k, t_min, bits)
+            parameters = RoundParameters(run_id, round_, k, t_min, bits, colluders)
         except SecAggRefused as error:
             raise refuse(kind, str(error)) from None
         return cls(
@@ -187,6 +224,7 @@ class KeyAdvertisement:
             roster_digest=digest,
             encryption_key=r.blob("encryption_key", X25519_KEY_BYTES),
             masking_key=r.blob("masking_key", X25519_KEY_BYTES),
+            seed_commitment=r.blob("seed_commitment", COMMITMENT_BYTES),
             signature=r.blob("signature", SIGNATURE_BYTES),
         )
 
@@ -197,6 +235,7 @@ _ADVERTISEMENT_FIELDS = (
     "roster_digest",
     "encryption_key",
     "masking_key",
+    "seed_commitment",
     "signature",
 )
 
@@ -208,11 +247,22 @@ def sign_advertisement(
     roster_digest: str,
     encryption_key: bytes,
     masking_key: bytes,
+    *,
+    seed_commitment: bytes,
 ) -> KeyAdvertisement:
-    """The advertisement of ``holder``'s round keys, signed with its roster key."""
-    message = advertisement_bytes(holder, parameters, roster_digest, encryption_key, masking_key)
+    """The advertisement of ``holder``'s round keys and seed commitment, signed with its
+    roster key."""
+    message = advertisement_bytes(
+        holder, parameters, roster_digest, encryption_key, masking_key, seed_commitment
+    )
     return KeyAdvertisement(
-        holder, parameters, roster_digest, encryption_key, masking_key, signing_key.sign(message)
+        holder,
+        parameters,
+        roster_digest,
+        encryption_key,
+        masking_key,
+        seed_commitment,
+        signing_key.sign(message),
     )
 
 
@@ -293,57 +343,39 @@ class ShareBundle(_Ciphertexts):
 
 @dataclass(frozen=True)
 class MaskedInput(_FromHolder):
-    """A holder's masked vector y, as little-endian 64-bit words (8 bytes per value)."""
+    """A holder's masked vector y, as little-endian 64-bit words (8 bytes per value), and
+    ``excluded``: the peers of its share bundle whose shares did not open, which it did not
+    mask with (the aggregator leaves them out of the survivor set)."""
 
     values: bytes
+    excluded: tuple[str, ...] = ()
 
     @classmethod
-    def from_vector(cls, holder: str, run_id: str, round_: int, vector: Vector) -> MaskedInput:
-        return cls(holder, run_id, round_, vector.astype("<u8").tobytes())
+    def from_vector(
+        cls, holder: str, run_id: str, round_: int, vector: Vector, excluded: tuple[str, ...] = ()
+    ) -> MaskedInput:
+        return cls(holder, run_id, round_, vector.astype("<u8").tobytes(), excluded)
 
     def vector(self) -> Vector:
         return np.frombuffer(self.values, dtype="<u8").astype(np.uint64)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self._head(), "values": b64encode(self.values)}
+        return {**self._head(), "values": b64encode(self.values), "excluded": list(self.excluded)}
 
     @classmethod
     def from_dict(cls, data: object) -> MaskedInput:
-        r = Reader(data, "masked input", (*_HEAD, "values"))
+        r = Reader(data, "masked input", (*_HEAD, "values", "excluded"))
         values = r.blob("values", None)  # its length is the aggregator's to check
         if len(values) % 8:
             raise refuse("masked input", "field 'values' must hold 8 bytes per value")
-        return cls(*cls._read_head(r), values)
-
-
-@dataclass(frozen=True)
-class UnmaskRequest:
-    """The aggregator's account of the round: who sent a masked input (survivors, U3) and
-    who shared keys but did not (dropped, U2 \\ U3)."""
-
-    run_id: str
-    round: int
-    survivors: tuple[str, ...]
-    dropped: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "round": self.round,
-            "survivors": list(self.survivors),
-            "dropped": list(self.dropped),
-        }
-
-    @classmethod
-    def from_dict(cls, data: object) -> UnmaskRequest:
-        r = Reader(data, "unmasking request", ("run_id", "round", "survivors", "dropped"))
-        return cls(r.text("run_id"), r.integer("round"), r.names("survivors"), r.names("dropped"))
+        return cls(*cls._read_head(r), values, r.names("excluded"))
 
 
 @dataclass(frozen=True)
 class UnmaskResponse(_FromHolder):
     """A holder's shares for unmasking: of b for each survivor, of s_sk for each dropped
-    holder (values only; the x-coordinate is the sender's roster position)."""
+    holder, each as it was dealt: the value and its dealer's signature
+    (``dealing.SIGNED_SHARE_BYTES``; the x-coordinate is the sender's roster position)."""
 
     self_mask_shares: Mapping[str, bytes]
     key_shares: Mapping[str, bytes]
@@ -364,6 +396,6 @@ class UnmaskResponse(_FromHolder):
         r = Reader(data, "unmasking response", (*_HEAD, "self_mask_shares", "key_shares"))
         return cls(
             *cls._read_head(r),
-            r.blobs("self_mask_shares", SHARE_BYTES),
-            r.blobs("key_shares", SHARE_BYTES),
+            r.blobs("self_mask_shares", SIGNED_SHARE_BYTES),
+            r.blobs("key_shares", SIGNED_SHARE_BYTES),
         )

@@ -7,37 +7,45 @@ dropouts. Nothing here does I/O: each method takes the message of the previous s
 returns the next one (``messages.py``), so the coordinator's HTTP API only has to carry
 them. One ``Holder`` and one ``Aggregator`` serve one round; every round draws fresh keys.
 
-Phases (U1 ⊇ U2 ⊇ U3: holders still present at each step)::
+Phases (U1 ⊇ U2 ⊇ S: holders still present at each step)::
 
     1 advertise keys  holder: fresh X25519 pairs c (encryption) and s (masking), a fresh
-                      32-byte self-mask seed b; KeyAdvertisement(c_pk, s_pk, run, round,
-                      K, t_min, bits, roster digest) signed with its roster key.
+                      32-byte self-mask seed b; KeyAdvertisement(c_pk, s_pk, H(b), run,
+                      round, K, t_min, bits, roster digest) signed with its roster key.
                       aggregator: ParticipantList of the advertisements (U1, ≥ t_min).
     2 share keys      holder: checks every advertisement (below); t_min-of-|U1| Shamir
-                      shares of b and of s_sk, x = roster position; each other participant's
-                      pair of shares sealed to it (channel.py). aggregator: a ShareBundle
-                      per holder that sent shares (U2, ≥ t_min).
-    3 masked input    holder: opens its bundle; y = x + PRG(b) + Σ_{v ∈ U2∖u} ±PRG(s_uv)
-                      mod 2^bits. aggregator: UnmaskRequest, survivors U3 (sent y, ≥ t_min)
-                      and dropped U2 ∖ U3.
-    4 unmasking       holder: shares of b_v for v ∈ U3, of s_sk_v for v ∈ U2 ∖ U3.
-                      aggregator: b_v for survivors, s_sk_v for dropped holders (any t_min
-                      responses), and Σ_{U3} x = Σ y − Σ PRG(b_v) ∓ the survivors' masks
-                      with the dropped holders; the survivors' mutual masks cancel.
+                      shares of b and of s_sk, x = roster position, each signed (dealing.py);
+                      each other participant's pair sealed to it (channel.py). A ShareBundle
+                      from the aggregator per holder that sent shares (U2, ≥ t_min).
+    3 masked input    holder: opens its bundle (a peer whose shares do not open is
+                      excluded: not masked with, named in the message); y = x + PRG(b)
+                      + Σ_{v ∈ U2∖u, not excluded} ±PRG(s_uv) mod 2^bits. aggregator:
+                      ConsistencyCheck, survivors S (sent y, none excluded by another
+                      member, ≥ t_min).
+    4 consistency     holder: signs (run, round, S) when S ⊆ the set it masked with, holds
+                      itself, ≥ t_min (consistency.py); one set per round. aggregator:
+                      UnmaskRequest, S and dropped U2 ∖ S with ≥ t_min signatures of S.
+    5 unmasking       holder: checks the signatures; shares of b_v for v ∈ S, of s_sk_v
+                      for dropped v it masked with. aggregator: b_v for survivors, s_sk_v
+                      for dropped holders (t_min responses each), and Σ_S x = Σ y
+                      − Σ PRG(b_v) ∓ the survivors' masks with the dropped holders; the
+                      survivors' mutual masks cancel.
 
 A holder refuses (``SecAggRefused``, before sending anything for that step, and then for
 the rest of the round) a participant list with a name not on the roster, an advertisement
 not signed by the roster key of the holder it names, one of another run or round (a
-replay), K, t_min, bits or roster digest other than the holder's own, fewer than t_min or
-more than K participants; a bundle with fewer than t_min senders or a ciphertext that does
-not open; an unmasking request with fewer than t_min survivors, a holder both surviving
-and dropped (both kinds of share of one holder), itself dropped, or names outside the U2
-it saw; and a second, different message for a step it already answered (answering twice
-could give both kinds of share of one holder, or two masked inputs under the same masks).
-The same message again gets the same answer, so the HTTP layer may retry.
+replay), K, t_min, bits, c or roster digest other than the holder's own, fewer than t_min
+or more than K participants; a bundle with fewer than t_min − 1 senders whose shares open;
+a survivor set outside the set it masked with, without itself or with fewer than t_min
+holders; an unmasking request over another set than the one it signed, with fewer than
+t_min valid signatures of distinct survivors, a holder both surviving and dropped, or a
+split that is not exactly its own view of U2; and a second, different message for a step
+it already answered (answering twice could give both kinds of share of one holder, two
+masked inputs under the same masks, or two signed survivor sets). The same message again
+gets the same answer, so the HTTP layer may retry.
 
-What the aggregator can learn, and the honest-majority rule t_min > K/2 that makes a
-lying aggregator unable to obtain both seeds of one holder, are in docs/SECAGG.md.
+What the aggregator can learn, and the rule c < 2·t_min − K that makes a lying aggregator
+with c colluding holders unable to obtain both seeds of one holder, are in docs/SECAGG.md.
 
 **No neighbour graph (SecAgg+).** Every holder masks with every other holder of U2 and
 shares its seeds with all of U1, as in Bonawitz et al. The cost for a holder is O(K)
@@ -60,7 +68,8 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import channel, messages
+from ldpem.common.secagg import channel, consistency, dealing, messages
+from ldpem.common.secagg.checks import check_participants, check_round
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster, public_key_bytes
 from ldpem.common.secagg.masks import (
@@ -71,14 +80,9 @@ from ldpem.common.secagg.masks import (
     pairwise_mask,
     self_mask,
 )
-from ldpem.common.secagg.shamir import (
-    SHARE_BYTES,
-    ShamirError,
-    Share,
-    split_secret,
-)
+from ldpem.common.secagg.shamir import ShamirError
 
-__all__ = ["Holder", "check_advertisement", "check_round", "x25519_public"]
+__all__ = ["Holder", "x25519_public"]
 
 T = TypeVar("T")
 
@@ -95,81 +99,18 @@ def x25519_public(key: X25519PrivateKey) -> bytes:
     return key.public_key().public_bytes_raw()
 
 
-def check_round(kind: str, parameters: messages.RoundParameters, run_id: str, round_: int) -> None:
-    """SecAggRefused unless a message named ``kind`` is for this run and round."""
-    if not parameters.same_round(run_id, round_):
-        raise SecAggRefused(
-            f"the {kind} is for run {run_id!r} round {round_}, not for this round "
-            f"(run {parameters.run_id!r} round {parameters.round})"
-        )
-
-
-def check_advertisement(
-    advertisement: messages.KeyAdvertisement, roster: Roster, parameters: messages.RoundParameters
-) -> None:
-    """SecAggRefused unless ``advertisement`` is signed by the roster key of the holder it
-    names and is for this round, with this round's K, t_min, bits and roster digest."""
-    name = advertisement.holder
-    if name not in roster:
-        raise SecAggRefused(f"participant {name!r} is not on the roster")
-    if not roster.verify(name, advertisement.signature, advertisement.signed_bytes()):
-        raise SecAggRefused(f"the key advertisement of {name!r} is not signed by its roster key")
-    theirs = advertisement.parameters
-    if not parameters.same_round(theirs.run_id, theirs.round):
-        raise SecAggRefused(
-            f"the key advertisement of {name!r} is for run {theirs.run_id!r} round "
-            f"{theirs.round}, not this round: a replay"
-        )
-    if (theirs.k, theirs.t_min, theirs.bits) != (parameters.k, parameters.t_min, parameters.bits):
-        raise SecAggRefused(
-            f"{name!r} advertises K = {theirs.k}, t_min = {theirs.t_min}, bits = {theirs.bits}; "
-            f"this round is bound to K = {parameters.k}, t_min = {parameters.t_min}, "
-            f"bits = {parameters.bits}"
-        )
-    if advertisement.roster_digest != roster.digest:
-        raise SecAggRefused(
-            f"{name!r} pinned another roster (digest {advertisement.roster_digest[:12]}…, "
-            f"this holder's {roster.digest[:12]}…)"
-        )
-
-
-def _check_participants(
-    participants: messages.ParticipantList,
-    roster: Roster,
-    parameters: messages.RoundParameters,
-    own: str,
-) -> dict[str, messages.KeyAdvertisement]:
-    """The checked participant list of holder ``own`` (U1), by name."""
-    check_round("participant list", parameters, participants.run_id, participants.round)
-    by_name: dict[str, messages.KeyAdvertisement] = {}
-    for advertisement in participants.advertisements:
-        check_advertisement(advertisement, roster, parameters)
-        if advertisement.holder in by_name:
-            raise SecAggRefused(f"the participant list names {advertisement.holder!r} twice")
-        by_name[advertisement.holder] = advertisement
-    keys = [a.encryption_key for a in by_name.values()] + [a.masking_key for a in by_name.values()]
-    if len(set(keys)) != len(keys):
-        raise SecAggRefused("two participants advertise the same key")
-    if own not in by_name:
-        raise SecAggRefused("the participant list leaves out this holder")
-    if not parameters.t_min <= len(by_name) <= parameters.k:
-        raise SecAggRefused(
-            f"the participant list has {len(by_name)} holders; this round needs between "
-            f"t_min = {parameters.t_min} and K = {parameters.k}"
-        )
-    return by_name
-
-
 class Holder:
     """A data holder's side of one round.
 
     ``signing_key`` is the holder's Ed25519 roster key; ``parameters`` are the values the
-    agent bound for the run (K, t_min, bits) with this round's number, never values taken
-    from the coordinator for this round alone; ``min_honest`` is the holder's own floor on
-    t_min. The keys c and s and the seed b are drawn here, fresh, from ``secrets``.
+    agent bound for the run (K, t_min, bits, c) with this round's number, never values
+    taken from the coordinator for this round alone; ``min_honest`` is the holder's own
+    floor on t_min − c, the honest noise shares the run promises. The keys c and s and the
+    seed b are drawn here, fresh, from ``secrets``.
 
-    Call ``advertise()``, ``share_keys()``, ``masked_input()``, ``unmask()`` in order. A
-    refusal ends the holder's round: every later call is refused too.
+    Call ``advertise()``, ``share_keys()``, ``masked_input()``, ``sign_survivors()``,
+    ``unmask()`` in order. A refusal ends the holder's round: every later call is refused
+    too. ``excluded`` names the peers whose shares did not open (not masked with).
     """
 
     def __init__(
@@ -191,9 +132,10 @@ class Holder:
             )
         if isinstance(min_honest, bool) or not isinstance(min_honest, int) or min_honest < 1:
             raise SecAggRefused(f"min_honest must be a positive integer, got {min_honest!r}")
-        if parameters.t_min < min_honest:
+        if parameters.t_min - parameters.colluders < min_honest:
             raise SecAggRefused(
-                f"t_min = {parameters.t_min} is below this holder's min_honest = {min_honest}"
+                f"t_min − c = {parameters.t_min} − {parameters.colluders} honest noise shares "
+                f"is below this holder's min_honest = {min_honest}"
             )
         self.name = name
         self.roster = roster
@@ -201,6 +143,7 @@ class Holder:
         self._encryption, _ = _new_x25519_key()
         self._masking, self._masking_raw = _new_x25519_key()
         self._seed = secrets.token_bytes(32)
+        self._signing_key = signing_key  # also signs every share it deals (dealing.py)
         self._advertisement = messages.sign_advertisement(
             signing_key,
             name,
@@ -208,14 +151,20 @@ class Holder:
             roster.digest,
             x25519_public(self._encryption),
             x25519_public(self._masking),
+            seed_commitment=dealing.seed_commitment(
+                self._seed, run_id=parameters.run_id, round_=parameters.round, holder=name
+            ),
         )
         self._refused: str | None = None
         self._answers: dict[str, tuple[Any, Any]] = {}
         self._participants: dict[str, messages.KeyAdvertisement] = {}
         self._channels: dict[str, bytes] = {}  # X25519 agreement of c keys, by peer
-        self._own_shares: dict[str, Share] = {}  # "b", "s": this holder's shares of its own
-        self._received: dict[str, tuple[Share, Share]] = {}  # peer → (its b, its s_sk)
+        self._own_shares: dict[str, bytes] = {}  # "b", "s": its signed shares of its own
+        self._received: dict[str, tuple[bytes, bytes]] = {}  # peer → signed (b, s_sk)
         self._shared_with: frozenset[str] = frozenset()  # U2 as this holder saw it
+        self._masked_with: frozenset[str] = frozenset()  # U2 minus the excluded peers
+        self._signed: tuple[str, ...] = ()  # the survivor set this holder signed
+        self._signing_key = signing_key
 
     # The four steps
 
@@ -238,8 +187,18 @@ class Holder:
         key = (bundle, vector.tobytes())
         return self._step("share bundle", key, lambda: self._mask(bundle, vector))
 
+    @property
+    def excluded(self) -> frozenset[str]:
+        """The peers of this holder's bundle whose shares did not open (step 3)."""
+        return self._shared_with - self._masked_with
+
+    def sign_survivors(self, check: messages.ConsistencyCheck) -> messages.SurvivorSignature:
+        """Step 4: sign the survivor set S, if it lies inside the set this holder masked
+        with, holds it and has at least t_min members (one set per round)."""
+        return self._step("consistency check", check, lambda: self._sign(check))
+
     def unmask(self, request: messages.UnmaskRequest) -> messages.UnmaskResponse:
-        """Step 4: shares of b for the survivors, of s_sk for the dropped holders."""
+        """Step 5: shares of b for the survivors, of s_sk for the dropped holders."""
         return self._step("unmasking request", request, lambda: self._unmask(request))
 
     # Bookkeeping of the steps
@@ -273,13 +232,20 @@ class Holder:
 
     def _share(self, participants: messages.ParticipantList) -> messages.EncryptedShares:
         p = self.parameters
-        by_name = _check_participants(participants, self.roster, p, self.name)
+        by_name = check_participants(participants, self.roster, p, self.name)
         if by_name[self.name] != self._advertisement:
             raise SecAggRefused("the participant list alters this holder's advertisement")
         names = sorted(by_name)
-        xs = [self.roster.index(n) for n in names]
-        seed_shares = dict(zip(names, split_secret(self._seed, p.t_min, xs), strict=True))
-        key_shares = dict(zip(names, split_secret(self._masking_raw, p.t_min, xs), strict=True))
+        signed = dealing.deal(
+            self._signing_key,
+            self._seed,
+            self._masking_raw,
+            threshold=p.t_min,
+            xs={n: self.roster.index(n) for n in names},
+            run_id=p.run_id,
+            round_=p.round,
+            dealer=self.name,
+        )
         ciphertexts = {}
         for peer in names:
             if peer == self.name:
@@ -289,7 +255,7 @@ class Holder:
             except ValueError:
                 raise SecAggRefused(f"the encryption key of {peer!r} is not usable") from None
             self._channels[peer] = secret
-            plaintext = seed_shares[peer].y_bytes() + key_shares[peer].y_bytes()
+            plaintext = signed[peer]
             ciphertexts[peer] = channel.seal(
                 secret,
                 plaintext,
@@ -299,16 +265,20 @@ class Holder:
                 recipient=peer,
             )
         self._participants = by_name
-        self._own_shares = {"b": seed_shares[self.name], "s": key_shares[self.name]}
+        own = signed[self.name]
+        size = dealing.SIGNED_SHARE_BYTES
+        self._own_shares = {"b": own[:size], "s": own[size:]}
         return messages.EncryptedShares(self.name, p.run_id, p.round, ciphertexts)
 
     # Step 3
 
-    def _open(self, bundle: messages.ShareBundle) -> dict[str, tuple[Share, Share]]:
-        """The shares of b and s_sk each sender of ``bundle`` sealed to this holder."""
+    def _open(self, bundle: messages.ShareBundle) -> dict[str, tuple[bytes, bytes] | None]:
+        """The signed shares of b and s_sk each sender of ``bundle`` sealed to this holder;
+        None for a sender whose ciphertext does not open or whose shares it did not sign
+        for this holder and round (garbage from the peer or the relay: this holder does not
+        mask with it, and the round goes on without it)."""
         p = self.parameters
-        x = self.roster.index(self.name)
-        received = {}
+        received: dict[str, tuple[bytes, bytes] | None] = {}
         for sender, ciphertext in bundle.ciphertexts.items():
             if sender == self.name or sender not in self._participants:
                 raise SecAggRefused(f"the share bundle holds shares from {sender!r}, not a peer")
@@ -321,12 +291,17 @@ class Holder:
                     sender=sender,
                     recipient=self.name,
                 )
-                received[sender] = (
-                    Share.from_bytes(x, plaintext[:SHARE_BYTES]),
-                    Share.from_bytes(x, plaintext[SHARE_BYTES:]),
+                received[sender] = dealing.open_pair(
+                    self.roster,
+                    plaintext,
+                    run_id=p.run_id,
+                    round_=p.round,
+                    dealer=sender,
+                    recipient=self.name,
+                    commitment=self._participants[sender].seed_commitment,
                 )
             except (ValueError, ShamirError):
-                raise SecAggRefused(f"the shares from {sender!r} do not open") from None
+                received[sender] = None
         return received
 
     def _mask(self, bundle: messages.ShareBundle, vector: Vector) -> messages.MaskedInput:
@@ -338,7 +313,10 @@ class Holder:
             raise SecAggRefused(
                 f"only {len(bundle.ciphertexts) + 1} holders shared keys; t_min = {p.t_min}"
             )
-        received = self._open(bundle)
+        opened = self._open(bundle)
+        received = {peer: pair for peer, pair in opened.items() if pair is not None}
+        if len(received) + 1 < p.t_min:
+            raise SecAggRefused(f"only {len(received) + 1} holders' shares open; t_min = {p.t_min}")
         length = len(vector)
         masked = add(
             vector,
@@ -368,24 +346,43 @@ class Holder:
                 raise SecAggRefused(f"the masking key of {peer!r} is not usable") from None
             masked = add(masked, mask, p.bits)
         self._received = received
-        self._shared_with = frozenset(received) | {self.name}
-        return messages.MaskedInput.from_vector(self.name, p.run_id, p.round, masked)
+        self._shared_with = frozenset(opened) | {self.name}
+        self._masked_with = frozenset(received) | {self.name}
+        excluded = tuple(sorted(self.excluded))
+        return messages.MaskedInput.from_vector(self.name, p.run_id, p.round, masked, excluded)
 
     # Step 4
+
+    def _sign(self, check: messages.ConsistencyCheck) -> messages.SurvivorSignature:
+        p = self.parameters
+        check_round("consistency check", p, check.run_id, check.round)
+        consistency.check_signed_set(
+            check.survivors, own=self.name, masked_with=self._masked_with, t_min=p.t_min
+        )
+        self._signed = tuple(sorted(check.survivors))
+        return consistency.sign_survivors(
+            self._signing_key, self.name, p.run_id, p.round, check.survivors
+        )
+
+    # Step 5
 
     def _check_request(self, request: messages.UnmaskRequest) -> None:
         p = self.parameters
         check_round("unmasking request", p, request.run_id, request.round)
         survivors, dropped = set(request.survivors), set(request.dropped)
+        if tuple(sorted(survivors)) != self._signed:
+            raise SecAggRefused(
+                "the unmasking request's survivors are not the set this holder signed"
+            )
+        consistency.check_signed_set(
+            survivors, own=self.name, masked_with=self._masked_with, t_min=p.t_min
+        )
+        consistency.check_signatures(request, self.roster, t_min=p.t_min)
         if both := sorted(survivors & dropped):
             # The one request that would hand over b and s_sk of one holder at once.
             raise SecAggRefused(
                 f"the unmasking request asks for both kinds of share of {both[0]!r} (listed "
                 f"as a survivor and as dropped)"
-            )
-        if self.name in dropped:
-            raise SecAggRefused(
-                "the unmasking request lists this holder, which sent its masked input, as dropped"
             )
         if unknown := sorted((survivors | dropped) - self._shared_with):
             raise SecAggRefused(
@@ -394,11 +391,6 @@ class Holder:
             )
         if missing := sorted(self._shared_with - survivors - dropped):
             raise SecAggRefused(f"the unmasking request leaves out {missing[0]!r}")
-        if len(survivors) < p.t_min:
-            raise SecAggRefused(
-                f"the unmasking request has {len(survivors)} survivors, fewer than "
-                f"t_min = {p.t_min}"
-            )
 
     def _unmask(self, request: messages.UnmaskRequest) -> messages.UnmaskResponse:
         self._check_request(request)
@@ -409,8 +401,8 @@ class Holder:
             self.name,
             self.parameters.run_id,
             self.parameters.round,
-            {n: seed_shares[n].y_bytes() for n in request.survivors},
-            {n: key_shares[n].y_bytes() for n in request.dropped},
+            {n: seed_shares[n] for n in request.survivors},
+            {n: key_shares[n] for n in request.dropped if n in key_shares},
         )
         # Nothing else will be asked of this round: forget the secrets it no longer needs
         # (a later compromise of this process then exposes nothing of the round).
@@ -422,5 +414,6 @@ class Holder:
 _PREVIOUS: dict[str, str | None] = {
     "participant list": None,
     "share bundle": "participant list",
-    "unmasking request": "share bundle",
+    "consistency check": "share bundle",
+    "unmasking request": "consistency check",
 }

@@ -14,15 +14,16 @@ from ldpem.server.deps import CoordinatorDep, HospitalDep
 
 router = APIRouter(tags=["secagg"])
 
-Step = Literal["advertise", "shares", "masked", "unmask"]
+Step = Literal["advertise", "shares", "masked", "signature", "unmask"]
 #: What a holder fetches after each step: the participant list, its share bundle, the
-#: unmasking request.
+#: survivor set to sign (consistency check), the unmasking request.
 _FETCHED: dict[str, str] = {
     "participants": "advertise",
     "bundle": "shares",
-    "unmask-request": "masked",
+    "consistency-check": "masked",
+    "unmask-request": "signature",
 }
-Fetched = Literal["participants", "bundle", "unmask-request"]
+Fetched = Literal["participants", "bundle", "consistency-check", "unmask-request"]
 Round = Annotated[int, Path(ge=0, lt=INT_LIMIT)]
 
 
@@ -36,7 +37,7 @@ async def post_message(
     hospital: HospitalDep,
 ) -> dict[str, str]:
     """A holder's message of ``step`` (KeyAdvertisement, EncryptedShares, MaskedInput,
-    UnmaskResponse as ``to_dict``); the same message again is accepted."""
+    SurvivorSignature, UnmaskResponse as ``to_dict``); the same message again is accepted."""
     coordinator.secagg.receive(run_id, t, hospital.name, hospital.run_id, step, body)
     return {"status": "accepted"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,7 +14,7 @@ from ldpem.cli import main
 from ldpem.common.crossover import Crossover, _first_below, find_crossover, size_grid
 from ldpem.common.executor import SerialExecutor, make_executor
 from ldpem.common.mechanisms import Mechanism
-from ldpem.common.mechanisms import base as mechanisms_base
+from ldpem.common.mechanisms import registry as mechanism_registry
 from ldpem.common.mechanisms.base import NoiseSite
 from ldpem.common.planning import recommendation
 from ldpem.common.prediction import Prediction, Problem, predict
@@ -208,6 +208,7 @@ def test_recommendation_rules() -> None:
     assert recommendation(problem, close, crossing(None)).startswith("use hospital-level DP")
 
 
+@dataclass(frozen=True, kw_only=True)
 class _SharperHospital(Mechanism):
     """A registered mechanism the planner has never heard of (only its declarations)."""
 
@@ -216,6 +217,7 @@ class _SharperHospital(Mechanism):
     noise_site: ClassVar[NoiseSite] = "holder"
 
 
+@dataclass(frozen=True, kw_only=True)
 class _Curator(Mechanism):
     """A registered mechanism whose noise the coordinator adds: it trusts the coordinator."""
 
@@ -229,7 +231,7 @@ def test_the_recommendation_takes_every_registered_mechanism(
 ) -> None:
     # Registered for this test only (the registry is restored after it).
     for cls in (_SharperHospital, _Curator):
-        monkeypatch.setitem(mechanisms_base._MECHANISMS, cls.name, cls)
+        monkeypatch.setitem(mechanism_registry._MECHANISMS, cls.name, cls)
     problem = Problem(model="gmm", d=2, sizes=(100,), rounds=10)
     crossing = Crossover("local", problem.useful_error, 10**6, 2, 5000, 5000, 5000, ())
 

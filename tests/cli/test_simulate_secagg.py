@@ -18,7 +18,8 @@ SMALL = ["--n", "6000", "--d", "3", "--rounds", "4", "--hospitals", "12"]
 def test_json_reports_the_shares_public_values(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--mechanism", "secagg", *SMALL, "--json"]) == 0
     outcome = json.loads(capsys.readouterr().out)
-    assert outcome["mechanism"] == "secagg" and outcome["t_min"] == 7  # ⌊12/2⌋ + 1
+    assert outcome["mechanism"] == "secagg" and outcome["t_min"] == 11  # 12 − ⌊12/10⌋
+    assert outcome["colluders"] == 4  # ⌊12/3⌋ < 2·11 − 12 = 10
     bound = outcome["scale"] * truncation_bound(outcome["smoothing"])
     assert outcome["grid"] == grid_step(bound)
     assert outcome["share_mean"] > 0 and 20 <= outcome["modulus_bits"] <= 54
@@ -36,7 +37,7 @@ def test_t_min_and_dropout_reach_the_simulation(capsys: pytest.CaptureFixture[st
     assert outcome["skipped_rounds"]  # 20% of 12 holders dropping: short rounds happen
     assert main([*argv, "--seed", "1"]) == 0
     text = capsys.readouterr().out
-    assert "noise shares: any 11 honest hospitals make the noise of the sum" in text
+    assert "a sum holds at least 11 hospitals, of whom 7 honest ones make its noise" in text
     assert "rounds not released (too few reports)" in text
 
 
@@ -46,6 +47,8 @@ def test_t_min_and_dropout_reach_the_simulation(capsys: pytest.CaptureFixture[st
         (["--mechanism", "local", "--t-min", "2"], "t-min is only meaningful"),
         (["--mechanism", "secagg", "--t-min", "13"], "t_min must be at most the 12 holders"),
         (["--mechanism", "secagg", "--dropout", "1"], "dropout must be in [0, 1), got 1.0"),
+        (["--mechanism", "secagg", "--colluders", "10"], "colluders must be below 2·t_min − K"),
+        (["--mechanism", "local", "--colluders", "1"], "colluders is only meaningful"),
     ],
 )
 def test_bad_values_are_one_line_errors(arguments: list[str], message: str) -> None:

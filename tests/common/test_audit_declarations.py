@@ -6,6 +6,7 @@ declared and the measured value."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -14,13 +15,14 @@ import pytest
 from ldpem.commands.audit import run_audit
 from ldpem.common.audit import declaration_failure, measured_record_bound
 from ldpem.common.mechanisms import Mechanism, mechanism_names
-from ldpem.common.mechanisms import base as mechanisms_base
+from ldpem.common.mechanisms import registry as mechanism_registry
 from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
 from ldpem.common.protocol import make_mechanism, study_tau
 
 CLIP = 2.0
 
 
+@dataclass(frozen=True, kw_only=True)
 class BoxMissingSqrtD(Mechanism):
     """Each coordinate clipped to [−C, C], noise on each record's report, calibrated (as
     every clip mechanism) from the declared sensitivity — which lacks the √d factor: two
@@ -32,9 +34,8 @@ class BoxMissingSqrtD(Mechanism):
     noise_site: ClassVar[NoiseSite] = "record"
     needs: ClassVar[Needs] = "clip"
 
-    def __init__(self, *, clip: float, noise_std: float) -> None:
-        self.clip = clip
-        self.noise_std = noise_std
+    clip: float
+    noise_std: float
 
     def contributions(self, gradients: FloatArray) -> FloatArray:
         clipped: FloatArray = np.clip(np.nan_to_num(gradients, nan=0.0), -self.clip, self.clip)
@@ -47,6 +48,7 @@ class BoxMissingSqrtD(Mechanism):
         return 2.0 * self.clip  # the planted bug: the truth is 2·C·√d
 
 
+@dataclass(frozen=True, kw_only=True)
 class BoxUnderstatedBound(BoxMissingSqrtD):
     """The same box with the right sensitivity but a record bound of C/2."""
 
@@ -110,7 +112,7 @@ def test_the_audit_command_fails_the_planted_variant(
     d: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Registered for this test only; a small audit: the declaration check needs no draws.
-    monkeypatch.setitem(mechanisms_base._MECHANISMS, BoxMissingSqrtD.name, BoxMissingSqrtD)
+    monkeypatch.setitem(mechanism_registry._MECHANISMS, BoxMissingSqrtD.name, BoxMissingSqrtD)
     rows = run_audit(
         mechanisms=(BoxMissingSqrtD.name,),
         accountings=("exact",),

@@ -24,10 +24,11 @@ from ldpem.common.protocol import (
     derive_public_values,
     holder_mechanism,
     make_mechanism,
+    study_colluders,
     study_t_min,
 )
 from ldpem.common.rounds import holder_round
-from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes
+from ldpem.common.secagg import Roster, generate_signing_key, minimum_t_min, public_key_bytes
 from ldpem.common.secagg.quantize import grid_step, integer_sensitivity, modulus_bits
 from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import PublicParameters, RunCreate
@@ -223,20 +224,42 @@ def test_a_shares_mechanism_must_implement_the_shared_noise_interface() -> None:
         register_mechanism(Unaccounted)
 
 
-def test_the_default_t_min_is_a_strict_majority() -> None:
-    # ⌊K/2⌋ + 1, at most K: the least secure aggregation accepts (t_min > K/2).
-    assert [study_t_min(None, k) for k in (1, 2, 3, 4, 100, 101, 1000)] == [
-        1,
-        2,
-        2,
-        3,
-        51,
-        51,
-        501,
-    ]
+@pytest.mark.parametrize(
+    ("k", "t_min", "colluders"),
+    # K − ⌊K/10⌋, and the largest c ≤ ⌊K/3⌋ with c < 2·t_min − K (docs/SECAGG.md).
+    [
+        (1, 1, 0),
+        (2, 2, 0),
+        (3, 3, 1),
+        (4, 4, 1),
+        (5, 5, 1),
+        (10, 9, 3),
+        (20, 18, 6),
+        (100, 90, 33),
+        (101, 91, 33),
+        (1000, 900, 333),
+    ],
+)
+def test_the_defaults_tolerate_a_tenth_dropping_and_a_third_colluding(
+    k: int, t_min: int, colluders: int
+) -> None:
+    assert study_t_min(None, k) == t_min
+    assert study_colluders(None, k, t_min) == colluders
+    assert 0 <= colluders < max(1, 2 * t_min - k)  # the mask security bound
+    if k >= 2:
+        assert t_min >= minimum_t_min(k)  # more than K/2: what the secure aggregation takes
+
+
+def test_given_t_min_and_colluders_are_checked() -> None:
     assert study_t_min(7, 10) == 7
     with pytest.raises(ValueError, match="t_min must be at most the 10 holders, got 11"):
         study_t_min(11, 10)
+    assert study_colluders(3, 10, 7) == 3  # 3 < 2·7 − 10 = 4
+    with pytest.raises(ValueError, match="colluders must be below 2·t_min − K = 4"):
+        study_colluders(4, 10, 7)
+    with pytest.raises(ValueError, match="colluders must be an integer >= 0, got -1"):
+        study_colluders(-1, 10, 7)
+    assert study_colluders(None, 10, 5) == 0  # t_min ≤ K/2: no colluder is safe
 
 
 def run_request(**changes: Any) -> dict[str, Any]:
@@ -258,10 +281,10 @@ def run_request(**changes: Any) -> dict[str, Any]:
 
 def test_a_run_publishes_t_min_and_agents_build_the_simulators_mechanism() -> None:
     params = PublicParameters(**derive_public_values(RunCreate.model_validate(run_request())))
-    assert params.t_min == 3  # ⌊5/2⌋ + 1
+    assert (params.t_min, params.colluders) == (5, 1)  # 5 − ⌊5/10⌋; 1 < 2·5 − 5
     assert params.scale is not None
-    fixed = PublicParameters(**derive_public_values(RunCreate.model_validate(run_request(t_min=5))))
-    assert fixed.t_min == 5
+    fixed = PublicParameters(**derive_public_values(RunCreate.model_validate(run_request(t_min=4))))
+    assert (fixed.t_min, fixed.colluders) == (4, 1)
     agent = holder_mechanism(
         params, records=100, epsilon=params.epsilon, delta=params.delta, accounting="exact"
     )
@@ -272,7 +295,8 @@ def test_a_run_publishes_t_min_and_agents_build_the_simulators_mechanism() -> No
         epsilon=params.epsilon,
         delta=params.delta,
         tau=10.0,
-        t_min=3,
+        t_min=5,
+        colluders=1,
     )
     assert repr(agent) == repr(simulator)
 
@@ -283,6 +307,9 @@ def test_a_run_publishes_t_min_and_agents_build_the_simulators_mechanism() -> No
         ({"t_min": 6}, "t_min 6 exceeds the 5 enrolled hospitals"),
         ({"t_min": 0}, "greater than or equal to 1"),
         ({"t_min": 2, "mechanism": "local"}, "t_min is only meaningful"),
+        ({"colluders": 1, "mechanism": "local"}, "colluders is only meaningful"),
+        ({"t_min": 4, "colluders": 3}, "colluders must be below 2·t_min − K = 3"),
+        ({"colluders": -1}, "greater than or equal to 0"),
     ],
 )
 def test_a_run_request_with_a_bad_t_min_is_refused(changes: dict[str, Any], message: str) -> None:

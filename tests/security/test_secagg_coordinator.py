@@ -84,7 +84,8 @@ class Consortium:
         p = self.params
         assert p.holders is not None and p.t_min is not None and p.modulus_bits is not None
         values = {"k": p.holders, "t_min": p.t_min, "bits": p.modulus_bits, **change}
-        return RoundParameters(RUN, t, values["k"], values["t_min"], values["bits"])
+        colluders = values.get("colluders", p.colluders or 0)
+        return RoundParameters(RUN, t, values["k"], values["t_min"], values["bits"], colluders)
 
 
 #: A lie: takes the fake's round state and the honest message, returns the one sent.
@@ -168,7 +169,12 @@ class Fake:
         return app
 
     def receive(self, r: SecAggRound, step: str, body: dict[str, Any]) -> None:
-        from ldpem.common.secagg import EncryptedShares, MaskedInput, UnmaskResponse
+        from ldpem.common.secagg import (
+            EncryptedShares,
+            MaskedInput,
+            SurvivorSignature,
+            UnmaskResponse,
+        )
 
         if step == "advertise":
             r.adverts["h0"] = KeyAdvertisement.from_dict(body)
@@ -188,10 +194,16 @@ class Fake:
             for name in ("h1", "h2", "h3"):  # h4 drops out before masking
                 holder = r.others[name]
                 r.aggregator.receive_masked_input(holder.masked_input(r.bundles[name], [0] * D))
+        elif step == "signature":
+            r.aggregator.receive_signature(SurvivorSignature.from_dict(body))
+            check = r.aggregator.consistency_check()
+            for name in check.survivors:
+                if name != "h0":
+                    r.aggregator.receive_signature(r.others[name].sign_survivors(check))
         elif step == "unmask":
             r.aggregator.receive_unmask_response(UnmaskResponse.from_dict(body))
             request = r.aggregator.unmask_request()
-            for name in ("h1", "h2"):
+            for name in [s.holder for s in request.signatures if s.holder != "h0"]:
                 r.aggregator.receive_unmask_response(r.others[name].unmask(request))
             r.result = [int(v) for v in r.aggregator.result()]
 
@@ -200,6 +212,8 @@ class Fake:
             return r.participants
         if what == "bundle":
             return r.bundles["h0"]
+        if what == "consistency-check":
+            return r.aggregator.consistency_check()
         return r.aggregator.unmask_request()
 
 
@@ -254,7 +268,7 @@ def test_an_honest_fake_runs_to_the_end(tmp_path: Path, consortium: Consortium) 
     fake = Fake(consortium)
     outcome = attack(tmp_path, fake)
     assert outcome.code == 0, outcome.log[-3000:]
-    steps = ["advertise", "shares", "masked", "unmask"]
+    steps = ["advertise", "shares", "masked", "signature", "unmask"]
     assert outcome.posts == [(t, s) for t in range(ROUNDS) for s in steps]
     assert all(fake.rounds[t].result is not None for t in range(ROUNDS))
     assert any(v != 0 for v in fake.rounds[0].result or [])
@@ -271,12 +285,18 @@ def test_both_kinds_of_seed_for_one_holder(tmp_path: Path, consortium: Consortiu
     line = refused(outcome, "secure aggregation refused")
     assert "h1" in line
     assert (0, "unmask") not in outcome.posts
-    assert outcome.posts == [(0, "advertise"), (0, "shares"), (0, "masked")]
+    assert outcome.posts == [(0, "advertise"), (0, "shares"), (0, "masked"), (0, "signature")]
 
 
 def _resign(a: KeyAdvertisement, key: Any) -> KeyAdvertisement:
     return sign_advertisement(
-        key, a.holder, a.parameters, a.roster_digest, a.encryption_key, a.masking_key
+        key,
+        a.holder,
+        a.parameters,
+        a.roster_digest,
+        a.encryption_key,
+        a.masking_key,
+        seed_commitment=a.seed_commitment,
     )
 
 
@@ -366,7 +386,11 @@ def test_k_or_t_min_changed_in_the_advertisements(
     assert (1, "shares") not in outcome.posts
 
 
-@pytest.mark.parametrize("change", [{"t_min": T_MIN + 1}, {"holders": K + 1}], ids=["t_min", "K"])
+@pytest.mark.parametrize(
+    "change",
+    [{"t_min": T_MIN + 1}, {"holders": K + 1}, {"colluders": 1}],
+    ids=["t_min", "K", "c"],
+)
 def test_k_or_t_min_changed_in_the_run(
     tmp_path: Path, consortium: Consortium, change: dict[str, int]
 ) -> None:
@@ -438,7 +462,7 @@ def test_an_agent_restarted_after_masking_never_masks_that_round_again(
     fake = Fake(consortium)
     outcome = attack(tmp_path, fake, envs=({"LDPEM_AGENT_FAULT": "kill-after-mask:0"}, {}))
     assert outcome.code == 0, outcome.log[-3000:]
-    steps = ["advertise", "shares", "masked", "unmask"]
+    steps = ["advertise", "shares", "masked", "signature", "unmask"]
     assert outcome.posts == [(0, "advertise"), (0, "shares")] + [(1, s) for s in steps]
     assert "not made again" in outcome.log
     ledger = Ledger(tmp_path / "state")

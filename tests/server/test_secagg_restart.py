@@ -19,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ldpem.common.secagg import (
+    ConsistencyCheck,
     Holder,
     ParticipantList,
     Roster,
@@ -39,7 +40,7 @@ NAMES = [f"h{i}" for i in range(K)]
 #: ("-partial"), or once the step closed.
 POINTS = [
     f"{step}{part}"
-    for step in ("advertise", "shares", "masked", "unmask")
+    for step in ("advertise", "shares", "masked", "signature", "unmask")
     for part in ("-partial", "")
     if f"{step}{part}" != "unmask"
 ]
@@ -116,7 +117,10 @@ def create(c: Coordinator) -> tuple[str, PublicParameters, dict[str, Holder]]:
     created = response.json()
     params = PublicParameters.model_validate(created["params"])
     assert params.modulus_bits is not None
-    parameters = RoundParameters(created["run_id"], 0, K, T_MIN, params.modulus_bits)
+    assert params.colluders == 1  # the default: ⌊4/3⌋ = 1 < 2·3 − 4
+    parameters = RoundParameters(
+        created["run_id"], 0, K, T_MIN, params.modulus_bits, params.colluders
+    )
     holders = {n: Holder(n, roster, keys[n], parameters, min_honest=1) for n in NAMES}
     return created["run_id"], params, holders
 
@@ -147,6 +151,8 @@ def play_round(
     step("shares", {n: h.share_keys(lists[n]) for n, h in holders.items()})
     bundles = {n: ShareBundle.from_dict(c.get(run_id, n, "bundle")) for n in holders}
     step("masked", {n: h.masked_input(bundles[n], inputs[n]) for n, h in holders.items()})
+    checks = {n: ConsistencyCheck.from_dict(c.get(run_id, n, "consistency-check")) for n in holders}
+    step("signature", {n: h.sign_survivors(checks[n]) for n, h in holders.items()})
     requests = {n: UnmaskRequest.from_dict(c.get(run_id, n, "unmask-request")) for n in holders}
     step("unmask", {n: h.unmask(requests[n]) for n, h in holders.items()})
 
@@ -206,11 +212,11 @@ def test_a_restart_at_any_point_of_the_round_continues_it(
     # Nothing stored before the restart was stored again or changed; every holder's message
     # of each step is stored once.
     assert after[: len(before)] == before
-    kinds = [(k, h) for k, h, _ in after if k in ("advertise", "shares", "masked", "unmask")]
-    assert sorted(kinds) == sorted(
-        (k, n) for k in ("advertise", "shares", "masked", "unmask") for n in NAMES
-    )
+    steps = ("advertise", "shares", "masked", "signature", "unmask")
+    kinds = [(k, h) for k, h, _ in after if k in steps]
+    assert sorted(kinds) == sorted((k, n) for k in steps for n in NAMES)
     assert [k for k, _, _ in after].count("participants") == 1
+    assert [k for k, _, _ in after].count("consistency_check") == 1
     assert [k for k, _, _ in after].count("unmask_request") == 1
     assert [k for k, _, _ in after].count("sum") == 1
     # The round closed with the sum of the inputs.

@@ -3,29 +3,37 @@ keys, and one round run through the wire format (every message goes through JSON
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self, TypeVar
 
 import numpy as np
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ldpem.common.secagg import (
     Aggregator,
+    ConsistencyCheck,
+    EncryptedShares,
     Holder,
     MaskedInput,
     ParticipantList,
     Roster,
     RoundParameters,
     ShareBundle,
+    SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
+    dealing,
     generate_signing_key,
     minimum_t_min,
     public_key_bytes,
 )
+from ldpem.common.secagg.dealing import Kind
+from ldpem.common.secagg.shamir import PRIME, split_secret
 
 RUN = "run-7f3a"
 
@@ -87,6 +95,8 @@ class Round:
     participants: ParticipantList
     bundles: dict[str, ShareBundle]
     masked: dict[str, MaskedInput]
+    check: ConsistencyCheck
+    signatures: dict[str, SurvivorSignature]
     request: UnmaskRequest
     responses: dict[str, UnmaskResponse]
     result: list[int]
@@ -116,12 +126,16 @@ def run_round(
     silent: Collection[str] = (),
     no_shares: Collection[str] = (),
     dropped: Collection[str] = (),
+    no_sign: Collection[str] = (),
+    garbage: Collection[tuple[str, str]] = (),
     no_unmask: Collection[str] = (),
     min_honest: int = 1,
 ) -> Round:
     """A round where ``silent`` holders never advertise, ``no_shares`` stop before sharing
     keys, ``dropped`` stop before their masked input reaches the aggregator (it is kept in
-    ``Round.late``) and ``no_unmask`` do not answer the unmasking request."""
+    ``Round.late``), ``no_sign`` do not sign the survivor set and ``no_unmask`` do not
+    answer the unmasking request; each (sender, recipient) of ``garbage`` seals random bytes
+    in place of its shares for that recipient."""
     holders = consortium.holders(parameters, min_honest=min_honest)
     aggregator = Aggregator(consortium.roster, parameters, dimension=dim)
     inputs = inputs or random_inputs(holders, dim, parameters.bits)
@@ -131,7 +145,13 @@ def run_round(
     participants = wire(aggregator.participants())
     active = [n for n in active if n not in no_shares]
     for name in active:
-        aggregator.receive_shares(wire(holders[name].share_keys(participants)))
+        shares = holders[name].share_keys(participants)
+        spoilt = {
+            r: secrets.token_bytes(len(c)) for (n, r), c in _pairs(shares) if (n, r) in garbage
+        }
+        aggregator.receive_shares(
+            wire(replace(shares, ciphertexts={**shares.ciphertexts, **spoilt}))
+        )
     bundles = {n: wire(b) for n, b in aggregator.share_bundles().items()}
     masked, late = {}, {}
     for name in active:
@@ -141,9 +161,15 @@ def run_round(
         else:
             masked[name] = message
             aggregator.receive_masked_input(message)
+    check = wire(aggregator.consistency_check())
+    signatures = {}
+    for name in check.survivors:
+        if name not in no_sign:
+            signatures[name] = wire(holders[name].sign_survivors(check))
+            aggregator.receive_signature(signatures[name])
     request = wire(aggregator.unmask_request())
     responses = {}
-    for name in request.survivors:
+    for name in signatures:
         if name not in no_unmask:
             responses[name] = wire(holders[name].unmask(request))
             aggregator.receive_unmask_response(responses[name])
@@ -156,6 +182,8 @@ def run_round(
         participants,
         bundles,
         masked,
+        check,
+        signatures,
         request,
         responses,
         result,
@@ -163,5 +191,30 @@ def run_round(
     )
 
 
+def _pairs(shares: EncryptedShares) -> list[tuple[tuple[str, str], bytes]]:
+    return [((shares.holder, r), c) for r, c in shares.ciphertexts.items()]
+
+
 def as_list(vector: np.ndarray[Any, Any]) -> list[int]:
     return [int(v) for v in vector]
+
+
+def dealing_wrong(monkeypatch: pytest.MonkeyPatch, holder: Holder, kind: Kind) -> None:
+    """Make ``holder`` deal shares of ``kind`` that are not all on one polynomial: the
+    values of its shares to the first two holders in name order are moved (signed as
+    usual, so no responder can be blamed for them)."""
+    honest = split_secret
+    secret = holder._seed if kind == "b" else holder._masking_raw
+
+    def split(value: bytes, threshold: int, xs: Any) -> Any:
+        shares = honest(value, threshold, xs)
+        if value != secret:
+            return shares
+        # By 1 and 2: at t = 3 the Lagrange weights at 0 of x = 1, 2, 3 are 3, -3, 1, so
+        # moving both by 1 would keep f(0).
+        moved = [
+            dataclasses.replace(sh, y=(sh.y + i) % PRIME) for i, sh in enumerate(shares[:2], 1)
+        ]
+        return [*moved, *shares[2:]]
+
+    monkeypatch.setattr(dealing, "split_secret", split)

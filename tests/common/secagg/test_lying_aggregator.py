@@ -15,6 +15,7 @@ import pytest
 
 from ldpem.common.secagg import (
     Aggregator,
+    ConsistencyCheck,
     Holder,
     KeyAdvertisement,
     ParticipantList,
@@ -26,8 +27,9 @@ from ldpem.common.secagg import (
     generate_signing_key,
     public_key_bytes,
 )
+from ldpem.common.secagg.consistency import sign_survivors
 from ldpem.common.secagg.messages import sign_advertisement
-from ldpem.common.secagg.shamir import ShamirError, Share, combine, combine_secret
+from ldpem.common.secagg.shamir import SHARE_BYTES, Share, combine_secret
 from tests.common.secagg.kit import RUN, Consortium
 
 NAMES = ("h00", "h01", "h02", "h03", "h04")
@@ -56,16 +58,37 @@ class Stage:
             self.aggregator.receive_shares(holder.share_keys(participants))
         return self.aggregator.share_bundles()
 
-    def to_unmasking(self) -> UnmaskRequest:
-        """Every holder has sent its masked input; the honest request (all survive)."""
+    def to_consistency(self) -> ConsistencyCheck:
+        """Every holder has sent its masked input; the honest check (all survive)."""
         bundles = self.to_bundles()
         for name, holder in self.holders.items():
             self.aggregator.receive_masked_input(holder.masked_input(bundles[name], [7, 9]))
+        return self.aggregator.consistency_check()
+
+    def to_unmasking(self) -> UnmaskRequest:
+        """Every holder has signed the honest survivor set; the honest request."""
+        check = self.to_consistency()
+        for holder in self.holders.values():
+            self.aggregator.receive_signature(holder.sign_survivors(check))
         return self.aggregator.unmask_request()
 
+    def request(
+        self,
+        survivors: tuple[str, ...],
+        dropped: tuple[str, ...] = (),
+        signers: tuple[str, ...] | None = None,
+    ) -> UnmaskRequest:
+        """A request over ``survivors`` with valid signatures of ``signers`` (default: every
+        survivor), forged here with the holders' own keys: what the holder must check
+        beyond the signatures."""
+        keys = self.consortium.keys
+        names = survivors if signers is None else signers
+        signatures = tuple(sign_survivors(keys[n], n, RUN, 0, survivors) for n in names)
+        return UnmaskRequest(RUN, 0, survivors, dropped, signatures)
 
-def request(survivors: tuple[str, ...], dropped: tuple[str, ...] = ()) -> UnmaskRequest:
-    return UnmaskRequest(RUN, 0, survivors, dropped)
+
+def check(survivors: tuple[str, ...]) -> ConsistencyCheck:
+    return ConsistencyCheck(RUN, 0, survivors)
 
 
 def refuses(holder: Holder, step: str, argument: object, message: str) -> None:
@@ -85,7 +108,7 @@ def refuses(holder: Holder, step: str, argument: object, message: str) -> None:
 def test_a_holder_listed_as_survivor_and_dropped_is_refused() -> None:
     stage = Stage()
     stage.to_unmasking()
-    lie = request(NAMES, ("h02",))
+    lie = stage.request(NAMES, ("h02",))
     for name in NAMES:
         refuses(stage.holders[name], "unmask", lie, "asks for both kinds of share of 'h02'")
 
@@ -95,33 +118,35 @@ def test_a_second_request_moving_a_survivor_to_dropped_is_refused() -> None:
     honest = stage.to_unmasking()
     holder = stage.holders["h00"]
     holder.unmask(honest)  # shares of b for every holder, h02 included
-    lie = request(("h00", "h01", "h03", "h04"), ("h02",))  # now shares of s_sk of h02
+    lie = stage.request(("h00", "h01", "h03", "h04"), ("h02",))  # now shares of s_sk of h02
     refuses(holder, "unmask", lie, "a second, different unmasking request")
 
 
 def test_telling_two_groups_different_stories_cannot_reach_both_seeds() -> None:
     """The lie no single holder can see: h00, h01 (and h04 itself) are told h04 survived,
-    h02 and h03 that it dropped. Each holder answers, but t_min = 3 > K/2: the second
-    group is too small for h04's masking key, and its members refuse to switch sides."""
+    h02 and h03 that it dropped. Each group signs its own survivor set, but t_min = 3: the
+    second set has two signatures, which its own members refuse, and the first group
+    refuses to sign the second set."""
     stage = Stage()
-    stage.to_unmasking()
-    survived, dropped = request(NAMES), request(NAMES[:4], ("h04",))
-    seed_shares = [stage.holders[n].unmask(survived) for n in ("h00", "h01", "h04")]
-    key_shares = [stage.holders[n].unmask(dropped) for n in ("h02", "h03")]
+    stage.to_consistency()
+    survived, without = check(NAMES), check(NAMES[:4])
+    first = [stage.holders[n].sign_survivors(survived) for n in ("h00", "h01", "h04")]
+    second = [stage.holders[n].sign_survivors(without) for n in ("h02", "h03")]
+    seed_request = UnmaskRequest(RUN, 0, NAMES, (), tuple(first))
+    seed_shares = [stage.holders[n].unmask(seed_request) for n in ("h00", "h01", "h04")]
     roster = stage.consortium.roster
-    # Three shares of b_04: the self-mask seed is the aggregator's.
+    # Three shares of b_04: the self-mask seed is the aggregator's, as it should be.
     seed = [
-        Share.from_bytes(roster.index(r.holder), r.self_mask_shares["h04"]) for r in seed_shares
+        Share.from_bytes(roster.index(r.holder), r.self_mask_shares["h04"][:SHARE_BYTES])
+        for r in seed_shares
     ]
     assert combine_secret(seed, 3) == stage.holders["h04"]._seed
-    # Two shares of s_sk_04: not enough, and the others will not give one more.
-    key = [Share.from_bytes(roster.index(r.holder), r.key_shares["h04"]) for r in key_shares]
-    with pytest.raises(ShamirError, match="fewer than the threshold"):
-        combine_secret(key, 3)
-    for name in ("h00", "h01"):
-        refuses(stage.holders[name], "unmask", dropped, "a second, different unmasking request")
-    # Interpolating the two shares as if t were 2 gives a field element, not h04's key.
-    assert combine(key, 2) != int.from_bytes(stage.holders["h04"]._masking_raw, "big")
+    # The key of h04 needs a request over NAMES[:4] signed by t_min = 3 of its members.
+    key_request = UnmaskRequest(RUN, 0, NAMES[:4], ("h04",), tuple(second))
+    for name in ("h02", "h03"):
+        refuses(stage.holders[name], "unmask", key_request, "2 survivors' signatures")
+    refuses(stage.holders["h00"], "sign_survivors", without, "a second, different consistency")
+    assert all("h04" not in r.key_shares for r in seed_shares)
 
 
 # It injects a key that is not on the roster (a Sybil attack).
@@ -137,6 +162,7 @@ def test_a_participant_not_on_the_roster_is_refused() -> None:
         stage.consortium.roster.digest,
         stage.adverts["h04"].encryption_key,
         stage.adverts["h04"].masking_key,
+        seed_commitment=stage.adverts["h04"].seed_commitment,
     )
     lie = stage.participant_list(*list(stage.adverts.values())[:4], sybil)
     refuses(stage.holders["h00"], "share_keys", lie, "participant 'mallory' is not on the roster")
@@ -178,9 +204,9 @@ def test_fewer_than_t_min_holders_sharing_keys_are_refused() -> None:
 
 def test_fewer_than_t_min_survivors_are_refused() -> None:
     stage = Stage()
-    stage.to_unmasking()
-    lie = request(("h00", "h01"), ("h02", "h03", "h04"))
-    refuses(stage.holders["h00"], "unmask", lie, "has 2 survivors, fewer than t_min = 3")
+    stage.to_consistency()
+    lie = check(("h00", "h01"))
+    refuses(stage.holders["h00"], "sign_survivors", lie, "has 2 holders, fewer than t_min = 3")
 
 
 # It replays a key advertisement.
@@ -235,12 +261,12 @@ def test_a_holder_told_another_k_or_t_min_is_refused_by_the_others(k: int, t_min
         min_honest=1,
     )
     lie = stage.participant_list(*list(stage.adverts.values())[:4], misled.advertise())
-    refuses(stage.holders["h00"], "share_keys", lie, f"'h04' advertises K = {k}, t_min = {t_min}")
+    refuses(stage.holders["h00"], "share_keys", lie, f"'h04' advertises K, t_min, bits, c = ({k}")
 
 
 def test_a_round_whose_t_min_is_below_a_holders_floor_is_refused() -> None:
     consortium = Consortium.of(5)
-    with pytest.raises(SecAggRefused, match="t_min = 3 is below this holder's min_honest = 4"):
+    with pytest.raises(SecAggRefused, match="t_min − c = 3 − 0 honest noise shares is below"):
         consortium.holders(consortium.parameters(1), min_honest=4)
     with pytest.raises(SecAggRefused, match="more than half of K"):
         RoundParameters(RUN, 1, 5, 2, 32)
@@ -258,41 +284,97 @@ def test_a_participant_list_without_this_holder_or_altering_it_is_refused() -> N
     refuses(stage.holders["h00"], "share_keys", twice, "names 'h01' twice")
 
 
-def test_a_forged_ciphertext_is_refused() -> None:
+def test_fewer_than_t_min_opening_ciphertexts_are_refused() -> None:
+    """Garbage in place of shares: the holder drops that peer, and refuses once fewer than
+    t_min − 1 peers' shares open (a smaller set would isolate it)."""
     stage = Stage()
     bundle = stage.to_bundles()["h00"]
-    forged = {n: bytes(160) if n == "h01" else c for n, c in bundle.ciphertexts.items()}
+    forged = {n: bytes(160) if n != "h01" else c for n, c in bundle.ciphertexts.items()}
     lie = ShareBundle("h00", RUN, 0, forged)
-    refuses(stage.holders["h00"], "masked_input", lie, "the shares from 'h01' do not open")
+    refuses(stage.holders["h00"], "masked_input", lie, "only 2 holders' shares open; t_min = 3")
 
 
-def test_shares_redirected_from_another_holder_are_refused() -> None:
+def test_shares_redirected_from_another_holder_do_not_open() -> None:
     stage = Stage()
     bundles = stage.to_bundles()
     redirected = dict(bundles["h00"].ciphertexts)
     redirected["h02"] = bundles["h01"].ciphertexts["h02"]  # h02 → h01, given to h00
-    lie = ShareBundle("h00", RUN, 0, redirected)
-    refuses(stage.holders["h00"], "masked_input", lie, "the shares from 'h02' do not open")
+    masked = stage.holders["h00"].masked_input(ShareBundle("h00", RUN, 0, redirected), [7, 9])
+    assert masked.excluded == ("h02",)
+    # h02 is then outside what h00 masked with: it signs no set that holds it.
+    refuses(stage.holders["h00"], "sign_survivors", check(NAMES), "names 'h02', which this")
 
 
 @pytest.mark.parametrize(
     ("lie", "message"),
     [
-        (request(NAMES[1:], ("h00",)), "lists this holder, which sent its masked input, as"),
-        (request((*NAMES, "h05")), "names 'h05', which did not share keys with this holder"),
-        (request(NAMES[:4]), "leaves out 'h04'"),
-        (UnmaskRequest(RUN, 1, NAMES, ()), "unmasking request is for run 'run-7f3a' round 1"),
+        (check(NAMES[1:]), "leaves out this holder"),
+        (check((*NAMES, "h05")), "names 'h05', which this holder did not mask with"),
+        (check(("h00", "h00", "h01")), "the survivor set names a holder twice"),
+        (ConsistencyCheck(RUN, 1, NAMES), "consistency check is for run 'run-7f3a' round 1"),
     ],
 )
-def test_an_unmasking_request_that_does_not_fit_the_round_is_refused(
-    lie: UnmaskRequest, message: str
+def test_a_survivor_set_that_does_not_fit_the_round_is_refused(
+    lie: ConsistencyCheck, message: str
 ) -> None:
     stage = Stage()
-    stage.to_unmasking()
-    refuses(stage.holders["h00"], "unmask", lie, message)
+    stage.to_consistency()
+    refuses(stage.holders["h00"], "sign_survivors", lie, message)
 
 
-def test_an_unmasking_request_before_the_masked_input_is_refused() -> None:
+def test_an_unmasking_request_that_does_not_split_the_view_is_refused() -> None:
+    stage = Stage()
+    stage.to_consistency()
+    stage.holders["h00"].sign_survivors(check(NAMES[:4]))
+    refuses(stage.holders["h00"], "unmask", stage.request(NAMES[:4]), "leaves out 'h04'")
+    stage = Stage()
+    stage.to_consistency()
+    stage.holders["h00"].sign_survivors(check(NAMES[:4]))
+    lie = stage.request(NAMES[:4], ("h04", "h05"))
+    refuses(stage.holders["h00"], "unmask", lie, "names 'h05', which did not share keys")
+
+
+@pytest.mark.parametrize(
+    ("lie", "message"),
+    [
+        ("other set", "are not the set this holder signed"),
+        ("duplicated", "carries two signatures of 'h01'"),
+        ("outsider", "carries a signature of 'h04', not a survivor"),
+        ("too few", "carries 2 survivors' signatures of its survivor set, fewer than t_min"),
+        ("forged", "the signature of 'h02' is not its roster key's over this survivor set"),
+        ("other round", "the signature of 'h01' is for another round"),
+    ],
+)
+def test_an_unmasking_request_without_t_min_signatures_of_its_set_is_refused(
+    lie: str, message: str
+) -> None:
+    """Signatures over another set, a signer twice, a signer outside S, fewer than t_min,
+    a signature by the wrong key or of another round: refused, nothing unmasked."""
+    stage = Stage()
+    stage.to_consistency()
+    survivors = NAMES[:4]
+    holder = stage.holders["h00"]
+    holder.sign_survivors(check(survivors))
+    keys = stage.consortium.keys
+    good = {n: sign_survivors(keys[n], n, RUN, 0, survivors) for n in survivors}
+    signatures = {
+        "other set": (sign_survivors(keys["h01"], "h01", RUN, 0, NAMES),),
+        "duplicated": (good["h00"], good["h01"], good["h01"]),
+        "outsider": (good["h00"], good["h01"], sign_survivors(keys["h04"], "h04", RUN, 0, NAMES)),
+        "too few": (good["h00"], good["h01"]),
+        "forged": (good["h00"], good["h01"], dataclasses.replace(good["h03"], holder="h02")),
+        "other round": (good["h00"], dataclasses.replace(good["h01"], round=1), good["h02"]),
+    }[lie]
+    survivors_of_request = NAMES if lie == "other set" else survivors
+    dropped = () if lie == "other set" else ("h04",)
+    request = UnmaskRequest(RUN, 0, survivors_of_request, dropped, signatures)
+    refuses(holder, "unmask", request, message)
+
+
+def test_an_unmasking_request_before_the_survivor_set_is_refused() -> None:
+    stage = Stage()
+    stage.to_consistency()
+    refuses(stage.holders["h00"], "unmask", stage.request(NAMES), "before the consistency check")
     stage = Stage()
     stage.holders["h00"].share_keys(stage.participant_list())
-    refuses(stage.holders["h00"], "unmask", request(NAMES), "before the share bundle step")
+    refuses(stage.holders["h00"], "sign_survivors", check(NAMES), "before the share bundle step")

@@ -4,6 +4,7 @@ refuses out-of-step or inconsistent messages from holders."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -145,6 +146,9 @@ def test_an_aggregator_fed_the_same_messages_gives_the_same_sum() -> None:
     again.share_bundles()
     for masked in done.masked.values():
         again.receive_masked_input(masked)
+    assert again.consistency_check() == done.check
+    for signature in done.signatures.values():
+        again.receive_signature(signature)
     assert again.unmask_request() == done.request
     for response in done.responses.values():
         again.receive_unmask_response(response)
@@ -175,8 +179,10 @@ def test_a_holder_needs_its_roster_key_and_its_own_floor() -> None:
         Holder("h99", consortium.roster, key, parameters, min_honest=1)
     with pytest.raises(SecAggRefused, match="not the roster's key of 'h00'"):
         Holder("h00", consortium.roster, generate_signing_key(), parameters, min_honest=1)
-    with pytest.raises(SecAggRefused, match="t_min = 3 is below this holder's min_honest = 4"):
+    with pytest.raises(SecAggRefused, match="t_min − c = 3 − 0 honest noise shares is below"):
         Holder("h00", consortium.roster, key, parameters, min_honest=4)
+    with pytest.raises(SecAggRefused, match="t_min − c = 5 − 2 honest noise shares is below"):
+        Holder("h00", consortium.roster, key, RoundParameters(RUN, 0, 5, 5, 32, 2), min_honest=4)
     with pytest.raises(SecAggRefused, match="K = 7 holders, but the roster has only 5"):
         Holder("h00", consortium.roster, key, RoundParameters(RUN, 0, 7, 4, 32), min_honest=1)
 
@@ -220,17 +226,28 @@ class TestTheAggregatorRefuses:
             self.aggregator.receive_masked_input(masked[name])
         with pytest.raises(SecAggError, match="no result during the mask step"):
             self.aggregator.result()
-        request = self.aggregator.unmask_request()
-        with pytest.raises(SecAggRefused, match="a masked input during the unmask step"):
+        check = self.aggregator.consistency_check()
+        with pytest.raises(SecAggRefused, match="a masked input during the consistency step"):
             self.aggregator.receive_masked_input(masked["h04"])  # late: h04 counts as dropped
+        signatures = {n: self.holders[n].sign_survivors(check) for n in check.survivors}
+        with pytest.raises(SecAggRefused, match="from 'h04', not a survivor"):
+            self.aggregator.receive_signature(dataclasses.replace(signatures["h00"], holder="h04"))
+        with pytest.raises(SecAggRefused, match="of 'h01' does not verify over the survivor"):
+            self.aggregator.receive_signature(dataclasses.replace(signatures["h00"], holder="h01"))
+        for name in ("h00", "h01", "h02"):
+            self.aggregator.receive_signature(signatures[name])
+        request = self.aggregator.unmask_request()
+        with pytest.raises(SecAggRefused, match="a survivor signature during the unmask step"):
+            self.aggregator.receive_signature(signatures["h03"])
         response = self.holders["h00"].unmask(request)
         with pytest.raises(SecAggRefused, match="does not answer the request"):
             self.aggregator.receive_unmask_response(
                 UnmaskResponse("h00", RUN, 0, response.self_mask_shares, {})
             )
-        forged = UnmaskResponse("h04", RUN, 0, response.self_mask_shares, response.key_shares)
-        with pytest.raises(SecAggRefused, match="from 'h04', not a survivor"):
-            self.aggregator.receive_unmask_response(forged)
+        for name in ("h03", "h04"):  # h03 did not sign in time, h04 is not a survivor
+            forged = UnmaskResponse(name, RUN, 0, response.self_mask_shares, response.key_shares)
+            with pytest.raises(SecAggRefused, match=f"from '{name}', which did not sign"):
+                self.aggregator.receive_unmask_response(forged)
 
     def test_shares_not_addressed_to_every_other_participant(self) -> None:
         self.advertise_all()
@@ -249,9 +266,34 @@ class TestTheAggregatorRefuses:
             self.aggregator.receive_masked_input(MaskedInput("h00", RUN, 0, bytes(16)))
         with pytest.raises(SecAggRefused, match="is not modulo 2\\^32"):
             self.aggregator.receive_masked_input(MaskedInput("h00", RUN, 0, b"\xff" * 24))
+        with pytest.raises(SecAggRefused, match="excludes 'h00', not a peer"):
+            self.aggregator.receive_masked_input(MaskedInput("h00", RUN, 0, bytes(24), ("h00",)))
 
     def test_too_few_holders_to_go_on(self) -> None:
         for name in ("h00", "h01"):
             self.aggregator.receive_advertisement(self.holders[name].advertise())
         with pytest.raises(SecAggError, match="only 2 holders advertised keys; t_min = 3"):
             self.aggregator.participants()
+
+
+@pytest.mark.parametrize("k", [5, 8])
+def test_a_peers_garbage_ciphertext_costs_it_the_round_only(k: int) -> None:
+    """h01 seals garbage to h03: h03 does not mask with h01 and names it; the aggregator
+    leaves h01 out of the survivor set, and the round gives the sum over the others."""
+    consortium = Consortium.of(k)
+    done = run_round(consortium, consortium.parameters(), garbage=[("h01", "h03")])
+    assert done.masked["h03"].excluded == ("h01",)
+    assert all(m.excluded == () for n, m in done.masked.items() if n != "h03")
+    assert done.check.survivors == tuple(n for n in consortium.names if n != "h01")
+    assert done.request.dropped == ("h01",)
+    assert "h01" not in done.responses["h03"].key_shares
+    assert done.result == done.expected()
+
+
+def test_a_left_out_peer_whose_key_too_few_survivors_hold_fails_the_round_early() -> None:
+    """h01's shares do not open at h03 and h04 drops: h01 is left out, and only h00 and
+    h02 of the survivors hold a share of its key (t_min = 3). The round cannot be unmasked,
+    and the aggregator says so before asking anyone to sign."""
+    consortium = Consortium.of(5)
+    with pytest.raises(SecAggError, match="only 2 holders of the survivors hold a share of 'h01'"):
+        run_round(consortium, consortium.parameters(), garbage=[("h01", "h03")], dropped=["h04"])

@@ -1,0 +1,190 @@
+"""The consistency round of secure aggregation (Bonawitz et al. 2017, active security), its
+messages and the checks a holder makes on them (docs/SECAGG.md, "The consistency round").
+
+Between the masked inputs and the unmasking, the aggregator tells every survivor the set S
+of holders whose masked inputs it will sum (``ConsistencyCheck``). A survivor signs
+(domain tag, run, round, sorted S) with its roster key (``SurvivorSignature``) only when S
+lies inside the set it masked with, holds itself and has at least t_min members; it signs
+one set per round. The ``UnmaskRequest`` then carries at least t_min of these signatures,
+by distinct members of S, all over the request's own S; a holder answers it only then.
+
+Why it holds. To learn one holder's input x_u the aggregator needs t_min shares of its
+self-mask seed b_u (from holders told u survived) and t_min shares of its masking key
+(from holders told u dropped): two different survivor sets S ∋ u and S' ∌ u, each with
+t_min signatures. With c holders colluding, each set needs t_min − c honest signers and an
+honest holder signs one set, so it takes 2(t_min − c) ≤ K − c honest holders: impossible
+when c < 2·t_min − K (``RoundParameters``). Without this round each holder checked the
+request against its own view only, and views that were never made consistent could be
+told different stories (issue 29: a victim shown t_min − 1 peers is unmasked with no
+colluder at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ldpem.common.secagg._encoding import b64encode, binding
+from ldpem.common.secagg._reader import Reader, refuse
+from ldpem.common.secagg.errors import SecAggRefused
+from ldpem.common.secagg.keys import Roster
+
+__all__ = [
+    "ConsistencyCheck",
+    "SurvivorSignature",
+    "UnmaskRequest",
+    "check_signatures",
+    "check_signed_set",
+    "sign_survivors",
+    "survivor_set_bytes",
+]
+
+SIGNATURE_BYTES = 64
+_SURVIVORS = "ldpem secagg survivor set v1"
+
+
+def survivor_set_bytes(run_id: str, round_: int, survivors: Iterable[str]) -> bytes:
+    """What a survivor signature covers: the domain tag, the run, the round and the sorted
+    survivor set (so one signature can never be replayed for another set, run or round)."""
+    return binding(_SURVIVORS, run_id, round_, *sorted(survivors))
+
+
+@dataclass(frozen=True)
+class ConsistencyCheck:
+    """The aggregator's survivor set S (sent a masked input, every pair masked with each
+    other), as it asks every member of S to sign it."""
+
+    run_id: str
+    round: int
+    survivors: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "round": self.round, "survivors": list(self.survivors)}
+
+    @classmethod
+    def from_dict(cls, data: object) -> ConsistencyCheck:
+        r = Reader(data, "consistency check", ("run_id", "round", "survivors"))
+        return cls(r.text("run_id"), r.integer("round"), r.names("survivors"))
+
+
+@dataclass(frozen=True)
+class SurvivorSignature:
+    """A survivor's Ed25519 signature, by its roster key, over (run, round, sorted S)."""
+
+    holder: str
+    run_id: str
+    round: int
+    signature: bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "holder": self.holder,
+            "run_id": self.run_id,
+            "round": self.round,
+            "signature": b64encode(self.signature),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> SurvivorSignature:
+        r = Reader(data, "survivor signature", ("holder", "run_id", "round", "signature"))
+        return cls(
+            r.name("holder"),
+            r.text("run_id"),
+            r.integer("round"),
+            r.blob("signature", SIGNATURE_BYTES),
+        )
+
+
+def sign_survivors(
+    signing_key: Ed25519PrivateKey, holder: str, run_id: str, round_: int, survivors: Iterable[str]
+) -> SurvivorSignature:
+    """``holder``'s signature of the survivor set of run ``run_id`` round ``round_``."""
+    message = survivor_set_bytes(run_id, round_, survivors)
+    return SurvivorSignature(holder, run_id, round_, signing_key.sign(message))
+
+
+@dataclass(frozen=True)
+class UnmaskRequest:
+    """The aggregator's account of the round: who sent a masked input (survivors, S) and who
+    shared keys but is left out (dropped), with at least t_min survivors' signatures of S."""
+
+    run_id: str
+    round: int
+    survivors: tuple[str, ...]
+    dropped: tuple[str, ...]
+    signatures: tuple[SurvivorSignature, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "round": self.round,
+            "survivors": list(self.survivors),
+            "dropped": list(self.dropped),
+            "signatures": [s.to_dict() for s in self.signatures],
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> UnmaskRequest:
+        fields = ("run_id", "round", "survivors", "dropped", "signatures")
+        r = Reader(data, "unmasking request", fields)
+        signatures = tuple(SurvivorSignature.from_dict(s) for s in r.items("signatures"))
+        return cls(
+            r.text("run_id"),
+            r.integer("round"),
+            r.names("survivors"),
+            r.names("dropped"),
+            signatures,
+        )
+
+
+def check_signed_set(
+    survivors: Collection[str], *, own: str, masked_with: Collection[str], t_min: int
+) -> None:
+    """SecAggRefused unless holder ``own`` may sign or answer for ``survivors``: a set
+    inside the set it masked with (itself included), holding itself, of at least t_min
+    holders. A smaller or foreign set is the victim-isolation story of issue 29."""
+    if len(set(survivors)) != len(survivors):
+        raise SecAggRefused("the survivor set names a holder twice")
+    if outside := sorted(set(survivors) - set(masked_with)):
+        raise SecAggRefused(
+            f"the survivor set names {outside[0]!r}, which this holder did not mask with"
+        )
+    if own not in survivors:
+        raise SecAggRefused("the survivor set leaves out this holder, which sent its masked input")
+    if len(survivors) < t_min:
+        raise SecAggRefused(
+            f"the survivor set has {len(survivors)} holders, fewer than t_min = {t_min}"
+        )
+
+
+def check_signatures(request: UnmaskRequest, roster: Roster, *, t_min: int) -> None:
+    """SecAggRefused unless ``request`` carries at least t_min signatures, by distinct
+    members of its survivor set, each valid under the signer's roster key over exactly that
+    set, this run and this round. Every signature must verify: a request with one bad
+    signature is a lying aggregator's, refused whole."""
+    survivors = set(request.survivors)
+    message = survivor_set_bytes(request.run_id, request.round, request.survivors)
+    signers: set[str] = set()
+    for signature in request.signatures:
+        name = signature.holder
+        if name in signers:
+            raise SecAggRefused(f"the unmasking request carries two signatures of {name!r}")
+        if name not in survivors:
+            raise SecAggRefused(
+                f"the unmasking request carries a signature of {name!r}, not a survivor"
+            )
+        if (signature.run_id, signature.round) != (request.run_id, request.round):
+            raise refuse("unmasking request", f"the signature of {name!r} is for another round")
+        if not roster.verify(name, signature.signature, message):
+            raise SecAggRefused(
+                f"the signature of {name!r} is not its roster key's over this survivor set"
+            )
+        signers.add(name)
+    if len(signers) < t_min:
+        raise SecAggRefused(
+            f"the unmasking request carries {len(signers)} survivors' signatures of its "
+            f"survivor set, fewer than t_min = {t_min}"
+        )

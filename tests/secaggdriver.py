@@ -1,0 +1,225 @@
+"""Secure-aggregation rounds driven over the coordinator's HTTP API by the library's
+``Holder``, one per hospital, in the test's process: the coordinator is real (in-process
+through a ``TestClient``, or a process through an ``httpx.Client``), the holders are not
+agents, so that one of them can send what no honest agent sends (``alter``)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from ldpem.common.secagg import (
+    ConsistencyCheck,
+    Holder,
+    ParticipantList,
+    Roster,
+    RoundParameters,
+    ShareBundle,
+    UnmaskRequest,
+    UnmaskResponse,
+    generate_signing_key,
+    public_key_bytes,
+)
+from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
+from ldpem.common.wire import PublicParameters
+from tests.fedkit import admin_headers, run_request
+
+K, T_MIN, D = 4, 3, 3
+NAMES = [f"h{i}" for i in range(K)]
+STEPS = ("advertise", "shares", "masked", "signature", "unmask")
+KEYS = {n: generate_signing_key() for n in NAMES}
+ROSTER = Roster({n: public_key_bytes(key) for n, key in KEYS.items()})
+
+#: ``alter(step, holder, message)``: the message ``holder`` sends in ``step`` instead.
+Alter = Callable[[str, str, Any], Any]
+
+
+@dataclass
+class DrivenRun:
+    """A secagg run of K hospitals h0 … h{K-1} on the coordinator behind ``client``."""
+
+    client: httpx.Client
+    run_id: str
+    params: PublicParameters
+    tokens: dict[str, str]
+
+    def url(self, t: int, what: str) -> str:
+        return f"/v1/runs/{self.run_id}/rounds/{t}/secagg/{what}"
+
+    def headers(self, name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[name]}"}
+
+    def post(self, t: int, name: str, step: str, body: object) -> httpx.Response:
+        return self.client.post(self.url(t, step), json=body, headers=self.headers(name))
+
+    def get(self, t: int, name: str, what: str, wait: float = 5.0) -> httpx.Response:
+        return self.client.get(self.url(t, what), params={"wait": wait}, headers=self.headers(name))
+
+    def holders(self, t: int) -> dict[str, Holder]:
+        assert self.params.modulus_bits is not None
+        parameters = RoundParameters(
+            self.run_id, t, K, T_MIN, self.params.modulus_bits, self.params.colluders or 0
+        )
+        return {n: Holder(n, ROSTER, KEYS[n], parameters, min_honest=1) for n in NAMES}
+
+    def inputs(self, seed: int) -> dict[str, list[int]]:
+        """Small signed integers (grid units) as residues mod 2^bits, by holder."""
+        bits = self.params.modulus_bits
+        assert bits is not None
+        rng = np.random.default_rng(seed)
+        return {n: [int(v) % 2**bits for v in rng.integers(-500, 500, size=D)] for n in NAMES}
+
+    def summary(self) -> dict[str, Any]:
+        answer: dict[str, Any] = self.client.get(f"/v1/runs/{self.run_id}").json()
+        return answer
+
+
+def create_run(
+    client: httpx.Client, tag: str, *, round_deadline: float = 600.0, on_short: str = "fail"
+) -> DrivenRun:
+    """A secagg run of K hospitals whose tokens start with ``tag`` (two runs on one
+    coordinator need different tokens)."""
+    tokens = {n: f"{tag}-token-{n}-abcdefghijklmnop" for n in NAMES}
+    request = run_request(
+        records=100,
+        d=D,
+        rounds=2,
+        mechanism="secagg",
+        t_min=T_MIN,
+        roster=json.loads(ROSTER.to_json()),
+        round_deadline=round_deadline,
+        on_short=on_short,
+    )
+    request["hospitals"] = [{"name": n, "records": 100, "token": tokens[n]} for n in NAMES]
+    response = client.post("/v1/runs", json=request, headers=admin_headers())
+    assert response.status_code == 201, response.text
+    created = response.json()
+    params = PublicParameters.model_validate(created["params"])
+    return DrivenRun(client, created["run_id"], params, tokens)
+
+
+@dataclass
+class Played:
+    """What ``play_round`` did: the status of every post, the messages of each step by
+    holder (the unmasking responses included, sent or not), the holders."""
+
+    statuses: list[int]
+    sent: dict[str, dict[str, Any]]
+    holders: dict[str, Holder]
+
+
+def play_round(
+    run: DrivenRun,
+    t: int,
+    inputs: dict[str, list[int]],
+    *,
+    alter: Alter | None = None,
+    until: str = "unmask",
+    silent: Collection[str] = (),
+    holders: dict[str, Holder] | None = None,
+) -> Played:
+    """Round ``t`` through the steps up to ``until`` (included), every holder but the
+    ``silent`` ones answering the unmasking request; ``holders``: those of an earlier
+    call, to play the round again from its start (what they sent before is sent again,
+    as an agent retries). Every fetch must succeed."""
+    holders = run.holders(t) if holders is None else holders
+    statuses: list[int] = []
+    sent: dict[str, dict[str, Any]] = {}
+    played = Played(statuses, sent, holders)
+
+    def step(name: str, messages: dict[str, Any], skip: Collection[str] = ()) -> None:
+        sent[name] = messages
+        for holder, message in messages.items():
+            if holder in skip:
+                continue
+            body = (alter(name, holder, message) if alter else message).to_dict()
+            statuses.append(run.post(t, holder, name, body).status_code)
+
+    def fetch(what: str) -> dict[str, Any]:
+        out = {}
+        for n in NAMES:
+            response = run.get(t, n, what)
+            assert response.status_code == 200, (what, n, response.text)
+            out[n] = response.json()
+        return out
+
+    step("advertise", {n: h.advertise() for n, h in holders.items()})
+    if until == "advertise":
+        return played
+    lists = {n: ParticipantList.from_dict(b) for n, b in fetch("participants").items()}
+    step("shares", {n: h.share_keys(lists[n]) for n, h in holders.items()})
+    if until == "shares":
+        return played
+    bundles = {n: ShareBundle.from_dict(b) for n, b in fetch("bundle").items()}
+    step("masked", {n: h.masked_input(bundles[n], inputs[n]) for n, h in holders.items()})
+    if until == "masked":
+        return played
+    checks = {n: ConsistencyCheck.from_dict(b) for n, b in fetch("consistency-check").items()}
+    step("signature", {n: h.sign_survivors(checks[n]) for n, h in holders.items()})
+    if until == "signature":
+        return played
+    requests = {n: UnmaskRequest.from_dict(b) for n, b in fetch("unmask-request").items()}
+    step("unmask", {n: h.unmask(requests[n]) for n, h in holders.items()}, silent)
+    return played
+
+
+def random_share(response: UnmaskResponse, owner: str) -> UnmaskResponse:
+    """``response`` with the value of its share of ``owner``'s self-mask seed replaced by a
+    random field element (what a faulty or lying holder sends)."""
+    shares = dict(response.self_mask_shares)
+    value = secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big")
+    shares[owner] = value + shares[owner][SHARE_BYTES:]  # the dealer's signature kept
+    return UnmaskResponse(
+        response.holder, response.run_id, response.round, shares, response.key_shares
+    )
+
+
+def liar(culprit: str, owner: str) -> Alter:
+    """``alter``: ``culprit`` answers the unmasking request with a random share of
+    ``owner``'s seed; every other message is sent as it is."""
+
+    def alter(step: str, holder: str, message: Any) -> Any:
+        if step == "unmask" and holder == culprit:
+            return random_share(message, owner)
+        return message
+
+    return alter
+
+
+def spoil(
+    db: Path,
+    run: DrivenRun,
+    t: int,
+    played: Played,
+    requests: dict[str, dict[str, Any]],
+    *,
+    liars: Collection[str] = ("h1",),
+) -> None:
+    """Store round ``t``'s unmasking responses of every holder (answering ``requests``,
+    fetched before), each of the ``liars``' with a random share of h0's seed, straight
+    into the state file ``db`` of a stopped coordinator: the state 8e54e94 left behind
+    once it had answered the last of them 500."""
+    responses = {n: played.holders[n].unmask(UnmaskRequest.from_dict(requests[n])) for n in NAMES}
+    for name in liars:
+        responses[name] = random_share(responses[name], "h0")
+    with sqlite3.connect(db) as connection:
+        (seq,) = connection.execute(
+            "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = ?", (run.run_id, t)
+        ).fetchone()
+        connection.executemany(
+            "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
+            "VALUES (?, ?, ?, 'unmask', ?, ?)",
+            [
+                (run.run_id, t, seq + i, n, json.dumps(r.to_dict(), sort_keys=True))
+                for i, (n, r) in enumerate(responses.items())
+            ],
+        )
+    connection.close()
