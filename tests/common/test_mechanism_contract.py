@@ -120,14 +120,23 @@ def test_every_builtin_is_built_from_its_declared_fields() -> None:
         "central": ("scale", "smoothing", "noise_std"),
         "local-clip": ("clip", "noise_std"),
         "central-clip": ("clip", "noise_std"),
-        "secagg": ("scale", "smoothing", "noise_std", "t_min"),
+        "secagg": ("scale", "smoothing", "noise_std", "t_min", "colluders"),
         "none": (),
     }
     for name, fields in expected.items():
         kind = get_mechanism(name)
         assert kind.declared_fields() == fields, name
-        built = kind.from_values(noise_std=0.5, scale=2.0, smoothing=3.0, clip=4.0, t_min=2)
-        values = {"noise_std": 0.5, "scale": 2.0, "smoothing": 3.0, "clip": 4.0, "t_min": 2}
+        built = kind.from_values(
+            noise_std=0.5, scale=2.0, smoothing=3.0, clip=4.0, t_min=3, colluders=1
+        )
+        values = {
+            "noise_std": 0.5,
+            "scale": 2.0,
+            "smoothing": 3.0,
+            "clip": 4.0,
+            "t_min": 3,
+            "colluders": 1,
+        }
         assert all(getattr(built, f) == values[f] for f in fields), built
         again = built.with_noise(0.25 if fields else 0.0)
         assert type(again) is kind
