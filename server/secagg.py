@@ -5,7 +5,8 @@ A round of a run whose noise is shared goes through the five steps of
 signatures of the survivor set (the consistency round), unmasking responses. A step
 closes when every holder expected in it answered, or at the step's deadline (the run's
 ``round_deadline``) with at least t_min answers; short of t_min at the deadline the step
-is extended or the run fails (``on_short``). After the unmasking the sum, centered from
+is extended or the run fails (``on_short``); whom a step waits for, and the record of its
+closing, are ``ldpem.server.secaggpolicy``'s. After the unmasking the sum, centered from
 mod 2^bits to signed and times γ, is the round's total, its count the survivors' expected
 round counts; it is range-checked as any report and the
 ordinary M-step closes the round (no central noise).
@@ -52,6 +53,15 @@ from ldpem.common.wire import expected_round_count
 from ldpem.server.machine import Note, close_round
 from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
+from ldpem.server.secaggpolicy import (
+    came_back,
+    closing_body,
+    complete,
+    log_closing,
+    still_missing,
+    sum_note,
+    waited_in,
+)
 from ldpem.server.store import ReportRow, Store
 
 __all__ = ["STEPS", "SecAggRounds"]
@@ -78,18 +88,28 @@ _READERS: dict[str, Callable[[object], Any]] = {
 }
 
 
+#: A row of ``secagg_messages`` to store: kind, holder, body.
+Row = tuple[str, str, dict[str, Any]]
+
+
 @dataclass
 class _Round:
     run_id: str
     t: int
     aggregator: Aggregator
     expected: set[str]
+    #: Every holder enrolled in the run: any of them may advertise (come back).
+    enrolled: frozenset[str]
     period: float
     deadline: float
     step: str = "advertise"
     answered: set[str] = field(default_factory=set)
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def t_min(self) -> int:
+        return self.aggregator.parameters.t_min
 
 
 class SecAggRounds:
@@ -131,11 +151,13 @@ class SecAggRounds:
             run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0
         )
         period = request.round_deadline
+        enrolled = [h.name for h in self.store.hospitals(run_id)]
         created = _Round(
             run_id=run_id,
             t=t,
             aggregator=Aggregator(roster, parameters, dimension=params.d),
-            expected={h.name for h in self.store.hospitals(run_id)},
+            expected=waited_in(self.store, run_id, t, enrolled),
+            enrolled=frozenset(enrolled),
             period=period,
             deadline=self.clock() + period,
         )
@@ -175,7 +197,7 @@ class SecAggRounds:
                 len(stored),
                 r.step,
             )
-        if r.answered and r.answered >= r.expected:
+        if r.answered and complete(r.step, r.answered, r.expected, r.t_min):
             self._settle(r)
 
     def recover(self) -> None:
@@ -239,6 +261,8 @@ class SecAggRounds:
         if self._received(r, step, hospital) == message:
             return  # a retry (before or after a restart, the step open or closed since)
         if r.step != step:
+            if step == "advertise" and r.aggregator.advertisements.get(hospital) is None:
+                came_back(self.store, r.run_id, t, hospital)
             if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
                 raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
             raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
@@ -247,7 +271,7 @@ class SecAggRounds:
                 f"hospital {hospital} already sent a different {step} message in round {t}; "
                 "it is out of this round"
             )
-        if hospital not in r.expected:
+        if hospital not in (r.enrolled if step == "advertise" else r.expected):
             raise Conflict(f"hospital {hospital} is not part of the {step} step of round {t}")
         try:
             self._accept(r, step, message)
@@ -255,7 +279,7 @@ class SecAggRounds:
             raise Invalid(str(error)) from None
         self._store(r, step, hospital, message.to_dict())
         r.answered.add(hospital)
-        if r.answered >= r.expected:
+        if complete(r.step, r.answered, r.expected, r.t_min):
             self._settle(r)
 
     # --- messages to holders ----------------------------------------------------------
@@ -288,11 +312,13 @@ class SecAggRounds:
                 await asyncio.wait_for(event.wait(), timeout=min(remaining, 1.0))
 
     # --- closing ------------------------------------------------------------------------
-    def _close(self, r: _Round, *, replay: bool = False) -> None:
+    def _close(self, r: _Round, *, replay: bool = False, by: str = "everyone") -> None:
         """Close the current step (its quorum checked by the aggregator: SecAggError below
-        t_min), storing its outputs in one transaction unless ``replay`` (stored before)."""
+        t_min), storing its outputs and its closing (``by`` everyone it waited for, or its
+        deadline) in one transaction unless ``replay`` (stored before)."""
         aggregator = r.aggregator
-        out: list[tuple[str, str, dict[str, Any]]] = []
+        closing = ("closed", "", closing_body(r.step, by, r.answered, r.expected, self.clock()))
+        out: list[Row] = []
         if r.step == "advertise":
             participants = aggregator.participants()
             r.outputs["advertise"] = body = participants.to_dict()
@@ -320,18 +346,20 @@ class SecAggRounds:
             # step is done only once the sum and the round's close are stored, together.
             residues = [int(v) for v in aggregator.result()]
             request = aggregator.unmask_request()
-            self._finish(r, residues, survivors=set(request.survivors))
+            self._finish(r, residues, survivors=set(request.survivors), closing=closing)
             r.step = "done"
-        if out and not replay:
+        if out and not replay:  # the unmasking's closing is stored with its sum (_finish)
+            out.append(closing)
             rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
             with self.store.transaction():
                 self.store.add_secagg(r.run_id, r.t, rows)
+            log_closing(r.run_id, r.t, closing[2], len(r.answered))
         r.answered = set()
         r.deadline = self.clock() + r.period
         event, r.changed = r.changed, asyncio.Event()
         event.set()
 
-    def _finish(self, r: _Round, residues: list[int], *, survivors: set[str]) -> None:
+    def _finish(self, r: _Round, residues: list[int], *, survivors: set[str], closing: Row) -> None:
         """The round's total from the unmasked sum, range-checked, and the M-step."""
         run = get_run(self.store, r.run_id)
         params = params_of(run)
@@ -342,7 +370,10 @@ class SecAggRounds:
         grid = grid_of(mechanism)
         total = [v * grid for v in signed_sum(residues, params.modulus_bits)]
         body = {"total": total, "count": count, "survivors": sorted(survivors)}
-        summed = [("sum", "", json.dumps(body, sort_keys=True))]
+        summed = [
+            (kind, name, json.dumps(row, sort_keys=True))
+            for kind, name, row in (closing, ("sum", "", body))
+        ]
         bound = (
             count * mechanism.record_bound(params.d)
             + self.range_sigmas * math.sqrt(len(survivors)) * mechanism.noise_std
@@ -365,8 +396,9 @@ class SecAggRounds:
                 self.store.add_secagg(r.run_id, r.t, summed)
                 notes = close_round(self.store, run, params, [report], self.clock())
         del self._rounds[(r.run_id, r.t)]
+        log_closing(r.run_id, r.t, closing[2], len(r.answered))
         for note in notes:
-            note.emit()
+            sum_note(note, r.run_id, r.t, survivors).emit()
         self.notify()
 
     def tick(self) -> bool:
@@ -377,8 +409,7 @@ class SecAggRounds:
             if r.deadline > now or r.step == "done":
                 continue
             changed = True
-            if self._settle(r, at_deadline=True):
-                log.info("run %s round %d: a secagg step closed at its deadline", r.run_id, r.t)
+            self._settle(r, at_deadline=True)
         return changed
 
     def _settle(self, r: _Round, *, at_deadline: bool = False) -> bool:
@@ -388,12 +419,12 @@ class SecAggRounds:
         step another period (a missing holder may still answer); otherwise the run fails
         with the reason, so that no round is ever left open with nothing to wait for."""
         try:
-            self._close(r)
+            self._close(r, by="deadline" if at_deadline else "everyone")
             return True
         except SecAggError as error:
             problem = str(error)
         run = get_run(self.store, r.run_id)
-        missing = not r.answered >= r.expected
+        missing = still_missing(r.step, r.answered, r.expected, r.enrolled)
         if at_deadline and missing and request_of(run).on_short == "extend":
             r.deadline = self.clock() + r.period
             log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
