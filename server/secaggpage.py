@@ -35,8 +35,10 @@ def _who(names: Collection[str], enrolled: Sequence[str]) -> str:
 
 
 def _lost(view: SecAggRound) -> str:
-    parts = [f"{name} (did not {STEP_WORDS[step]})" for name, step in sorted(view.lost.items())]
-    parts += [f"{name} (left out of S by a peer)" for name in sorted(view.excluded)]
+    """Who this round lost (and at which step), did not wait for, or got back."""
+    lost = [f"{name} (did not {STEP_WORDS[step]})" for name, step in sorted(view.lost.items())]
+    lost += [f"{name} (left out of S by a peer)" for name in sorted(view.excluded)]
+    parts = [f"lost: {', '.join(lost)}"] if lost else []
     if view.not_waited:
         parts.append(f"not waited for: {', '.join(view.not_waited)}")
     if view.returned:
@@ -100,7 +102,8 @@ def _index(step: str) -> int:
 
 def round_cells(r: RoundView, enrolled: Sequence[str], t_min: int) -> tuple[str, str, str]:
     """A secagg round's cells in the round table: its count of survivors (or of holders
-    that answered the open step), who took part, who was lost (HTML, escaped)."""
+    that answered the open step), who took part, who was lost ("" when nobody) (HTML,
+    escaped)."""
     view = r.secagg
     assert view is not None
     if view.survivors is not None:
@@ -111,5 +114,8 @@ def round_cells(r: RoundView, enrolled: Sequence[str], t_min: int) -> tuple[str,
         count = f"{len(answered)}/{len(enrolled)} (t_min {t_min})"
         took = f"{view.step} step open: {', '.join(answered) or 'no answer yet'}"
     lost = _lost(view)
-    absent = f'<span class="missing">lost: {escape(lost)}</span>' if lost else "—"
-    return escape(count), escape(took), absent
+    return (
+        escape(count),
+        escape(took),
+        f'<span class="missing">{escape(lost)}</span>' if lost else "",
+    )

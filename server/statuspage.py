@@ -169,9 +169,9 @@ def _quorum(run: RunSummary, params: PublicParameters) -> str:
     if params.t_min is None:
         return f"quorum {run.quorum}"
     return (
-        f"secure aggregation: t_min = {params.t_min} holders per step, c = "
-        f"{params.colluders or 0} colluders (noise for t_min − c = "
-        f"{params.t_min - (params.colluders or 0)} honest)"
+        f"secure aggregation: t_min = {params.t_min} holders per step, collusion bound c = "
+        f"{params.colluders or 0} (noise sized for t_min − c = "
+        f"{params.t_min - (params.colluders or 0)} honest holders)"
     )
 
 

@@ -140,7 +140,10 @@ def test_a_healthy_secagg_run_reads_healthy_on_the_page_the_api_and_metrics(
     page = run.page()
     c = run.params.colluders
     assert c is not None
-    assert f"t_min = 3 holders per step, c = {c} colluders (noise for t_min − c = {3 - c}" in page
+    assert (
+        f"t_min = 3 holders per step, collusion bound c = {c} (noise sized for t_min − c = {3 - c}"
+        in page
+    )
     assert re.search(r'<table id="secagg">.*?all 4 survivors|all 4</td>', page, re.S)
     for p in run.get("/participation"):
         assert (p["rounds_reported"], p["lost"]) == ([0, 1], []), p
