@@ -250,10 +250,11 @@ class Agent:
             first = mechanisms[0][0]
             shares = load_secagg(cfg.secagg, params, me.hospital, first)
             log.info(
-                "charged: epsilon %g with at least t_min = %d honest holders; fallback epsilon "
-                "%.4g if all others collude (both in the ledger)",
+                "charged: epsilon %g with at least t_min - c = %d - %d honest holders; "
+                "fallback epsilon %.4g if all others collude (both in the ledger)",
                 epsilon,
                 shares.t_min,
+                shares.colluders,
                 shares.fallback_epsilon,
             )
         return _Session(

@@ -355,6 +355,16 @@ class Ledger:
             )
         return replace(entry, body=body, status="persisted")
 
+    def recharge(self, run_key: str, round: int, *, mu: float, epsilon: float, status: str) -> None:
+        """Charge round ``round`` at least ``mu`` (its ε then ``epsilon``) and mark it
+        ``status``: a masked round whose secure aggregation was refused after its masked
+        input left counts at its fallback ε, never less than it was charged."""
+        self._db.execute(
+            "UPDATE rounds SET mu = MAX(mu, ?), epsilon = MAX(epsilon, ?), status = ?, "
+            "acknowledged_at = ? WHERE run_key = ? AND round = ?",
+            (mu, epsilon, status, time.time(), run_key, round),
+        )
+
     def mark(self, run_key: str, round: int, status: str) -> None:
         self._db.execute(
             "UPDATE rounds SET status = ?, acknowledged_at = ? WHERE run_key = ? AND round = ?",

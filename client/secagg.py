@@ -46,6 +46,7 @@ from ldpem.common.wire import API_PREFIX, PublicParameters
 
 __all__ = [
     "MASKED",
+    "REFUSED",
     "SecAggConfig",
     "SecAggSession",
     "aggregate",
@@ -59,6 +60,9 @@ log = logging.getLogger("ldpem.client")
 
 #: The ledger status of a round whose masked input may have been sent.
 MASKED = "masked"
+#: The ledger status of a masked round whose aggregation this agent then refused (a lying
+#: coordinator): charged at the fallback ε of its own share.
+REFUSED = "refused"
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,12 @@ class SecAggSession:
     colluders: int
     min_honest: int
     grid: float
-    #: The ε of this holder's own share alone (``fallback``): recorded in the ledger.
+    #: The ε of this holder's own share alone (``fallback``): recorded in the ledger, and
+    #: charged for a round refused after its masked input left (``aggregate``).
     fallback_epsilon: float
+    #: The run's δ and accounting (the μ of a round charged at its fallback ε).
+    delta: float
+    accounting: str
 
 
 def load_secagg(
@@ -128,6 +136,8 @@ def load_secagg(
         min_honest=config.min_honest,
         grid=grid_of(mechanism),
         fallback_epsilon=fallback(mechanism, params),
+        delta=params.delta,
+        accounting=params.accounting,
     )
     try:
         Holder(name, roster, key, _parameters(session, "check", 0), min_honest=config.min_honest)
@@ -237,6 +247,7 @@ def aggregate(
         min_honest=session.min_honest,
     )
     exchange = _Exchange(link, run_id, t, wait)
+    masked_sent = False
     try:
         if not exchange.post("advertise", holder.advertise().to_dict()):
             return
@@ -258,13 +269,17 @@ def aggregate(
             )
         ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
         inject("kill-after-mask", t)  # tests only (ldpem.client.faults)
+        masked_sent = True  # from here on, assume the coordinator holds it
         if not exchange.post("masked", masked.to_dict()):
             return
         data = exchange.fetch("consistency-check")
         if data is None:
             return
         check = ConsistencyCheck.from_dict(data)
-        if session.name not in check.survivors and check.survivors:
+        if session.name not in check.survivors:
+            # Counted as dropped: its masks with the others are removed from their sum,
+            # never its self-mask (no honest holder shares b of a holder outside the one
+            # survivor set it signed), so its masked input stays hidden.
             log.warning("round %d: the aggregator left this holder out of the survivor set", t)
             return
         if not exchange.post("signature", holder.sign_survivors(check).to_dict()):
@@ -280,4 +295,25 @@ def aggregate(
             session.fallback_epsilon,
         )
     except (SecAggRefused, SecAggError) as error:
+        if masked_sent:
+            _charge_refused(session, ledger, run_id, t, str(error))
         raise AgentError(f"round {t}: secure aggregation refused: {error}") from None
+
+
+def _charge_refused(
+    session: SecAggSession, ledger: Ledger, run_id: str, t: int, refusal: str
+) -> None:
+    """A refusal after the masked input left: the coordinator lied about the round, and the
+    agent cannot tell how many holders it fooled, so the round is not charged as a
+    protected sum: its ledger entry becomes "refused" at the fallback ε of this holder's
+    own share (what protects its records if every other holder colluded)."""
+    epsilon = session.fallback_epsilon
+    mu = ratio_for_budget(epsilon, session.delta, session.accounting)
+    ledger.recharge(run_id, t, mu=mu, epsilon=epsilon, status=REFUSED)
+    log.warning(
+        "round %d: the masked input was sent, then secure aggregation was refused (%s); "
+        "the round is charged at the fallback epsilon %.4g of this holder's own share",
+        t,
+        refusal[:200],
+        epsilon,
+    )

@@ -129,14 +129,14 @@ def recommendation(
         and secagg.mean <= useful
         and all(secagg.mean < 0.5 * e.mean for e in rivals)
     ):
-        # Noise shares add a trust assumption (an honest majority of holders): only for a
+        # Noise shares add a trust assumption (at most c colluding holders): only for a
         # clear gain, half the error of both others — many small holders, where hospital-
         # level DP truncates each small sum hard; a few large hospitals gain little.
         others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in (local, hospital) if e)
         return (
-            f"use secure aggregation (--mechanism secagg, t_min > K/2): expected error "
-            f"{secagg.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at least "
-            f"t_min of the holders do not collude with the coordinator; {need}"
+            f"use secure aggregation (--mechanism secagg, c < 2·t_min − K): expected error "
+            f"{secagg.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at most c "
+            f"of the holders collude with the coordinator; {need}"
         )
     if local is not None and hospital is not None:
         if hospital.mean <= useful and (local.mean > useful or hospital.mean < 0.8 * local.mean):

@@ -103,9 +103,10 @@ class Problem:
     scale: float | None = None
     schedule: str | tuple[float, ...] = EQUAL
     final: str = LAST
-    #: Noise shares (secagg): the honest holders whose shares make the noise (None: a
-    #: strict majority, ``protocol.study_t_min``).
+    #: Noise shares (secagg): the fewest holders of a sum (None: ``protocol.study_t_min``)
+    #: and c, the most of them that may collude (None: ``protocol.study_colluders``).
     t_min: int | None = None
+    colluders: int | None = None
 
     def __post_init__(self) -> None:
         get_model(self.model)

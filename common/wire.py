@@ -191,8 +191,8 @@ class RunCreate(_Schema):
     #: The reported estimate: the last iterate, or the average of the last K
     #: (``ldpem.common.protocol.estimate``; post-processing, no privacy cost).
     final: FinalRule = LAST
-    #: Noise shares only (docs/SECAGG.md): the honest holders whose shares together make the
-    #: noise, 1 ≤ t_min ≤ the enrolled hospitals; default max(2, ⌈K/2⌉), at most K.
+    #: Noise shares only (docs/SECAGG.md): the fewest holders of a released sum, more than
+    #: half the enrolled hospitals, at most all; default K − ⌊K/10⌋ (``study_t_min``).
     t_min: int | None = Field(default=None, ge=1, le=1000)
     #: Noise shares only: c, the most holders that may collude with the coordinator,
     #: 0 ≤ c < 2·t_min − K; the noise is sized for t_min − c honest shares. Default: the

@@ -6,10 +6,9 @@ signatures of the survivor set (the consistency round), unmasking responses. A s
 closes when every holder expected in it answered, or at the step's deadline (the run's
 ``round_deadline``) with at least t_min answers; short of t_min at the deadline the step
 is extended or the run fails (``on_short``); whom a step waits for, and the record of its
-closing, are ``ldpem.server.secaggpolicy``'s. After the unmasking the sum, centered from
-mod 2^bits to signed and times γ, is the round's total, its count the survivors' expected
-round counts; it is range-checked as any report and the
-ordinary M-step closes the round (no central noise).
+closing, are ``ldpem.server.secaggpolicy``'s. After the unmasking the sum, centered from mod
+2^bits to signed and times γ, is the round's total, its count the survivors' expected round
+counts; it is range-checked like any report and the ordinary M-step closes it (no central noise).
 
 Every message received and every message the aggregator produced is stored, in order
 (``Store.insert_secagg``; a step's outputs in one transaction with nothing else), before
@@ -23,6 +22,12 @@ accepted, even after its step closed), and the open step gets a full period from
 restart. A round whose last expected message was stored but whose step did not close is
 closed at once. The sum and the M-step are one transaction, so a finished round is never
 finished twice.
+
+A holder's fault costs its run a round at most (``_settle``): a step that cannot close
+(short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
+extended at its deadline under ``on_short`` "extend" while holders are missing, and
+otherwise fails its run with the reason; the unmask step is done only once its sum is
+stored. A run whose stored messages do not replay fails alone (``_round``, ``recover``).
 """
 
 from __future__ import annotations
@@ -48,20 +53,14 @@ from ldpem.common.secagg import (
     SurvivorSignature,
     UnmaskResponse,
 )
+from ldpem.common.secagg.errors import FaultyDealer
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.common.wire import expected_round_count
+from ldpem.server import secaggpolicy as policy
 from ldpem.server.machine import Note, close_round
 from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
-from ldpem.server.secaggpolicy import (
-    came_back,
-    closing_body,
-    complete,
-    log_closing,
-    still_missing,
-    sum_note,
-    waited_in,
-)
+from ldpem.server.secaggpolicy import Faults, Row
 from ldpem.server.store import ReportRow, Store
 
 __all__ = ["STEPS", "SecAggRounds"]
@@ -88,17 +87,12 @@ _READERS: dict[str, Callable[[object], Any]] = {
 }
 
 
-#: A row of ``secagg_messages`` to store: kind, holder, body.
-Row = tuple[str, str, dict[str, Any]]
-
-
 @dataclass
 class _Round:
     run_id: str
     t: int
     aggregator: Aggregator
     expected: set[str]
-    #: Every holder enrolled in the run: any of them may advertise (come back).
     enrolled: frozenset[str]
     period: float
     deadline: float
@@ -106,10 +100,6 @@ class _Round:
     answered: set[str] = field(default_factory=set)
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def t_min(self) -> int:
-        return self.aggregator.parameters.t_min
 
 
 class SecAggRounds:
@@ -151,12 +141,12 @@ class SecAggRounds:
             run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0
         )
         period = request.round_deadline
-        enrolled = [h.name for h in self.store.hospitals(run_id)]
+        enrolled = [h.name for h in self.store.hospitals(run_id)]  # any may advertise
         created = _Round(
             run_id=run_id,
             t=t,
             aggregator=Aggregator(roster, parameters, dimension=params.d),
-            expected=waited_in(self.store, run_id, t, enrolled),
+            expected=policy.waited_in(self.store, run_id, t, enrolled),
             enrolled=frozenset(enrolled),
             period=period,
             deadline=self.clock() + period,
@@ -197,7 +187,7 @@ class SecAggRounds:
                 len(stored),
                 r.step,
             )
-        if r.answered and complete(r.step, r.answered, r.expected, r.t_min):
+        if r.answered and policy.complete(r.step, r.answered, r.expected, r.aggregator):
             self._settle(r)
 
     def recover(self) -> None:
@@ -215,7 +205,12 @@ class SecAggRounds:
             except Exception as error:  # one run's state never stops start-up or another run
                 log.exception("run %s round %d: the rebuild failed", row.run_id, row.t)
                 self._rounds.pop((row.run_id, row.t), None)
-                self._fail(row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})")
+                try:
+                    self._fail(
+                        row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})"
+                    )
+                except Exception:  # its failure not even stored: the others still start
+                    log.exception("run %s: could not be marked failed", row.run_id)
 
     def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
         self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))
@@ -262,7 +257,7 @@ class SecAggRounds:
             return  # a retry (before or after a restart, the step open or closed since)
         if r.step != step:
             if step == "advertise" and r.aggregator.advertisements.get(hospital) is None:
-                came_back(self.store, r.run_id, t, hospital)
+                policy.came_back(self.store, r.run_id, t, hospital)
             if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
                 raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
             raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
@@ -279,7 +274,7 @@ class SecAggRounds:
             raise Invalid(str(error)) from None
         self._store(r, step, hospital, message.to_dict())
         r.answered.add(hospital)
-        if complete(r.step, r.answered, r.expected, r.t_min):
+        if policy.complete(r.step, r.answered, r.expected, r.aggregator):
             self._settle(r)
 
     # --- messages to holders ----------------------------------------------------------
@@ -314,10 +309,9 @@ class SecAggRounds:
     # --- closing ------------------------------------------------------------------------
     def _close(self, r: _Round, *, replay: bool = False, by: str = "everyone") -> None:
         """Close the current step (its quorum checked by the aggregator: SecAggError below
-        t_min), storing its outputs and its closing (``by`` everyone it waited for, or its
-        deadline) in one transaction unless ``replay`` (stored before)."""
+        t_min), storing its outputs and closing in one transaction unless ``replay``."""
         aggregator = r.aggregator
-        closing = ("closed", "", closing_body(r.step, by, r.answered, r.expected, self.clock()))
+        closing = policy.closing_row(r.step, by, r.answered, r.expected, self.clock())
         out: list[Row] = []
         if r.step == "advertise":
             participants = aggregator.participants()
@@ -346,21 +340,26 @@ class SecAggRounds:
             # step is done only once the sum and the round's close are stored, together.
             residues = [int(v) for v in aggregator.result()]
             request = aggregator.unmask_request()
-            self._finish(r, residues, survivors=set(request.survivors), closing=closing)
+            survivors = set(request.survivors)
+            self._finish(r, residues, survivors, aggregator.faulty, closing)
             r.step = "done"
         if out and not replay:  # the unmasking's closing is stored with its sum (_finish)
             out.append(closing)
             rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
             with self.store.transaction():
                 self.store.add_secagg(r.run_id, r.t, rows)
-            log_closing(r.run_id, r.t, closing[2], len(r.answered))
+            policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
         r.answered = set()
         r.deadline = self.clock() + r.period
         event, r.changed = r.changed, asyncio.Event()
         event.set()
 
-    def _finish(self, r: _Round, residues: list[int], *, survivors: set[str], closing: Row) -> None:
-        """The round's total from the unmasked sum, range-checked, and the M-step."""
+    def _finish(
+        self, r: _Round, residues: list[int], survivors: set[str], faulty: Faults, closing: Row
+    ) -> None:
+        """The round's total from the unmasked sum, range-checked, and the M-step, stored
+        with the unmasking step's ``closing``; ``faulty``: the responders whose wrong shares
+        the sum was computed without (named in the stored sum and the log)."""
         run = get_run(self.store, r.run_id)
         params = params_of(run)
         assert params.modulus_bits is not None
@@ -369,11 +368,11 @@ class SecAggRounds:
         mechanism = run_shares_mechanism(params)
         grid = grid_of(mechanism)
         total = [v * grid for v in signed_sum(residues, params.modulus_bits)]
-        body = {"total": total, "count": count, "survivors": sorted(survivors)}
-        summed = [
-            (kind, name, json.dumps(row, sort_keys=True))
-            for kind, name, row in (closing, ("sum", "", body))
-        ]
+        body: dict[str, Any] = {"total": total, "count": count, "survivors": sorted(survivors)}
+        if faulty:
+            body["faulty"] = dict(sorted(faulty.items()))
+            policy.log_faulty(r.run_id, r.t, faulty)
+        summed = [(k, n, json.dumps(b, sort_keys=True)) for k, n, b in (closing, ("sum", "", body))]
         bound = (
             count * mechanism.record_bound(params.d)
             + self.range_sigmas * math.sqrt(len(survivors)) * mechanism.noise_std
@@ -396,9 +395,9 @@ class SecAggRounds:
                 self.store.add_secagg(r.run_id, r.t, summed)
                 notes = close_round(self.store, run, params, [report], self.clock())
         del self._rounds[(r.run_id, r.t)]
-        log_closing(r.run_id, r.t, closing[2], len(r.answered))
+        policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
         for note in notes:
-            sum_note(note, r.run_id, r.t, survivors).emit()
+            policy.sum_note(note, r.run_id, r.t, survivors).emit()
         self.notify()
 
     def tick(self) -> bool:
@@ -416,16 +415,18 @@ class SecAggRounds:
         """Close round ``r``'s current step; whether it closed. When it cannot close
         (SecAggError: short of t_min, or a holder's wrong material), the run's policy
         decides: at a deadline with holders still missing, ``on_short`` "extend" gives the
-        step another period (a missing holder may still answer); otherwise the run fails
-        with the reason, so that no round is ever left open with nothing to wait for."""
+        step another period (a missing holder may still answer); otherwise, or for a
+        dealer's wrong shares, the run fails with the reason, so that no round is ever left
+        open with nothing to wait for."""
         try:
             self._close(r, by="deadline" if at_deadline else "everyone")
             return True
         except SecAggError as error:
             problem = str(error)
+            final = isinstance(error, FaultyDealer)  # no late answer can mend its shares
         run = get_run(self.store, r.run_id)
-        missing = still_missing(r.step, r.answered, r.expected, r.enrolled)
-        if at_deadline and missing and request_of(run).on_short == "extend":
+        missing = policy.still_missing(r.step, r.answered, r.expected, r.enrolled)
+        if at_deadline and missing and not final and request_of(run).on_short == "extend":
             r.deadline = self.clock() + r.period
             log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
             return False

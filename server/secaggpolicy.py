@@ -15,15 +15,19 @@ import logging
 from collections.abc import Collection, Sequence, Set
 from typing import Any
 
+from ldpem.common.secagg import Aggregator
 from ldpem.server.machine import Note
 from ldpem.server.secaggview import LIGHT_KINDS, STEP_WORDS, read_round, waited_for
 from ldpem.server.store import Store
 
 __all__ = [
+    "Faults",
+    "Row",
     "came_back",
-    "closing_body",
+    "closing_row",
     "complete",
     "log_closing",
+    "log_faulty",
     "still_missing",
     "sum_note",
     "waited_in",
@@ -31,11 +35,16 @@ __all__ = [
 
 log = logging.getLogger("ldpem.server")
 
+#: A row of ``secagg_messages`` to store: kind, holder, body.
+Row = tuple[str, str, dict[str, Any]]
+#: Holder → why its unmasking share was wrong (``Aggregator.faulty``).
+Faults = dict[str, str]
 
-def complete(step: str, answered: Set[str], expected: Set[str], t_min: int) -> bool:
+
+def complete(step: str, answered: Set[str], expected: Set[str], aggregator: Aggregator) -> bool:
     """Whether ``step`` may close before its deadline: every holder it waits for answered
-    (and, advertising, at least t_min did)."""
-    enough = step != "advertise" or len(answered) >= t_min
+    (and, advertising, at least the ``aggregator``'s t_min did)."""
+    enough = step != "advertise" or len(answered) >= aggregator.parameters.t_min
     return enough and answered >= expected
 
 
@@ -47,18 +56,17 @@ def still_missing(
     return set((enrolled if step == "advertise" else expected) - answered)
 
 
-def closing_body(
-    step: str, by: str, answered: Set[str], expected: Set[str], now: float
-) -> dict[str, Any]:
-    """The body of a ``closed`` row (``secaggview.Closing``): ``by`` "everyone" or
+def closing_row(step: str, by: str, answered: Set[str], expected: Set[str], now: float) -> Row:
+    """The ``closed`` row of ``step`` (``secaggview.Closing``): ``by`` "everyone" or
     "deadline", whom the step waited for and who of them it missed."""
-    return {
+    body = {
         "step": step,
         "by": by,
         "waited_for": sorted(expected),
         "missing": sorted(expected - answered),
         "at": now,
     }
+    return ("closed", "", body)
 
 
 def log_closing(run_id: str, t: int, closing: dict[str, Any], answered: int) -> None:
@@ -77,6 +85,19 @@ def log_closing(run_id: str, t: int, closing: dict[str, Any], answered: int) -> 
         len(closing["waited_for"]),
         lost if missing else "",
     )
+
+
+def log_faulty(run_id: str, t: int, faulty: Faults) -> None:
+    """One warning per responder whose wrong unmasking share the sum was computed without."""
+    for name, why in sorted(faulty.items()):
+        log.warning(
+            "run %s round %d: hospital %s sent a wrong unmasking share (%s); the sum was "
+            "computed without it",
+            run_id,
+            t,
+            name,
+            why,
+        )
 
 
 def sum_note(note: Note, run_id: str, t: int, survivors: Collection[str]) -> Note:

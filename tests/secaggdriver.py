@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -170,10 +172,11 @@ def play_round(
 
 
 def random_share(response: UnmaskResponse, owner: str) -> UnmaskResponse:
-    """``response`` with its share of ``owner``'s self-mask seed replaced by a random
-    field element (what a faulty or lying holder sends)."""
+    """``response`` with the value of its share of ``owner``'s self-mask seed replaced by a
+    random field element (what a faulty or lying holder sends)."""
     shares = dict(response.self_mask_shares)
-    shares[owner] = secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big")
+    value = secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big")
+    shares[owner] = value + shares[owner][SHARE_BYTES:]  # the dealer's signature kept
     return UnmaskResponse(
         response.holder, response.run_id, response.round, shares, response.key_shares
     )
@@ -189,3 +192,34 @@ def liar(culprit: str, owner: str) -> Alter:
         return message
 
     return alter
+
+
+def spoil(
+    db: Path,
+    run: DrivenRun,
+    t: int,
+    played: Played,
+    requests: dict[str, dict[str, Any]],
+    *,
+    liars: Collection[str] = ("h1",),
+) -> None:
+    """Store round ``t``'s unmasking responses of every holder (answering ``requests``,
+    fetched before), each of the ``liars``' with a random share of h0's seed, straight
+    into the state file ``db`` of a stopped coordinator: the state 8e54e94 left behind
+    once it had answered the last of them 500."""
+    responses = {n: played.holders[n].unmask(UnmaskRequest.from_dict(requests[n])) for n in NAMES}
+    for name in liars:
+        responses[name] = random_share(responses[name], "h0")
+    with sqlite3.connect(db) as connection:
+        (seq,) = connection.execute(
+            "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = ?", (run.run_id, t)
+        ).fetchone()
+        connection.executemany(
+            "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
+            "VALUES (?, ?, ?, 'unmask', ?, ?)",
+            [
+                (run.run_id, t, seq + i, n, json.dumps(r.to_dict(), sort_keys=True))
+                for i, (n, r) in enumerate(responses.items())
+            ],
+        )
+    connection.close()

@@ -98,7 +98,7 @@ def print_summary(result: dict[str, Any], out: Any) -> None:
             result["error"],
         ),
         ("hospital-level DP, same trust boundary (in-process)", result["baselines"]["hospital"]),
-        ("secure aggregation, t_min = ⌊K/2⌋+1 (in-process)", result["baselines"]["secagg"]),
+        ("secure aggregation, default t_min and c (in-process)", result["baselines"]["secagg"]),
         ("clipped DP gradient EM, C=1 (in-process)", result["baselines"]["local-clip"]),
         ("non-private gradient EM (in-process)", result["baselines"]["none"]),
         ("trivial estimate β = 0", result["trivial_error"]),

@@ -3,8 +3,9 @@
 The cryptography is a pure library: no HTTP, no files. A round is two state machines,
 ``Holder`` (``protocol.py``) and ``Aggregator`` (``aggregator.py``), exchanging the frozen
 messages of ``messages.py``, each with ``to_dict``/``from_dict`` for the wire. Underneath: identity
-keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), masks (``masks.py``) and
-the holder-to-holder channel (``channel.py``).
+keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), the dealer's signatures
+and seed commitments that name the sender of a wrong share (``dealing.py``), masks
+(``masks.py``) and the holder-to-holder channel (``channel.py``).
 
 The distributed noise beside it: ``quantize`` (a holder's sum on an integer grid of step
 γ = 2^-j, its integer sensitivity and the modulus 2^k), ``noise`` (integer Skellam shares)
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ldpem.common.secagg.aggregator import Aggregator
-    from ldpem.common.secagg.errors import SecAggError, SecAggRefused
+    from ldpem.common.secagg.errors import SecAggError, SecAggFault, SecAggRefused
     from ldpem.common.secagg.keys import (
         Roster,
         RosterError,
@@ -60,6 +61,7 @@ _SURFACE = {
     "RosterError": "ldpem.common.secagg.keys",
     "RoundParameters": "ldpem.common.secagg.messages",
     "SecAggError": "ldpem.common.secagg.errors",
+    "SecAggFault": "ldpem.common.secagg.errors",
     "SecAggRefused": "ldpem.common.secagg.errors",
     "ShareBundle": "ldpem.common.secagg.messages",
     "SurvivorSignature": "ldpem.common.secagg.messages",
@@ -96,6 +98,7 @@ __all__ = [
     "RosterError",
     "RoundParameters",
     "SecAggError",
+    "SecAggFault",
     "SecAggRefused",
     "ShareBundle",
     "SurvivorSignature",

@@ -5,19 +5,25 @@ roster, the round, the sets of holders, sizes and ranges), hands out the next st
 messages, and finally reconstructs the survivors' self-mask seeds and the dropped holders'
 masking keys from t_min unmasking responses to return Σ_{survivors} x mod 2^bits. It holds
 no secret of any holder that the protocol does not give it (docs/SECAGG.md).
+
+A wrong share is caught and its sender named (``dealing.py``): every reconstructed secret is
+checked against its holder's commitment, and when it does not match, the signatures of the
+shares tell a responder that sent a share its dealer did not deal it (dropped, and the
+secret rebuilt from the other responders' shares) from a dealer that dealt wrong shares.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
+from functools import cache
 from typing import TypeVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import consistency, messages
+from ldpem.common.secagg import consistency, dealing, messages
 from ldpem.common.secagg.checks import check_advertisement, check_round
-from ldpem.common.secagg.errors import SecAggError, SecAggRefused
+from ldpem.common.secagg.errors import FaultyDealer, FaultyResponders, SecAggError, SecAggRefused
 from ldpem.common.secagg.keys import Roster
 from ldpem.common.secagg.masks import (
     Vector,
@@ -30,11 +36,19 @@ from ldpem.common.secagg.masks import (
     subtract,
 )
 from ldpem.common.secagg.protocol import x25519_public
-from ldpem.common.secagg.shamir import ShamirError, Share, combine_secret
+from ldpem.common.secagg.shamir import SHARE_BYTES, ShamirError, Share, combine_secret
 
 __all__ = ["Aggregator"]
 
 T = TypeVar("T")
+#: What each kind of dealt secret is, in messages.
+_SECRET = {"b": "self-mask seed", "s": "masking key"}
+
+
+@cache
+def _probe() -> X25519PrivateKey:
+    """A throwaway X25519 key: an agreement with it fails for a low-order public key."""
+    return X25519PrivateKey.generate()
 
 
 class Aggregator:
@@ -66,6 +80,8 @@ class Aggregator:
         self._check: messages.ConsistencyCheck | None = None
         self._request: messages.UnmaskRequest | None = None
         self._result: Vector | None = None
+        #: Responders whose revealed share was not dealt to them (``result``): name → why.
+        self.faulty: dict[str, str] = {}
 
     # Helpers
 
@@ -93,6 +109,16 @@ class Aggregator:
         p = advertisement.parameters
         self._expect("advertise", "key advertisement", p.run_id, p.round)
         check_advertisement(advertisement, self.roster, self.parameters)
+        for kind, key in (
+            ("encryption", advertisement.encryption_key),
+            ("masking", advertisement.masking_key),
+        ):
+            try:  # a low-order key would make every agreement with it, ours too, fail
+                agree(_probe(), key)
+            except ValueError:
+                raise SecAggRefused(
+                    f"the {kind} key of {advertisement.holder!r} is not usable"
+                ) from None
         self._store(self.advertisements, advertisement.holder, advertisement, "key advertisement")
 
     def participants(self) -> messages.ParticipantList:
@@ -174,6 +200,9 @@ class Aggregator:
             excluded = {peer for m in self.masked_inputs.values() for peer in m.excluded}
             survivors = tuple(sorted(set(self.masked_inputs) - excluded))
             self._enough(len(survivors), "sent a masked input that every other one masked with")
+            for gone in sorted(set(self.encrypted_shares) - set(survivors)):
+                holding = [s for s in survivors if gone not in self._excluded_by(s)]
+                self._enough(len(holding), f"of the survivors hold a share of {gone!r}'s key")
             p = self.parameters
             self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors)
             self.step = "consistency"
@@ -236,12 +265,14 @@ class Aggregator:
         self._store(self.responses, response.holder, response, "unmasking response")
 
     def result(self) -> Vector:
-        """Close step 4: Σ_{survivors} x mod 2^bits, as a uint64 vector.
+        """Close step 5: Σ_{survivors} x mod 2^bits, as a uint64 vector.
 
-        From the t_min responders first in roster order that hold a share of it: each
-        survivor's seed b and each dropped holder's masking key s_sk (checked against its
-        advertised s_pk, so a wrong share is caught for the keys; for the seeds, a wrong
-        share gives a uniformly random sum, which the coordinator's range check rejects).
+        Each survivor's seed b and each dropped holder's masking key s_sk comes from t_min
+        responders' shares (``_secret``; for s_sk, responders that masked with it), checked
+        against its commitment. SecAggError when it cannot: FaultyResponders (naming them)
+        when wrong shares leave fewer than t_min verified ones, FaultyDealer when a holder
+        dealt wrong shares of a secret the sum needs. Responders dropped for a wrong share
+        are named in ``faulty`` either way.
         """
         if self._result is not None:
             return self._result.copy()
@@ -255,7 +286,7 @@ class Aggregator:
         total = np.zeros(self.dimension, dtype=np.uint64)
         for survivor in request.survivors:
             total = add(total, self.masked_inputs[survivor].vector(), p.bits)
-            seed = self._reconstruct(survivor, responders, lambda r: r.self_mask_shares)
+            seed = self._secret(survivor, "b", responders)
             mask = self_mask(
                 seed,
                 run_id=p.run_id,
@@ -267,10 +298,12 @@ class Aggregator:
             total = subtract(total, mask, p.bits)
         for gone in request.dropped:
             holding = [r for r in responders if gone not in self._excluded_by(r)]
-            raw = self._reconstruct(gone, holding, lambda r: r.key_shares)
-            private = X25519PrivateKey.from_private_bytes(raw)
-            if x25519_public(private) != self.advertisements[gone].masking_key:
-                raise SecAggError(f"the key shares of {gone!r} do not give its masking key")
+            if len(holding) < p.t_min:
+                raise SecAggError(
+                    f"only {len(holding)} responders hold a share of {gone!r}'s key; "
+                    f"t_min = {p.t_min}"
+                )
+            private = X25519PrivateKey.from_private_bytes(self._secret(gone, "s", holding))
             total = self._remove_masks_of(gone, private, request.survivors, total)
         self.step = "done"
         self._result = total
@@ -280,25 +313,90 @@ class Aggregator:
         """The peers ``holder`` did not mask with (their shares did not open there)."""
         return self.masked_inputs[holder].excluded
 
-    def _reconstruct(
-        self,
-        owner: str,
-        responders: list[str],
-        shares_of: Callable[[messages.UnmaskResponse], Mapping[str, bytes]],
-    ) -> bytes:
-        if len(responders) < self.parameters.t_min:
-            raise SecAggError(
-                f"only {len(responders)} responders hold a share of {owner!r}; t_min = "
-                f"{self.parameters.t_min}"
+    def _secret(self, owner: str, kind: dealing.Kind, responders: list[str]) -> bytes:
+        """``owner``'s secret of ``kind`` from t_min of ``responders``' shares.
+
+        First from the t_min first responders not found faulty, unchecked: a secret that
+        matches its commitment is right (t_min shares fix it; one wrong share moves it),
+        so an honest round verifies no signature. Otherwise each responder's share is
+        checked against ``owner``'s signature until t_min verified ones are found; a
+        responder whose share fails is faulty (``faulty``), dropped for the rest of the
+        round. Verified shares that still miss the commitment were dealt wrong by
+        ``owner``: FaultyDealer.
+        """
+        t, what = self.parameters.t_min, _SECRET[kind]
+        usable = [r for r in responders if r not in self.faulty]
+        secret = self._combine(owner, kind, usable[:t])
+        if secret is not None:
+            return secret
+        verified: list[str] = []
+        for responder in usable:
+            if len(verified) == t:
+                break
+            if self._dealt(owner, kind, responder):
+                verified.append(responder)
+            else:
+                self.faulty[responder] = (
+                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
+                )
+        if len(verified) < t:
+            named = sorted(self.faulty, key=self.roster.index)
+            raise FaultyResponders(
+                f"the {what} of {owner!r} cannot be rebuilt: {len(verified)} verified shares, "
+                f"t_min = {t}; wrong shares came from {', '.join(map(repr, named))}",
+                culprits=named,
             )
-        shares = [
-            Share.from_bytes(self.roster.index(r), shares_of(self.responses[r])[owner])
-            for r in responders[: self.parameters.t_min]
-        ]
+        secret = self._combine(owner, kind, verified)
+        if secret is None:
+            raise FaultyDealer(
+                f"{owner!r} dealt wrong shares: {t} shares it signed do not give the {what} "
+                f"it committed to",
+                culprits=(owner,),
+            )
+        return secret
+
+    def _revealed(self, owner: str, kind: dealing.Kind, responder: str) -> bytes:
+        """The signed share of ``owner``'s secret of ``kind`` that ``responder`` revealed."""
+        response = self.responses[responder]
+        return (response.self_mask_shares if kind == "b" else response.key_shares)[owner]
+
+    def _dealt(self, owner: str, kind: dealing.Kind, responder: str) -> bool:
+        """Whether ``owner`` signed the share ``responder`` revealed, for it, this round."""
+        p = self.parameters
+        value = dealing.share_value(
+            self.roster,
+            self._revealed(owner, kind, responder),
+            run_id=p.run_id,
+            round_=p.round,
+            dealer=owner,
+            recipient=responder,
+            kind=kind,
+            commitment=self.advertisements[owner].seed_commitment,
+        )
+        return value is not None
+
+    def _combine(self, owner: str, kind: dealing.Kind, responders: list[str]) -> bytes | None:
+        """The secret the shares of ``responders`` give if it matches ``owner``'s
+        commitment (seed commitment for b, s_pk for s_sk), else None."""
+        p = self.parameters
         try:
-            return combine_secret(shares, self.parameters.t_min)
-        except ShamirError:
-            raise SecAggError(f"the shares of {owner!r} do not give a secret") from None
+            shares = [
+                Share.from_bytes(self.roster.index(r), self._revealed(owner, kind, r)[:SHARE_BYTES])
+                for r in responders
+            ]
+            secret = combine_secret(shares, p.t_min)
+        except ShamirError:  # too few shares, or a value that is not a field element
+            return None
+        advertisement = self.advertisements[owner]
+        if kind == "b":
+            commitment = dealing.seed_commitment(
+                secret, run_id=p.run_id, round_=p.round, holder=owner
+            )
+            matches = commitment == advertisement.seed_commitment
+        else:
+            private = X25519PrivateKey.from_private_bytes(secret)
+            matches = x25519_public(private) == advertisement.masking_key
+        return secret if matches else None
 
     def _remove_masks_of(
         self, gone: str, private: X25519PrivateKey, survivors: Iterable[str], total: Vector

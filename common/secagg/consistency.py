@@ -146,6 +146,8 @@ def check_signed_set(
     """SecAggRefused unless holder ``own`` may sign or answer for ``survivors``: a set
     inside the set it masked with (itself included), holding itself, of at least t_min
     holders. A smaller or foreign set is the victim-isolation story of issue 29."""
+    if len(set(survivors)) != len(survivors):
+        raise SecAggRefused("the survivor set names a holder twice")
     if outside := sorted(set(survivors) - set(masked_with)):
         raise SecAggRefused(
             f"the survivor set names {outside[0]!r}, which this holder did not mask with"

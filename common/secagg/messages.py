@@ -8,17 +8,20 @@ every byte string has its exact length, so a message's size is bounded by K.
 
 In the order of the round (H: a holder, A: the aggregator)::
 
-    H → A  KeyAdvertisement   fresh c_pk, s_pk; run, round, K, t_min, bits, roster digest;
-                              Ed25519 signature by the holder's roster key
+    H → A  KeyAdvertisement   fresh c_pk, s_pk; a commitment to b; run, round, K, t_min,
+                              bits, roster digest; Ed25519 signature by the holder's
+                              roster key
     A → H  ParticipantList    the advertisements received (U1)
-    H → A  EncryptedShares    for every other participant, its shares of b and s_sk, sealed
+    H → A  EncryptedShares    for every other participant, its shares of b and s_sk, each
+                              signed by the holder (``dealing.py``), sealed
     A → H  ShareBundle        the ciphertexts addressed to one holder (senders: U2)
     H → A  MaskedInput        y = x + PRG(b) + Σ ±PRG(s_uv) mod 2^bits; the peers of its
                               bundle whose shares did not open (not masked with)
     A → H  ConsistencyCheck   the survivor set S (``consistency.py``)
     H → A  SurvivorSignature  Ed25519 signature by the roster key over (run, round, S)
     A → H  UnmaskRequest      survivors S and dropped (U2 \\ S), ≥ t_min signatures of S
-    H → A  UnmaskResponse     shares of b for survivors, of s_sk for dropped holders
+    H → A  UnmaskResponse     shares of b for survivors, of s_sk for dropped holders, each
+                              with its dealer's signature
 """
 
 from __future__ import annotations
@@ -39,9 +42,9 @@ from ldpem.common.secagg.consistency import (
     SurvivorSignature,
     UnmaskRequest,
 )
+from ldpem.common.secagg.dealing import COMMITMENT_BYTES, SIGNED_SHARE_BYTES
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.masks import MAX_BITS, X25519_KEY_BYTES, Vector
-from ldpem.common.secagg.shamir import SHARE_BYTES
 
 __all__ = [
     "CIPHERTEXT_BYTES",
@@ -61,9 +64,10 @@ __all__ = [
     "sign_advertisement",
 ]
 
-#: A sealed pair of shares (of b and of s_sk): nonce, two share values, Poly1305 tag.
-CIPHERTEXT_BYTES = NONCE_BYTES + 2 * SHARE_BYTES + TAG_BYTES
-_ADVERTISEMENT = "ldpem secagg key advertisement v1"
+#: A sealed pair of signed shares (of b and of s_sk): nonce, two share values each with
+#: its dealer's signature, Poly1305 tag.
+CIPHERTEXT_BYTES = NONCE_BYTES + 2 * SIGNED_SHARE_BYTES + TAG_BYTES
+_ADVERTISEMENT = "ldpem secagg key advertisement v2"
 
 
 def minimum_t_min(k: int) -> int:
@@ -147,6 +151,7 @@ def advertisement_bytes(
     roster_digest: str,
     encryption_key: bytes,
     masking_key: bytes,
+    seed_commitment: bytes,
 ) -> bytes:
     """What a key advertisement's signature covers: every field but the signature."""
     p = parameters
@@ -162,18 +167,21 @@ def advertisement_bytes(
         roster_digest,
         encryption_key,
         masking_key,
+        seed_commitment,
     )
 
 
 @dataclass(frozen=True)
 class KeyAdvertisement:
-    """A holder's fresh public keys for one round, signed with its roster key."""
+    """A holder's fresh public keys for one round and its commitment to its self-mask
+    seed b (``dealing.seed_commitment``), signed with its roster key."""
 
     holder: str
     parameters: RoundParameters
     roster_digest: str
     encryption_key: bytes
     masking_key: bytes
+    seed_commitment: bytes
     signature: bytes
 
     def signed_bytes(self) -> bytes:
@@ -183,6 +191,7 @@ class KeyAdvertisement:
             self.roster_digest,
             self.encryption_key,
             self.masking_key,
+            self.seed_commitment,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -192,6 +201,7 @@ class KeyAdvertisement:
             "roster_digest": self.roster_digest,
             "encryption_key": b64encode(self.encryption_key),
             "masking_key": b64encode(self.masking_key),
+            "seed_commitment": b64encode(self.seed_commitment),
             "signature": b64encode(self.signature),
         }
 
@@ -214,6 +224,7 @@ class KeyAdvertisement:
             roster_digest=digest,
             encryption_key=r.blob("encryption_key", X25519_KEY_BYTES),
             masking_key=r.blob("masking_key", X25519_KEY_BYTES),
+            seed_commitment=r.blob("seed_commitment", COMMITMENT_BYTES),
             signature=r.blob("signature", SIGNATURE_BYTES),
         )
 
@@ -224,6 +235,7 @@ _ADVERTISEMENT_FIELDS = (
     "roster_digest",
     "encryption_key",
     "masking_key",
+    "seed_commitment",
     "signature",
 )
 
@@ -235,11 +247,22 @@ def sign_advertisement(
     roster_digest: str,
     encryption_key: bytes,
     masking_key: bytes,
+    *,
+    seed_commitment: bytes,
 ) -> KeyAdvertisement:
-    """The advertisement of ``holder``'s round keys, signed with its roster key."""
-    message = advertisement_bytes(holder, parameters, roster_digest, encryption_key, masking_key)
+    """The advertisement of ``holder``'s round keys and seed commitment, signed with its
+    roster key."""
+    message = advertisement_bytes(
+        holder, parameters, roster_digest, encryption_key, masking_key, seed_commitment
+    )
     return KeyAdvertisement(
-        holder, parameters, roster_digest, encryption_key, masking_key, signing_key.sign(message)
+        holder,
+        parameters,
+        roster_digest,
+        encryption_key,
+        masking_key,
+        seed_commitment,
+        signing_key.sign(message),
     )
 
 
@@ -351,7 +374,8 @@ class MaskedInput(_FromHolder):
 @dataclass(frozen=True)
 class UnmaskResponse(_FromHolder):
     """A holder's shares for unmasking: of b for each survivor, of s_sk for each dropped
-    holder (values only; the x-coordinate is the sender's roster position)."""
+    holder, each as it was dealt: the value and its dealer's signature
+    (``dealing.SIGNED_SHARE_BYTES``; the x-coordinate is the sender's roster position)."""
 
     self_mask_shares: Mapping[str, bytes]
     key_shares: Mapping[str, bytes]
@@ -372,6 +396,6 @@ class UnmaskResponse(_FromHolder):
         r = Reader(data, "unmasking response", (*_HEAD, "self_mask_shares", "key_shares"))
         return cls(
             *cls._read_head(r),
-            r.blobs("self_mask_shares", SHARE_BYTES),
-            r.blobs("key_shares", SHARE_BYTES),
+            r.blobs("self_mask_shares", SIGNED_SHARE_BYTES),
+            r.blobs("key_shares", SIGNED_SHARE_BYTES),
         )

@@ -10,13 +10,13 @@ them. One ``Holder`` and one ``Aggregator`` serve one round; every round draws f
 Phases (U1 ⊇ U2 ⊇ S: holders still present at each step)::
 
     1 advertise keys  holder: fresh X25519 pairs c (encryption) and s (masking), a fresh
-                      32-byte self-mask seed b; KeyAdvertisement(c_pk, s_pk, run, round,
-                      K, t_min, bits, roster digest) signed with its roster key.
+                      32-byte self-mask seed b; KeyAdvertisement(c_pk, s_pk, H(b), run,
+                      round, K, t_min, bits, roster digest) signed with its roster key.
                       aggregator: ParticipantList of the advertisements (U1, ≥ t_min).
     2 share keys      holder: checks every advertisement (below); t_min-of-|U1| Shamir
-                      shares of b and of s_sk, x = roster position; each other participant's
-                      pair of shares sealed to it (channel.py). aggregator: a ShareBundle
-                      per holder that sent shares (U2, ≥ t_min).
+                      shares of b and of s_sk, x = roster position, each signed (dealing.py);
+                      each other participant's pair sealed to it (channel.py). A ShareBundle
+                      from the aggregator per holder that sent shares (U2, ≥ t_min).
     3 masked input    holder: opens its bundle (a peer whose shares do not open is
                       excluded: not masked with, named in the message); y = x + PRG(b)
                       + Σ_{v ∈ U2∖u, not excluded} ±PRG(s_uv) mod 2^bits. aggregator:
@@ -68,7 +68,7 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import channel, consistency, messages
+from ldpem.common.secagg import channel, consistency, dealing, messages
 from ldpem.common.secagg.checks import check_participants, check_round
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster, public_key_bytes
@@ -80,12 +80,7 @@ from ldpem.common.secagg.masks import (
     pairwise_mask,
     self_mask,
 )
-from ldpem.common.secagg.shamir import (
-    SHARE_BYTES,
-    ShamirError,
-    Share,
-    split_secret,
-)
+from ldpem.common.secagg.shamir import ShamirError
 
 __all__ = ["Holder", "x25519_public"]
 
@@ -148,6 +143,7 @@ class Holder:
         self._encryption, _ = _new_x25519_key()
         self._masking, self._masking_raw = _new_x25519_key()
         self._seed = secrets.token_bytes(32)
+        self._signing_key = signing_key  # also signs every share it deals (dealing.py)
         self._advertisement = messages.sign_advertisement(
             signing_key,
             name,
@@ -155,13 +151,16 @@ class Holder:
             roster.digest,
             x25519_public(self._encryption),
             x25519_public(self._masking),
+            seed_commitment=dealing.seed_commitment(
+                self._seed, run_id=parameters.run_id, round_=parameters.round, holder=name
+            ),
         )
         self._refused: str | None = None
         self._answers: dict[str, tuple[Any, Any]] = {}
         self._participants: dict[str, messages.KeyAdvertisement] = {}
         self._channels: dict[str, bytes] = {}  # X25519 agreement of c keys, by peer
-        self._own_shares: dict[str, Share] = {}  # "b", "s": this holder's shares of its own
-        self._received: dict[str, tuple[Share, Share]] = {}  # peer → (its b, its s_sk)
+        self._own_shares: dict[str, bytes] = {}  # "b", "s": its signed shares of its own
+        self._received: dict[str, tuple[bytes, bytes]] = {}  # peer → signed (b, s_sk)
         self._shared_with: frozenset[str] = frozenset()  # U2 as this holder saw it
         self._masked_with: frozenset[str] = frozenset()  # U2 minus the excluded peers
         self._signed: tuple[str, ...] = ()  # the survivor set this holder signed
@@ -237,9 +236,16 @@ class Holder:
         if by_name[self.name] != self._advertisement:
             raise SecAggRefused("the participant list alters this holder's advertisement")
         names = sorted(by_name)
-        xs = [self.roster.index(n) for n in names]
-        seed_shares = dict(zip(names, split_secret(self._seed, p.t_min, xs), strict=True))
-        key_shares = dict(zip(names, split_secret(self._masking_raw, p.t_min, xs), strict=True))
+        signed = dealing.deal(
+            self._signing_key,
+            self._seed,
+            self._masking_raw,
+            threshold=p.t_min,
+            xs={n: self.roster.index(n) for n in names},
+            run_id=p.run_id,
+            round_=p.round,
+            dealer=self.name,
+        )
         ciphertexts = {}
         for peer in names:
             if peer == self.name:
@@ -249,7 +255,7 @@ class Holder:
             except ValueError:
                 raise SecAggRefused(f"the encryption key of {peer!r} is not usable") from None
             self._channels[peer] = secret
-            plaintext = seed_shares[peer].y_bytes() + key_shares[peer].y_bytes()
+            plaintext = signed[peer]
             ciphertexts[peer] = channel.seal(
                 secret,
                 plaintext,
@@ -259,18 +265,20 @@ class Holder:
                 recipient=peer,
             )
         self._participants = by_name
-        self._own_shares = {"b": seed_shares[self.name], "s": key_shares[self.name]}
+        own = signed[self.name]
+        size = dealing.SIGNED_SHARE_BYTES
+        self._own_shares = {"b": own[:size], "s": own[size:]}
         return messages.EncryptedShares(self.name, p.run_id, p.round, ciphertexts)
 
     # Step 3
 
-    def _open(self, bundle: messages.ShareBundle) -> dict[str, tuple[Share, Share] | None]:
-        """The shares of b and s_sk each sender of ``bundle`` sealed to this holder; None
-        for a sender whose ciphertext does not open (garbage from the peer or the relay:
-        this holder does not mask with it, and the round goes on without it)."""
+    def _open(self, bundle: messages.ShareBundle) -> dict[str, tuple[bytes, bytes] | None]:
+        """The signed shares of b and s_sk each sender of ``bundle`` sealed to this holder;
+        None for a sender whose ciphertext does not open or whose shares it did not sign
+        for this holder and round (garbage from the peer or the relay: this holder does not
+        mask with it, and the round goes on without it)."""
         p = self.parameters
-        x = self.roster.index(self.name)
-        received: dict[str, tuple[Share, Share] | None] = {}
+        received: dict[str, tuple[bytes, bytes] | None] = {}
         for sender, ciphertext in bundle.ciphertexts.items():
             if sender == self.name or sender not in self._participants:
                 raise SecAggRefused(f"the share bundle holds shares from {sender!r}, not a peer")
@@ -283,9 +291,14 @@ class Holder:
                     sender=sender,
                     recipient=self.name,
                 )
-                received[sender] = (
-                    Share.from_bytes(x, plaintext[:SHARE_BYTES]),
-                    Share.from_bytes(x, plaintext[SHARE_BYTES:]),
+                received[sender] = dealing.open_pair(
+                    self.roster,
+                    plaintext,
+                    run_id=p.run_id,
+                    round_=p.round,
+                    dealer=sender,
+                    recipient=self.name,
+                    commitment=self._participants[sender].seed_commitment,
                 )
             except (ValueError, ShamirError):
                 received[sender] = None
@@ -388,8 +401,8 @@ class Holder:
             self.name,
             self.parameters.run_id,
             self.parameters.round,
-            {n: seed_shares[n].y_bytes() for n in request.survivors},
-            {n: key_shares[n].y_bytes() for n in request.dropped if n in key_shares},
+            {n: seed_shares[n] for n in request.survivors},
+            {n: key_shares[n] for n in request.dropped if n in key_shares},
         )
         # Nothing else will be asked of this round: forget the secrets it no longer needs
         # (a later compromise of this process then exposes nothing of the round).

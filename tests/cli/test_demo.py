@@ -67,7 +67,7 @@ def test_summary_table_has_the_hospital_level_row() -> None:
     text = out.getvalue()
     row = next(line for line in text.splitlines() if "hospital-level DP, same trust" in line)
     assert row.split()[-1] == "0.046"
-    row = next(line for line in text.splitlines() if "secure aggregation, t_min" in line)
+    row = next(line for line in text.splitlines() if "secure aggregation, default" in line)
     assert row.split()[-1] == "0.031"
     # The federated row names the run's mechanism by its registered label.
     assert f"federated, {get_mechanism('local').label} (ε=1)" in text

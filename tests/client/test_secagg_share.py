@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
-from ldpem.client.secagg import check_share
+from ldpem.client.secagg import SecAggConfig, check_share, load_secagg
 from ldpem.client.trust import AgentError, agent_mechanisms, run_budget
 from ldpem.common.protocol import holder_mechanism
-from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes
+from ldpem.common.secagg import (
+    Roster,
+    generate_signing_key,
+    public_key_bytes,
+    signing_key_to_pem,
+)
 from ldpem.common.secagg.quantize import skellam_tail
 from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
 
@@ -101,3 +107,47 @@ def test_a_share_larger_than_the_runs_is_refused(params: PublicParameters, epsil
         assert skellam_tail(share_mean(larger), failure=2**-40) > half
     if epsilon == 0.01:
         assert math.sqrt(2 * share_mean(larger)) > half
+
+
+@pytest.mark.parametrize(
+    ("t_min", "colluders", "floor", "joins"), [(5, 1, 4, True), (5, 1, 5, False)]
+)
+def test_min_honest_is_a_floor_on_the_honest_shares_t_min_minus_c(
+    tmp_path: Path, t_min: int, colluders: int, floor: int, joins: bool
+) -> None:
+    """--min-honest counts the honest noise shares the run promises, t_min − c: a run of
+    K = 5, t_min = 5, c = 1 promises 4 (issue 29: colluders add no noise)."""
+    keys = {n: generate_signing_key() for n in NAMES}
+    roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
+    (tmp_path / "roster.json").write_text(roster.to_json())
+    (tmp_path / "h0.key").write_bytes(signing_key_to_pem(keys["h0"]))
+    request = RunCreate(
+        model="gmm",
+        d=3,
+        sigma=1.0,
+        rounds=2,
+        mechanism="secagg",
+        epsilon=1.0,
+        delta=1e-5,
+        t_min=t_min,
+        colluders=colluders,
+        roster=json.loads(roster.to_json()),
+        hospitals=[
+            HospitalEnrolment(name=n, records=40, token=f"token-{n}-abcdefghijklmnop")
+            for n in NAMES
+        ],
+    )
+    run = public_parameters(request)
+    mechanism = holder_mechanism(
+        run, records=40, epsilon=run.epsilon, delta=run.delta, accounting="exact"
+    )
+    config = SecAggConfig(tmp_path / "h0.key", tmp_path / "roster.json", floor)
+    if joins:
+        session = load_secagg(config, run, "h0", mechanism)
+        assert (session.t_min, session.colluders) == (t_min, colluders)
+        return
+    with pytest.raises(AgentError) as refused:
+        load_secagg(config, run, "h0", mechanism)
+    message = str(refused.value)
+    assert "t_min - c = 5 - 1 honest noise shares, below this agent's --min-honest 5" in message
+    assert "\n" not in message

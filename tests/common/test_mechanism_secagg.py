@@ -227,8 +227,18 @@ def test_a_shares_mechanism_must_say_how_its_shares_are_calibrated() -> None:
 @pytest.mark.parametrize(
     ("k", "t_min", "colluders"),
     # K − ⌊K/10⌋, and the largest c ≤ ⌊K/3⌋ with c < 2·t_min − K (docs/SECAGG.md).
-    [(1, 1, 0), (2, 2, 0), (3, 3, 1), (4, 4, 1), (5, 5, 1), (10, 9, 3), (20, 18, 6)]
-    + [(100, 90, 33), (101, 91, 33), (1000, 900, 333)],
+    [
+        (1, 1, 0),
+        (2, 2, 0),
+        (3, 3, 1),
+        (4, 4, 1),
+        (5, 5, 1),
+        (10, 9, 3),
+        (20, 18, 6),
+        (100, 90, 33),
+        (101, 91, 33),
+        (1000, 900, 333),
+    ],
 )
 def test_the_defaults_tolerate_a_tenth_dropping_and_a_third_colluding(
     k: int, t_min: int, colluders: int

@@ -197,12 +197,13 @@ class Fake:
         elif step == "signature":
             r.aggregator.receive_signature(SurvivorSignature.from_dict(body))
             check = r.aggregator.consistency_check()
-            for name in ("h1", "h2", "h3"):
-                r.aggregator.receive_signature(r.others[name].sign_survivors(check))
+            for name in check.survivors:
+                if name != "h0":
+                    r.aggregator.receive_signature(r.others[name].sign_survivors(check))
         elif step == "unmask":
             r.aggregator.receive_unmask_response(UnmaskResponse.from_dict(body))
             request = r.aggregator.unmask_request()
-            for name in ("h1", "h2"):
+            for name in [s.holder for s in request.signatures if s.holder != "h0"]:
                 r.aggregator.receive_unmask_response(r.others[name].unmask(request))
             r.result = [int(v) for v in r.aggregator.result()]
 
@@ -289,7 +290,13 @@ def test_both_kinds_of_seed_for_one_holder(tmp_path: Path, consortium: Consortiu
 
 def _resign(a: KeyAdvertisement, key: Any) -> KeyAdvertisement:
     return sign_advertisement(
-        key, a.holder, a.parameters, a.roster_digest, a.encryption_key, a.masking_key
+        key,
+        a.holder,
+        a.parameters,
+        a.roster_digest,
+        a.encryption_key,
+        a.masking_key,
+        seed_commitment=a.seed_commitment,
     )
 
 
@@ -379,7 +386,11 @@ def test_k_or_t_min_changed_in_the_advertisements(
     assert (1, "shares") not in outcome.posts
 
 
-@pytest.mark.parametrize("change", [{"t_min": T_MIN + 1}, {"holders": K + 1}], ids=["t_min", "K"])
+@pytest.mark.parametrize(
+    "change",
+    [{"t_min": T_MIN + 1}, {"holders": K + 1}, {"colluders": 1}],
+    ids=["t_min", "K", "c"],
+)
 def test_k_or_t_min_changed_in_the_run(
     tmp_path: Path, consortium: Consortium, change: dict[str, int]
 ) -> None:

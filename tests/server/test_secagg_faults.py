@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,18 +18,20 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ldpem.common.secagg import UnmaskRequest
+from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.server.app import create_app
+from ldpem.server.secagg import SecAggRounds
+from tests.common.secagg.kit import dealing_wrong
 from tests.fedkit import settings
 from tests.secaggdriver import (
     NAMES,
     STEPS,
+    D,
     DrivenRun,
-    Played,
     create_run,
     liar,
     play_round,
-    random_share,
+    spoil,
 )
 
 
@@ -70,66 +73,127 @@ def stored_kinds(tmp_path: Path, run_id: str) -> list[str]:
     return [str(k) for (k,) in rows]
 
 
-def settled(run: DrivenRun) -> dict[str, Any]:
-    """The run's summary, which must show round 0 settled: closed (round 1 open) or the
-    run failed with a one-line reason."""
+def stored_sum(tmp_path: Path, run_id: str, t: int) -> dict[str, Any]:
+    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
+        (body,) = db.execute(
+            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = ? AND kind = 'sum'",
+            (run_id, t),
+        ).fetchone()
+    answer: dict[str, Any] = json.loads(body)
+    return answer
+
+
+def true_total(run: DrivenRun, inputs: dict[str, list[int]]) -> list[float]:
+    """The round's total the coordinator must find: the holders' inputs summed."""
+    bits = run.params.modulus_bits
+    assert bits is not None
+    residues = [sum(inputs[n][j] for n in NAMES) for j in range(D)]
+    return [grid_of(run_shares_mechanism(run.params)) * v for v in signed_sum(residues, bits)]
+
+
+def completed_without_the_liar(
+    tmp_path: Path, run: DrivenRun, inputs: dict[str, list[int]]
+) -> None:
+    """Round 0 closed with the true sum of every holder's input, and h1 named as the
+    sender of a wrong share in the stored sum."""
     summary = run.summary()
-    if summary["status"] == "failed":
-        assert summary["reason"] and "\n" not in summary["reason"], summary
-    else:
-        assert (summary["status"], summary["round"]) == ("running", 1), summary
-    return summary
+    assert (summary["status"], summary["round"]) == ("running", 1), summary
+    total = stored_sum(tmp_path, run.run_id, 0)
+    assert total["total"] == true_total(run, inputs)
+    assert total["survivors"] == NAMES
+    assert list(total["faulty"]) == ["h1"] and "'h0'" in total["faulty"]["h1"], total
 
 
-def test_a_random_unmasking_share_gets_no_5xx_and_the_round_is_settled(
-    coordinator: Coordinator,
+def test_a_random_unmasking_share_is_named_and_the_round_completes_without_it(
+    coordinator: Coordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Guards finding 2: on 8e54e94 the last unmasking response (the one that closed the
-    step) was answered 500 and the round stayed open for ever, its step marked done."""
+    step) was answered 500 and the round stayed open for ever, its step marked done. Now
+    h1's wrong share is caught and named, and the t_min = 3 other responses give the sum."""
     run = create_run(coordinator.client, "a")
-    played = play_round(run, 0, run.inputs(1), alter=liar("h1", "h0"))
+    inputs = run.inputs(1)
+    played = play_round(run, 0, inputs, alter=liar("h1", "h0"))
     assert played.statuses == [200] * (len(STEPS) * len(NAMES))
-    settled(run)
+    completed_without_the_liar(tmp_path, run, inputs)
+    assert "hospital h1 sent a wrong unmasking share" in caplog.text
 
 
-def spoil(tmp_path: Path, run: DrivenRun, played: Played, requests: dict[str, Any]) -> None:
-    """Store round 0's unmasking responses of every holder (answering ``requests``) as
-    8e54e94 stored them before answering 500 (h1's share of h0's seed random), the
-    coordinator stopped: the state it then left behind."""
-    requests = {n: UnmaskRequest.from_dict(r) for n, r in requests.items()}
-    responses = {n: h.unmask(requests[n]) for n, h in played.holders.items()}
-    responses["h1"] = random_share(responses["h1"], "h0")
-    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
-        (seq,) = db.execute(
-            "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = 0", (run.run_id,)
-        ).fetchone()
-        db.executemany(
-            "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
-            "VALUES (?, 0, ?, 'unmask', ?, ?)",
-            [
-                (run.run_id, seq + i, n, json.dumps(responses[n].to_dict(), sort_keys=True))
-                for i, n in enumerate(NAMES)
-            ],
-        )
-        db.commit()
+def test_a_wrong_share_among_exactly_t_min_responses_fails_the_run_naming_its_sender(
+    coordinator: Coordinator,
+) -> None:
+    """Guards the other side of finding 2: with h3 silent, h1's wrong share leaves two
+    verified shares, fewer than t_min = 3. At the step's deadline (on_short "fail") the
+    run fails with a one-line reason naming h1, instead of a 500 and an open round."""
+    run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="fail")
+    played = play_round(run, 0, run.inputs(1), alter=liar("h1", "h0"), silent={"h3"})
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    deadline = time.monotonic() + 30
+    while run.summary()["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    summary = run.summary()
+    assert summary["status"] == "failed", summary
+    assert "wrong shares came from 'h1'" in summary["reason"], summary
+    assert "\n" not in summary["reason"]
+    # The run's holders are refused from now on, not answered 5xx.
+    assert run.post(0, "h3", "unmask", played.sent["unmask"]["h3"].to_dict()).status_code == 409
 
 
-def test_a_restart_over_a_spoilt_round_fails_only_that_run(
+def test_under_on_short_extend_a_late_holder_completes_a_round_a_wrong_share_held_up(
+    coordinator: Coordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The run's on_short policy decides a fault at a deadline with a holder missing:
+    "extend" waits for it (h1's wrong share left two verified shares; h3's late one makes
+    three), and the round then completes without h1's share, naming it."""
+    run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="extend")
+    inputs = run.inputs(1)
+    played = play_round(run, 0, inputs, alter=liar("h1", "h0"), silent={"h3"})
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    deadline = time.monotonic() + 30  # past the unmask step's deadline: extended, not failed
+    while "wrong shares came from 'h1'; extended" not in caplog.text:
+        assert time.monotonic() < deadline, caplog.text
+        time.sleep(0.05)
+    assert (run.summary()["status"], run.summary()["round"]) == ("running", 0)
+    assert run.post(0, "h3", "unmask", played.sent["unmask"]["h3"].to_dict()).status_code == 200
+    completed_without_the_liar(tmp_path, run, inputs)
+
+
+def test_a_dealer_of_wrong_shares_fails_the_run_naming_it_even_under_extend(
+    coordinator: Coordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dealer's wrong shares cannot be mended by a late answer: at the deadline, h3
+    still missing, the run fails naming h0 although on_short is "extend" (it would wait
+    for ever otherwise)."""
+    run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="extend")
+    holders = run.holders(0)
+    dealing_wrong(monkeypatch, holders["h0"], "b")
+    played = play_round(run, 0, run.inputs(1), silent={"h3"}, holders=holders)
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    deadline = time.monotonic() + 30
+    while run.summary()["status"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    summary = run.summary()
+    assert summary["status"] == "failed", summary
+    assert "'h0' dealt wrong shares" in summary["reason"], summary
+
+
+def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(
     coordinator: Coordinator, tmp_path: Path
 ) -> None:
     """Guards finding 2's restart: the state 8e54e94 left behind (every unmasking response
     of a round stored, one of them wrong, no sum) made the coordinator fail at start-up
-    with SecAggError, taking every other run down. Now that round is settled at the
-    restart, and another run caught in the middle of its round goes on."""
+    with SecAggError, taking every other run down. Now the restart completes that round
+    without the wrong share (three verified ones are t_min), and another run caught in
+    the middle of its round goes on. The restart that must fail the run instead (fewer
+    than t_min verified shares) is tests/cli/test_secagg_restart.py's, with a process."""
     spoilt, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
     played = play_round(spoilt, 0, spoilt.inputs(1), until="signature")
     begun = play_round(other, 0, other.inputs(2), until="advertise")
     requests = {n: spoilt.get(0, n, "unmask-request").json() for n in NAMES}
     coordinator.close()
-    spoil(tmp_path, spoilt, played, requests)
+    spoil(tmp_path / "coordinator.sqlite", spoilt, 0, played, requests)
     coordinator.restart()
     spoilt.client = other.client = coordinator.client
-    settled(spoilt)
+    completed_without_the_liar(tmp_path, spoilt, spoilt.inputs(1))
     assert stored_kinds(tmp_path, spoilt.run_id).count("unmask") == len(NAMES)
     # The other run goes on: its advertisements were kept (the same ones again are
     # accepted), and the round closes with every holder.
@@ -165,6 +229,34 @@ def test_a_run_whose_stored_messages_do_not_replay_fails_alone(
     assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
 
 
+def test_an_unexpected_error_rebuilding_one_run_fails_that_run_alone(
+    coordinator: Coordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards ``recover``'s last line of defence: whatever goes wrong rebuilding one run's
+    round (here a RuntimeError, standing for a bug) fails that run with the reason, and
+    start-up and the other run go on (8e54e94: start-up failed)."""
+    broken, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
+    play_round(broken, 0, broken.inputs(1), until="advertise")
+    begun = play_round(other, 0, other.inputs(2), until="advertise")
+    coordinator.close()
+    replay = SecAggRounds._replay
+
+    def failing(self: SecAggRounds, r: Any) -> None:
+        if r.run_id == broken.run_id:
+            raise RuntimeError("a bug")
+        replay(self, r)
+
+    monkeypatch.setattr(SecAggRounds, "_replay", failing)
+    coordinator.restart()
+    broken.client = other.client = coordinator.client
+    summary = broken.summary()
+    assert summary["status"] == "failed", summary
+    assert "could not be rebuilt (RuntimeError('a bug'))" in summary["reason"], summary
+    played = play_round(other, 0, other.inputs(2), holders=begun.holders)
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
+
+
 #: Bodies no holder's agent sends: wrong types, missing and unknown fields, bad base64,
 #: huge numbers, names off the roster.
 GARBAGE: list[object] = [
@@ -182,8 +274,9 @@ GARBAGE: list[object] = [
 def mutations(body: dict[str, Any]) -> list[dict[str, Any]]:
     """``body`` with each field in turn replaced by a wrong value, and with an extra one."""
     out = []
+    wrongs: tuple[object, ...] = (None, 1.5e308, -1, "", [], {}, "A" * 5000, 2**70)
     for field in body:
-        for wrong in (None, 1.5e308, -1, "", [], {}, "A" * 5000, 2**70):
+        for wrong in wrongs:
             out.append({**body, field: wrong})
     out.append({**body, "extra": 1})
     return out
@@ -220,4 +313,6 @@ def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: Coordinator) 
     )
     assert codes and all(code < 500 for code in codes), sorted(set(codes))
     assert set(codes) <= {200, 202, 401, 403, 404, 409, 422}, sorted(set(codes))
-    settled(run)
+    # Round 1's liar was named and left out; the run finished.
+    assert run.summary()["status"] == "finished"
+    assert list(stored_sum(coordinator.tmp_path, run.run_id, 1)["faulty"]) == ["h2"]

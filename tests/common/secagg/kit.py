@@ -3,6 +3,7 @@ keys, and one round run through the wire format (every message goes through JSON
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import Collection
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self, TypeVar
 
 import numpy as np
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ldpem.common.secagg import (
@@ -25,10 +27,13 @@ from ldpem.common.secagg import (
     SurvivorSignature,
     UnmaskRequest,
     UnmaskResponse,
+    dealing,
     generate_signing_key,
     minimum_t_min,
     public_key_bytes,
 )
+from ldpem.common.secagg.dealing import Kind
+from ldpem.common.secagg.shamir import PRIME, split_secret
 
 RUN = "run-7f3a"
 
@@ -192,3 +197,24 @@ def _pairs(shares: EncryptedShares) -> list[tuple[tuple[str, str], bytes]]:
 
 def as_list(vector: np.ndarray[Any, Any]) -> list[int]:
     return [int(v) for v in vector]
+
+
+def dealing_wrong(monkeypatch: pytest.MonkeyPatch, holder: Holder, kind: Kind) -> None:
+    """Make ``holder`` deal shares of ``kind`` that are not all on one polynomial: the
+    values of its shares to the first two holders in name order are moved (signed as
+    usual, so no responder can be blamed for them)."""
+    honest = split_secret
+    secret = holder._seed if kind == "b" else holder._masking_raw
+
+    def split(value: bytes, threshold: int, xs: Any) -> Any:
+        shares = honest(value, threshold, xs)
+        if value != secret:
+            return shares
+        # By 1 and 2: at t = 3 the Lagrange weights at 0 of x = 1, 2, 3 are 3, -3, 1, so
+        # moving both by 1 would keep f(0).
+        moved = [
+            dataclasses.replace(sh, y=(sh.y + i) % PRIME) for i, sh in enumerate(shares[:2], 1)
+        ]
+        return [*moved, *shares[2:]]
+
+    monkeypatch.setattr(dealing, "split_secret", split)

@@ -40,7 +40,7 @@ from ldpem.common.secagg.masks import (
     self_mask,
     subtract,
 )
-from ldpem.common.secagg.shamir import ShamirError, Share, combine_secret
+from ldpem.common.secagg.shamir import SHARE_BYTES, ShamirError, Share, combine_secret
 from tests.common.secagg.kit import Consortium, Round, as_list, run_round
 
 DIM = 5
@@ -95,7 +95,7 @@ class View:
             x = self.roster.index(response.holder)
             for kind, values in (("b", response.self_mask_shares), ("s", response.key_shares)):
                 for owner, value in values.items():
-                    found[kind, owner].append(Share.from_bytes(x, value))
+                    found[kind, owner].append(Share.from_bytes(x, value[:SHARE_BYTES]))
         for (kind, owner), shares in found.items():
             self.shares_held[kind, owner] = len(shares)
             try:

@@ -29,7 +29,7 @@ from ldpem.common.secagg import (
 )
 from ldpem.common.secagg.consistency import sign_survivors
 from ldpem.common.secagg.messages import sign_advertisement
-from ldpem.common.secagg.shamir import Share, combine_secret
+from ldpem.common.secagg.shamir import SHARE_BYTES, Share, combine_secret
 from tests.common.secagg.kit import RUN, Consortium
 
 NAMES = ("h00", "h01", "h02", "h03", "h04")
@@ -137,7 +137,8 @@ def test_telling_two_groups_different_stories_cannot_reach_both_seeds() -> None:
     roster = stage.consortium.roster
     # Three shares of b_04: the self-mask seed is the aggregator's, as it should be.
     seed = [
-        Share.from_bytes(roster.index(r.holder), r.self_mask_shares["h04"]) for r in seed_shares
+        Share.from_bytes(roster.index(r.holder), r.self_mask_shares["h04"][:SHARE_BYTES])
+        for r in seed_shares
     ]
     assert combine_secret(seed, 3) == stage.holders["h04"]._seed
     # The key of h04 needs a request over NAMES[:4] signed by t_min = 3 of its members.
@@ -161,6 +162,7 @@ def test_a_participant_not_on_the_roster_is_refused() -> None:
         stage.consortium.roster.digest,
         stage.adverts["h04"].encryption_key,
         stage.adverts["h04"].masking_key,
+        seed_commitment=stage.adverts["h04"].seed_commitment,
     )
     lie = stage.participant_list(*list(stage.adverts.values())[:4], sybil)
     refuses(stage.holders["h00"], "share_keys", lie, "participant 'mallory' is not on the roster")
@@ -308,6 +310,7 @@ def test_shares_redirected_from_another_holder_do_not_open() -> None:
     [
         (check(NAMES[1:]), "leaves out this holder"),
         (check((*NAMES, "h05")), "names 'h05', which this holder did not mask with"),
+        (check(("h00", "h00", "h01")), "the survivor set names a holder twice"),
         (ConsistencyCheck(RUN, 1, NAMES), "consistency check is for run 'run-7f3a' round 1"),
     ],
 )

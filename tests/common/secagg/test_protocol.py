@@ -288,3 +288,12 @@ def test_a_peers_garbage_ciphertext_costs_it_the_round_only(k: int) -> None:
     assert done.request.dropped == ("h01",)
     assert "h01" not in done.responses["h03"].key_shares
     assert done.result == done.expected()
+
+
+def test_a_left_out_peer_whose_key_too_few_survivors_hold_fails_the_round_early() -> None:
+    """h01's shares do not open at h03 and h04 drops: h01 is left out, and only h00 and
+    h02 of the survivors hold a share of its key (t_min = 3). The round cannot be unmasked,
+    and the aggregator says so before asking anyone to sign."""
+    consortium = Consortium.of(5)
+    with pytest.raises(SecAggError, match="only 2 holders of the survivors hold a share of 'h01'"):
+        run_round(consortium, consortium.parameters(), garbage=[("h01", "h03")], dropped=["h04"])

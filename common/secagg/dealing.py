@@ -1,0 +1,189 @@
+"""What makes a wrong Shamir share detectable and its sender nameable (issue 29): the
+dealer's signature on every share it deals, and its commitment to its self-mask seed.
+
+**Signed shares.** The dealer of a secret (its self-mask seed b, kind ``"b"``, or its
+masking key s_sk, kind ``"s"``) signs each share it deals with its Ed25519 roster key,
+over a binding of a domain tag, the run, the round, the dealer, the recipient, the kind,
+the dealer's seed commitment of this round and the share's value. A share travels with
+its signature, SIGNED_SHARE_BYTES bytes: value then signature. The recipient checks the
+signature when it opens the share (so that it cannot be blamed for a share it was not
+dealt), and reveals it with the signature in its unmasking response; the aggregator
+checks it against the dealer's roster key. A responder cannot present another value, nor
+a share dealt to someone else, of another round, of the other kind, or of an earlier
+dealing of the same round (an agent restarted mid-round deals again under a new
+advertisement, hence a new commitment): the signature would not verify, and the
+responder is named.
+
+**Committed seeds.** A holder's signed key advertisement carries SHA-256 over a domain tag,
+its run, round, name and b (``seed_commitment``); s_sk is committed by its public key s_pk.
+The aggregator checks each reconstructed secret against its commitment; t_min shares that
+all carry the dealer's valid signature yet give another secret were dealt wrong by the
+dealer, who is then named.
+
+b is 32 uniformly random bytes, so its commitment hides it (SHA-256 preimage resistance),
+and the signatures carry nothing about the share beyond what the share itself does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ldpem.common.secagg._encoding import binding
+from ldpem.common.secagg.keys import Roster
+from ldpem.common.secagg.shamir import SHARE_BYTES, Share, split_secret
+
+__all__ = [
+    "COMMITMENT_BYTES",
+    "KINDS",
+    "SIGNED_SHARE_BYTES",
+    "Kind",
+    "deal",
+    "open_pair",
+    "seed_commitment",
+    "share_value",
+    "sign_share",
+]
+
+#: The secret a share is of: the self-mask seed b, or the masking key s_sk.
+Kind = Literal["b", "s"]
+#: The order of the two shares in a dealt pair.
+KINDS: tuple[Kind, Kind] = ("b", "s")
+#: An Ed25519 signature.
+_SIGNATURE_BYTES = 64
+#: A share as it is dealt and revealed: its value, then its dealer's signature.
+SIGNED_SHARE_BYTES = SHARE_BYTES + _SIGNATURE_BYTES
+#: A seed commitment (SHA-256).
+COMMITMENT_BYTES = 32
+_SHARE = "ldpem secagg dealt share v1"
+_COMMITMENT = "ldpem secagg seed commitment v1"
+
+
+def _signed_bytes(
+    run_id: str,
+    round_: int,
+    dealer: str,
+    recipient: str,
+    kind: Kind,
+    commitment: bytes,
+    value: bytes,
+) -> bytes:
+    return binding(_SHARE, run_id, round_, dealer, recipient, kind, commitment, value)
+
+
+def sign_share(
+    key: Ed25519PrivateKey,
+    value: bytes,
+    *,
+    run_id: str,
+    round_: int,
+    dealer: str,
+    recipient: str,
+    kind: Kind,
+    commitment: bytes,
+) -> bytes:
+    """The share ``value`` (SHARE_BYTES) followed by ``dealer``'s signature over it, bound
+    to the run, round, recipient, kind and the dealer's seed ``commitment``."""
+    if len(value) != SHARE_BYTES:
+        raise ValueError(f"a share's value is {SHARE_BYTES} bytes, got {len(value)}")
+    message = _signed_bytes(run_id, round_, dealer, recipient, kind, commitment, value)
+    return value + key.sign(message)
+
+
+def share_value(
+    roster: Roster,
+    signed: bytes,
+    *,
+    run_id: str,
+    round_: int,
+    dealer: str,
+    recipient: str,
+    kind: Kind,
+    commitment: bytes,
+) -> bytes | None:
+    """The value of the signed share ``signed`` if ``dealer``'s roster key signed it for
+    this run, round, recipient, kind and dealing (``commitment``, the dealer's seed
+    commitment); None otherwise (not SIGNED_SHARE_BYTES long, a dealer off the roster, an
+    altered value or signature, a share dealt for another)."""
+    if len(signed) != SIGNED_SHARE_BYTES or dealer not in roster:
+        return None
+    value, signature = signed[:SHARE_BYTES], signed[SHARE_BYTES:]
+    message = _signed_bytes(run_id, round_, dealer, recipient, kind, commitment, value)
+    return value if roster.verify(dealer, signature, message) else None
+
+
+def seed_commitment(seed: bytes, *, run_id: str, round_: int, holder: str) -> bytes:
+    """SHA-256 over a domain tag, the run, the round, ``holder`` and its seed b."""
+    return hashlib.sha256(binding(_COMMITMENT, run_id, round_, holder, seed)).digest()
+
+
+def deal(
+    key: Ed25519PrivateKey,
+    seed: bytes,
+    masking_key: bytes,
+    *,
+    threshold: int,
+    xs: dict[str, int],
+    run_id: str,
+    round_: int,
+    dealer: str,
+) -> dict[str, bytes]:
+    """``dealer``'s fresh ``threshold``-of-n Shamir shares of its seed b and its masking
+    key s_sk at the x-coordinates ``xs`` (name → roster position): for each name, its
+    signed share of b then of s_sk (2 · SIGNED_SHARE_BYTES), what is sealed to it."""
+    commitment = seed_commitment(seed, run_id=run_id, round_=round_, holder=dealer)
+    names = list(xs)
+    points = [xs[n] for n in names]
+    seeds = split_secret(seed, threshold, points)
+    keys = split_secret(masking_key, threshold, points)
+    out = {}
+    for name, *pair in zip(names, seeds, keys, strict=True):
+        out[name] = b"".join(
+            sign_share(
+                key,
+                share.y_bytes(),
+                run_id=run_id,
+                round_=round_,
+                dealer=dealer,
+                recipient=name,
+                kind=kind,
+                commitment=commitment,
+            )
+            for share, kind in zip(pair, KINDS, strict=True)
+        )
+    return out
+
+
+def open_pair(
+    roster: Roster,
+    plaintext: bytes,
+    *,
+    run_id: str,
+    round_: int,
+    dealer: str,
+    recipient: str,
+    commitment: bytes,
+) -> tuple[bytes, bytes]:
+    """The signed shares of b and of s_sk in a plaintext ``deal`` made for ``recipient``;
+    ValueError unless both are field elements signed by ``dealer`` for it in this round's
+    dealing (``commitment``: the seed commitment of ``dealer``'s advertisement)."""
+    if len(plaintext) != 2 * SIGNED_SHARE_BYTES:
+        raise ValueError(f"a pair of signed shares is {2 * SIGNED_SHARE_BYTES} bytes")
+    pair = plaintext[:SIGNED_SHARE_BYTES], plaintext[SIGNED_SHARE_BYTES:]
+    for signed, kind in zip(pair, KINDS, strict=True):
+        value = share_value(
+            roster,
+            signed,
+            run_id=run_id,
+            round_=round_,
+            dealer=dealer,
+            recipient=recipient,
+            kind=kind,
+            commitment=commitment,
+        )
+        if value is None:
+            raise ValueError(f"the share of {kind} is not signed by {dealer!r} for this round")
+        Share.from_bytes(roster.index(recipient), value)  # ShamirError: not a field element
+    return pair
