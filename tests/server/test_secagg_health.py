@@ -41,7 +41,7 @@ from tests.server.opkit import health_banner, run_gauges, scrape
 K = len(NAMES)
 #: Short, as every wait for a missing holder costs one; the assertions read the recorded
 #: closing reasons, not the clock.
-DEADLINE = 1.0
+DEADLINE = 2.0
 
 
 class Run:
