@@ -387,6 +387,10 @@ class RunSummary(_Schema):
     allow_weaker_reports: bool = False
     #: The forecast stated when the run was created (see RunCreated).
     forecast: Forecast | None = None
+    #: ``GET /v1/runs/{run}`` only: the run's health (healthy, degraded, failed) and the
+    #: status page's line for it, naming late, missing and lost hospitals.
+    health: str | None = None
+    health_line: str | None = None
 
 
 def public_parameters(request: RunCreate) -> PublicParameters:

@@ -142,7 +142,9 @@ class Coordinator:
         return created
 
     def summary(self, run_id: str) -> RunSummary:
-        return queries.summary(self.store, queries.get_run(self.store, run_id))
+        """The run's summary with its health now (what ``ldpem run status`` shows)."""
+        run = queries.get_run(self.store, run_id)
+        return queries.summary(self.store, run, queries.health(self.store, run, self.clock()))
 
     def list_runs(self) -> list[RunSummary]:
         return [queries.summary(self.store, r) for r in self.store.list_runs()]
