@@ -32,7 +32,7 @@ from ldpem.common.wire import (
 from ldpem.server import queries, runs
 from ldpem.server.forecast import ForecastOptions
 from ldpem.server.groupcommit import GroupCommit
-from ldpem.server.machine import Outcome, accept_report, check_open, expire
+from ldpem.server.machine import Note, Outcome, accept_report, cancel, check_open, expire
 from ldpem.server.policy import (
     NOISE_FLOOR_RTOL,
     check_report,
@@ -140,6 +140,21 @@ class Coordinator:
         )
         self._notify()
         return created
+
+    async def cancel_run(self, run_id: str, reason: str) -> RunSummary:
+        """End a running run as cancelled (committed in a worker thread); its agents learn
+        it from the long-poll and stop. Conflict when the run ended already."""
+
+        def commit() -> list[Note]:
+            with self.store.transaction():
+                return cancel(self.store, run_id, reason)
+
+        notes = await asyncio.to_thread(commit)
+        for note in notes:
+            note.emit()
+        self.secagg.forget(run_id)
+        self._notify()
+        return self.summary(run_id)
 
     def summary(self, run_id: str) -> RunSummary:
         return queries.summary(self.store, queries.get_run(self.store, run_id))

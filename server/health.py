@@ -7,7 +7,8 @@ result, so the page, the JSON and the alerts cannot disagree.
 
 A run is *degraded* while any enrolled hospital is late in the open round or has missed a
 closed round (a missed round is final: its records never reach the estimate), round 0
-included; *failed* when the run failed; *healthy* otherwise.
+included; *failed* when the run failed; *cancelled* when the operator cancelled it (over:
+neither degraded nor failed, whatever its rounds missed); *healthy* otherwise.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ NAMED = 10
 #: A hospital in the open round: reported, not yet (waiting), overdue (late), or "" when
 #: no round is open.
 Presence = Literal["reported", "waiting", "late", ""]
-HealthState = Literal["healthy", "degraded", "failed"]
+HealthState = Literal["healthy", "degraded", "failed", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -133,19 +134,22 @@ class RunHealth:
 
     @property
     def degraded(self) -> bool:
-        """Whether a hospital is late in the open round or missed a closed one."""
-        return bool(self.late or self.missing)
+        """Whether a hospital is late in the open round or missed a closed one (never in a
+        cancelled run: the operator ended it, nothing is left to alert on)."""
+        return self.run_status != "cancelled" and bool(self.late or self.missing)
 
     @property
     def state(self) -> HealthState:
-        if self.run_status == "failed":
-            return "failed"
+        if self.run_status in ("failed", "cancelled"):
+            return self.run_status
         return "degraded" if self.degraded else "healthy"
 
     def headline(self) -> str:
         """One line: the state's reason, naming the late and missing hospitals."""
         if self.run_status == "failed":
             return f"stopped after {self.closed} of {self.rounds} rounds"
+        if self.run_status == "cancelled":
+            return f"cancelled after {self.closed} of {self.rounds} rounds"
         if self.run_status == "finished":
             if not self.missing:
                 return f"finished all {self.rounds} rounds"
@@ -168,6 +172,8 @@ class RunHealth:
         found: list[str] = []
         if self.run_status == "failed":
             found.append(f"the run failed: {self.reason or 'no reason recorded'}")
+        if self.run_status == "cancelled":
+            found.append(self.reason or "cancelled by the operator")
         if self.warning:
             found.append(f"forecast warning: {self.warning}")
         if self.open_round is not None:
