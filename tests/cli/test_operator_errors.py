@@ -131,7 +131,7 @@ def test_a_stricter_agent_is_told_the_run_request_fix_first() -> None:
     )
     assert "\n" not in message
     # Both budgets stricter: both fields named.
-    with pytest.raises(AgentError, match='with "epsilon": 0.5, "delta": 1e-07 in its request'):
+    with pytest.raises(AgentError, match=r'with "epsilon": 0\.5, "delta": 1e-07 in its request'):
         run_budget(params, epsilon=0.5, delta=1e-7, allow_weaker=False)
 
 
