@@ -35,7 +35,7 @@ def _read_json(path: Path, what: str) -> Any:
     except OSError as error:
         raise UserError(f"{path}: cannot read the {what} ({error.strerror})") from None
     except ValueError as error:
-        raise UserError(f"{path}: the {what} is not valid JSON ({error})") from None
+        raise UserError(f"{path}: not valid JSON ({error})") from None
 
 
 def read_request(config: Path, roster: Path | None) -> Any:
