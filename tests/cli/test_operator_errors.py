@@ -38,6 +38,7 @@ from ldpem.common.wire import Identity, RoundInfo, RunCreate, public_parameters
 from ldpem.processes import free_port
 from ldpem.server.app import create_app
 from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, live_server, run_request, settings, token_file
+from tests.secaggkit import keys_and_roster
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -133,6 +134,20 @@ def test_a_stricter_agent_is_told_the_run_request_fix_first() -> None:
     # Both budgets stricter: both fields named.
     with pytest.raises(AgentError, match=r'with "epsilon": 0\.5, "delta": 1e-07 in its request'):
         run_budget(params, epsilon=0.5, delta=1e-7, allow_weaker=False)
+
+
+def test_a_stricter_agent_of_a_secagg_run_is_told_the_run_request_fix(tmp_path: Path) -> None:
+    """The issue's case: a secagg run created without delta (n^-1.1) and agents started
+    with --delta 1e-6, for which --allow-weaker is no way out."""
+    _, _, roster = keys_and_roster(tmp_path, 3)
+    request = run_request(hospitals=3, records=1000, mechanism="secagg", roster=roster)
+    params = public_parameters(RunCreate.model_validate(request))
+    assert params.delta == pytest.approx(3000**-1.1)
+    with pytest.raises(AgentError) as refused:
+        run_budget(params, epsilon=1.0, delta=1e-6, allow_weaker=True)
+    message = str(refused.value)
+    assert 'the operator should create the run with "delta": 1e-06 in its request' in message
+    assert message.index('"delta": 1e-06') < message.index("--allow-weaker cannot help")
 
 
 # --- a refused first contact binds nothing ------------------------------------------------
