@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     _Described = TypeVar("_Described", bound=DataclassInstance)
 
 __all__ = [
-    "ActionSpec",
     "PIPE_CLOSED",
+    "ActionSpec",
     "HelpFormatter",
     "add_actions",
     "build_parser",

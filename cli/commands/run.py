@@ -11,14 +11,15 @@ admin token (LDPEM_ADMIN_TOKEN or --admin-token-file); a secagg run's roster fil
 with --roster FILE, or as "roster": "FILE" in the request (relative to it), and a request
 without "delta" is warned about with the default it got (ldpem.run_request). With
 --tokens-dir DIR it writes each generated hospital token to DIR/<hospital>.token (mode
-600) and prints which file goes to which hospital, with the run's budget the agents must accept; without it, it prints the
-response as JSON: run id, public parameters, expected error, warning and the tokens (shown
-once). The same is POST /v1/runs with "Authorization: Bearer <admin token>". With --plan
-it first searches rounds, round schedule and reported estimate for the run's model, d,
-hospitals, budget, snr and mechanism (ldpem.common.schedule_search, as ldpem plan
---search-schedule), sets "rounds", "schedule" and "final" of the request to the recommended
-setting (10 equal rounds and the last iterate unless another gains clearly, seed by seed),
-says so on stderr and states it in the "created" line (JSON: "plan").
+600) and prints which file goes to which hospital, with the run's budget the agents must
+accept; without it, it prints the response as JSON: run id, public parameters, expected
+error, warning and the tokens (shown once). The same is POST /v1/runs with "Authorization:
+Bearer <admin token>". With --plan it first searches rounds, round schedule and reported
+estimate for the run's model, d, hospitals, budget, snr and mechanism
+(ldpem.common.schedule_search, as ldpem plan --search-schedule), sets "rounds", "schedule"
+and "final" of the request to the recommended setting (10 equal rounds and the last
+iterate unless another gains clearly, seed by seed), says so on stderr and states it in
+the "created" line (JSON: "plan").
 
 "status" prints a run as JSON (without RUN_ID: the run created last). It reads with the
 read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TOKEN or
