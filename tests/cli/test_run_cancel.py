@@ -135,6 +135,9 @@ def test_a_cancelled_run_stops_its_agents_and_shows_as_cancelled(
     page = httpx.get(f"{server}/runs/{run_id}").text
     assert "<strong>Cancelled</strong>: cancelled after 0 of 3 rounds" in page
     assert f"<li>cancelled by the operator: {REASON}</li>" in page and "Degraded" not in page
+    index = httpx.get(f"{server}/").text
+    assert "1 runs: 0 running, 0 finished, 0 failed, 1 cancelled." in index
+    assert '<td class="status-cancelled">cancelled</td>' in index
     scraped = httpx.get(f"{server}/metrics").text
     assert metric(scraped, "ldpem_run_degraded", f'run="{run_id}"') == 0.0
     assert metric(scraped, "ldpem_runs", 'status="cancelled"') == 1.0
