@@ -32,7 +32,7 @@ from ldpem.common.wire import (
 from ldpem.server import queries, runs
 from ldpem.server.forecast import ForecastOptions
 from ldpem.server.groupcommit import GroupCommit
-from ldpem.server.machine import Note, Outcome, accept_report, cancel, check_open, expire
+from ldpem.server.machine import Outcome, accept_report, cancel, check_open, expire
 from ldpem.server.policy import (
     NOISE_FLOOR_RTOL,
     check_report,
@@ -141,15 +141,13 @@ class Coordinator:
         self._notify()
         return created
 
-    async def cancel_run(self, run_id: str, reason: str) -> RunSummary:
-        """End a running run as cancelled (committed in a worker thread); its agents learn
-        it from the long-poll and stop. Conflict when the run ended already."""
-
-        def commit() -> list[Note]:
-            with self.store.transaction():
-                return cancel(self.store, run_id, reason)
-
-        notes = await asyncio.to_thread(commit)
+    def cancel_run(self, run_id: str, reason: str) -> RunSummary:
+        """End a running run as cancelled; its agents learn it from the long-poll and stop.
+        Conflict when the run ended already. Committed on the event loop, not in a worker
+        thread: a secure aggregation round closes on the loop too (``SecAggRounds``), so it
+        cannot close between this commit and ``forget`` and write the run back to running."""
+        with self.store.transaction():
+            notes = cancel(self.store, run_id, reason)
         for note in notes:
             note.emit()
         self.secagg.forget(run_id)

@@ -33,7 +33,7 @@ async def cancel_run(
 ) -> RunSummary:
     """End a running run as ``cancelled`` with the operator's reason (admin token); its
     agents stop. 409 when the run ended already."""
-    return await coordinator.cancel_run(run_id, cancel.reason)
+    return coordinator.cancel_run(run_id, cancel.reason)
 
 
 @router.get("", dependencies=[ReaderDep], response_model=list[RunSummary])
