@@ -2,9 +2,9 @@
 
 A connection error or a 5xx is retried with exponential backoff and jitter until
 ``give_up`` seconds have passed; a 4xx is the caller's to judge. A TLS certificate that
-does not verify is not retried: it will not verify later either (``untrusted``). Every 200 answer is
-parsed with the wire's strict schemas, and anything else is a one-line refusal: the
-coordinator's words in a message are bounded to one line of 300 characters.
+does not verify is not retried: it will not verify later either (``untrusted``). Every 200
+answer is parsed with the wire's strict schemas, and anything else is a one-line refusal:
+the coordinator's words in a message are bounded to one line of 300 characters.
 """
 
 from __future__ import annotations

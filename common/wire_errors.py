@@ -99,7 +99,7 @@ def describe_errors(errors: Sequence[Mapping[str, Any]], *, model: Any = None) -
             *(
                 str(e["loc"][-1])
                 for e in errors
-                if e.get("type") == "missing" and list(e.get("loc", ()))[:-1] == parent
+                if e.get("type") == "missing" and e.get("loc") and list(e["loc"])[:-1] == parent
             ),
         ]
         reason = _unknown(first, known)
