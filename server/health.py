@@ -7,9 +7,11 @@ result, so the page, the JSON and the alerts cannot disagree.
 
 A run is *degraded* while any enrolled hospital is late in the open round or has missed a
 closed round (a missed round is final: its records never reach the estimate), round 0
-included; *failed* when the run failed; *healthy* otherwise. In a secure-aggregation run a
-hospital "reports" in a round when its input is in the round's sum (a survivor), and the
-run is also degraded once a holder was lost at a step (``ldpem.server.secaggview``).
+included; *failed* when the run failed; *cancelled* when the operator cancelled it (over:
+neither degraded nor failed, whatever its rounds missed); *healthy* otherwise. In a
+secure-aggregation run a hospital "reports" in a round when its input is in the round's sum
+(a survivor), and the run is also degraded once a holder was lost at a step
+(``ldpem.server.secaggview``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ NAMED = 10
 #: A hospital in the open round: reported, not yet (waiting), overdue (late), out of it (a
 #: secagg holder lost at a step, or not waited for since), or "" when no round is open.
 Presence = Literal["reported", "waiting", "late", "lost", ""]
-HealthState = Literal["healthy", "degraded", "failed"]
+HealthState = Literal["healthy", "degraded", "failed", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -162,19 +164,22 @@ class RunHealth:
 
     @property
     def degraded(self) -> bool:
-        """Whether a hospital is late in the open round, missed a closed one or was lost."""
-        return bool(self.late or self.missing or self.lost)
+        """Whether a hospital is late in the open round, missed a closed one or was lost
+        (never in a cancelled run: the operator ended it, nothing is left to alert on)."""
+        return self.run_status != "cancelled" and bool(self.late or self.missing or self.lost)
 
     @property
     def state(self) -> HealthState:
-        if self.run_status == "failed":
-            return "failed"
+        if self.run_status in ("failed", "cancelled"):
+            return self.run_status
         return "degraded" if self.degraded else "healthy"
 
     def headline(self) -> str:
         """One line: the state's reason, naming the late and missing hospitals."""
         if self.run_status == "failed":
             return f"stopped after {self.closed} of {self.rounds} rounds"
+        if self.run_status == "cancelled":
+            return f"cancelled after {self.closed} of {self.rounds} rounds"
         lost = f"; lost: {_named([str(x) for x in self.lost])}" if self.lost else ""
         if self.run_status == "finished":
             if not self.missing:
@@ -198,6 +203,8 @@ class RunHealth:
         found: list[str] = []
         if self.run_status == "failed":
             found.append(f"the run failed: {self.reason or 'no reason recorded'}")
+        if self.run_status == "cancelled":
+            found.append(self.reason or "cancelled by the operator")
         if self.warning:
             found.append(f"forecast warning: {self.warning}")
         if self.open_round is not None:

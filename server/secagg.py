@@ -400,6 +400,12 @@ class SecAggRounds:
             policy.sum_note(note, r.run_id, r.t, survivors).emit()
         self.notify()
 
+    def forget(self, run_id: str) -> None:
+        """Drop the open rounds of ``run_id``, which ended (cancelled), and wake their
+        waiters: their next call finds the run ended (409)."""
+        for key in [key for key in self._rounds if key[0] == run_id]:
+            self._rounds.pop(key).changed.set()
+
     def tick(self) -> bool:
         """Close, extend or fail the steps whose deadline passed; whether any changed."""
         now = self.clock()

@@ -43,7 +43,10 @@ def index_page(runs: Sequence[RunSummary], *, now: float) -> str:
         for r in ordered
     )
     counts = {s: sum(r.status == s for r in runs) for s in ("running", "finished", "failed")}
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    cancelled = sum(r.status == "cancelled" for r in runs)
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items()) + (
+        f", {cancelled} cancelled" if cancelled else ""
+    )
     body = (
         f"<p>{len(runs)} runs: {summary}.</p>"
         '<table id="runs"><tr><th>run</th><th>status</th><th>progress</th><th>model</th>'
@@ -89,7 +92,12 @@ def run_page(view: RunView) -> str:
 
 
 #: The banner's label of each health state.
-_LABELS = {"healthy": "Healthy", "degraded": "Degraded", "failed": "Failed"}
+_LABELS = {
+    "healthy": "Healthy",
+    "degraded": "Degraded",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+}
 
 
 def _health(health: RunHealth) -> str:

@@ -33,7 +33,7 @@ from ldpem.common.sqlite import connect_durable, immediate
 
 __all__ = ["HospitalRow", "ReportRow", "RoundRow", "RoundState", "RunRow", "RunState", "Store"]
 
-RunState = Literal["running", "finished", "failed"]
+RunState = Literal["running", "finished", "failed", "cancelled"]
 RoundState = Literal["open", "closed"]
 
 _SCHEMA = """
