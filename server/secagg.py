@@ -10,18 +10,12 @@ closing, are ``ldpem.server.secaggpolicy``'s. After the unmasking the sum, cente
 2^bits to signed and times γ, is the round's total, its count the survivors' expected round
 counts; it is range-checked like any report and the ordinary M-step closes it (no central noise).
 
-Every message received and every message the aggregator produced is stored, in order
-(``Store.insert_secagg``; a step's outputs in one transaction with nothing else), before
-the holder is answered; none holds anything from which one holder's sum can be computed
-(tests/cli/test_secagg_federated.py tries). The aggregator lives in memory, and is
-deterministic given the messages it received and when each step closed (it draws no
-randomness). So a restarted coordinator rebuilds an open round by replaying its stored
-messages into a fresh ``Aggregator`` (``_replay``): every step closes where it closed
-before, a holder that sent a step is not asked for it again (the same message again is
-accepted, even after its step closed), and the open step gets a full period from the
-restart. A round whose last expected message was stored but whose step did not close is
-closed at once. The sum and the M-step are one transaction, so a finished round is never
-finished twice.
+Every message received or produced is stored, in order (``Store.insert_secagg``; a step's
+outputs in one transaction), before the holder is answered; none holds anything from which
+one holder's sum can be computed (tests/cli/test_secagg_federated.py tries). The
+in-memory aggregator is deterministic given its messages and when each step closed, so a
+restarted coordinator replays them into a fresh ``Aggregator`` (``_replay``, docs/SECAGG.md
+"The round"); the sum and the M-step are one transaction: no round is finished twice.
 
 A holder's fault costs its run a round at most (``_settle``): a step that cannot close
 (short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
