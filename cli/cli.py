@@ -3,12 +3,16 @@
 Each subcommand module exposes ``register(subparsers)``, which adds its parser and sets
 ``handler`` to a function taking the parsed namespace and returning an exit code.
 Errors from bad input (``UserError``, ``ValueError``, ``OSError``) end as one line on
-stderr and exit status 2, never a traceback.
+stderr and exit status 2, never a traceback. Output into a pipe whose reader went away
+(``ldpem keys show --roster roster.json | head -1``) ends quietly with the status of a
+process ended by SIGPIPE, 141, as ``cat`` would.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -21,6 +25,7 @@ from ldpem.common.errors import UserError
 from ldpem.common.plugins import ensure_plugins
 
 __all__ = [
+    "PIPE_CLOSED",
     "ActionSpec",
     "HelpFormatter",
     "add_actions",
@@ -112,6 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command of ``argv``; its exit status."""
+    try:
+        try:
+            code = _run(argv)
+        except SystemExit:  # --help, --version, a usage error: flushed here, as below
+            sys.stdout.flush()
+            raise
+        # Here, where a closed pipe is caught, not at the interpreter's exit.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _pipe_closed()
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
         # Before the parser: registered models and mechanisms are its choices.
         ensure_plugins()
@@ -122,6 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.handler(args)
+    except BrokenPipeError as error:
+        if _reader_gone():
+            raise  # not an error of the input: main ends quietly
+        print(f"ldpem {args.command}: error: {error}", file=sys.stderr)  # another pipe
+        return 2
     except (UserError, ValueError, OSError) as error:
         print(f"ldpem {args.command}: error: {error}", file=sys.stderr)
         return 2
@@ -129,3 +154,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ldpem {args.command}: interrupted", file=sys.stderr)
         return 130
     return code
+
+
+#: The exit status of a process ended by SIGPIPE (128 + 13), what ``cat`` gives in a pipe
+#: whose reader went away.
+PIPE_CLOSED = 141
+
+
+def _reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader went away (POLLERR on its end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor: not a pipe of ours
+        return False
+
+
+def _pipe_closed() -> int:
+    """The reader of our output went away (``… | head -1``): nothing to say, and nothing
+    more to write. Standard output now points to /dev/null, so that the interpreter's last
+    flush at exit does not fail on the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a file descriptor (tests)
+        pass
+    finally:
+        os.close(devnull)
+    return PIPE_CLOSED

@@ -327,8 +327,8 @@ def _follow(
         progress.update(closed, open_rounds[0] if open_rounds else None)
         if summary["status"] == "finished":
             return dict(summary)
-        if summary["status"] == "failed":
-            raise UserError(f"the run failed: {summary.get('reason')}")
+        if summary["status"] in ("failed", "cancelled"):  # cancelled from another shell
+            raise UserError(f"the run {summary['status']}: {summary.get('reason')}")
         problem = processes.failed()
         if problem is not None:
             raise UserError(problem)

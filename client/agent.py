@@ -219,7 +219,15 @@ class Agent:
             check_holding(me, records, model=cfg.model, data=cfg.data)
             # Structured logs (--log-format json) carry the run and hospital from here on.
             context.enter_context(log_context(run=me.run_id, hospital=me.hospital))
-            return self._follow(self._join(me, records))
+            first_contact = self.ledger.binding(me.run_id) is None
+            try:
+                return self._follow(self._join(me, records))
+            except AgentError:
+                if first_contact:
+                    # A refused first contact binds nothing: the next start, with other
+                    # flags, is a first contact again (unless a round was charged since).
+                    self.ledger.unbind_unused(me.run_id)
+                raise
 
     def _join(self, me: Identity, records: Records) -> _Session:
         """Calibrate to the run, bind it in the ledger (or check the binding of a restart)
@@ -293,6 +301,13 @@ class Agent:
                 return 0
             if info.status == "failed":
                 raise AgentError(f"run {session.run_id} failed: {(info.reason or '')[:500]}")
+            if info.status == "cancelled":  # the operator's decision: a clean stop
+                log.warning(
+                    "run %s was cancelled (%s); stopping: nothing more is charged",
+                    session.run_id,
+                    " ".join((info.reason or "no reason given").split())[:500],
+                )
+                return 0
             if info.round <= after:
                 continue  # the long-poll timed out; ask again
             self._warn_missed(session, after + 1, info.round)

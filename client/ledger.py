@@ -223,6 +223,17 @@ class Ledger:
         assert stored is not None
         return stored
 
+    def unbind_unused(self, run_key: str) -> bool:
+        """Remove the binding of ``run_key`` if no round of it was charged (a first contact
+        that was refused); whether it was removed."""
+        with immediate(self._db):
+            removed = self._db.execute(
+                "DELETE FROM bindings WHERE run_key = ? AND NOT EXISTS "
+                "(SELECT 1 FROM rounds WHERE run_key = ?)",
+                (run_key, run_key),
+            ).rowcount
+        return bool(removed)
+
     def last_records(self, dataset: str) -> str | None:
         """Digest of the records last used for ``dataset`` (to warn when they change)."""
         row = self._db.execute(

@@ -1,9 +1,10 @@
 """The agent's link to its coordinator: requests with retries and backoff, strict answers.
 
 A connection error or a 5xx is retried with exponential backoff and jitter until
-``give_up`` seconds have passed; a 4xx is the caller's to judge. Every 200 answer is
-parsed with the wire's strict schemas, and anything else is a one-line refusal: the
-coordinator's words in a message are bounded to one line of 300 characters.
+``give_up`` seconds have passed; a 4xx is the caller's to judge. A TLS certificate that
+does not verify is not retried: it will not verify later either (``untrusted``). Every 200
+answer is parsed with the wire's strict schemas, and anything else is a one-line refusal:
+the coordinator's words in a message are bounded to one line of 300 characters.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ldpem.client.trust import AgentError
 from ldpem.common.errors import UserError
 from ldpem.common.wire import API_PREFIX, Identity, RoundInfo, describe_errors
 
-__all__ = ["CoordinatorLink", "LinkHooks", "backoff_delay", "tls_context"]
+__all__ = ["CoordinatorLink", "LinkHooks", "backoff_delay", "tls_context", "untrusted"]
 
 log = logging.getLogger("ldpem.client")
 
@@ -39,6 +40,22 @@ def tls_context(ca_cert: Path | None) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(ca_cert))
     except (OSError, ssl.SSLError) as error:
         raise UserError(f"{ca_cert}: not a readable CA certificate ({error})") from None
+
+
+def untrusted(error: BaseException, url: str) -> str | None:
+    """One line when ``error`` (an httpx error) is a TLS certificate that did not verify, a
+    permanent failure that names its fix; None for any other error."""
+    seen: BaseException | None = error
+    while seen is not None and not isinstance(seen, ssl.SSLCertVerificationError):
+        seen = seen.__cause__ or seen.__context__
+    if seen is None:
+        return None
+    reason = seen.verify_message or seen.reason or "verification failed"
+    return (
+        f"certificate not trusted: the TLS certificate of {url} did not verify ({reason}); "
+        "pass --ca-cert with the CA certificate that signed it (the ca.pem of ldpem "
+        "coordinator init --self-signed)"
+    )
 
 
 def backoff_delay(attempt: int, *, first: float = 0.2, cap: float = 5.0) -> float:
@@ -98,6 +115,9 @@ class CoordinatorLink:
                     return response
                 problem = f"HTTP {response.status_code}: {response.text[:200]}"
             except httpx.TransportError as error:
+                certificate = untrusted(error, self.base)
+                if certificate is not None:  # permanent: no retry
+                    raise AgentError(certificate) from None
                 problem = f"{type(error).__name__}: {error}"
             elapsed = self.clock() - started
             if elapsed >= self.give_up:

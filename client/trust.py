@@ -249,9 +249,10 @@ def run_budget(
     if kind.noise_site == "shares" and weaker:
         raise AgentError(
             f"the run's budget (epsilon {params.epsilon:g}, delta {params.delta:g}) is weaker "
-            f"than this agent's (epsilon {epsilon:g}, delta {delta:g}) and its noise is "
-            "shared: the sum's privacy is the run's whatever this agent adds, and a larger "
-            "share could wrap the run's modulus; refusing the run (--allow-weaker cannot help)"
+            f"than this agent's (epsilon {epsilon:g}, delta {delta:g}): the operator should "
+            f"create the run with {_request_fix(params, epsilon, delta)} in its request; its "
+            "noise is shared, so --allow-weaker cannot help (the sum's privacy is the run's "
+            "whatever this agent adds, and a larger share could wrap the run's modulus)"
         )
     if not kind.locally_private() and kind.noise_site != "shares" and not allow_weaker:
         raise AgentError(
@@ -261,10 +262,23 @@ def run_budget(
     if weaker and not allow_weaker:
         raise AgentError(
             f"the run's budget (epsilon {params.epsilon:g}, delta {params.delta:g}) is weaker "
-            f"than this agent's (epsilon {epsilon:g}, delta {delta:g}); start the agent "
-            "with --allow-weaker to take part with its own budget"
+            f"than this agent's (epsilon {epsilon:g}, delta {delta:g}): the operator should "
+            f"create the run with {_request_fix(params, epsilon, delta)} in its request; or "
+            "start the agent with --allow-weaker, to take part with its own budget (it also "
+            "admits runs whose reports are not locally private: mechanisms none and central)"
         )
     return min(epsilon, params.epsilon), min(delta, params.delta)
+
+
+def _request_fix(params: PublicParameters, epsilon: float, delta: float) -> str:
+    """The run request's fields that would make the run as strict as this agent:
+    ``"delta": 1e-07``."""
+    fields = []
+    if params.epsilon > epsilon:
+        fields.append(f'"epsilon": {epsilon:g}')
+    if params.delta > delta:
+        fields.append(f'"delta": {delta:g}')
+    return ", ".join(fields)
 
 
 def check_own_configuration(*, epsilon: float, delta: float, seed: int | None, model: str) -> None:

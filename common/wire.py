@@ -32,9 +32,11 @@ from pydantic import (
     AfterValidator,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import get_model, model_names
@@ -73,6 +75,7 @@ __all__ = [
     "ReportIn",
     "RoundInfo",
     "RoundSummary",
+    "RunCancel",
     "RunCreate",
     "RunCreated",
     "RunStatus",
@@ -106,7 +109,8 @@ def _federated_mechanism(name: str) -> str:
 ModelName = Annotated[str, AfterValidator(_registered_model)]
 #: A registered mechanism a federated run may use (``ldpem.common.mechanisms``).
 FederatedMechanism = Annotated[str, AfterValidator(_federated_mechanism)]
-RunStatus = Literal["running", "finished", "failed"]
+#: A run ends finished, failed, or cancelled by the operator (``POST …/cancel``).
+RunStatus = Literal["running", "finished", "failed", "cancelled"]
 AccountingName = Literal["exact", "paper"]
 #: Integers are stored as SQLite INTEGER (signed 64-bit): larger ones are refused up front.
 INT_LIMIT = 2**63
@@ -204,6 +208,18 @@ class RunCreate(_Schema):
     #: ``ldpem keys roster``); every enrolled hospital must be on it.
     roster: dict[str, Any] | None = None
 
+    @field_validator("roster", mode="before")
+    @classmethod
+    def _roster_inlined(cls, value: Any) -> Any:
+        if isinstance(value, str):  # a file name: the coordinator never reads one
+            raise PydanticCustomError(
+                "roster_file",
+                "must be the roster's JSON object, not a file name: inline the content of "
+                "roster.json, or let ldpem run create read it (--roster FILE, or a file name "
+                "in the request file)",
+            )
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
         names = [h.name for h in self.hospitals]
@@ -234,6 +250,15 @@ class RunCreate(_Schema):
             names = [name for name in model_names() if get_model(name).allows_missing]
             raise ValueError(f"missing is only meaningful for models {', '.join(names)}")
         return self
+
+
+class RunCancel(_Schema):
+    """Why the operator cancels a run (``POST /v1/runs/{run}/cancel``, admin token): one
+    line, shown with the run's status."""
+
+    reason: str = Field(
+        default="no reason given", min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]*$"
+    )
 
 
 class PublicParameters(_Schema):
@@ -387,6 +412,10 @@ class RunSummary(_Schema):
     allow_weaker_reports: bool = False
     #: The forecast stated when the run was created (see RunCreated).
     forecast: Forecast | None = None
+    #: ``GET /v1/runs/{run}`` only: the run's health (healthy, degraded, failed) and the
+    #: status page's line for it, naming late, missing and lost hospitals.
+    health: str | None = None
+    health_line: str | None = None
 
 
 def public_parameters(request: RunCreate) -> PublicParameters:

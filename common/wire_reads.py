@@ -6,10 +6,63 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from ldpem.common.protocol import LAST
 from ldpem.common.wire_base import Schema as _Schema
 
-__all__ = ["HospitalParticipation", "RoundSummary", "Trajectory"]
+__all__ = [
+    "HospitalParticipation",
+    "LostStep",
+    "RoundSummary",
+    "SecAggRoundSteps",
+    "SecAggStepClosing",
+    "Trajectory",
+]
+
+
+class SecAggStepClosing(_Schema):
+    """How one step of a secure-aggregation round closed, as the coordinator recorded it."""
+
+    step: str
+    #: "everyone": every holder it waited for answered; "deadline": its deadline passed.
+    by: Literal["everyone", "deadline"]
+    waited_for: list[str]
+    #: The holders it waited for that did not answer: lost at this step.
+    missing: list[str]
+    at: float
+
+
+class SecAggRoundSteps(_Schema):
+    """Who took part in each step of a secure-aggregation round (docs/FEDERATED.md)."""
+
+    t_min: int
+    colluders: int
+    #: The open step (advertise, shares, masked, signature, unmask), "done" once summed.
+    step: str
+    advertised: list[str]
+    shared: list[str]
+    masked: list[str]
+    signed: list[str]
+    unmasked: list[str]
+    #: The holders whose inputs are in the round's sum (None before it is known).
+    survivors: list[str] | None
+    #: Holder → the step it was waited for and did not answer.
+    lost: dict[str, str]
+    #: Holders that sent a masked input a peer's shares left out of the survivor set.
+    excluded: list[str]
+    #: Holders lost in an earlier round, not waited for in this one (and not back).
+    not_waited_for: list[str]
+    #: Holders that advertised after the step closed: waited for again next round.
+    returned: list[str]
+    closings: list[SecAggStepClosing]
+
+
+class LostStep(_Schema):
+    """A secure-aggregation step a holder was waited for and did not answer."""
+
+    round: int
+    step: str
 
 
 class RoundSummary(_Schema):
@@ -18,10 +71,14 @@ class RoundSummary(_Schema):
     opened_at: float
     deadline: float
     closed_at: float | None
+    #: The hospitals that reported (in a secagg round: the survivors, or the holders that
+    #: answered its open step).
     reporters: list[str]
     count: int
     beta: list[float]
     beta_next: list[float] | None
+    #: The steps of a secure-aggregation round (None in every other run).
+    secagg: SecAggRoundSteps | None = None
 
 
 class HospitalParticipation(_Schema):
@@ -41,6 +98,9 @@ class HospitalParticipation(_Schema):
     #: The round of that least private report (its sensitivity depends on the round's
     #: scale under a schedule).
     noise_round: int | None = None
+    #: Secure aggregation: the steps this holder was waited for and missed, by round (in
+    #: ``rounds_reported``: the rounds whose sum holds its input).
+    lost: list[LostStep] = Field(default_factory=list)
 
 
 class Trajectory(_Schema):

@@ -190,8 +190,13 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         # FastAPI's own handler echoes the input back: a NaN or infinity there cannot be
-        # encoded (a 500), and a huge or secret value would be sent back. One line instead.
-        return JSONResponse({"detail": describe_errors(error.errors())}, status_code=422)
+        # encoded (a 500), and a huge or secret value would be sent back. One line instead,
+        # with the nearest field of the route's body model for an unknown one.
+        body = getattr(request.scope.get("route"), "body_field", None)
+        model = getattr(getattr(body, "field_info", None), "annotation", None)
+        return JSONResponse(
+            {"detail": describe_errors(error.errors(), model=model)}, status_code=422
+        )
 
     app.include_router(runs.router, prefix=API_PREFIX)
     app.include_router(rounds.router, prefix=API_PREFIX)

@@ -32,7 +32,7 @@ from ldpem.common.wire import (
 from ldpem.server import queries, runs
 from ldpem.server.forecast import ForecastOptions
 from ldpem.server.groupcommit import GroupCommit
-from ldpem.server.machine import Outcome, accept_report, check_open, expire
+from ldpem.server.machine import Outcome, accept_report, cancel, check_open, expire
 from ldpem.server.policy import (
     NOISE_FLOOR_RTOL,
     check_report,
@@ -141,8 +141,23 @@ class Coordinator:
         self._notify()
         return created
 
+    def cancel_run(self, run_id: str, reason: str) -> RunSummary:
+        """End a running run as cancelled; its agents learn it from the long-poll and stop.
+        Conflict when the run ended already. Committed on the event loop, not in a worker
+        thread: a secure aggregation round closes on the loop too (``SecAggRounds``), so it
+        cannot close between this commit and ``forget`` and write the run back to running."""
+        with self.store.transaction():
+            notes = cancel(self.store, run_id, reason)
+        for note in notes:
+            note.emit()
+        self.secagg.forget(run_id)
+        self._notify()
+        return self.summary(run_id)
+
     def summary(self, run_id: str) -> RunSummary:
-        return queries.summary(self.store, queries.get_run(self.store, run_id))
+        """The run's summary with its health now (what ``ldpem run status`` shows)."""
+        run = queries.get_run(self.store, run_id)
+        return queries.summary(self.store, run, queries.health(self.store, run, self.clock()))
 
     def list_runs(self) -> list[RunSummary]:
         return [queries.summary(self.store, r) for r in self.store.list_runs()]

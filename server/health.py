@@ -7,17 +7,22 @@ result, so the page, the JSON and the alerts cannot disagree.
 
 A run is *degraded* while any enrolled hospital is late in the open round or has missed a
 closed round (a missed round is final: its records never reach the estimate), round 0
-included; *failed* when the run failed; *healthy* otherwise.
+included; *failed* when the run failed; *cancelled* when the operator cancelled it (over:
+neither degraded nor failed, whatever its rounds missed); *healthy* otherwise. In a
+secure-aggregation run a hospital "reports" in a round when its input is in the round's sum
+(a survivor), and the run is also degraded once a holder was lost at a step
+(``ldpem.server.secaggview``).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ldpem.server.secaggview import Loss, SecAggRound, losses
 from ldpem.server.store import ReportRow, RoundRow, RunState
 
 __all__ = [
@@ -40,30 +45,52 @@ LATE_FLOOR = 5.0
 #: Hospitals named in the health line at most; a run may enrol thousands.
 NAMED = 10
 
-#: A hospital in the open round: reported, not yet (waiting), overdue (late), or "" when
-#: no round is open.
-Presence = Literal["reported", "waiting", "late", ""]
-HealthState = Literal["healthy", "degraded", "failed"]
+#: A hospital in the open round: reported, not yet (waiting), overdue (late), out of it (a
+#: secagg holder lost at a step, or not waited for since), or "" when no round is open.
+Presence = Literal["reported", "waiting", "late", "lost", ""]
+HealthState = Literal["healthy", "degraded", "failed", "cancelled"]
 
 
 @dataclass(frozen=True)
 class RoundView(RoundRow):
-    """One round's row and its reports, by arrival."""
+    """One round's row and its reports, by arrival; in a secagg run, its steps."""
 
     reports: tuple[ReportRow, ...]
+    secagg: SecAggRound | None = None
 
     @property
     def reporters(self) -> frozenset[str]:
+        """The hospitals that reported; in a secagg round, the survivors once the sum is
+        known, before that the holders that answered the open step."""
+        if self.secagg is not None:
+            return self.secagg.present
         return frozenset(p.hospital for p in self.reports)
 
+    @property
+    def outside(self) -> frozenset[str]:
+        """Secagg holders out of this round (``SecAggRound.outside``)."""
+        return frozenset() if self.secagg is None else self.secagg.outside
 
-def round_views(rounds: Sequence[RoundRow], reports: Sequence[ReportRow]) -> list[RoundView]:
-    """``rounds`` with their ``reports``, in one pass over each: a page of a long run is
-    rendered on the event loop, so no round × report scan."""
+
+def round_views(
+    rounds: Sequence[RoundRow],
+    reports: Sequence[ReportRow],
+    secagg: Mapping[int, SecAggRound] | None = None,
+) -> list[RoundView]:
+    """``rounds`` with their ``reports`` (and, in a secagg run, ``secagg`` by round), in one
+    pass over each: a page of a long run is rendered on the event loop, so no round ×
+    report scan."""
     by_round: dict[int, list[ReportRow]] = {}
     for p in sorted(reports, key=lambda p: (p.received_at, p.hospital)):
         by_round.setdefault(p.t, []).append(p)
-    return [RoundView(**vars(r), reports=tuple(by_round.get(r.t, ()))) for r in rounds]
+    return [
+        RoundView(
+            **vars(r),
+            reports=tuple(by_round.get(r.t, ())),
+            secagg=None if secagg is None else secagg[r.t],
+        )
+        for r in rounds
+    ]
 
 
 def late_after(rounds: Sequence[RoundView]) -> float:
@@ -112,6 +139,10 @@ class RunHealth:
     reason: str | None
     warning: str | None
     now: float
+    #: Whether the run aggregates securely, and its holders lost at a step (or left out of
+    #: a survivor set), in round order.
+    secagg: bool = False
+    lost: tuple[Loss, ...] = ()
 
     @property
     def late(self) -> list[str]:
@@ -133,24 +164,28 @@ class RunHealth:
 
     @property
     def degraded(self) -> bool:
-        """Whether a hospital is late in the open round or missed a closed one."""
-        return bool(self.late or self.missing)
+        """Whether a hospital is late in the open round, missed a closed one or was lost
+        (never in a cancelled run: the operator ended it, nothing is left to alert on)."""
+        return self.run_status != "cancelled" and bool(self.late or self.missing or self.lost)
 
     @property
     def state(self) -> HealthState:
-        if self.run_status == "failed":
-            return "failed"
+        if self.run_status in ("failed", "cancelled"):
+            return self.run_status
         return "degraded" if self.degraded else "healthy"
 
     def headline(self) -> str:
         """One line: the state's reason, naming the late and missing hospitals."""
         if self.run_status == "failed":
             return f"stopped after {self.closed} of {self.rounds} rounds"
+        if self.run_status == "cancelled":
+            return f"cancelled after {self.closed} of {self.rounds} rounds"
+        lost = f"; lost: {_named([str(x) for x in self.lost])}" if self.lost else ""
         if self.run_status == "finished":
             if not self.missing:
-                return f"finished all {self.rounds} rounds"
+                return f"finished all {self.rounds} rounds{lost}"
             reported = [f"{h.name} reported {h.reported} of {self.rounds}" for h in self.missing]
-            return f"finished with missing rounds: {_named(reported)}"
+            return f"finished with missing rounds: {_named(reported)}{lost}"
         parts = [
             f"running, round t = {self.open_round} open, {self.closed} of {self.rounds} closed"
         ]
@@ -161,13 +196,15 @@ class RunHealth:
             parts.append(f"missed rounds: {_named(missed)}")
         if self.waiting:
             parts.append(f"waiting for {_named(self.waiting)}")
-        return "; ".join(parts)
+        return "; ".join(parts) + lost
 
     def details(self) -> list[str]:
         """What else needs the operator's attention, beside the headline."""
         found: list[str] = []
         if self.run_status == "failed":
             found.append(f"the run failed: {self.reason or 'no reason recorded'}")
+        if self.run_status == "cancelled":
+            found.append(self.reason or "cancelled by the operator")
         if self.warning:
             found.append(f"forecast warning: {self.warning}")
         if self.open_round is not None:
@@ -211,6 +248,8 @@ def assess(
         if open_view is not None:
             if name in open_view.reporters:
                 presence = "reported"
+            elif name in open_view.outside:
+                presence = "lost"
             else:
                 presence = "late" if overdue else "waiting"
         missed = tuple(r.t for r in closed if name not in r.reporters)
@@ -228,6 +267,8 @@ def assess(
         reason=reason,
         warning=warning,
         now=now,
+        secagg=any(r.secagg is not None for r in views),
+        lost=tuple(losses(r.secagg for r in views if r.secagg is not None)),
     )
 
 

@@ -31,7 +31,7 @@ from ldpem.server.queries import averaged_reports, estimate_of, get_run, params_
 from ldpem.server.refusals import Conflict
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
-__all__ = ["Note", "Outcome", "accept_report", "check_open", "close_round", "expire"]
+__all__ = ["Note", "Outcome", "accept_report", "cancel", "check_open", "close_round", "expire"]
 
 log = logging.getLogger("ldpem.server")
 
@@ -240,3 +240,24 @@ def expire(store: Store, now: float) -> bool:
             note.emit()
         changed = True
     return changed
+
+
+def cancel(store: Store, run_id: str, reason: str) -> list[Note]:
+    """End the running run ``run_id`` as cancelled, with the operator's ``reason`` (inside a
+    transaction); Conflict when it ended already. Its open round is left as it was, like a
+    failed run's: no report is accepted any more and nothing is averaged."""
+    run = get_run(store, run_id)
+    if run.status != "running":
+        raise Conflict(f"run {run_id} is {run.status}: only a running run can be cancelled")
+    stated = f"cancelled by the operator: {reason}"
+    store.update_run(
+        run_id, status="cancelled", current_round=run.current_round, beta=run.beta, reason=stated
+    )
+    return [
+        Note(
+            logging.WARNING,
+            "run %s cancelled in round %d: %s",
+            (run_id, run.current_round, reason),
+            {"run": run_id, "round": run.current_round},
+        )
+    ]

@@ -20,10 +20,12 @@ td,th{padding:.25em .7em;text-align:left;border-bottom:1px solid #e4e4e4;vertica
 th{background:#f4f4f4}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 .status-running{color:#0a5}.status-finished{color:#04a}.status-failed{color:#b00}
+.status-cancelled{color:#777}
 .late{background:#fde2c8}.missing{background:#f8c9c9}.waiting{color:#777}
 .health{border-left:5px solid #0a5;padding:.3em 1em;background:#f3fbf6}
 .health.degraded{border-color:#d60;background:#fff6ee}
 .health.failed{border-color:#b00;background:#fdeeee}
+.health.cancelled{border-color:#777;background:#f4f4f4}
 .note{color:#555;font-size:.9em}
 .bar{display:inline-block;width:8em;height:.8em;background:#eee;vertical-align:middle}
 .bar span{display:block;height:100%;background:#0072B2}

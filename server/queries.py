@@ -29,9 +29,11 @@ from ldpem.common.wire import (
     RunSummary,
     Trajectory,
 )
+from ldpem.common.wire_reads import LostStep, SecAggRoundSteps, SecAggStepClosing
 from ldpem.server.health import RoundView, RunHealth, assess, round_views
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor
 from ldpem.server.refusals import NotFound, shown_run
+from ldpem.server.secaggview import LIGHT_KINDS, SecAggRound, read_rounds
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
 __all__ = [
@@ -86,7 +88,8 @@ def _parsed_forecast(text: str) -> Forecast:
     return Forecast.model_validate_json(text)
 
 
-def summary(store: Store, run: RunRow) -> RunSummary:
+def summary(store: Store, run: RunRow, health: RunHealth | None = None) -> RunSummary:
+    """The run's summary; with its ``health`` (``GET /v1/runs/{run}``), that too."""
     params = params_of(run)
     return RunSummary(
         run_id=run.id,
@@ -106,6 +109,8 @@ def summary(store: Store, run: RunRow) -> RunSummary:
         beta=run.beta,
         allow_weaker_reports=request_of(run).allow_weaker_reports,
         forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
+        health=None if health is None else health.state,
+        health_line=None if health is None else health.headline(),
     )
 
 
@@ -137,7 +142,8 @@ def round_info(store: Store, run_id: str) -> RoundInfo:
 
 
 def rounds(store: Store, run_id: str) -> list[RoundSummary]:
-    get_run(store, run_id)
+    run = get_run(store, run_id)
+    params = params_of(run)
     return [
         RoundSummary(
             round=r.t,
@@ -149,18 +155,56 @@ def rounds(store: Store, run_id: str) -> list[RoundSummary]:
             count=sum(p.count for p in r.reports),
             beta=r.beta,
             beta_next=r.beta_next,
+            secagg=None if r.secagg is None else _steps(r.secagg, params),
         )
-        for r in _views(store, run_id)
+        for r in _views(store, run)
     ]
 
 
+def _steps(view: SecAggRound, params: PublicParameters) -> SecAggRoundSteps:
+    """A secagg round's steps as the read API answers them."""
+    answered = view.answered
+    return SecAggRoundSteps(
+        t_min=params.t_min or 0,
+        colluders=params.colluders or 0,
+        step=view.step,
+        advertised=list(answered.get("advertise", ())),
+        shared=list(answered.get("shares", ())),
+        masked=list(answered.get("masked", ())),
+        signed=list(answered.get("signature", ())),
+        unmasked=list(answered.get("unmask", ())),
+        survivors=None if view.survivors is None else list(view.survivors),
+        lost=dict(view.lost),
+        excluded=sorted(view.excluded),
+        not_waited_for=list(view.not_waited),
+        returned=list(view.returned),
+        closings=[
+            SecAggStepClosing(
+                step=c.step,
+                by="deadline" if c.by == "deadline" else "everyone",
+                waited_for=list(c.waited_for),
+                missing=list(c.missing),
+                at=c.at,
+            )
+            for c in view.closings
+        ],
+    )
+
+
 def _views(
-    store: Store, run_id: str, reports: Sequence[ReportRow] | None = None
+    store: Store, run: RunRow, reports: Sequence[ReportRow] | None = None
 ) -> list[RoundView]:
-    """The run's rounds with their reports (``reports``: the run's, when read already)."""
+    """The run's rounds with their reports (``reports``: the run's, when read already) and,
+    in a secagg run, their steps (``ldpem.server.secaggview``)."""
     if reports is None:
-        reports = store.reports(run_id)
-    return round_views(store.rounds(run_id), reports)
+        reports = store.reports(run.id)
+    rows = store.rounds(run.id)
+    secagg = None
+    if params_of(run).holders is not None:
+        enrolled = [h.name for h in store.hospitals(run.id)]
+        outline = store.secagg_outline(run.id, LIGHT_KINDS)
+        secagg = read_rounds(outline, enrolled, [r.t for r in rows])
+    return round_views(rows, reports, secagg)
 
 
 def averaged_reports(store: Store, run_id: str, params: PublicParameters) -> list[ReportRow]:
@@ -194,7 +238,7 @@ def estimate_of(
 
 def trajectory(store: Store, run_id: str) -> Trajectory:
     run = get_run(store, run_id)
-    views = _views(store, run_id, reports=())  # β only: the reports are read below if needed
+    views = _views(store, run, reports=())  # β only: the reports are read below if needed
     averaged = averaged_reports(store, run_id, params_of(run)) if run.status == "finished" else []
     return _trajectory(run, views, averaged)
 
@@ -230,13 +274,21 @@ def participation(store: Store, run_id: str) -> list[HospitalParticipation]:
     """Per hospital: the rounds it reported and the weakest noise it declared, with the
     ε per record that noise implies (``weaker`` when below the run's budget)."""
     run = get_run(store, run_id)
-    return _participation(run, store.hospitals(run_id), store.reports(run_id))
+    reports = store.reports(run_id)
+    return _participation(run, store.hospitals(run_id), reports, _views(store, run, reports))
 
 
 def _participation(
-    run: RunRow, hospitals: Sequence[HospitalRow], reports: Sequence[ReportRow]
+    run: RunRow,
+    hospitals: Sequence[HospitalRow],
+    reports: Sequence[ReportRow],
+    views: Sequence[RoundView],
 ) -> list[HospitalParticipation]:
     params = params_of(run)
+    # Secure aggregation: one report (the sum) per round; a holder took part in the rounds
+    # whose sum holds its input, and missed the steps it was lost at.
+    steps = [r.secagg for r in views if r.secagg is not None and r.status == "closed"]
+    lost = [(r.secagg.t, r.secagg.lost) for r in views if r.secagg is not None]
     by_hospital: dict[str, list[ReportRow]] = {}
     for p in reports:
         by_hospital.setdefault(p.hospital, []).append(p)
@@ -253,16 +305,20 @@ def _participation(
                 noise_std, epsilon, noise_round = p.noise_std, spent, p.t
             floor = noise_floor(params.mechanism, params, h.records, p.t)
             weaker = weaker or p.noise_std < floor * (1.0 - NOISE_FLOOR_RTOL)
+        rounds_reported = [p.t for p in mine]
+        if steps:
+            rounds_reported = [v.t for v in steps if h.name in v.present]
         out.append(
             HospitalParticipation(
                 hospital=h.name,
                 records=h.records,
-                rounds_reported=[p.t for p in mine],
+                rounds_reported=rounds_reported,
                 last_report_at=max((p.received_at for p in mine), default=None),
                 noise_std=noise_std,
                 epsilon=epsilon,
                 weaker=weaker,
                 noise_round=noise_round,
+                lost=[LostStep(round=t, step=at[h.name]) for t, at in lost if h.name in at],
             )
         )
     return out
@@ -270,7 +326,7 @@ def _participation(
 
 def health(store: Store, run: RunRow, now: float) -> RunHealth:
     """The run's health at ``now`` (``ldpem.server.health``)."""
-    return _health(run, _views(store, run.id), store.hospitals(run.id), now)
+    return _health(run, _views(store, run), store.hospitals(run.id), now)
 
 
 def _health(
@@ -308,14 +364,15 @@ def run_view(store: Store, run_id: str, now: float) -> RunView:
     run = get_run(store, run_id)
     hospitals = store.hospitals(run_id)
     reports = store.reports(run_id)
-    views = _views(store, run_id, reports)
+    views = _views(store, run, reports)
+    health = _health(run, views, hospitals, now)
     return RunView(
-        summary=summary(store, run),
+        summary=summary(store, run, health),
         params=params_of(run),
         request=request_of(run),
         trajectory=_trajectory(run, views, reports),
         rounds=views,
-        participation=_participation(run, hospitals, reports),
-        health=_health(run, views, hospitals, now),
+        participation=_participation(run, hospitals, reports, views),
+        health=health,
         now=now,
     )

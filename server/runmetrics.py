@@ -4,8 +4,8 @@ progress, the open round's age, and how many hospitals are late or missing
 
 The only label is ``run``: a hospital label would multiply the series by the hospitals a
 run enrols (thousands, for some), so the names stay on the status page. A run adds six
-series, kept after it ends with their final values (a finished run with missing rounds
-stays visible).
+series (seven with secure aggregation), kept after it ends with their final values (a
+finished run with missing rounds stays visible).
 """
 
 from __future__ import annotations
@@ -42,8 +42,15 @@ RUN_GAUGES: list[tuple[str, str, Callable[[RunHealth], float | None]]] = [
         lambda h: len(h.missing),
     ),
     (
+        "ldpem_run_holders_lost",
+        "Secure aggregation: holders of the run lost at a step (waited for, did not answer) "
+        "or left out of a survivor set, so far (no sample for other runs).",
+        lambda h: len({loss.name for loss in h.lost}) if h.secagg else None,
+    ),
+    (
         "ldpem_run_degraded",
-        "1 while a hospital is late in the run's open round or missed a closed one, else 0.",
+        "1 while a hospital is late in the run's open round, missed a closed one or was "
+        "lost at a secure-aggregation step, else 0.",
         lambda h: float(h.degraded),
     ),
 ]

@@ -5,23 +5,17 @@ A round of a run whose noise is shared goes through the five steps of
 signatures of the survivor set (the consistency round), unmasking responses. A step
 closes when every holder expected in it answered, or at the step's deadline (the run's
 ``round_deadline``) with at least t_min answers; short of t_min at the deadline the step
-is extended or the run fails (``on_short``). After the unmasking the sum, centered from
-mod 2^bits to signed and times γ, is the round's total, its count the survivors' expected
-round counts; it is range-checked as any report and the
-ordinary M-step closes the round (no central noise).
+is extended or the run fails (``on_short``); whom a step waits for, and the record of its
+closing, are ``ldpem.server.secaggpolicy``'s. After the unmasking the sum, centered from mod
+2^bits to signed and times γ, is the round's total, its count the survivors' expected round
+counts; it is range-checked like any report and the ordinary M-step closes it (no central noise).
 
-Every message received and every message the aggregator produced is stored, in order
-(``Store.insert_secagg``; a step's outputs in one transaction with nothing else), before
-the holder is answered; none holds anything from which one holder's sum can be computed
-(tests/cli/test_secagg_federated.py tries). The aggregator lives in memory, and is
-deterministic given the messages it received and when each step closed (it draws no
-randomness). So a restarted coordinator rebuilds an open round by replaying its stored
-messages into a fresh ``Aggregator`` (``_replay``): every step closes where it closed
-before, a holder that sent a step is not asked for it again (the same message again is
-accepted, even after its step closed), and the open step gets a full period from the
-restart. A round whose last expected message was stored but whose step did not close is
-closed at once. The sum and the M-step are one transaction, so a finished round is never
-finished twice.
+Every message received or produced is stored, in order (``Store.insert_secagg``; a step's
+outputs in one transaction), before the holder is answered; none holds anything from which
+one holder's sum can be computed (tests/cli/test_secagg_federated.py tries). The
+in-memory aggregator is deterministic given its messages and when each step closed, so a
+restarted coordinator replays them into a fresh ``Aggregator`` (``_replay``, docs/SECAGG.md
+"The round"); the sum and the M-step are one transaction: no round is finished twice.
 
 A holder's fault costs its run a round at most (``_settle``): a step that cannot close
 (short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
@@ -56,9 +50,11 @@ from ldpem.common.secagg import (
 from ldpem.common.secagg.errors import FaultyDealer
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.common.wire import expected_round_count
+from ldpem.server import secaggpolicy as policy
 from ldpem.server.machine import Note, close_round
 from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
+from ldpem.server.secaggpolicy import Faults, Row
 from ldpem.server.store import ReportRow, Store
 
 __all__ = ["STEPS", "SecAggRounds"]
@@ -91,6 +87,7 @@ class _Round:
     t: int
     aggregator: Aggregator
     expected: set[str]
+    enrolled: frozenset[str]
     period: float
     deadline: float
     step: str = "advertise"
@@ -138,11 +135,13 @@ class SecAggRounds:
             run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0
         )
         period = request.round_deadline
+        enrolled = [h.name for h in self.store.hospitals(run_id)]  # any may advertise
         created = _Round(
             run_id=run_id,
             t=t,
             aggregator=Aggregator(roster, parameters, dimension=params.d),
-            expected={h.name for h in self.store.hospitals(run_id)},
+            expected=policy.waited_in(self.store, run_id, t, enrolled),
+            enrolled=frozenset(enrolled),
             period=period,
             deadline=self.clock() + period,
         )
@@ -182,7 +181,7 @@ class SecAggRounds:
                 len(stored),
                 r.step,
             )
-        if r.answered and r.answered >= r.expected:
+        if r.answered and policy.complete(r.step, r.answered, r.expected, r.aggregator):
             self._settle(r)
 
     def recover(self) -> None:
@@ -251,6 +250,8 @@ class SecAggRounds:
         if self._received(r, step, hospital) == message:
             return  # a retry (before or after a restart, the step open or closed since)
         if r.step != step:
+            if step == "advertise" and r.aggregator.advertisements.get(hospital) is None:
+                policy.came_back(self.store, r.run_id, t, hospital)
             if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
                 raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
             raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
@@ -259,7 +260,7 @@ class SecAggRounds:
                 f"hospital {hospital} already sent a different {step} message in round {t}; "
                 "it is out of this round"
             )
-        if hospital not in r.expected:
+        if hospital not in (r.enrolled if step == "advertise" else r.expected):
             raise Conflict(f"hospital {hospital} is not part of the {step} step of round {t}")
         try:
             self._accept(r, step, message)
@@ -267,7 +268,7 @@ class SecAggRounds:
             raise Invalid(str(error)) from None
         self._store(r, step, hospital, message.to_dict())
         r.answered.add(hospital)
-        if r.answered >= r.expected:
+        if policy.complete(r.step, r.answered, r.expected, r.aggregator):
             self._settle(r)
 
     # --- messages to holders ----------------------------------------------------------
@@ -300,11 +301,12 @@ class SecAggRounds:
                 await asyncio.wait_for(event.wait(), timeout=min(remaining, 1.0))
 
     # --- closing ------------------------------------------------------------------------
-    def _close(self, r: _Round, *, replay: bool = False) -> None:
+    def _close(self, r: _Round, *, replay: bool = False, by: str = "everyone") -> None:
         """Close the current step (its quorum checked by the aggregator: SecAggError below
-        t_min), storing its outputs in one transaction unless ``replay`` (stored before)."""
+        t_min), storing its outputs and closing in one transaction unless ``replay``."""
         aggregator = r.aggregator
-        out: list[tuple[str, str, dict[str, Any]]] = []
+        closing = policy.closing_row(r.step, by, r.answered, r.expected, self.clock())
+        out: list[Row] = []
         if r.step == "advertise":
             participants = aggregator.participants()
             r.outputs["advertise"] = body = participants.to_dict()
@@ -333,23 +335,25 @@ class SecAggRounds:
             residues = [int(v) for v in aggregator.result()]
             request = aggregator.unmask_request()
             survivors = set(request.survivors)
-            self._finish(r, residues, survivors=survivors, faulty=aggregator.faulty)
+            self._finish(r, residues, survivors, aggregator.faulty, closing)
             r.step = "done"
-        if out and not replay:
+        if out and not replay:  # the unmasking's closing is stored with its sum (_finish)
+            out.append(closing)
             rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
             with self.store.transaction():
                 self.store.add_secagg(r.run_id, r.t, rows)
+            policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
         r.answered = set()
         r.deadline = self.clock() + r.period
         event, r.changed = r.changed, asyncio.Event()
         event.set()
 
     def _finish(
-        self, r: _Round, residues: list[int], *, survivors: set[str], faulty: dict[str, str]
+        self, r: _Round, residues: list[int], survivors: set[str], faulty: Faults, closing: Row
     ) -> None:
-        """The round's total from the unmasked sum, range-checked, and the M-step;
-        ``faulty``: the responders whose wrong shares the sum was computed without (named
-        in the stored sum and the log)."""
+        """The round's total from the unmasked sum, range-checked, and the M-step, stored
+        with the unmasking step's ``closing``; ``faulty``: the responders whose wrong shares
+        the sum was computed without (named in the stored sum and the log)."""
         run = get_run(self.store, r.run_id)
         params = params_of(run)
         assert params.modulus_bits is not None
@@ -361,16 +365,8 @@ class SecAggRounds:
         body: dict[str, Any] = {"total": total, "count": count, "survivors": sorted(survivors)}
         if faulty:
             body["faulty"] = dict(sorted(faulty.items()))
-            for name, why in sorted(faulty.items()):
-                log.warning(
-                    "run %s round %d: hospital %s sent a wrong unmasking share (%s); the "
-                    "sum was computed without it",
-                    r.run_id,
-                    r.t,
-                    name,
-                    why,
-                )
-        summed = [("sum", "", json.dumps(body, sort_keys=True))]
+            policy.log_faulty(r.run_id, r.t, faulty)
+        summed = [(k, n, json.dumps(b, sort_keys=True)) for k, n, b in (closing, ("sum", "", body))]
         bound = (
             count * mechanism.record_bound(params.d)
             + self.range_sigmas * math.sqrt(len(survivors)) * mechanism.noise_std
@@ -393,9 +389,16 @@ class SecAggRounds:
                 self.store.add_secagg(r.run_id, r.t, summed)
                 notes = close_round(self.store, run, params, [report], self.clock())
         del self._rounds[(r.run_id, r.t)]
+        policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
         for note in notes:
-            note.emit()
+            policy.sum_note(note, r.run_id, r.t, survivors).emit()
         self.notify()
+
+    def forget(self, run_id: str) -> None:
+        """Drop the open rounds of ``run_id``, which ended (cancelled), and wake their
+        waiters: their next call finds the run ended (409)."""
+        for key in [key for key in self._rounds if key[0] == run_id]:
+            self._rounds.pop(key).changed.set()
 
     def tick(self) -> bool:
         """Close, extend or fail the steps whose deadline passed; whether any changed."""
@@ -405,8 +408,7 @@ class SecAggRounds:
             if r.deadline > now or r.step == "done":
                 continue
             changed = True
-            if self._settle(r, at_deadline=True):
-                log.info("run %s round %d: a secagg step closed at its deadline", r.run_id, r.t)
+            self._settle(r, at_deadline=True)
         return changed
 
     def _settle(self, r: _Round, *, at_deadline: bool = False) -> bool:
@@ -417,13 +419,13 @@ class SecAggRounds:
         dealer's wrong shares, the run fails with the reason, so that no round is ever left
         open with nothing to wait for."""
         try:
-            self._close(r)
+            self._close(r, by="deadline" if at_deadline else "everyone")
             return True
         except SecAggError as error:
             problem = str(error)
             final = isinstance(error, FaultyDealer)  # no late answer can mend its shares
         run = get_run(self.store, r.run_id)
-        missing = not r.answered >= r.expected
+        missing = policy.still_missing(r.step, r.answered, r.expected, r.enrolled)
         if at_deadline and missing and not final and request_of(run).on_short == "extend":
             r.deadline = self.clock() + r.period
             log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)

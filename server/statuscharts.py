@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from ldpem.common.wire import Forecast, RunCreate, RunSummary
 from ldpem.server.health import LATE_FACTOR, LATE_FLOOR, RoundView, RunHealth
 from ldpem.server.pagekit import clock, duration, escape
+from ldpem.server.secaggpage import round_cells
 from ldpem.server.svg import (
     PALETTE,
     HLine,
@@ -255,9 +256,14 @@ def timeline(
 
 
 def round_table(
-    rounds: Sequence[RoundView], names: Sequence[str], run: RunSummary, health: RunHealth
+    rounds: Sequence[RoundView],
+    names: Sequence[str],
+    run: RunSummary,
+    health: RunHealth,
+    t_min: int | None = None,
 ) -> str:
-    """The latest rounds, newest first: times, reports and who was late or missing."""
+    """The latest rounds, newest first: times, reports and who was late or missing (in a
+    secagg run, whose ``t_min`` is given: survivors and who was lost)."""
     rows = []
     for r in reversed(list(rounds)[-MAX_TIMELINE_ROUNDS:]):
         reported = ", ".join(
@@ -271,17 +277,23 @@ def round_table(
             label, css = ("late", "late") if health.overdue else ("waiting for", "waiting")
         else:
             label, css = "missing", "missing"
+        count = f"{len(reporters)}/{len(names)} (quorum {run.quorum})"
+        lost = ""
+        if r.secagg is not None and t_min is not None:
+            count, reported, lost = round_cells(r, names, t_min)
+            absent = [n for n in absent if is_open and n not in r.outside]
         absent_cell = (
-            f'<span class="{css}">{label}: {escape(", ".join(absent))}</span>' if absent else "—"
+            f'<span class="{css}">{label}: {escape(", ".join(absent))}</span>' if absent else ""
         )
+        absent_cell = " ".join(c for c in (lost, absent_cell) if c) or "—"
         closed = r.closed_at if r.closed_at is not None else health.now
         rows.append(
             f'<tr class="{"open" if is_open else "closed"}"><td class="num">{r.t}</td>'
             f"<td>{clock(r.opened_at)}</td><td>{clock(r.closed_at)}</td>"
             f'<td class="num">{duration(closed - r.opened_at)}{" so far" if is_open else ""}'
-            f'</td><td class="num">{len(reporters)}/{len(names)} (quorum {run.quorum})</td>'
+            f'</td><td class="num">{count}</td>'
             f"<td>{clock(r.deadline)}</td><td>{reported or '—'}</td>"
-            f'<td class="{css if absent else ""}">{absent_cell}</td></tr>'
+            f'<td class="{css if absent or lost else ""}">{absent_cell}</td></tr>'
         )
     note = (
         f"Latest {min(len(rounds), MAX_TIMELINE_ROUNDS)} of {len(rounds)} rounds, newest first. "

@@ -25,6 +25,7 @@ from ldpem.server.health import Presence, RunHealth
 from ldpem.server.pagekit import clock, duration, escape, page, progress
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_delta
 from ldpem.server.queries import RunView
+from ldpem.server.secaggpage import steps_table
 from ldpem.server.statuscharts import accuracy, beta_plot, round_table, step_plot, timeline
 
 __all__ = ["index_page", "run_page"]
@@ -42,7 +43,10 @@ def index_page(runs: Sequence[RunSummary], *, now: float) -> str:
         for r in ordered
     )
     counts = {s: sum(r.status == s for r in runs) for s in ("running", "finished", "failed")}
-    summary = ", ".join(f"{n} {s}" for s, n in counts.items())
+    cancelled = sum(r.status == "cancelled" for r in runs)
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items()) + (
+        f", {cancelled} cancelled" if cancelled else ""
+    )
     body = (
         f"<p>{len(runs)} runs: {summary}.</p>"
         '<table id="runs"><tr><th>run</th><th>status</th><th>progress</th><th>model</th>'
@@ -55,8 +59,13 @@ def index_page(runs: Sequence[RunSummary], *, now: float) -> str:
 # --- run page ----------------------------------------------------------------------------
 def run_page(view: RunView) -> str:
     """The status page of one run."""
-    run, health = view.summary, view.health
+    run, health, params = view.summary, view.health, view.params
     names = [p.hospital for p in view.participation]
+    secagg = ""
+    if params.t_min is not None and health.secagg:
+        secagg = "<h2>Secure aggregation</h2>" + steps_table(
+            view.rounds, names, t_min=params.t_min, colluders=params.colluders or 0
+        )
     body = "".join(
         [
             _health(health),
@@ -73,7 +82,8 @@ def run_page(view: RunView) -> str:
             step_plot(view.trajectory.steps, run),
             "<h2>Rounds</h2>",
             timeline(view.rounds, names, run, view.now),
-            round_table(view.rounds, names, run, health),
+            round_table(view.rounds, names, run, health, params.t_min if health.secagg else None),
+            secagg,
             "<h2>Hospitals</h2>",
             _hospital_table(view.participation, health, view.params, view.now),
         ]
@@ -82,7 +92,12 @@ def run_page(view: RunView) -> str:
 
 
 #: The banner's label of each health state.
-_LABELS = {"healthy": "Healthy", "degraded": "Degraded", "failed": "Failed"}
+_LABELS = {
+    "healthy": "Healthy",
+    "degraded": "Degraded",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+}
 
 
 def _health(health: RunHealth) -> str:
@@ -129,7 +144,7 @@ def _summary_table(
         (
             "hospitals",
             escape(
-                f"{run.hospitals}, quorum {run.quorum}, round deadline "
+                f"{run.hospitals}, {_quorum(run, params)}, round deadline "
                 f"{duration(request.round_deadline)} ({request.on_short} when short)"
             ),
         ),
@@ -153,6 +168,18 @@ def _summary_table(
         '<table id="summary">'
         + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
         + "</table>"
+    )
+
+
+def _quorum(run: RunSummary, params: PublicParameters) -> str:
+    """What a round needs: its quorum of reports, or (secure aggregation) t_min holders
+    through every step, with the collusion bound c."""
+    if params.t_min is None:
+        return f"quorum {run.quorum}"
+    return (
+        f"secure aggregation: t_min = {params.t_min} holders per step, collusion bound c = "
+        f"{params.colluders or 0} (noise sized for t_min − c = "
+        f"{params.t_min - (params.colluders or 0)} honest holders)"
     )
 
 
@@ -184,7 +211,13 @@ def _hospital_table(
     now: float,
 ) -> str:
     presence: dict[str, Presence] = {h.name: h.in_open_round for h in health.hospitals}
-    state = {"reported": "✓ reported", "waiting": "waiting", "late": "late", "": "—"}
+    state = {
+        "reported": "✓ reported",
+        "waiting": "waiting",
+        "late": "late",
+        "lost": "lost (not waited for)",
+        "": "—",
+    }
     site = get_mechanism(params.mechanism).noise_site
     rows = []
     for h in hospitals:

@@ -33,7 +33,7 @@ from ldpem.common.sqlite import connect_durable, immediate
 
 __all__ = ["HospitalRow", "ReportRow", "RoundRow", "RoundState", "RunRow", "RunState", "Store"]
 
-RunState = Literal["running", "finished", "failed"]
+RunState = Literal["running", "finished", "failed", "cancelled"]
 RoundState = Literal["open", "closed"]
 
 _SCHEMA = """
@@ -395,3 +395,18 @@ class Store:
                 (run_id, t),
             ).fetchall()
         return [(r[0], r[1], r[2]) for r in rows]
+
+    def secagg_outline(
+        self, run_id: str, light: tuple[str, ...], t: int | None = None
+    ) -> list[tuple[int, str, str, str]]:
+        """(t, kind, holder, body) of the run's stored secagg rows (of round ``t`` only,
+        when given), in order, with the body of the ``light`` kinds only ("" for the rest:
+        a round's keys and shares are large and not needed to say who sent what)."""
+        marks = ",".join("?" * len(light))
+        where, args = ("", ()) if t is None else (" AND t = ?", (t,))
+        rows = self._all(
+            f"SELECT t, kind, holder, CASE WHEN kind IN ({marks}) THEN body ELSE '' END "
+            f"FROM secagg_messages WHERE run_id = ?{where} ORDER BY t, seq",
+            (*light, run_id, *args),
+        )
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]

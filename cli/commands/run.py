@@ -1,21 +1,25 @@
 """ldpem run: operator commands against a running coordinator.
 
-    ldpem run create --coordinator URL --config run.json [--tokens-dir DIR]
+    ldpem run create --coordinator URL --config run.json [--roster FILE] [--tokens-dir DIR]
                      [--admin-token-file FILE] [--ca-cert PEM] [--plan [--plan-seeds S]]
     ldpem run status --coordinator URL [RUN_ID] [--wait] [--beta-star FILE]
                      [--token-file FILE | --admin-token-file FILE] [--ca-cert PEM]
+    ldpem run cancel --coordinator URL RUN_ID --reason TEXT [--admin-token-file FILE]
 
 "create" posts the run request (JSON, the fields of ldpem.common.wire.RunCreate) with the
-admin token (LDPEM_ADMIN_TOKEN or --admin-token-file). With --tokens-dir DIR it writes each
-generated hospital token to DIR/<hospital>.token (mode 600) and prints which file goes to
-which hospital, with the run's budget the agents must accept; without it, it prints the
-response as JSON: run id, public parameters, expected error, warning and the tokens (shown
-once). The same is POST /v1/runs with "Authorization: Bearer <admin token>". With --plan
-it first searches rounds, round schedule and reported estimate for the run's model, d,
-hospitals, budget, snr and mechanism (ldpem.common.schedule_search, as ldpem plan
---search-schedule), sets "rounds", "schedule" and "final" of the request to the recommended
-setting (10 equal rounds and the last iterate unless another gains clearly, seed by seed)
-and says so on stderr.
+admin token (LDPEM_ADMIN_TOKEN or --admin-token-file); a secagg run's roster file goes in
+with --roster FILE, or as "roster": "FILE" in the request (relative to it), and a request
+without "delta" is warned about with the default it got (ldpem.run_request). With
+--tokens-dir DIR it writes each generated hospital token to DIR/<hospital>.token (mode
+600) and prints which file goes to which hospital, with the run's budget the agents must
+accept; without it, it prints the response as JSON: run id, public parameters, expected
+error, warning and the tokens (shown once). The same is POST /v1/runs with "Authorization:
+Bearer <admin token>". With --plan it first searches rounds, round schedule and reported
+estimate for the run's model, d, hospitals, budget, snr and mechanism
+(ldpem.common.schedule_search, as ldpem plan --search-schedule), sets "rounds", "schedule"
+and "final" of the request to the recommended setting (10 equal rounds and the last
+iterate unless another gains clearly, seed by seed), says so on stderr and states it in
+the "created" line (JSON: "plan").
 
 "status" prints a run as JSON (without RUN_ID: the run created last). It reads with the
 read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TOKEN or
@@ -23,7 +27,12 @@ read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TO
 follows it, one line per closed round on stderr, until it finished (exit 0) or failed
 (exit 2), and then prints one line (--json: the JSON too); --beta-star FILE (JSON from
 ldpem generate --beta-star-out) also prints the estimation error of the run's beta against
-beta*, next to the trivial error of beta = 0.
+beta*, next to the trivial error of beta = 0. A run that did not finish (failed, or
+cancelled) ends --wait with exit 2.
+
+"cancel" ends a running run as "cancelled" with the reason given (admin token; POST
+/v1/runs/RUN_ID/cancel): its agents stop with one line and exit 0, and the status page,
+run status and /metrics show it cancelled. A run that ended already is refused (409).
 """
 
 from __future__ import annotations
@@ -37,6 +46,18 @@ from typing import Any
 
 from ldpem.actions import ActionSpec, add_actions
 from ldpem.common.errors import UserError
+from ldpem.run_cancel import cancel, cancel_options
+from ldpem.run_request import (
+    default_delta_warning,
+    describe_setting,
+    planned_setting,
+    read_request,
+)
+from ldpem.runhttp import CA_HELP as _CA_HELP
+from ldpem.runhttp import admin_token as _admin_token
+from ldpem.runhttp import refused as _fail
+from ldpem.runhttp import token_file_option as _token_file_option
+from ldpem.runhttp import unreachable as _unreachable
 from ldpem.secretfiles import read_secret, write_secret
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
@@ -44,14 +65,10 @@ __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 #: Simulations per setting of ``run create --plan`` (``prediction.DEFAULT_SEEDS``; not
 #: imported: the command's parser is built without numpy).
 _PLAN_SEEDS = 20
-_CA_HELP = (
-    "CA certificate that signed the coordinator's (ca.pem of ldpem coordinator init "
-    "--self-signed; default: the system's CAs)"
-)
 
 
 NAME = "run"
-HELP = "create or inspect runs on a coordinator"
+HELP = "create, inspect or cancel runs on a coordinator"
 EXAMPLES = (
     "ldpem run create --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
     "--admin-token-file coord/admin.token --config run.json --tokens-dir tokens",
@@ -100,6 +117,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             ),
             options=_status_options,
         ),
+        ActionSpec(
+            "cancel",
+            cancel,
+            help="cancel a running run (admin)",
+            description=(
+                "End a running run as cancelled, with a reason, using the admin token: its "
+                "agents stop (exit 0, one line; nothing more is charged) and the status page, "
+                "run status and /metrics show it cancelled. A run that ended already is "
+                "refused."
+            ),
+            example_lines=(
+                "ldpem run cancel --coordinator https://coord.example:8443 --ca-cert "
+                "coord/ca.pem --admin-token-file coord/admin.token 3f2a9c1b7d04 "
+                '--reason "wrong delta"',
+            ),
+            options=cancel_options,
+        ),
     )
 
 
@@ -109,6 +143,14 @@ def _create_options(create: argparse.ArgumentParser) -> None:
     )
     create.add_argument(
         "--config", required=True, type=Path, metavar="FILE", help="the run request, JSON"
+    )
+    create.add_argument(
+        "--roster",
+        type=Path,
+        metavar="FILE",
+        help="secagg runs: the consortium's roster.json, put into the request as its "
+        '"roster" (default: the request\'s own "roster", an object or a file name '
+        "relative to the request file)",
     )
     create.add_argument(
         "--tokens-dir",
@@ -179,49 +221,18 @@ def _status_options(status: argparse.ArgumentParser) -> None:
     )
 
 
-def _token_file_option(
-    parser: argparse.ArgumentParser, flag: str, token: str, default: str
-) -> None:
-    """``flag FILE``: the file holding ``token`` (mode 600), else ``default``; both actions'
-    token files are worded alike."""
-    parser.add_argument(
-        flag,
-        type=Path,
-        metavar="FILE",
-        help=f"file holding the {token}, mode 600 (default: {default})",
-    )
-
-
-def _admin_token(path: Path | None) -> str:
-    token = os.environ.get("LDPEM_ADMIN_TOKEN", "")
-    if not token and path is not None:
-        token = read_secret(path, "admin token")
-    if not token:
-        raise UserError("the admin token is needed: LDPEM_ADMIN_TOKEN or --admin-token-file")
-    return token
-
-
-def _fail(response: Any, what: str) -> UserError:
-    try:
-        detail = response.json().get("detail")
-    except ValueError:
-        detail = response.text
-    return UserError(f"{what}: HTTP {response.status_code} {json.dumps(detail)}")
-
-
 def create_run(args: argparse.Namespace) -> int:
     import httpx
 
     from ldpem.client.link import tls_context
 
-    try:
-        request = json.loads(args.config.read_text())
-    except ValueError as error:
-        raise UserError(f"{args.config}: not valid JSON ({error})") from None
+    request = read_request(args.config, args.roster)
+    planned: dict[str, Any] | None = None
     if args.plan:
         from ldpem.run_plan import planned_request
 
         request = planned_request(request, seeds=args.plan_seeds, workers=args.workers)
+        planned = planned_setting(request)
     if args.tokens_dir is not None:
         _check_token_files(args.tokens_dir, request)
     token = _admin_token(args.admin_token_file)
@@ -236,18 +247,23 @@ def create_run(args: argparse.Namespace) -> int:
             verify=verify,
         )
     except httpx.HTTPError as error:
-        raise UserError(f"cannot reach {args.coordinator}: {error}") from None
+        raise _unreachable(error, args.coordinator) from None
     if response.status_code != 201:
         raise _fail(response, f"{args.config}: run not created")
     body = response.json()
     if args.tokens_dir is None:
-        json.dump(body, sys.stdout, indent=2)
+        json.dump(body if planned is None else {**body, "plan": planned}, sys.stdout, indent=2)
         print()
     else:
         files = _write_token_files(args.tokens_dir, body["tokens"], request)
-        print(_created_summary(body, files))
-    if body.get("warning"):
-        print(f"warning: {body['warning']}", file=sys.stderr)
+        summary = _created_summary(body, files)
+        if planned is not None:  # the first line: "run … created: …, with the planner's …"
+            first, _, rest = summary.partition("\n")
+            summary = f"{first}, with the planner's setting: {describe_setting(planned)}\n{rest}"
+        print(summary)
+    for warning in (body.get("warning"), default_delta_warning(request, body["params"])):
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -354,7 +370,7 @@ def _get(url: str, verify: Any, what: str, headers: dict[str, str]) -> Any:
     try:
         response = httpx.get(url, timeout=30.0, verify=verify, headers=headers)
     except httpx.HTTPError as error:
-        raise UserError(f"cannot reach {url}: {error}") from None
+        raise _unreachable(error, url) from None
     if response.status_code != 200:
         raise _fail(response, what)
     return response.json()

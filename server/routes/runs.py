@@ -1,4 +1,5 @@
-"""Runs: create (admin), list and inspect (read token, admin token or --public-status)."""
+"""Runs: create and cancel (admin), list and inspect (read token, admin token or
+--public-status)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from fastapi import APIRouter
 from ldpem.common.wire import (
     HospitalParticipation,
     RoundSummary,
+    RunCancel,
     RunCreate,
     RunCreated,
     RunSummary,
@@ -23,6 +25,15 @@ async def create_run(request: RunCreate, coordinator: CoordinatorDep, _: AdminDe
     """Create a run (admin token). The response states the accuracy to expect and carries
     the hospital tokens the coordinator generated; they are not shown again."""
     return await coordinator.create_run(request)
+
+
+@router.post("/{run_id}/cancel", response_model=RunSummary)
+async def cancel_run(
+    run_id: str, cancel: RunCancel, coordinator: CoordinatorDep, _: AdminDep
+) -> RunSummary:
+    """End a running run as ``cancelled`` with the operator's reason (admin token); its
+    agents stop. 409 when the run ended already."""
+    return coordinator.cancel_run(run_id, cancel.reason)
 
 
 @router.get("", dependencies=[ReaderDep], response_model=list[RunSummary])

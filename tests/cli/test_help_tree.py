@@ -55,7 +55,12 @@ def rendered(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 
 def test_the_walk_finds_every_subcommand() -> None:
     names = set(ids(SUBCOMMANDS))
-    assert {"ldpem coordinator init", "ldpem run create", "ldpem run status"} <= names
+    assert {
+        "ldpem coordinator init",
+        "ldpem run create",
+        "ldpem run status",
+        "ldpem run cancel",
+    } <= names
     assert len(SUBCOMMANDS) >= 12
 
 

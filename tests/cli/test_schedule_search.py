@@ -173,6 +173,12 @@ def test_run_create_plan_sets_the_searched_rounds_schedule_and_final(
     assert published == (expected.rounds, expected.schedule, expected.final)
     chosen = f"rounds {expected.rounds}, schedule {expected.schedule}, final {expected.final}"
     assert f"--plan: {chosen}" in captured.err
+    # The JSON answer states the setting applied too (issue 32).
+    assert created["plan"] == {
+        "rounds": expected.rounds,
+        "schedule": expected.schedule,
+        "final": expected.final,
+    }
     assert "recommended schedule:" in captured.err
 
 

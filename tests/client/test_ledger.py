@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ldpem.client.ledger import LOCK_FILE, BudgetExceeded, Entry, Ledger
+from ldpem.client.ledger import LOCK_FILE, Binding, BudgetExceeded, Entry, Ledger
 from ldpem.common.accounting import ratio_for_budget
 from ldpem.common.errors import UserError
 
@@ -188,3 +188,18 @@ def test_a_schema_2_ledger_opened_by_this_agent_keeps_working(tmp_path: Path) ->
         assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("3",)
         columns = [row[1] for row in db.execute("PRAGMA table_info(rounds)")]
         assert columns.count("fallback_epsilon") == 1
+
+
+def test_unbind_unused_removes_only_a_binding_nothing_was_charged_to(tmp_path: Path) -> None:
+    """A refused first contact is unbound (issue 32); a run with a charged round never is:
+    its binding is what keeps a restart from reporting a record twice."""
+    ledger = Ledger(tmp_path)
+    for run in ("refused", "charged"):
+        ledger.bind_run(run, Binding(seed=1, records="digest", dataset="default", binding="{}"))
+    reserve(ledger, entry("charged"))
+    assert ledger.unbind_unused("refused") is True
+    assert ledger.binding("refused") is None
+    assert ledger.unbind_unused("charged") is False
+    assert ledger.binding("charged") is not None
+    assert ledger.unbind_unused("never-bound") is False
+    ledger.close()

@@ -98,7 +98,7 @@ REPORT = '{"hospital":"h0","round":0,"mechanism":"local","count":1,"total":[1.5,
         ('"noise_std": 1e999}', "noise_std: Input should be a finite number"),
         ('"noise_std": true}', "noise_std: Input should be a valid number"),
         ('"noise_std": "1"}', "noise_std: Input should be a valid number"),
-        ('"noise_std": 1, "extra": 1}', "extra: unknown field"),
+        ('"noise_std": 1, "extra": 1}', "unknown field 'extra'"),
     ],
 )
 def test_report_types_are_strict_and_errors_are_one_line(tail: str, message: str) -> None:

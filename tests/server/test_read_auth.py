@@ -42,7 +42,7 @@ AGENT = {
     ("POST", "/v1/runs/{run_id}/rounds/{t}/secagg/{step}"),
     ("GET", "/v1/runs/{run_id}/rounds/{t}/secagg/{fetched}"),
 }
-ADMIN_ONLY = {("POST", "/v1/runs")}
+ADMIN_ONLY = {("POST", "/v1/runs"), ("POST", "/v1/runs/{run_id}/cancel")}
 
 
 def routes(app: FastAPI) -> set[tuple[str, str]]:

@@ -6,8 +6,9 @@ apt-get, but only as root and with CI=true or LDPEM_TEST_BROWSER=1; otherwise it
 with the reason in pytest's summary. The running run's page is opened with ``?token=`` (the
 coordinator answers with a redirect that sets the read cookie, as for an operator's
 browser); the DOM after rendering must hold the plots with ticks, the round timeline and
-the hospital table. Each test saves a screenshot under its tmp_path (docs/status-page.png
-and docs/status-page-degraded.png are two).
+the hospital table. Each test saves a screenshot under its tmp_path (docs/status-page.png,
+docs/status-page-degraded.png, docs/status-page-secagg.png and
+docs/status-page-secagg-degraded.png are four).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from ldpem.common.prediction import DEFAULT_SEEDS
 from ldpem.processes import Processes
 from ldpem.server.app import create_app
+from tests.cli.test_secagg_lost_holder import secagg_run_of_four
 from tests.fedkit import live_server, settings
 from tests.server.opkit import READ, late_hospital_run, start_run
 
@@ -154,6 +156,56 @@ def test_a_run_finished_with_missing_rounds_renders_degraded_in_chromium(
     assert row is not None and '<span class="missing">missing: h2</span>' in row.group(0)
     _screenshot(
         chromium, page, tmp_path, "status-page-degraded.png", "LDPEM_DEGRADED_SCREENSHOT_OUT"
+    )
+
+
+@pytest.mark.slow
+def test_a_healthy_secagg_run_renders_healthy_in_chromium(
+    chromium: str, procs: Processes, tmp_path: Path
+) -> None:
+    """A real secagg run of four agents, t_min = 3: Healthy, every round's sum of all four
+    (8e54e94: "Degraded … reported 0 of 4", every round "0/4 (quorum 4)")."""
+    run = secagg_run_of_four(procs, tmp_path, kill=None)
+    page = f"{run.url}/runs/{run.run_id}"
+    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    assert re.search(
+        r'<div id="health" class="health healthy"><strong>Healthy</strong>: finished all 4 '
+        r"rounds</div>",
+        dom,
+    ), dom[:2000]
+    assert dom.count("4/4 survivors (t_min 3)") == 4
+    table = re.search(r'<table id="secagg">.*?</table>', dom, re.S)
+    assert table is not None and table.group(0).count("all 4") == 4 * 6
+    _screenshot(chromium, page, tmp_path, "status-page-secagg.png", "LDPEM_SECAGG_SCREENSHOT_OUT")
+
+
+@pytest.mark.slow
+def test_a_secagg_run_with_a_lost_holder_renders_degraded_in_chromium(
+    chromium: str, procs: Processes, tmp_path: Path
+) -> None:
+    """The run of tests/cli/test_secagg_lost_holder.py: h3 SIGKILLed after round 1."""
+    run = secagg_run_of_four(procs, tmp_path, kill="h3")
+    page = f"{run.url}/runs/{run.run_id}"
+    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    dom = dumped.stdout
+    assert re.search(
+        r'<div id="health" class="health degraded"><strong>Degraded</strong>: finished with '
+        r"missing rounds: h3 reported 2 of 4; lost: h3 \(did not advertise keys in round 2\)"
+        r"</div>",
+        dom,
+    ), dom[:2000]
+    row = re.search(r'<tr class="closed"><td class="num">2</td>.*?</tr>', dom, re.S)
+    assert row is not None and "lost: h3 (did not advertise keys)" in row.group(0)
+    assert "advertise at its deadline without h3" in dom
+    _screenshot(
+        chromium,
+        page,
+        tmp_path,
+        "status-page-secagg-degraded.png",
+        "LDPEM_SECAGG_DEGRADED_SCREENSHOT_OUT",
     )
 
 

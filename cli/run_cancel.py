@@ -1,0 +1,58 @@
+"""``ldpem run cancel``: end a running run as cancelled, with the operator's reason.
+
+The coordinator stores the run as ``cancelled`` (a restart keeps it so); its agents learn it
+from their next poll and stop with one line and exit 0. A run that ended already is a 409.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ldpem.runhttp import CA_HELP, admin_token, refused, token_file_option, unreachable
+
+__all__ = ["cancel", "cancel_options"]
+
+
+def cancel_options(cancel: argparse.ArgumentParser) -> None:
+    """RUN_ID, --reason and how to reach the coordinator as its admin."""
+    cancel.add_argument(
+        "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
+    )
+    cancel.add_argument("run_id", metavar="RUN_ID", help="the run to cancel")
+    cancel.add_argument(
+        "--reason", required=True, metavar="TEXT", help="why, in one line (shown with the run)"
+    )
+    token_file_option(cancel, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
+    cancel.add_argument("--ca-cert", type=Path, metavar="PEM", help=CA_HELP)
+
+
+def cancel(args: argparse.Namespace) -> int:
+    """POST /v1/runs/RUN_ID/cancel with the admin token; one line: the run, its rounds and
+    the reason."""
+    import urllib.parse
+
+    import httpx
+
+    from ldpem.client.link import tls_context
+
+    token = admin_token(args.admin_token_file)
+    run_id = urllib.parse.quote(args.run_id, safe="")
+    try:
+        response = httpx.post(
+            f"{args.coordinator.rstrip('/')}/v1/runs/{run_id}/cancel",
+            json={"reason": args.reason},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30.0,
+            verify=tls_context(args.ca_cert),
+        )
+    except httpx.HTTPError as error:
+        raise unreachable(error, args.coordinator) from None
+    if response.status_code != 200:
+        raise refused(response, f"run {args.run_id} not cancelled")
+    run = response.json()
+    print(
+        f"run {run['run_id']} cancelled after {run['round']} of {run['rounds']} rounds "
+        f"({run['reason']})"
+    )
+    return 0
