@@ -41,7 +41,7 @@ from ldpem.secretfiles import read_secret, write_secret
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
-#: Simulations per setting of ``run create --plan`` (``prediction.DEFAULT_SEEDS``; not
+#: Simulations per setting of ``run create --plan`` (``prediction.SEARCH_SEEDS``; not
 #: imported: the command's parser is built without numpy).
 _PLAN_SEEDS = 20
 _CA_HELP = (
