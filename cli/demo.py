@@ -39,8 +39,11 @@ from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordin
 
 __all__ = ["DemoConfig", "demo_hospital_sizes", "run_demo"]
 
-#: Seconds the demo waits for the coordinator to create the run (and forecast it).
-CREATE_TIMEOUT = 600.0
+#: Seconds the demo waits for the coordinator to create the run.
+CREATE_TIMEOUT = 60.0
+#: Seconds the demo waits, once the run finished, for the forecast the coordinator computes
+#: in the background (usually ready long before).
+FORECAST_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -205,15 +208,10 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                     for n, size, t in zip(names, data.sizes, tokens, strict=True)
                 ],
             }
-            say(
-                "creating the run: the coordinator first simulates it to forecast its "
-                "accuracy (its default seeds, at the assumed ‖β*‖/σ and at half and twice it)"
-            )
             response = client.post(
                 "/v1/runs",
                 json=request,
                 headers={"Authorization": f"Bearer {admin}"},
-                # The forecast simulates 60 runs of up to 2·10⁵ records before answering.
                 timeout=CREATE_TIMEOUT,
             )
             if response.status_code != 201:
@@ -221,15 +219,11 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             created = response.json()
             run_id = created["run_id"]
             say(f"run {run_id} created; status page {url}/runs/{run_id}")
-            forecast = created.get("forecast")
-            if forecast is not None:
+            if created.get("pending"):
                 say(
-                    f"coordinator forecast: error ≈ {forecast['mean']:.3f}, 10–90% of "
-                    f"{forecast['seeds']} simulated runs in [{forecast['low']:.3f}, "
-                    f"{forecast['high']:.3f}] (β = 0 would give {forecast['trivial_error']:.3f})"
+                    "the coordinator forecasts the run's accuracy in the background (its "
+                    "default seeds, at the assumed ‖β*‖/σ and at half and twice it)"
                 )
-            if created.get("warning"):
-                say(f"warning: {created['warning']}")
             for i, (name, path, token) in enumerate(zip(names, paths, tokens, strict=True)):
                 start_agent(
                     processes,
@@ -253,6 +247,16 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 )
             summary = _follow(client, run_id, config, names, processes, quiet)
             trajectory = client.get(f"/v1/runs/{run_id}/trajectory").json()["betas"]
+            summary = _forecast(client, run_id, summary)
+            forecast = summary.get("forecast")
+            if forecast is not None:
+                say(
+                    f"coordinator forecast: error ≈ {forecast['mean']:.3f}, 10–90% of "
+                    f"{forecast['seeds']} simulated runs in [{forecast['low']:.3f}, "
+                    f"{forecast['high']:.3f}] (β = 0 would give {forecast['trivial_error']:.3f})"
+                )
+            if summary.get("warning"):
+                say(f"warning: {summary['warning']}")
             # Agents exit 0 once they have seen the end of the run.
             processes.wait(names, timeout=30)
             problem = processes.failed()
@@ -282,8 +286,8 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         "errors": errors,
         "error": errors[-1] if errors else None,
         "trivial_error": float(np.linalg.norm(beta_star)),
-        "expected_error": created.get("expected_error"),
-        "forecast": created.get("forecast"),
+        "expected_error": summary.get("expected_error"),
+        "forecast": summary.get("forecast"),
         "baselines": {name: b["error"] for name, b in baselines.items()},
         "baseline_errors": {name: b["errors"] for name, b in baselines.items()},
         "hospitals": hospitals,
@@ -327,6 +331,16 @@ def _follow(
         if time.monotonic() > deadline:
             raise UserError(f"the run did not finish within {config.timeout:.0f} s")
         time.sleep(0.1)
+
+
+def _forecast(client: httpx.Client, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """The run's summary once its forecast (computed in the background) is stored, or
+    given up on, waiting at most ``FORECAST_TIMEOUT`` seconds."""
+    deadline = time.monotonic() + FORECAST_TIMEOUT
+    while summary.get("pending") and time.monotonic() < deadline:
+        time.sleep(0.05)
+        summary = client.get(f"/v1/runs/{run_id}").json()
+    return summary
 
 
 def _baselines(

@@ -25,7 +25,7 @@ Its band is a predictive interval for one new run: the 10–90% quantiles of the
 taken at ranks p·(S+1) (``quantile``), so that on average it covers 80% of new runs,
 with its own finite S allowed for. The share one band covers still varies with its seeds
 (a Beta share, standard deviation √(0.16/(S+2))): ± 9% with the planner's 20
-(``DEFAULT_SEEDS``), ± 4% with the forecast's 100. The sensitivity to the SNR, the
+(``DEFAULT_SEEDS``), ± 2.8% with the forecast's 200. The sensitivity to the SNR, the
 crossover search and the schedule search only compare means and use ``SEARCH_SEEDS``.
 The seeds run in batches on an ``ldpem.common.executor`` (this machine's cores by
 default); each seed's result depends on the seed alone, not on the executor.

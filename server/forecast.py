@@ -35,9 +35,9 @@ __all__ = [
 #: Records simulated by the forecast at most, by default (larger runs are scaled down).
 DEFAULT_MAX_RECORDS = 200_000
 #: Simulated runs behind the forecast's band at the assumed SNR, by default: the band then
-#: covers 80% ± 4% of new runs (``ldpem.common.prediction``); the bands at half and twice
+#: covers 80% ± 2.8% of new runs (``ldpem.common.prediction``); the bands at half and twice
 #: the SNR, only compared with β = 0, take ``SEARCH_SEEDS``.
-FORECAST_SEEDS = 100
+FORECAST_SEEDS = 200
 
 
 @dataclass(frozen=True)
