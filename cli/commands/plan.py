@@ -258,7 +258,7 @@ def split_line(sizes: tuple[int, ...]) -> str:
     )
 
 
-#: What the figures mean, in plain words (also in docs/PLANNING.md).
+#: What the figures mean, in plain words (docs/RESULTS.md, "Reading a plan").
 FOOTER = (
     "what the figures mean:",
     "  ‖β*‖/σ (snr) is how large the true parameter β* is against the noise σ of one "
