@@ -194,8 +194,8 @@ def make_plan(
     """Outlooks for ``mechanisms`` (default: every mechanism a federated run may use, from
     the registry), local DP's crossover and the recommendation, on ``executor`` (default:
     this machine's cores): ``seeds`` simulations behind each band at the planned n and
-    assumed SNR, at most ``SEARCH_SEEDS`` for the means that are only compared (the SNR
-    sensitivity, the crossover's other sizes)."""
+    assumed SNR, at most ``SENSITIVITY_SEEDS`` at half and twice the SNR and at most
+    ``SEARCH_SEEDS`` at the crossover's other sizes (means that are only compared)."""
     if mechanisms is None:
         mechanisms = mechanism_names(federated=True)
     if executor is None:

@@ -26,7 +26,8 @@ taken at ranks p·(S+1) (``quantile``), so that on average it covers 80% of new 
 with its own finite S allowed for. The share one band covers still varies with its seeds
 (a Beta share, standard deviation √(0.16/(S+2))): ± 9% with the planner's 20
 (``DEFAULT_SEEDS``), ± 2.8% with the forecast's 200. The sensitivity to the SNR, the
-crossover search and the schedule search only compare means and use ``SEARCH_SEEDS``.
+crossover and schedule searches only compare means: they use ``SEARCH_SEEDS``, and the
+what-ifs at other SNRs ``SENSITIVITY_SEEDS``.
 The seeds run in batches on an ``ldpem.common.executor`` (this machine's cores by
 default); each seed's result depends on the seed alone, not on the executor.
 """
@@ -62,6 +63,7 @@ __all__ = [
     "PREDICTION_SEED_BASE",
     "SEARCH_SEEDS",
     "SEED_SPAN",
+    "SENSITIVITY_SEEDS",
     "SNR_FACTORS",
     "Outlook",
     "Prediction",
@@ -86,6 +88,9 @@ DEFAULT_SEEDS = 20
 #: Simulations behind a figure that is only compared (the SNR sensitivity, the crossover
 #: and schedule searches): their means, not their bands.
 SEARCH_SEEDS = 20
+#: Simulations behind each mean at half and twice the assumed SNR (a what-if shown beside
+#: the band, and the forecast's warning when half the SNR would do no better than β = 0).
+SENSITIVITY_SEEDS = 10
 #: The band's quantiles.
 BAND = (0.1, 0.9)
 #: A mean final error at most this fraction of ‖β*‖ counts as beating β = 0. Not ‖β*‖
@@ -369,7 +374,7 @@ def outlooks(
     mechanisms: Sequence[str],
     *,
     seeds: int = DEFAULT_SEEDS,
-    sensitivity_seeds: int = SEARCH_SEEDS,
+    sensitivity_seeds: int = SENSITIVITY_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
 ) -> list[Outlook]:

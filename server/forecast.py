@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ldpem.common.executor import make_executor
-from ldpem.common.prediction import SEARCH_SEEDS, Prediction, Problem, outlooks
+from ldpem.common.prediction import SENSITIVITY_SEEDS, Prediction, Problem, outlooks
 from ldpem.common.wire import ErrorBand, Forecast, PublicParameters, RunCreate
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
 DEFAULT_MAX_RECORDS = 200_000
 #: Simulated runs behind the forecast's band at the assumed SNR, by default: the band then
 #: covers 80% ± 2.8% of new runs (``ldpem.common.prediction``); the bands at half and twice
-#: the SNR, only compared with β = 0, take ``SEARCH_SEEDS``.
+#: the SNR, only compared with β = 0, take ``SENSITIVITY_SEEDS``.
 FORECAST_SEEDS = 200
 
 
@@ -44,7 +44,7 @@ FORECAST_SEEDS = 200
 class ForecastOptions:
     """How the coordinator forecasts a run (``Settings.forecast_*``)."""
 
-    #: Simulated runs at the assumed SNR (at most ``SEARCH_SEEDS`` at the other two).
+    #: Simulated runs at the assumed SNR (at most ``SENSITIVITY_SEEDS`` at the other two).
     seeds: int = FORECAST_SEEDS
     #: Records simulated at most (larger runs are scaled down).
     max_records: int = DEFAULT_MAX_RECORDS
@@ -112,7 +112,7 @@ def run_forecast(
             problem,
             [params.mechanism],
             seeds=seeds,
-            sensitivity_seeds=SEARCH_SEEDS,
+            sensitivity_seeds=SENSITIVITY_SEEDS,
             max_records=max_records,
             executor=executor,
         )

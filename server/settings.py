@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     #: Seconds a report waits for others to share its durable commit (group commit).
     commit_window: float = Field(default=0.002, ge=0, le=1)
     #: Simulated runs behind the band of the accuracy forecast made (in the background)
-    #: when a run is created, at the assumed SNR (``ldpem.server.forecast``; 20 at half
+    #: when a run is created, at the assumed SNR (``ldpem.server.forecast``; 10 at half
     #: and twice it; fewer than 20 make a band of little use).
     forecast_seeds: int = Field(default=FORECAST_SEEDS, ge=1, le=1000)
     #: Records simulated by the forecast at most (larger runs are scaled down).

@@ -18,6 +18,7 @@ from ldpem.common.planning import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
 from ldpem.common.prediction import (
     DEFAULT_SEEDS,
     SEARCH_SEEDS,
+    SENSITIVITY_SEEDS,
     SNR_FACTORS,
     Prediction,
     Problem,
@@ -102,9 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seeds",
         type=int,
         default=None,
-        help=f"simulations behind each band (default {DEFAULT_SEEDS}; {SEARCH_SEEDS} for the "
-        "means that are only compared: other SNRs, other sizes, --search-schedule); their "
-        "seeds, from 10^9 on, are drawn from the problem",
+        help=f"simulations behind each band (default {DEFAULT_SEEDS}; for means that are only "
+        f"compared, {SENSITIVITY_SEEDS} at other SNRs, {SEARCH_SEEDS} at other sizes and in "
+        "--search-schedule); their seeds, from 10^9 on, are drawn from the problem",
     )
     add(
         "--crossover-limit",
