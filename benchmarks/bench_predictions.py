@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,7 @@ def bench_simulation(repeats: int) -> dict[str, Any]:
     study = Study(model="gmm", mechanism="local", n=N, d=D, rounds=ROUNDS, sizes=SIZES)
     rng = np.random.default_rng(1)
     simulate(replace(study, n=4000, sizes=(1000,) * 4))  # the truncation table, once
-    jobs = {
+    jobs: dict[str, Callable[[int], object]] = {
         "floor": lambda seed: rng.standard_normal((N, D)),
         "fast": lambda seed: simulate(replace(study, seed=seed)),
         "run_study": lambda seed: run_study(replace(study, seed=seed)),
@@ -147,7 +148,7 @@ def values_simulated(plan: dict[str, Any]) -> int:
     total += sum(row["seeds"] * row["n"] for row in search.get("table", []))
     if "compared" in search:
         total += search["compared"]["seeds"] * search["compared"]["n"]
-    return total * d
+    return int(total * d)
 
 
 def bench_plan() -> dict[str, Any]:

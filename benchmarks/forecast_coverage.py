@@ -24,6 +24,7 @@ import json
 import math
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     started, cpu = time.time(), time.process_time()
     load = os.getloadavg()[0]
-    rows = []
+    rows: list[dict[str, Any]] = []
     with make_executor(workers=args.workers) as executor:
         for model, mechanism in CASES:
             problem = Problem(model=model, d=10, sizes=SIZES, epsilon=1.0, rounds=10)
@@ -91,7 +92,7 @@ def main() -> None:
                     "forecast": figures(list(forecast.errors), fresh),
                 }
             )
-    result = {
+    result: dict[str, Any] = {
         "rows": rows,
         "load_before": load,
         "load_after": os.getloadavg()[0],
@@ -105,10 +106,10 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for row in rows:
         cells = [_cell(row[k]) for k in ("before", "plan", "forecast")]
-        fresh = f"{row['fresh_mean']:.3f} ({row['fresh']} runs)"
-        print(f"| {row['case']} | {fresh} | " + " | ".join(cells) + " |")
-    load = f"load {result['load_before']:.1f} → {result['load_after']:.1f}"
-    print(f"{load}, {result['wall_s']:.0f} s wall")
+        unseen = f"{row['fresh_mean']:.3f} ({row['fresh']} runs)"
+        print(f"| {row['case']} | {unseen} | " + " | ".join(cells) + " |")
+    loads = f"load {result['load_before']:.1f} → {result['load_after']:.1f}"
+    print(f"{loads}, {result['wall_s']:.0f} s wall")
 
 
 def _cell(figure: dict[str, float]) -> str:
