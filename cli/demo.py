@@ -252,6 +252,8 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 )
             summary = _follow(client, run_id, config, names, processes, quiet)
             trajectory = client.get(f"/v1/runs/{run_id}/trajectory").json()["betas"]
+            # The in-process baselines while the coordinator may still be forecasting.
+            baselines = _baselines(config, data, np.array(trajectory[0]), delta)
             summary = _forecast(client, run_id, summary)
             forecast = summary.get("forecast")
             if forecast is not None:
@@ -274,7 +276,6 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     beta_star = data.beta_star
     betas = [np.array(b) for b in trajectory]
     errors = [model.error(b, beta_star) for b in betas[1:]]
-    baselines = _baselines(config, data, betas[0], delta)
     hospitals = _hospital_spend(names, data.sizes, paths, delta)
     result: dict[str, Any] = {
         "run_id": run_id,
