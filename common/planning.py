@@ -21,6 +21,7 @@ from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.prediction import (
     BEAT_FRACTION,
     DEFAULT_SEEDS,
+    SEARCH_SEEDS,
     Outlook,
     Prediction,
     Problem,
@@ -39,6 +40,7 @@ __all__ = [
     "crossover_mechanism",
     "make_plan",
     "recommendation",
+    "recommended",
 ]
 
 #: Simulations behind the warning of a study on records without a known β* (a mean only:
@@ -67,8 +69,15 @@ class Plan:
         return tuple(o.prediction for o in self.outlooks)
 
     @property
+    def mechanism(self) -> str | None:
+        """The recommended mechanism's name (``recommended``), None if none."""
+        chosen = recommended(self.problem, self.predictions)
+        return None if chosen is None else chosen.mechanism
+
+    @property
     def seeds(self) -> int:
-        return self.crossover.seeds
+        """Simulations behind each mechanism's band at the assumed SNR."""
+        return self.predictions[0].seeds if self.predictions else self.crossover.seeds
 
     def beats(self, prediction: Prediction) -> bool:
         """Whether ``prediction``'s mean beats β = 0 (the crossover's criterion)."""
@@ -106,6 +115,7 @@ class Plan:
             "local_crossover": self.crossover.as_dict(),
             "crossover_limit": self.crossover.limit,
             "recommendation": self.recommendation,
+            "recommended_mechanism": self.mechanism,
         }
 
 
@@ -132,18 +142,39 @@ def crossover_mechanism(mechanisms: Sequence[str]) -> str:
     raise ValueError("no registered federated mechanism adds its noise per record")
 
 
+def recommended(problem: Problem, predictions: Sequence[Prediction]) -> Prediction | None:
+    """The prediction of the mechanism to use among those whose noise is added on the
+    hospitals' machines, from their declarations in the registry; None when none reaches
+    ``problem.useful_error``.
+
+    A mechanism whose reports are private on their own (``locally_private``: noise per
+    record or per holder, the same trust boundary) is chosen when its mean beats β = 0; one
+    registered later replaces it only for a clear gain (``CLEAR_GAIN``). A mechanism of
+    noise ``shares`` (secure aggregation) is chosen only for a larger gain over all of
+    those (``SHARES_GAIN``), because it assumes at most c colluding holders; one whose
+    noise is the aggregator's (it trusts the coordinator) or nowhere never is."""
+    useful = problem.useful_error
+    ordered = _registry_order(predictions)
+    own = [p for p in ordered if get_mechanism(p.mechanism).locally_private()]
+    shares = [p for p in ordered if get_mechanism(p.mechanism).noise_site == "shares"]
+    rivals = [p for p in own if p.mean <= useful]
+    for shared in sorted(shares, key=lambda p: p.mean):
+        if shared.mean <= useful and all(shared.mean < SHARES_GAIN * e.mean for e in rivals):
+            # Many small holders, where a holder's own noise truncates each small sum
+            # hard; a few large hospitals gain little.
+            return shared
+    best: Prediction | None = None
+    for candidate in rivals:
+        if best is None or candidate.mean < CLEAR_GAIN * best.mean:
+            best = candidate
+    return best
+
+
 def recommendation(
     problem: Problem, predictions: Sequence[Prediction], crossover: Crossover
 ) -> str:
-    """One line: which mechanism to use among those whose noise is added on the hospitals'
-    machines, from their declarations in the registry.
-
-    A mechanism whose reports are private on their own (``locally_private``: noise per
-    record or per holder, the same trust boundary) is recommended when its mean beats
-    β = 0; one registered later replaces it only for a clear gain (``CLEAR_GAIN``). A
-    mechanism of noise ``shares`` (secure aggregation) is recommended only for a larger gain
-    over all of those (``SHARES_GAIN``), because it assumes at most c colluding holders;
-    one whose noise is the aggregator's (it trusts the coordinator) or nowhere never is."""
+    """One line: the ``recommended`` mechanism, its expected error against the others' and
+    β = 0's, and the crossover of the mechanism the plan states it for."""
     trivial, useful = problem.trivial_error, problem.useful_error
     crossing = get_mechanism(crossover.mechanism).label
     need = (
@@ -151,34 +182,23 @@ def recommendation(
         if crossover.n is not None
         else f"{crossing} does not beat β = 0 even at n = {crossover.limit:,}"
     )
-    ordered = _registry_order(predictions)
-    own = [p for p in ordered if get_mechanism(p.mechanism).locally_private()]
-    shares = [p for p in ordered if get_mechanism(p.mechanism).noise_site == "shares"]
-    rivals = [p for p in own if p.mean <= useful]
-    for shared in sorted(shares, key=lambda p: p.mean):
-        if shared.mean <= useful and all(shared.mean < SHARES_GAIN * e.mean for e in rivals):
-            # Noise shares add a trust assumption (at most c colluding holders): only for
-            # a clear gain — many small holders, where a holder's own noise truncates each
-            # small sum hard; a few large hospitals gain little.
-            cls = get_mechanism(shared.mechanism)
+    own = [p for p in _registry_order(predictions) if get_mechanism(p.mechanism).locally_private()]
+    chosen = recommended(problem, predictions)
+    if chosen is not None:
+        cls = get_mechanism(chosen.mechanism)
+        if cls.noise_site == "shares":
             others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in own)
             return (
                 f"use {cls.label} (--mechanism {cls.name}, c < 2·t_min − K): expected error "
-                f"{shared.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at "
+                f"{chosen.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at "
                 f"most c of the holders collude with the coordinator; {need}"
             )
-    best: Prediction | None = None
-    for candidate in rivals:
-        if best is None or candidate.mean < CLEAR_GAIN * best.mean:
-            best = candidate
-    if best is not None:
-        cls = get_mechanism(best.mechanism)
-        against = [f"{e.mean:.3g} for {e.mechanism}" for e in own if e is not best]
+        against = [f"{e.mean:.3g} for {e.mechanism}" for e in own if e is not chosen]
         text = (
-            f"use {cls.label} (--mechanism {cls.name}): expected error {best.mean:.3g} "
+            f"use {cls.label} (--mechanism {cls.name}): expected error {chosen.mean:.3g} "
             f"against {', '.join([*against, f'{trivial:.3g} for β = 0'])}"
         )
-        return text if best.mechanism == crossover.mechanism else f"{text}; {need}"
+        return text if chosen.mechanism == crossover.mechanism else f"{text}; {need}"
     return (
         f"no private mechanism reaches error {useful:.3g} (half of β = 0's {trivial:.3g}) at "
         f"ε = {problem.epsilon:g} "
@@ -195,8 +215,10 @@ def make_plan(
     executor: Executor | None = None,
 ) -> Plan:
     """Outlooks for ``mechanisms`` (default: every mechanism a federated run may use, from
-    the registry), local DP's crossover and the recommendation, all from ``seeds``
-    simulations per case on ``executor`` (default: this machine's cores)."""
+    the registry), local DP's crossover and the recommendation, on ``executor`` (default:
+    this machine's cores): ``seeds`` simulations behind each band at the planned n and
+    assumed SNR, at most ``SENSITIVITY_SEEDS`` at half and twice the SNR and at most
+    ``SEARCH_SEEDS`` at the crossover's other sizes (means that are only compared)."""
     if mechanisms is None:
         mechanisms = mechanism_names(federated=True)
     if executor is None:
@@ -213,7 +235,7 @@ def make_plan(
         problem,
         crossover_mechanism(mechanisms),
         threshold=problem.useful_error,
-        seeds=seeds,
+        seeds=min(seeds, SEARCH_SEEDS),
         limit=crossover_limit,
         executor=executor,
         known=[o.prediction for o in found],

@@ -88,8 +88,11 @@ def _parsed_forecast(text: str) -> Forecast:
     return Forecast.model_validate_json(text)
 
 
-def summary(store: Store, run: RunRow, health: RunHealth | None = None) -> RunSummary:
-    """The run's summary; with its ``health`` (``GET /v1/runs/{run}``), that too."""
+def summary(
+    store: Store, run: RunRow, health: RunHealth | None = None, pending: list[str] | None = None
+) -> RunSummary:
+    """The run's summary; with its ``health`` (``GET /v1/runs/{run}``), that too;
+    ``pending``: its derived results being computed (``ldpem.server.background``)."""
     params = params_of(run)
     return RunSummary(
         run_id=run.id,
@@ -111,6 +114,7 @@ def summary(store: Store, run: RunRow, health: RunHealth | None = None) -> RunSu
         forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
         health=None if health is None else health.state,
         health_line=None if health is None else health.headline(),
+        pending=list(pending or []),
     )
 
 
@@ -358,16 +362,16 @@ class RunView:
     now: float
 
 
-def run_view(store: Store, run_id: str, now: float) -> RunView:
+def run_view(store: Store, run_id: str, now: float, pending: list[str] | None = None) -> RunView:
     """The run ``run_id`` as its status page shows it; its reports, the largest table,
-    are read once for all of it."""
+    are read once for all of it. ``pending`` as for ``summary``."""
     run = get_run(store, run_id)
     hospitals = store.hospitals(run_id)
     reports = store.reports(run_id)
     views = _views(store, run, reports)
     health = _health(run, views, hospitals, now)
     return RunView(
-        summary=summary(store, run, health),
+        summary=summary(store, run, health, pending),
         params=params_of(run),
         request=request_of(run),
         trajectory=_trajectory(run, views, reports),

@@ -289,6 +289,25 @@ def _share_fields(result: StudyResult) -> dict[str, Any]:
     }
 
 
+#: How each ``split_of`` is told in the summary.
+SPLITS = {
+    "given": "the sizes given",
+    "random": "a random split; --hospitals-sizes fixes the sizes, as `ldpem plan` simulates them",
+    "dealt": "as the records were dealt out",
+}
+
+
+def split_of(result: StudyResult) -> str:
+    """How the records were split over the hospitals: "given" (--hospitals-sizes),
+    "random" (--hospitals K: ``simulation.random_holder_sizes``), "dealt" (records already
+    dealt out) or "one" (a single hospital)."""
+    if result.study.sizes is not None:
+        return "given"
+    if len(result.hospital_sizes) == 1:
+        return "one"
+    return "random" if result.study.hospitals > 1 else "dealt"
+
+
 def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict[str, Any]:
     """The JSON object of ``ldpem simulate --json``: the study's values (model, mechanism,
     n, d, budget, rounds, schedule, final, hospital sizes, m and each round's m_t, τ, B,
@@ -296,13 +315,14 @@ def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict
     beta (the reported estimate), final_weights (of the last iterates it averages),
     beta_star, initial_error, errors (after each round) and error (the reported
     estimate's; the three null without β*), the warning (``planning.beta_zero_warning``)
-    and seconds."""
+    and seconds; split (``split_of``)."""
     beta_star = result.beta_star
     repeated = {
         name: getattr(result if name in _RESOLVED else result.study, name) for name in _REPEATED
     }
     return {
         **repeated,
+        "split": split_of(result),
         **_mechanism_fields(result),
         **_share_fields(result),
         "reporters": list(result.reporters),
@@ -343,7 +363,8 @@ def summary(outcome: dict[str, Any]) -> str:
     ]
     sizes = outcome["hospital_sizes"]
     if len(sizes) > 1:
-        lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records")
+        how = SPLITS.get(outcome["split"], outcome["split"])
+        lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records ({how})")
     if "t_min" in outcome:
         lines.append(
             f"noise shares: a sum holds at least {outcome['t_min']} hospitals, of whom "

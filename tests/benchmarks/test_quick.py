@@ -127,3 +127,14 @@ def test_bench_versions_quick() -> None:
     }
     assert all(value > 0 for value in ratios.values())
     assert len(result["runs"]["before"]) == len(result["runs"]["after"]) == 1
+
+
+def test_bench_predictions_quick() -> None:
+    result = run("bench_predictions.py")
+    assert result["n"] == 20_000
+    simulation = result["simulation"]
+    assert {"floor", "fast", "run_study"} <= simulation["cpu_s"].keys()
+    assert simulation["fast_over_floor"] > 0
+    assert {"forecast", "floor", "forecast_ready"} <= result["create"]["wall_s"].keys()
+    assert result["plan"]["values"] > 0 and result["plan"]["floor_s"] > 0
+    assert result["demo"]["demo_over_floor"] > 0
