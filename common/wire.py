@@ -49,6 +49,7 @@ from ldpem.common.protocol import (
     round_sizes,
 )
 from ldpem.common.wire_base import Schema
+from ldpem.common.wire_confidence import ConfidenceRegion
 from ldpem.common.wire_errors import describe_errors
 from ldpem.common.wire_forecast import ErrorBand, Forecast
 from ldpem.common.wire_reads import HospitalParticipation, RoundSummary, Trajectory
@@ -58,6 +59,7 @@ __all__ = [
     "API_PREFIX",
     "HOSPITAL_NAME_PATTERN",
     "INT_LIMIT",
+    "ConfidenceRegion",
     "ErrorBand",
     "FederatedMechanism",
     "Forecast",
