@@ -413,6 +413,12 @@ def show_status(args: argparse.Namespace) -> int:
             break
         time.sleep(args.interval)
         run = _get(f"{base}/{run_id}", verify, f"run {run_id}", headers)
+    if args.wait and run["status"] == "finished":
+        from ldpem.run_estimate import await_confidence
+
+        run = await_confidence(
+            run, lambda: _get(f"{base}/{run_id}", verify, "run", headers), args.interval
+        )
     # Following a run ends with one line, not the whole JSON above it (--json asks for it).
     if args.json or not args.wait:
         json.dump(run, sys.stdout, indent=2)
@@ -423,4 +429,8 @@ def show_status(args: argparse.Namespace) -> int:
         print(f"run {run_id}: {run['status']} after {run['round']} of {run['rounds']} rounds")
     if args.wait and run["status"] != "finished":
         raise UserError(f"run {run_id} {run['status']}: {run.get('reason')}")
+    if args.wait:
+        from ldpem.run_estimate import estimate_lines
+
+        print("\n".join(estimate_lines(run)))
     return 0
