@@ -299,8 +299,12 @@ class RunCreated(_Schema):
     expected_error: float | None
     trivial_error: float
     warning: str | None
-    #: The forecast behind expected_error (its mean), with its band (None: no forecast).
+    #: The forecast behind expected_error (its mean), with its band (None: no forecast
+    #: yet, or none: it is computed after the run is created, see ``pending``).
     forecast: Forecast | None = None
+    #: Results the coordinator is computing for this run in the background
+    #: (``ldpem.server.background``), e.g. ["forecast"]: shown in its status when ready.
+    pending: list[str] = Field(default_factory=list)
 
 
 class RoundInfo(_Schema):
@@ -371,8 +375,10 @@ class RunSummary(_Schema):
     beta: list[float]
     #: Whether the run accepts reports weaker than its budget (see HospitalParticipation).
     allow_weaker_reports: bool = False
-    #: The forecast stated when the run was created (see RunCreated).
+    #: The run's forecast (see RunCreated), once it is computed.
     forecast: Forecast | None = None
+    #: Results being computed in the background (see RunCreated), e.g. ["forecast"].
+    pending: list[str] = Field(default_factory=list)
 
 
 def public_parameters(request: RunCreate) -> PublicParameters:

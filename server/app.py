@@ -141,6 +141,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
             commit_window=settings.commit_window,
         )
         app.state.coordinator = coordinator
+        coordinator.resume_derived()
 
         async def ticker() -> None:
             while True:
@@ -157,6 +158,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            await coordinator.close()
             store.close()
 
     app = FastAPI(

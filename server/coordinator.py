@@ -19,6 +19,7 @@ from collections.abc import Callable
 from ldpem.common.wire import (
     HospitalParticipation,
     Identity,
+    PublicParameters,
     ReportAck,
     ReportIn,
     RoundInfo,
@@ -30,6 +31,7 @@ from ldpem.common.wire import (
     report_digest,
 )
 from ldpem.server import queries, runs
+from ldpem.server.background import Background
 from ldpem.server.forecast import ForecastOptions
 from ldpem.server.groupcommit import GroupCommit
 from ldpem.server.machine import Outcome, accept_report, check_open, expire
@@ -95,6 +97,9 @@ class Coordinator:
         )
         # A restart: the open secagg rounds continue from their stored messages.
         self.secagg.recover()
+        #: Derived results (the forecast) computed off the event loop; readers are woken
+        #: when one is stored.
+        self.background = Background(on_change=self._notify)
 
     # --- authentication ---------------------------------------------------------------
     def is_admin(self, token: str | None) -> bool:
@@ -132,20 +137,39 @@ class Coordinator:
 
     # --- runs -------------------------------------------------------------------------
     async def create_run(self, request: RunCreate) -> RunCreated:
-        created = await runs.create_run(
-            self.store,
-            request,
-            forecast_options=self.forecast,
-            clock=self.clock,
-        )
+        """Create the run and start its forecast in the background: the answer does not
+        wait for it (``pending``); ``summary`` and the page show it once stored."""
+        created = await runs.create_run(self.store, request, clock=self.clock)
+        if request.forecast:
+            self._start_forecast(created.run_id, request, created.params)
         self._notify()
         return created
 
+    def _start_forecast(self, run_id: str, request: RunCreate, params: PublicParameters) -> None:
+        job = runs.ForecastJob(self.store, run_id, request, params, self.forecast)
+        self.background.submit(run_id, runs.FORECAST, job.compute, job.save, failed=job.failed)
+
+    def resume_derived(self) -> None:
+        """Submit again the forecasts a stopped coordinator was computing (call once the
+        event loop runs)."""
+        for run in self.store.list_runs():
+            if runs.forecast_due(run):
+                request = queries.request_of(run)
+                self._start_forecast(run.id, request, queries.params_of(run))
+
+    async def close(self) -> None:
+        """Stop the background computations (what is not stored yet is dropped)."""
+        await self.background.close()
+
     def summary(self, run_id: str) -> RunSummary:
-        return queries.summary(self.store, queries.get_run(self.store, run_id))
+        run = queries.get_run(self.store, run_id)
+        return queries.summary(self.store, run, self.background.pending(run_id))
 
     def list_runs(self) -> list[RunSummary]:
-        return [queries.summary(self.store, r) for r in self.store.list_runs()]
+        return [
+            queries.summary(self.store, r, self.background.pending(r.id))
+            for r in self.store.list_runs()
+        ]
 
     def identity(self, hospital: HospitalRow) -> Identity:
         return queries.identity(self.store, hospital)
@@ -184,7 +208,7 @@ class Coordinator:
 
     def run_view(self, run_id: str) -> queries.RunView:
         """What the run's status page shows, with its health now."""
-        return queries.run_view(self.store, run_id, self.clock())
+        return queries.run_view(self.store, run_id, self.clock(), self.background.pending(run_id))
 
     # --- reports ----------------------------------------------------------------------
     async def submit_report(

@@ -86,7 +86,9 @@ def _parsed_forecast(text: str) -> Forecast:
     return Forecast.model_validate_json(text)
 
 
-def summary(store: Store, run: RunRow) -> RunSummary:
+def summary(store: Store, run: RunRow, pending: list[str] | None = None) -> RunSummary:
+    """The run's summary; ``pending``: its derived results being computed
+    (``ldpem.server.background``)."""
     params = params_of(run)
     return RunSummary(
         run_id=run.id,
@@ -106,6 +108,7 @@ def summary(store: Store, run: RunRow) -> RunSummary:
         beta=run.beta,
         allow_weaker_reports=request_of(run).allow_weaker_reports,
         forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
+        pending=list(pending or []),
     )
 
 
@@ -302,15 +305,15 @@ class RunView:
     now: float
 
 
-def run_view(store: Store, run_id: str, now: float) -> RunView:
+def run_view(store: Store, run_id: str, now: float, pending: list[str] | None = None) -> RunView:
     """The run ``run_id`` as its status page shows it; its reports, the largest table,
-    are read once for all of it."""
+    are read once for all of it. ``pending`` as for ``summary``."""
     run = get_run(store, run_id)
     hospitals = store.hospitals(run_id)
     reports = store.reports(run_id)
     views = _views(store, run_id, reports)
     return RunView(
-        summary=summary(store, run),
+        summary=summary(store, run, pending),
         params=params_of(run),
         request=request_of(run),
         trajectory=_trajectory(run, views, reports),

@@ -1,4 +1,5 @@
-"""Run creation: public parameters, start, accuracy forecast, enrolment and round 0."""
+"""Run creation: public parameters, start, enrolment and round 0; the accuracy forecast as a
+background job (``ForecastJob``, run by ``ldpem.server.background``)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,28 @@ import math
 import secrets
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ldpem.common.errors import UserError
 from ldpem.common.planning import BEAT_FRACTION
 from ldpem.common.protocol import run_start
-from ldpem.common.wire import Forecast, HospitalToken, RunCreate, RunCreated
+from ldpem.common.wire import Forecast, HospitalToken, PublicParameters, RunCreate, RunCreated
 from ldpem.server.forecast import ForecastOptions, forecast_warning, run_forecast
 from ldpem.server.policy import usable_parameters
 from ldpem.server.refusals import Conflict, Invalid
 from ldpem.server.store import HospitalRow, RunRow, Store
 
-__all__ = ["check_tokens_free", "create_run", "hash_token"]
+__all__ = [
+    "FORECAST",
+    "ForecastJob",
+    "check_tokens_free",
+    "create_run",
+    "forecast_due",
+    "hash_token",
+]
+
+#: The kind of the forecast among a run's derived results (``RunSummary.pending``).
+FORECAST = "forecast"
 
 log = logging.getLogger("ldpem.server")
 
@@ -29,16 +41,10 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-async def create_run(
-    store: Store,
-    request: RunCreate,
-    *,
-    forecast_options: ForecastOptions,
-    clock: Callable[[], float],
-) -> RunCreated:
-    """Create the run of ``request``: its public parameters (or Invalid), start, accuracy
-    forecast (simulated from a worker thread as ``forecast_options`` say), tokens and
-    round 0, committed in a worker thread."""
+async def create_run(store: Store, request: RunCreate, *, clock: Callable[[], float]) -> RunCreated:
+    """Create the run of ``request``: its public parameters (or Invalid), start, tokens and
+    round 0, committed in a worker thread. Its forecast is not made here: the coordinator
+    computes it in the background (``forecast_job``), so this returns at once."""
     params = usable_parameters(request)
     check_tokens_free(store, request)
     seed = request.seed if request.seed is not None else secrets.randbits(62)
@@ -49,27 +55,6 @@ async def create_run(
     trivial = request.snr * request.sigma
     if not math.isfinite(trivial):
         raise Invalid("snr × sigma overflows float64: the run is out of range")
-    forecast: Forecast | None = None
-    warning: str | None = None
-    if request.forecast:
-        try:
-            forecast = await asyncio.to_thread(
-                run_forecast,
-                request,
-                params,
-                seeds=forecast_options.seeds,
-                max_records=forecast_options.max_records,
-                workers=forecast_options.workers,
-                scheduler=forecast_options.scheduler,
-            )
-            warning = forecast_warning(forecast, BEAT_FRACTION)
-        except UserError as error:  # the forecast's Dask scheduler: the run goes on
-            log.warning("accuracy forecast skipped: %s", error)
-            warning = f"no accuracy forecast: {error}"
-        except (ValueError, ArithmeticError) as error:
-            log.exception("accuracy forecast failed")
-            warning = f"no accuracy forecast: the simulation failed ({error})"
-    expected = None if forecast is None else forecast.mean
     run_id = uuid.uuid4().hex[:12]
     tokens: list[HospitalToken] = []
     hospitals: list[HospitalRow] = []
@@ -100,11 +85,11 @@ async def create_run(
         quorum=quorum,
         seed=seed,
         created_at=now,
-        expected_error=expected,
+        expected_error=None,
         trivial_error=trivial,
-        warning=warning,
+        warning=None,
         reason=None,
-        forecast=None if forecast is None else forecast.model_dump_json(),
+        forecast=None,
     )
 
     def insert() -> None:
@@ -116,30 +101,89 @@ async def create_run(
 
     await asyncio.to_thread(insert)
     log.info(
-        "run %s created: %s, d=%d, %d rounds, mechanism %s, %d hospitals, expected error %s",
+        "run %s created: %s, d=%d, %d rounds, mechanism %s, %d hospitals%s",
         run_id,
         request.model,
         request.d,
         request.rounds,
         request.mechanism,
         len(hospitals),
-        "n/a"
-        if forecast is None
-        else f"{forecast.mean:.4g} (10-90%: {forecast.low:.4g}-{forecast.high:.4g}, "
-        f"{forecast.seeds} seeds)",
+        ", forecast pending" if request.forecast else "",
         extra={"run": run_id},
     )
-    if warning:
-        log.warning("run %s: %s", run_id, warning, extra={"run": run_id})
     return RunCreated(
         run_id=run_id,
         params=params,
         tokens=tokens,
-        expected_error=expected,
+        expected_error=None,
         trivial_error=trivial,
-        warning=warning,
-        forecast=forecast,
+        warning=None,
+        forecast=None,
+        pending=[FORECAST] if request.forecast else [],
     )
+
+
+@dataclass(frozen=True)
+class ForecastJob:
+    """The forecast of one run as a background job (``ldpem.server.background``):
+    ``compute`` simulates (seconds), ``save`` stores the forecast, its mean and warning,
+    ``failed`` stores why there is none."""
+
+    store: Store
+    run_id: str
+    request: RunCreate
+    params: PublicParameters
+    options: ForecastOptions
+
+    def compute(self) -> Forecast | None:
+        o = self.options
+        return run_forecast(
+            self.request,
+            self.params,
+            seeds=o.seeds,
+            max_records=o.max_records,
+            workers=o.workers,
+            scheduler=o.scheduler,
+        )
+
+    def save(self, forecast: Forecast | None) -> None:
+        warning = forecast_warning(forecast, BEAT_FRACTION)
+        self.store.set_forecast(
+            self.run_id,
+            forecast=None if forecast is None else forecast.model_dump_json(),
+            expected_error=None if forecast is None else forecast.mean,
+            warning=warning,
+        )
+        run = self.run_id
+        if forecast is not None:
+            log.info(
+                "run %s forecast: expected error %.4g (10-90%%: %.4g-%.4g, %d seeds)",
+                run,
+                forecast.mean,
+                forecast.low,
+                forecast.high,
+                forecast.seeds,
+                extra={"run": run},
+            )
+        if warning:
+            log.warning("run %s: %s", run, warning, extra={"run": run})
+
+    def failed(self, error: Exception) -> None:
+        if isinstance(error, UserError):  # the forecast's Dask scheduler: the run goes on
+            warning = f"no accuracy forecast: {error}"
+        else:
+            warning = f"no accuracy forecast: the simulation failed ({error})"
+        self.store.set_forecast(self.run_id, forecast=None, expected_error=None, warning=warning)
+
+
+def forecast_due(run: RunRow) -> bool:
+    """Whether the run asked for a forecast that was neither stored nor given up on (a
+    coordinator stopped while computing it): ``resume`` submits it again."""
+    try:
+        request = RunCreate.model_validate_json(run.request)
+    except ValueError:  # a state file older than the request it would need: no forecast
+        return False
+    return request.forecast and run.forecast is None and run.warning is None
 
 
 def check_tokens_free(store: Store, request: RunCreate) -> None:

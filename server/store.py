@@ -16,6 +16,8 @@ reports    at most one per (run, round, hospital): the sum, count, σ_r and a di
            canonical report (for idempotent retries).
 secagg_messages  every message of a secure-aggregation round, received or produced, in
            order (``seq``): what a restarted coordinator replays (``ldpem.server.secagg``).
+derived    results derived from a run off the event loop (``ldpem.server.background``),
+           one JSON body per (run, kind), for those without a column of their own.
 """
 
 from __future__ import annotations
@@ -92,6 +94,12 @@ CREATE TABLE IF NOT EXISTS secagg_messages (
     holder TEXT NOT NULL,
     body TEXT NOT NULL,
     PRIMARY KEY (run_id, t, seq)
+);
+CREATE TABLE IF NOT EXISTS derived (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run_id, kind)
 );
 """
 
@@ -272,6 +280,36 @@ class Store:
             "UPDATE runs SET status = ?, current_round = ?, beta = ?, reason = ? WHERE id = ?",
             (status, current_round, _dumps(beta), reason, run_id),
         )
+
+    def set_forecast(
+        self,
+        run_id: str,
+        *,
+        forecast: str | None,
+        expected_error: float | None,
+        warning: str | None,
+    ) -> None:
+        """Store the forecast computed after the run was created (``wire.Forecast`` JSON,
+        None: none could be made), its mean and the warning that goes with it."""
+        with self.transaction():
+            self._db.execute(
+                "UPDATE runs SET forecast = ?, expected_error = ?, warning = ? WHERE id = ?",
+                (forecast, expected_error, warning, run_id),
+            )
+
+    # --- derived results (ldpem.server.background) --------------------------------------
+    def put_derived(self, run_id: str, kind: str, body: str) -> None:
+        """Store (or replace) the ``kind`` result of run ``run_id``, a JSON ``body``."""
+        with self.transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO derived (run_id, kind, body) VALUES (?,?,?)",
+                (run_id, kind, body),
+            )
+
+    def derived(self, run_id: str, kind: str) -> str | None:
+        """The stored ``kind`` result of run ``run_id`` (JSON), None until there is one."""
+        row = self._one("SELECT body FROM derived WHERE run_id = ? AND kind = ?", (run_id, kind))
+        return None if row is None else str(row[0])
 
     # --- hospitals --------------------------------------------------------------------
     def hospital_by_token_hash(self, token_hash: str) -> HospitalRow | None:

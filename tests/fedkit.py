@@ -61,6 +61,21 @@ def run_request(
     return request
 
 
+def settled(
+    client: Any, run_id: str, *, headers: dict[str, str] | None = None, timeout: float = 120.0
+) -> dict[str, Any]:
+    """The run's summary (``GET /v1/runs/{run_id}``) once nothing is pending for it: its
+    forecast, computed in the background after ``run create``, is stored (or given up)."""
+    end = time.monotonic() + timeout
+    while True:
+        summary: dict[str, Any] = client.get(f"/v1/runs/{run_id}", headers=headers).json()
+        if not summary["pending"]:
+            return summary
+        if time.monotonic() > end:
+            raise AssertionError(f"run {run_id} still computes {summary['pending']}")
+        time.sleep(0.05)
+
+
 def token_file(directory: Path, token: str, name: str = "hospital.token") -> Path:
     """``directory/name`` holding ``token``, mode 600, as ``ldpem run create --tokens-dir``
     writes it: ``ldpem client`` takes its token from such a file (or LDPEM_TOKEN), never
