@@ -47,10 +47,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
-from ldpem.common.executor import Executor, SerialExecutor
+from ldpem.common.executor import Executor
+from ldpem.common.fastsim import final_estimates
 from ldpem.common.models import get_model
-from ldpem.common.models.base import Draw
-from ldpem.common.study import Dataset, Study, StudyResult, run_study
+from ldpem.common.study import Study, StudyResult
 
 __all__ = [
     "DEFAULT_DRAWS",
@@ -79,8 +79,6 @@ DEFAULT_LEVEL = 0.9
 DEFAULT_DRAWS = 99
 #: What ``Confidence.method`` says.
 METHOD = "parametric bootstrap (basic intervals)"
-#: Separates the synthetic data's stream from the run's (``protocol.study_rng(seed)``).
-_DATA_STREAM = 0x0B00
 
 
 @dataclass(frozen=True)
@@ -211,37 +209,18 @@ def bootstrap_seeds(draws: int, seed: int | None = None) -> list[int]:
     return [int(s) >> 1 for s in state]
 
 
-def _draw(task: tuple[Study, tuple[float, ...], int]) -> FloatArray:
-    """One bootstrap draw (module level: a pool or Dask runs it): n records of the model
-    at β̂ from the seed's data stream, then the study's run from ``study_rng(seed)``."""
-    study, beta, seed = task
-    model = get_model(study.model)
-    rng = np.random.default_rng([seed, _DATA_STREAM])
-    draw = Draw(
-        n=study.n,
-        beta_star=np.asarray(beta, dtype=np.float64),
-        sigma=study.sigma,
-        missing=study.missing or 0.0,
-        rng=rng,
-    )
-    result = run_study(replace(study, seed=seed), data=Dataset(model.sample_records(draw)))
-    return np.asarray(result.estimate, dtype=np.float64)
-
-
 def bootstrap_estimates(
     study: Study, estimate: FloatArray, seeds: Sequence[int], *, executor: Executor | None = None
 ) -> FloatArray:
     """The estimates of ``study`` (``bootstrap_study``) run on the model's synthetic data
-    at β̂ = ``estimate`` (d,), one per seed.
+    at β* := β̂ = ``estimate`` (d,), one per seed, on the fast path
+    (``fastsim.final_estimates``: the distribution of ``run_study``'s estimate).
 
     Returns
     -------
     array of shape (len(seeds), d)
     """
-    beta = tuple(float(v) for v in estimate)
-    tasks = [(study, beta, seed) for seed in seeds]
-    runner = executor if executor is not None else SerialExecutor()
-    return np.array(runner.map(_draw, tasks), dtype=np.float64).reshape(len(tasks), len(beta))
+    return final_estimates(study, seeds, executor=executor, beta_star=estimate)
 
 
 def confidence_region(
@@ -271,8 +250,12 @@ def confidence_region(
     Returns
     -------
     Confidence
+        Unbounded, from 0 draws, when the estimate is not finite.
     """
     check_bootstrap(level, draws)
+    d = result.d
+    if not np.all(np.isfinite(result.estimate)):  # a diverged run: nothing to draw at
+        return Confidence(level, (-math.inf,) * d, (math.inf,) * d, math.inf, draws=0)
     study = bootstrap_study(result)
     estimates = bootstrap_estimates(
         study, result.estimate, bootstrap_seeds(draws, seed), executor=executor

@@ -379,6 +379,9 @@ class RunSummary(_Schema):
     forecast: Forecast | None = None
     #: Results being computed in the background (see RunCreated), e.g. ["forecast"].
     pending: list[str] = Field(default_factory=list)
+    #: The finished run's confidence region around ``beta``, once its parametric bootstrap
+    #: is done (``ldpem.common.confidence``; pending as "confidence" until then).
+    confidence: ConfidenceRegion | None = None
 
 
 def public_parameters(request: RunCreate) -> PublicParameters:
