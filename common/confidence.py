@@ -65,6 +65,7 @@ __all__ = [
     "least_draws",
     "region",
     "region_lines",
+    "study_region",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -223,21 +224,25 @@ def bootstrap_estimates(
     return final_estimates(study, seeds, executor=executor, beta_star=estimate)
 
 
-def confidence_region(
-    result: StudyResult,
+def study_region(
+    study: Study,
+    estimate: FloatArray,
     *,
     level: float = DEFAULT_LEVEL,
     draws: int = DEFAULT_DRAWS,
     seed: int | None = None,
     executor: Executor | None = None,
 ) -> Confidence:
-    """The region at ``level`` around ``result``'s estimate from ``draws`` bootstrap runs
-    of its pipeline (``bootstrap_study``), seeded by the OS or by ``seed``.
+    """The region at ``level`` around ``estimate`` from ``draws`` runs of ``study`` on
+    synthetic data at β̂ (``bootstrap_estimates``), seeded by the OS or by ``seed``.
 
     Parameters
     ----------
-    result : StudyResult
-        The run: its study, resolved values and estimate β̂ (d,).
+    study : Study
+        The run's pipeline with its resolved public values (``bootstrap_study``, or a
+        federated run's study: ``ldpem.server.confidence``).
+    estimate : array of shape (d,)
+        β̂, the released estimate.
     level : float
         In (0, 1).
     draws : int
@@ -250,18 +255,36 @@ def confidence_region(
     Returns
     -------
     Confidence
-        Unbounded, from 0 draws, when the estimate is not finite.
+        Unbounded, from 0 draws, when the estimate is not finite (nothing to draw at).
     """
     check_bootstrap(level, draws)
-    d = result.d
-    if not np.all(np.isfinite(result.estimate)):  # a diverged run: nothing to draw at
+    estimate = np.asarray(estimate, dtype=np.float64)
+    d = estimate.size
+    if not np.all(np.isfinite(estimate)):
         return Confidence(level, (-math.inf,) * d, (math.inf,) * d, math.inf, draws=0)
-    study = bootstrap_study(result)
-    estimates = bootstrap_estimates(
-        study, result.estimate, bootstrap_seeds(draws, seed), executor=executor
-    )
+    found = bootstrap_estimates(study, estimate, bootstrap_seeds(draws, seed), executor=executor)
     sign_invariant = get_model(study.model).sign_invariant
-    return region(result.estimate, estimates, level=level, sign_invariant=sign_invariant)
+    return region(estimate, found, level=level, sign_invariant=sign_invariant)
+
+
+def confidence_region(
+    result: StudyResult,
+    *,
+    level: float = DEFAULT_LEVEL,
+    draws: int = DEFAULT_DRAWS,
+    seed: int | None = None,
+    executor: Executor | None = None,
+) -> Confidence:
+    """The region around a simulated study's estimate: ``study_region`` of its
+    ``bootstrap_study`` (same parameters)."""
+    return study_region(
+        bootstrap_study(result),
+        result.estimate,
+        level=level,
+        draws=draws,
+        seed=seed,
+        executor=executor,
+    )
 
 
 def region_lines(confidence: Mapping[str, Any], beta: Sequence[float]) -> list[str]:

@@ -32,6 +32,12 @@ from ldpem.common.wire import (
 )
 from ldpem.server import queries, runs
 from ldpem.server.background import Background
+from ldpem.server.confidence import (
+    CONFIDENCE,
+    ConfidenceJob,
+    ConfidenceOptions,
+    confidence_due,
+)
 from ldpem.server.forecast import ForecastOptions
 from ldpem.server.groupcommit import GroupCommit
 from ldpem.server.machine import Outcome, accept_report, check_open, expire
@@ -73,6 +79,7 @@ class Coordinator:
         range_sigmas: float = 10.0,
         max_noise_factor: float = 10.0,
         forecast: ForecastOptions | None = None,
+        confidence: ConfidenceOptions | None = None,
         clock: Callable[[], float] = time.time,
         commit_window: float = 0.002,
     ) -> None:
@@ -84,6 +91,9 @@ class Coordinator:
         self.range_sigmas = range_sigmas
         self.max_noise_factor = max_noise_factor
         self.forecast = forecast if forecast is not None else ForecastOptions()
+        self.confidence = confidence if confidence is not None else ConfidenceOptions()
+        #: Runs whose confidence region is submitted, stored or failed: not looked at again.
+        self._bootstrapped: set[str] = set()
         self.clock = clock
         self._changed = asyncio.Event()
         #: RoundInfo per run for the long-poll, valid until the next ``_notify``: a round
@@ -121,6 +131,31 @@ class Coordinator:
         self._infos.clear()
         event, self._changed = self._changed, asyncio.Event()
         event.set()
+        self._start_confidences()
+
+    def _start_confidences(self) -> None:
+        """Submit the confidence region of every run that finished since (every change of
+        a run's status comes through ``_notify``); from the event loop only, where
+        ``Background`` runs (a synchronous ``tick`` leaves it to the next change)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for run in self.store.list_runs():
+            if run.id in self._bootstrapped or run.status == "running":
+                continue
+            self._bootstrapped.add(run.id)
+            if confidence_due(self.store, run, self.confidence):
+                job = ConfidenceJob(
+                    self.store,
+                    run.id,
+                    queries.request_of(run),
+                    queries.params_of(run),
+                    tuple(run.beta),
+                    self.confidence,
+                    self.forecast,
+                )
+                self.background.submit(run.id, CONFIDENCE, job.compute, job.save, failed=job.failed)
 
     def _committed(self, outcomes: list[Outcome | Exception]) -> None:
         # Logged here, once the batch is committed and before any of its callers resumes,
@@ -150,12 +185,13 @@ class Coordinator:
         self.background.submit(run_id, runs.FORECAST, job.compute, job.save, failed=job.failed)
 
     def resume_derived(self) -> None:
-        """Submit again the forecasts a stopped coordinator was computing (call once the
-        event loop runs)."""
+        """Submit again the forecasts and confidence regions a stopped coordinator was
+        computing (call once the event loop runs)."""
         for run in self.store.list_runs():
             if runs.forecast_due(run):
                 request = queries.request_of(run)
                 self._start_forecast(run.id, request, queries.params_of(run))
+        self._start_confidences()
 
     async def close(self) -> None:
         """Stop the background computations (what is not stored yet is dropped)."""

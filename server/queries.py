@@ -29,6 +29,7 @@ from ldpem.common.wire import (
     RunSummary,
     Trajectory,
 )
+from ldpem.server.confidence import stored_region
 from ldpem.server.health import RoundView, RunHealth, assess, round_views
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor
 from ldpem.server.refusals import NotFound, shown_run
@@ -109,6 +110,7 @@ def summary(store: Store, run: RunRow, pending: list[str] | None = None) -> RunS
         allow_weaker_reports=request_of(run).allow_weaker_reports,
         forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
         pending=list(pending or []),
+        confidence=stored_region(store, run.id) if run.status == "finished" else None,
     )
 
 

@@ -92,6 +92,9 @@ def settings(tmp_path: Path, **extra: Any) -> Settings:
         "state": tmp_path / "coordinator.sqlite",
         "tick": 0.05,
         "forecast_seeds": 2,
+        # The fewest bootstrap draws at level 0.9: each finished run's confidence region
+        # (tests/server/test_confidence_job.py covers it).
+        "confidence_draws": 19,
         # Most tests read run state without a token; tests/server/test_read_auth.py covers
         # the private default.
         "public_status": True,
