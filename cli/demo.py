@@ -258,14 +258,16 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             problem = processes.failed()
             if problem is not None:
                 raise UserError(problem)
+            # The baselines run while the coordinator bootstraps the run's confidence region.
+            betas = [np.array(b) for b in trajectory]
+            baselines = _baselines(config, data, betas[0], delta)
+            confidence = _confidence(client, run_id, config.timeout)
     finally:
         processes.stop()
 
     model = get_model(config.model)
     beta_star = data.beta_star
-    betas = [np.array(b) for b in trajectory]
     errors = [model.error(b, beta_star) for b in betas[1:]]
-    baselines = _baselines(config, data, betas[0], delta)
     hospitals = _hospital_spend(names, data.sizes, paths, delta)
     result: dict[str, Any] = {
         "run_id": run_id,
@@ -284,6 +286,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         "trivial_error": float(np.linalg.norm(beta_star)),
         "expected_error": created.get("expected_error"),
         "forecast": created.get("forecast"),
+        "confidence": confidence,
         "baselines": {name: b["error"] for name, b in baselines.items()},
         "baseline_errors": {name: b["errors"] for name, b in baselines.items()},
         "hospitals": hospitals,
@@ -326,6 +329,19 @@ def _follow(
             raise UserError(problem)
         if time.monotonic() > deadline:
             raise UserError(f"the run did not finish within {config.timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def _confidence(client: httpx.Client, run_id: str, timeout: float) -> dict[str, Any] | None:
+    """The finished run's confidence region once the coordinator stored it (None: it
+    has none, or not within ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        summary = client.get(f"/v1/runs/{run_id}").json()
+        if summary.get("confidence") is not None or "confidence" not in summary["pending"]:
+            return summary.get("confidence")
+        if time.monotonic() > deadline:
+            return None
         time.sleep(0.1)
 
 
