@@ -114,3 +114,26 @@ def test_an_unreachable_forecast_scheduler_leaves_the_run_without_a_forecast(
     assert created["forecast"] is None and created["run_id"]
     warning = str(created["warning"])
     assert warning.startswith("no accuracy forecast: scheduler tcp://127.0.0.1:9: cannot connect")
+
+
+#: A small study whose confidence region runs 19 bootstrap draws from a fixed seed.
+SIMULATE = ["simulate", "--n", "4000", "--d", "3", "--rounds", "4", "--mechanism", "central"]
+SIMULATE += ["--draws", "19", "--bootstrap-seed", "3", "--json"]
+
+
+def _confidence(*extra: str) -> object:
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpem", *SIMULATE, *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)["confidence"]
+
+
+def test_the_bootstrap_of_simulate_is_the_same_on_the_cluster(scheduler: str) -> None:
+    local = _confidence("--workers", "1")
+    assert isinstance(local, dict) and local["draws"] == 19
+    assert _confidence("--scheduler", scheduler) == local

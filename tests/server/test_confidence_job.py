@@ -6,6 +6,7 @@ pending forever; the study a draw runs is the run's own."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from ldpem.server import confidence
 from ldpem.server.app import create_app
 from ldpem.server.confidence import CONFIDENCE, federated_study, stored_region
 from ldpem.server.settings import Settings
+from ldpem.server.svgintervals import Interval, interval_chart
 from tests.fedkit import run_request, settings
 from tests.server.opkit import start_run
 
@@ -101,3 +103,18 @@ def test_a_failed_bootstrap_is_stored_and_shows_no_region(
         assert stored_region(store, study.run_id) is None
     assert finished["status"] == "finished" and finished["confidence"] is None
     assert json.loads(body) == {"failed": "no confidence region: boom"}
+
+
+def test_the_interval_chart_draws_unbounded_ends_as_arrows() -> None:
+    rows = [
+        Interval("β̂₁", 1.0, 0.5, 1.5),
+        Interval("β̂₂", -2.0, -math.inf, -1.0),
+        Interval("<b>", 0.5, math.nan, math.inf),
+    ]
+    chart = interval_chart(rows, chart_id="confidence", title="t", label="β_j")
+    assert chart.count('<g class="interval">') == 3
+    assert "β̂₁ = 1: [0.5, 1.5]" in chart
+    assert "β̂₂ = -2: [−∞, -1]" in chart
+    assert "&lt;b&gt; = 0.5: [−∞, ∞]" in chart and "<b>" not in chart
+    assert chart.count("<path ") == 3  # one arrow per infinite end
+    assert "inf" not in chart and "nan" not in chart
