@@ -338,8 +338,9 @@ def _confidence(client: httpx.Client, run_id: str, timeout: float) -> dict[str, 
     deadline = time.monotonic() + timeout
     while True:
         summary = client.get(f"/v1/runs/{run_id}").json()
-        if summary.get("confidence") is not None or "confidence" not in summary["pending"]:
-            return summary.get("confidence")
+        region: dict[str, Any] | None = summary.get("confidence")
+        if region is not None or "confidence" not in summary["pending"]:
+            return region
         if time.monotonic() > deadline:
             return None
         time.sleep(0.1)

@@ -109,6 +109,8 @@ def settings(tmp_path: Path, **extra: Any) -> Settings:
 PROCESS_ENV: dict[str, str | None] = {
     "LDPEM_ADMIN_TOKEN": ADMIN,
     "LDPEM_PUBLIC_STATUS": "1",
+    # The fewest bootstrap draws at level 0.9 for each finished run's confidence region.
+    "LDPEM_CONFIDENCE_DRAWS": "19",
     "LDPEM_AGENT_FAULT": None,
 }
 

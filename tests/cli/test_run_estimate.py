@@ -21,7 +21,7 @@ REGION = {
 
 
 def test_it_polls_until_the_region_is_there() -> None:
-    answers = [{"confidence": None}, {"confidence": REGION}]
+    answers: list[dict[str, Any]] = [{"confidence": None}, {"confidence": REGION}]
     fetched: list[dict[str, Any]] = []
 
     def fetch() -> dict[str, Any]:

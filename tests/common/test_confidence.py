@@ -87,7 +87,7 @@ def test_the_basic_interval_corrects_a_bias_the_percentile_would_double() -> Non
         draws = estimate + bias + rng.standard_normal((19, d))
         found = region(estimate, draws, level=0.9, sign_invariant=False)
         covered += (np.array(found.low) <= beta_star) & (beta_star <= np.array(found.high))
-        inside += np.linalg.norm(beta_star - estimate) <= found.radius
+        inside += int(np.linalg.norm(beta_star - estimate) <= found.radius)
         ordered = np.sort(draws, axis=0)
         percentile += (ordered[k - 1] <= beta_star) & (beta_star <= ordered[19 - k])
     tolerance = 4 * math.sqrt(0.09 / runs)
