@@ -36,11 +36,15 @@ from ldpem.common.protocol import study_delta
 from ldpem.common.simulation import split_holders
 from ldpem.common.study import Dataset, Study, run_study
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
+from ldpem.run_estimate import await_confidence
 
 __all__ = ["DemoConfig", "demo_hospital_sizes", "run_demo"]
 
-#: Seconds the demo waits for the coordinator to create the run (and forecast it).
-CREATE_TIMEOUT = 600.0
+#: Seconds the demo waits for the coordinator to create the run.
+CREATE_TIMEOUT = 60.0
+#: Seconds the demo waits, once the run finished, for the forecast the coordinator computes
+#: in the background (usually ready long before).
+FORECAST_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -205,15 +209,10 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                     for n, size, t in zip(names, data.sizes, tokens, strict=True)
                 ],
             }
-            say(
-                "creating the run: the coordinator first simulates it to forecast its "
-                "accuracy (its default seeds, at the assumed ‖β*‖/σ and at half and twice it)"
-            )
             response = client.post(
                 "/v1/runs",
                 json=request,
                 headers={"Authorization": f"Bearer {admin}"},
-                # The forecast simulates 60 runs of up to 2·10⁵ records before answering.
                 timeout=CREATE_TIMEOUT,
             )
             if response.status_code != 201:
@@ -221,15 +220,11 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             created = response.json()
             run_id = created["run_id"]
             say(f"run {run_id} created; status page {url}/runs/{run_id}")
-            forecast = created.get("forecast")
-            if forecast is not None:
+            if created.get("pending"):
                 say(
-                    f"coordinator forecast: error ≈ {forecast['mean']:.3f}, 10–90% of "
-                    f"{forecast['seeds']} simulated runs in [{forecast['low']:.3f}, "
-                    f"{forecast['high']:.3f}] (β = 0 would give {forecast['trivial_error']:.3f})"
+                    "the coordinator forecasts the run's accuracy in the background (its "
+                    "default seeds, at the assumed ‖β*‖/σ and at half and twice it)"
                 )
-            if created.get("warning"):
-                say(f"warning: {created['warning']}")
             for i, (name, path, token) in enumerate(zip(names, paths, tokens, strict=True)):
                 start_agent(
                     processes,
@@ -253,6 +248,16 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 )
             summary = _follow(client, run_id, config, names, processes, quiet)
             trajectory = client.get(f"/v1/runs/{run_id}/trajectory").json()["betas"]
+            summary = _forecast(client, run_id, summary)
+            forecast = summary.get("forecast")
+            if forecast is not None:
+                say(
+                    f"coordinator forecast: error ≈ {forecast['mean']:.3f}, 10–90% of "
+                    f"{forecast['seeds']} simulated runs in [{forecast['low']:.3f}, "
+                    f"{forecast['high']:.3f}] (β = 0 would give {forecast['trivial_error']:.3f})"
+                )
+            if summary.get("warning"):
+                say(f"warning: {summary['warning']}")
             # Agents exit 0 once they have seen the end of the run.
             processes.wait(names, timeout=30)
             problem = processes.failed()
@@ -261,7 +266,11 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             # The baselines run while the coordinator bootstraps the run's confidence region.
             betas = [np.array(b) for b in trajectory]
             baselines = _baselines(config, data, betas[0], delta)
-            confidence = _confidence(client, run_id, config.timeout)
+            confidence = await_confidence(
+                client.get(f"/v1/runs/{run_id}").json(),
+                lambda: client.get(f"/v1/runs/{run_id}").json(),
+                0.1,
+            ).get("confidence")
     finally:
         processes.stop()
 
@@ -284,8 +293,8 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         "errors": errors,
         "error": errors[-1] if errors else None,
         "trivial_error": float(np.linalg.norm(beta_star)),
-        "expected_error": created.get("expected_error"),
-        "forecast": created.get("forecast"),
+        "expected_error": summary.get("expected_error"),
+        "forecast": summary.get("forecast"),
         "confidence": confidence,
         "baselines": {name: b["error"] for name, b in baselines.items()},
         "baseline_errors": {name: b["errors"] for name, b in baselines.items()},
@@ -332,18 +341,14 @@ def _follow(
         time.sleep(0.1)
 
 
-def _confidence(client: httpx.Client, run_id: str, timeout: float) -> dict[str, Any] | None:
-    """The finished run's confidence region once the coordinator stored it (None: it
-    has none, or not within ``timeout`` seconds)."""
-    deadline = time.monotonic() + timeout
-    while True:
+def _forecast(client: httpx.Client, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """The run's summary once its forecast (computed in the background) is stored, or
+    given up on, waiting at most ``FORECAST_TIMEOUT`` seconds."""
+    deadline = time.monotonic() + FORECAST_TIMEOUT
+    while "forecast" in summary.get("pending", []) and time.monotonic() < deadline:
+        time.sleep(0.05)
         summary = client.get(f"/v1/runs/{run_id}").json()
-        region: dict[str, Any] | None = summary.get("confidence")
-        if region is not None or "confidence" not in summary["pending"]:
-            return region
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(0.1)
+    return summary
 
 
 def _baselines(

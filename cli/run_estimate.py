@@ -19,11 +19,12 @@ CONFIDENCE_WAIT = 300.0
 def await_confidence(
     run: dict[str, Any], fetch: Callable[[], dict[str, Any]], interval: float
 ) -> dict[str, Any]:
-    """``run`` (its JSON) once its confidence region is there, polling ``fetch`` every
-    ``interval`` seconds; as it is after ``CONFIDENCE_WAIT`` seconds, or at once from a
-    coordinator whose runs carry no ``confidence`` field."""
+    """``run`` (its JSON) once its confidence region is no longer pending (stored, failed,
+    or none asked for: a coordinator with ``confidence_draws`` 0, or one older than
+    regions), polling ``fetch`` every ``interval`` seconds; as it is after
+    ``CONFIDENCE_WAIT`` seconds."""
     end = time.monotonic() + CONFIDENCE_WAIT
-    while "confidence" in run and run["confidence"] is None and time.monotonic() < end:
+    while "confidence" in run.get("pending", []) and time.monotonic() < end:
         time.sleep(interval)
         run = fetch()
     return run

@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
-from ldpem.common.executor import Executor
+from ldpem.common.executor import Executor, make_executor
 from ldpem.common.fastsim import final_estimates
 from ldpem.common.models import get_model
 from ldpem.common.study import Study, StudyResult
@@ -56,6 +56,7 @@ __all__ = [
     "DEFAULT_DRAWS",
     "DEFAULT_LEVEL",
     "METHOD",
+    "Bootstrap",
     "Confidence",
     "bootstrap_estimates",
     "bootstrap_seeds",
@@ -285,6 +286,30 @@ def confidence_region(
         seed=seed,
         executor=executor,
     )
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """The confidence region ``ldpem simulate`` adds to its outcome: ``draws`` at
+    ``level`` (0 draws: none), seeded by ``seed`` or the OS, run on ``scheduler``
+    (``executor.make_executor``: None for this machine's ``workers`` processes, or a Dask
+    scheduler's address)."""
+
+    level: float = DEFAULT_LEVEL
+    draws: int = 0
+    seed: int | None = None
+    scheduler: str | None = None
+    workers: int | None = None
+
+    def summary_of(self, result: StudyResult) -> dict[str, object] | None:
+        """``confidence_region`` of ``result`` as ``Confidence.summary``, None for 0 draws."""
+        if not self.draws:
+            return None
+        with make_executor(self.scheduler, workers=self.workers) as executor:
+            region = confidence_region(
+                result, level=self.level, draws=self.draws, seed=self.seed, executor=executor
+            )
+        return region.summary()
 
 
 def region_lines(confidence: Mapping[str, Any], beta: Sequence[float]) -> list[str]:

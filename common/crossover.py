@@ -12,7 +12,10 @@ gallops a doubling at a time towards the crossing, then bisects the last doublin
 simulates a handful of sizes, never a whole grid, and it can never contradict itself: the
 planned n is on the grid and its prediction is the one the planner shows, so "at n the
 mean beats β = 0" holds exactly when the crossover is at most n. Every size uses the same
-prediction seeds, so every call for the same problem finds the same n.
+problem's own seeds (``prediction.first_seed``), so every call for the same problem finds
+the same n. The planned n's prediction is the planner's own (``known``, with its
+``DEFAULT_SEEDS``); the other sizes use ``seeds`` (``SEARCH_SEEDS`` by default: only
+their means are compared).
 
 Its uncertainty comes from the same predictions' band: the same search on the 10% quantile
 (the size from which the luckiest 10% of runs beat β = 0) and on the 90% quantile (from
@@ -25,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ldpem.common.executor import Executor, make_executor
-from ldpem.common.prediction import DEFAULT_SEEDS, Prediction, Problem, predict
+from ldpem.common.prediction import SEARCH_SEEDS, Prediction, Problem, predict
 
 __all__ = ["GRID_STEPS", "MIN_RECORDS", "Crossover", "find_crossover", "size_grid"]
 
@@ -136,7 +139,7 @@ def find_crossover(
     mechanism: str,
     *,
     threshold: float,
-    seeds: int = DEFAULT_SEEDS,
+    seeds: int = SEARCH_SEEDS,
     limit: int,
     executor: Executor | None = None,
     known: Sequence[Prediction] = (),
@@ -159,8 +162,8 @@ def find_crossover(
         Where the simulations run; default: a pool of this machine's cores, for the whole
         search.
     known : sequence of Prediction
-        Predictions already made with the same seeds (the planner's at the planned n):
-        reused, not simulated again.
+        Predictions already made (the planner's at the planned n, whatever their number
+        of seeds): reused, not simulated again.
 
     Returns
     -------
@@ -183,7 +186,7 @@ def find_crossover(
     # the rounding of its hospitals' shares).
     cache: dict[int, Prediction] = {}
     for p in known:
-        if p.mechanism == mechanism and p.seeds == seeds and p.problem == problem:
+        if p.mechanism == mechanism and p.problem == problem:
             cache[problem.n] = p
 
     def at(index: int) -> Prediction:

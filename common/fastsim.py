@@ -15,7 +15,8 @@ distribution of every random quantity, by three changes that do not alter it:
   round's records in memory.
 * **One gradient call per round**, the hospitals' rows as slices of it.
 * **Truncated sums by a table** (``ldpem.common.truncation_sum``): the same function T to
-  ~1e-8·s, without the constant-time evaluation real records need.
+  ~1e-8·s, without the constant-time evaluation real records need (noise shares: the sum
+  then put on their fine grid, ``_holder_sum``).
 
 What stays ``run_study``'s own: β* (``true_parameter``, the first draw of the seed's
 generator, so the same β* as ``run_study`` for a seed), β⁰, the hospitals' sizes (given,
@@ -24,8 +25,8 @@ or ``random_holder_sizes``), the round sizes of the schedule, the mechanisms
 the central noise (``protocol.m_step``) and the reported estimate
 (``protocol.final_estimate``). The numbers differ from ``run_study``'s for the same seed
 (other draws); their distribution is the same, which tests/common/test_fastsim.py checks on
-a grid of models and mechanisms. A mechanism other than the truncations (noise shares,
-clipping, none) sums its holders' contributions with its own ``partial_sum``. Studies it
+a grid of models and mechanisms. A mechanism other than the truncations (clipping, none)
+sums its holders' contributions with its own ``partial_sum``. Studies it
 does not cover — records reused every round, gross outliers, dropouts — run through
 ``run_study`` itself, so every study is accepted.
 
@@ -47,6 +48,7 @@ from ldpem.common.errors import UserError
 from ldpem.common.executor import Executor, SerialExecutor
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.mechanisms.secagg import SecAggSkellam
 from ldpem.common.models import Model, get_model
 from ldpem.common.models._synthetic import true_parameter
 from ldpem.common.models.base import Draw
@@ -62,6 +64,7 @@ from ldpem.common.protocol import (
     study_rng,
     study_tau,
 )
+from ldpem.common.secagg.quantize import FINE_BITS
 from ldpem.common.simulation import random_holder_sizes
 from ldpem.common.study import Dataset, Study, run_study, study_mechanisms
 from ldpem.common.study_checks import check_size, check_study, given_sizes, per_hospital
@@ -94,24 +97,30 @@ def fast_path(study: Study) -> bool:
 
 
 def _tabled(mechanism: Mechanism) -> bool:
-    """Whether a holder's sum under ``mechanism`` is Σ smoothed_truncation(g)/s·s, which the
-    table computes: the local truncation and its subclasses that keep its contributions
-    and float sums (local, hospital, central)."""
-    kind = type(mechanism)
+    """Whether a holder's contributions under ``mechanism`` are the local truncation's
+    (local, hospital, central, noise shares), which the table sums."""
     return (
         isinstance(mechanism, LocalTruncation)
-        and kind.contributions is LocalTruncation.contributions
-        and kind.partial_sum is Mechanism.partial_sum
+        and type(mechanism).contributions is LocalTruncation.contributions
     )
 
 
 def _holder_sum(mechanism: Mechanism, gradients: FloatArray) -> NDArray[Any]:
     """Σ of a holder's contributions before its noise, (m, d) → (d,), in the mechanism's
-    arithmetic (``Mechanism.partial_sum``; exact integers for noise shares); ``gradients``
-    is scratch."""
-    if _tabled(mechanism):
-        assert isinstance(mechanism, LocalTruncation)
-        return truncated_sum(gradients, mechanism.scale, mechanism.smoothing)
+    arithmetic; ``gradients`` is scratch. A truncation's sum comes from the table; for
+    noise shares it is then put on their fine grid (``secagg.quantize.fine_sum``'s
+    integers, here rint of the float sum in fine units instead of the sum of each record's
+    rint: they differ by at most m/2 fine units, m·γ·2⁻³¹, far below the grid γ the sum is
+    rounded to); any other mechanism sums with its own ``partial_sum``."""
+    if not _tabled(mechanism):
+        return mechanism.partial_sum(gradients)
+    assert isinstance(mechanism, LocalTruncation)
+    total = truncated_sum(gradients, mechanism.scale, mechanism.smoothing)
+    if type(mechanism).partial_sum is Mechanism.partial_sum:
+        return total
+    if isinstance(mechanism, SecAggSkellam):
+        fine = np.rint(total / (mechanism.grid * 2.0**-FINE_BITS))
+        return np.array([int(v) for v in fine], dtype=object)
     return mechanism.partial_sum(gradients)
 
 

@@ -21,6 +21,7 @@ from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.prediction import (
     BEAT_FRACTION,
     DEFAULT_SEEDS,
+    SEARCH_SEEDS,
     Outlook,
     Prediction,
     Problem,
@@ -38,6 +39,7 @@ __all__ = [
     "beta_zero_warning",
     "make_plan",
     "recommendation",
+    "recommended_mechanism",
 ]
 
 #: Simulations behind the warning of a study on records without a known β* (a mean only:
@@ -66,8 +68,14 @@ class Plan:
         return tuple(o.prediction for o in self.outlooks)
 
     @property
+    def mechanism(self) -> str | None:
+        """The recommended mechanism (``recommended_mechanism``), None if none."""
+        return recommended_mechanism(self.problem, self.predictions)
+
+    @property
     def seeds(self) -> int:
-        return self.crossover.seeds
+        """Simulations behind each mechanism's band at the assumed SNR."""
+        return self.predictions[0].seeds if self.predictions else self.crossover.seeds
 
     def beats(self, prediction: Prediction) -> bool:
         """Whether ``prediction``'s mean beats β = 0 (the crossover's criterion)."""
@@ -105,23 +113,17 @@ class Plan:
             "local_crossover": self.crossover.as_dict(),
             "crossover_limit": self.crossover.limit,
             "recommendation": self.recommendation,
+            "recommended_mechanism": self.mechanism,
         }
 
 
-def recommendation(
-    problem: Problem, predictions: Sequence[Prediction], crossover: Crossover
-) -> str:
-    """One line: which mechanism that keeps the noise on the hospitals' machines to use:
-    local, hospital, or secagg (noise shares, for a clear gain: it assumes an honest
-    majority of holders)."""
+def recommended_mechanism(problem: Problem, predictions: Sequence[Prediction]) -> str | None:
+    """Which mechanism that keeps the noise on the hospitals' machines to use: local,
+    hospital, or secagg (noise shares, for a clear gain: it assumes an honest majority of
+    holders); None when none reaches ``problem.useful_error``."""
     by_name = {p.mechanism: p for p in predictions}
-    trivial, useful = problem.trivial_error, problem.useful_error
+    useful = problem.useful_error
     local, hospital = by_name.get("local"), by_name.get("hospital")
-    need = (
-        f"local DP needs about n ≈ {crossover.n:,} records to beat β = 0"
-        if crossover.n is not None
-        else f"local DP does not beat β = 0 even at n = {crossover.limit:,}"
-    )
     secagg = by_name.get("secagg")
     rivals = [e for e in (local, hospital) if e is not None and e.mean <= useful]
     if (
@@ -132,24 +134,48 @@ def recommendation(
         # Noise shares add a trust assumption (an honest majority of holders): only for a
         # clear gain, half the error of both others — many small holders, where hospital-
         # level DP truncates each small sum hard; a few large hospitals gain little.
+        return "secagg"
+    if local is not None and hospital is not None:
+        if hospital.mean <= useful and (local.mean > useful or hospital.mean < 0.8 * local.mean):
+            return "hospital"
+        if local.mean <= useful:
+            return "local"
+    return None
+
+
+def recommendation(
+    problem: Problem, predictions: Sequence[Prediction], crossover: Crossover
+) -> str:
+    """One line: the ``recommended_mechanism``, its expected error against the others' and
+    β = 0's, and local DP's crossover."""
+    by_name = {p.mechanism: p for p in predictions}
+    trivial, useful = problem.trivial_error, problem.useful_error
+    local, hospital = by_name.get("local"), by_name.get("hospital")
+    need = (
+        f"local DP needs about n ≈ {crossover.n:,} records to beat β = 0"
+        if crossover.n is not None
+        else f"local DP does not beat β = 0 even at n = {crossover.limit:,}"
+    )
+    chosen = recommended_mechanism(problem, predictions)
+    if chosen == "secagg":
+        secagg = by_name["secagg"]
         others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in (local, hospital) if e)
         return (
             f"use secure aggregation (--mechanism secagg, t_min > K/2): expected error "
             f"{secagg.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at least "
             f"t_min of the holders do not collude with the coordinator; {need}"
         )
-    if local is not None and hospital is not None:
-        if hospital.mean <= useful and (local.mean > useful or hospital.mean < 0.8 * local.mean):
-            return (
-                f"use hospital-level DP (--mechanism hospital): expected error "
-                f"{hospital.mean:.3g} against {local.mean:.3g} for local DP and {trivial:.3g} "
-                f"for β = 0, with the same trust boundary; {need}"
-            )
-        if local.mean <= useful:
-            return (
-                f"use local DP (--mechanism local): expected error {local.mean:.3g} against "
-                f"{trivial:.3g} for β = 0"
-            )
+    if chosen == "hospital" and local is not None and hospital is not None:
+        return (
+            f"use hospital-level DP (--mechanism hospital): expected error "
+            f"{hospital.mean:.3g} against {local.mean:.3g} for local DP and {trivial:.3g} "
+            f"for β = 0, with the same trust boundary; {need}"
+        )
+    if chosen == "local" and local is not None:
+        return (
+            f"use local DP (--mechanism local): expected error {local.mean:.3g} against "
+            f"{trivial:.3g} for β = 0"
+        )
     return (
         f"no private mechanism reaches error {useful:.3g} (half of β = 0's {trivial:.3g}) at "
         f"ε = {problem.epsilon:g} "
@@ -166,8 +192,10 @@ def make_plan(
     executor: Executor | None = None,
 ) -> Plan:
     """Outlooks for ``mechanisms`` (default: every mechanism a federated run may use, from
-    the registry), local DP's crossover and the recommendation, all from ``seeds``
-    simulations per case on ``executor`` (default: this machine's cores)."""
+    the registry), local DP's crossover and the recommendation, on ``executor`` (default:
+    this machine's cores): ``seeds`` simulations behind each band at the planned n and
+    assumed SNR, at most ``SENSITIVITY_SEEDS`` at half and twice the SNR and at most
+    ``SEARCH_SEEDS`` at the crossover's other sizes (means that are only compared)."""
     if mechanisms is None:
         mechanisms = mechanism_names(federated=True)
     if executor is None:
@@ -184,7 +212,7 @@ def make_plan(
         problem,
         "local",
         threshold=problem.useful_error,
-        seeds=seeds,
+        seeds=min(seeds, SEARCH_SEEDS),
         limit=crossover_limit,
         executor=executor,
         known=[o.prediction for o in found],

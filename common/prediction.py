@@ -8,21 +8,33 @@ of ``run create`` (``ldpem.server.forecast``, which the status page and the demo
 A ``Problem`` is the public description of a run: model, d, σ, budget, rounds and the
 hospitals' record counts. One simulation is the study of ``Problem.study``
 (``ldpem.common.study``): synthetic data of that model (‖β*‖ = snr·σ), split over the
-hospitals with the given counts, run with the mechanism each agent would build. It is the
-study of ``ldpem simulate`` with the same seed and sizes.
+hospitals with the given counts, run with the mechanism each agent would build. It runs on
+the fast path (``ldpem.common.fastsim``): the distribution of ``ldpem simulate``'s final
+error for that study, not its numbers seed for seed.
 
 A ``Prediction`` is the final errors of ``seeds`` such simulations, with seeds
-``PREDICTION_SEED_BASE``, ``PREDICTION_SEED_BASE + 1``, …: far above any seed a person
-types (0, 1, 42, a date), so a check of a prediction against "fresh" simulations, which
-uses small seeds, never reuses the prediction's draws. ``ldpem simulate --seed
-1000000000`` replays the first of them. Its band is the 10–90% quantiles of those errors,
-taken so that it covers 80% of new runs on average (``quantile``). The seeds run as
-independent tasks on an ``ldpem.common.executor`` (this machine's cores by default); each
-task is seeded by its own seed, so the numbers do not depend on the executor.
+``first_seed(problem)``, ``first_seed(problem) + 1``, …: drawn from the problem itself
+(a hash of its fields, above ``PREDICTION_SEED_BASE``), so that two problems do not share
+the luck of the same seeds and a prediction is reproducible; far above any seed a person
+types (0, 1, 42, a date), so a check against "fresh" runs with small seeds never reuses
+its draws. The fields that the schedule search varies (rounds, schedule, reported
+estimate) and the mechanism are left out of the hash: settings and mechanisms compared
+on one problem see the same seeds (``schedule_search.paired_gain``).
+
+Its band is a predictive interval for one new run: the 10–90% quantiles of the S errors
+taken at ranks p·(S+1) (``quantile``), so that on average it covers 80% of new runs,
+with its own finite S allowed for. The share one band covers still varies with its seeds
+(a Beta share, standard deviation √(0.16/(S+2))): ± 9% with the planner's 20
+(``DEFAULT_SEEDS``), ± 2.8% with the forecast's 200. The sensitivity to the SNR, the
+crossover and schedule searches only compare means: they use ``SEARCH_SEEDS``, and the
+what-ifs at other SNRs ``SENSITIVITY_SEEDS``.
+The seeds run in batches on an ``ldpem.common.executor`` (this machine's cores by
+default); each seed's result depends on the seed alone, not on the executor.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -32,6 +44,7 @@ import numpy as np
 from ldpem.common._validation import check_count, check_positive
 from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.executor import Executor, make_executor
+from ldpem.common.fastsim import final_errors
 from ldpem.common.models import get_model
 from ldpem.common.protocol import (
     EQUAL,
@@ -41,17 +54,21 @@ from ldpem.common.protocol import (
     study_delta,
     study_tau,
 )
-from ldpem.common.study import Study, run_study
+from ldpem.common.study import Study
 
 __all__ = [
     "BAND",
     "BEAT_FRACTION",
     "DEFAULT_SEEDS",
     "PREDICTION_SEED_BASE",
+    "SEARCH_SEEDS",
+    "SEED_SPAN",
+    "SENSITIVITY_SEEDS",
     "SNR_FACTORS",
     "Outlook",
     "Prediction",
     "Problem",
+    "first_seed",
     "outlooks",
     "predict",
     "predict_many",
@@ -59,12 +76,21 @@ __all__ = [
     "quantile",
 ]
 
-#: The first seed of every prediction (module docstring: why so high).
+#: Every prediction's seeds are at least this (module docstring: why so high).
 PREDICTION_SEED_BASE = 1_000_000_000
-#: Simulations per prediction unless asked otherwise: enough for a 10–90% band to mean
-#: something (with 20, the band covers 80% of new runs on average, ±9% from one set of
-#: seeds to another; with 4 it was a guess).
+#: A problem's first seed is PREDICTION_SEED_BASE plus its hash modulo this.
+SEED_SPAN = 10**12
+#: Simulations behind a prediction's band unless asked otherwise (``ldpem plan``, whose
+#: six mechanisms, sensitivity and searches must stay within seconds): its band covers 80%
+#: of new runs on average, ± 9% (one standard deviation) from one problem to another. The
+#: coordinator's forecast takes more (``server.forecast.FORECAST_SEEDS``).
 DEFAULT_SEEDS = 20
+#: Simulations behind a figure that is only compared (the SNR sensitivity, the crossover
+#: and schedule searches): their means, not their bands.
+SEARCH_SEEDS = 20
+#: Simulations behind each mean at half and twice the assumed SNR (a what-if shown beside
+#: the band, and the forecast's warning when half the SNR would do no better than β = 0).
+SENSITIVITY_SEEDS = 10
 #: The band's quantiles.
 BAND = (0.1, 0.9)
 #: A mean final error at most this fraction of ‖β*‖ counts as beating β = 0. Not ‖β*‖
@@ -150,6 +176,13 @@ class Problem:
     def useful_error(self) -> float:
         """The mean error below which a mechanism beats β = 0 (``BEAT_FRACTION``·‖β*‖)."""
         return BEAT_FRACTION * self.trivial_error
+
+    @property
+    def seed_key(self) -> str:
+        """What the prediction seeds are drawn from: every field but those a schedule
+        search varies (rounds, schedule, final), as text."""
+        skip = {"rounds", "schedule", "final"}
+        return repr([(f.name, getattr(self, f.name)) for f in fields(self) if f.name not in skip])
 
     def study(self, mechanism: str, seed: int) -> Study:
         """The simulated study of this problem with ``mechanism`` and ``seed``: synthetic
@@ -245,25 +278,36 @@ class Outlook:
     sensitivity: tuple[Prediction, ...]
 
 
-def prediction_seeds(count: int) -> range:
-    """The seeds of a prediction from ``count`` simulations."""
-    return range(PREDICTION_SEED_BASE, PREDICTION_SEED_BASE + check_count("seeds", count))
+def first_seed(problem: Problem) -> int:
+    """The first prediction seed of ``problem`` (module docstring): PREDICTION_SEED_BASE
+    plus a BLAKE2b hash of ``Problem.seed_key`` modulo SEED_SPAN."""
+    digest = hashlib.blake2b(problem.seed_key.encode(), digest_size=8).digest()
+    return PREDICTION_SEED_BASE + int.from_bytes(digest, "big") % SEED_SPAN
 
 
-def _final_error(task: tuple[Problem, str, int]) -> float:
-    """One simulation: the error of the reported estimate (β^T, or the average the
-    problem's ``final`` asks) of ``problem``'s study with ``mechanism`` and
-    ``seed`` (+inf when it diverged). Module level: a process pool runs it."""
-    problem, mechanism, seed = task
-    final = run_study(problem.study(mechanism, seed)).final_error
-    assert final is not None  # synthetic data: β* is known
-    return final if math.isfinite(final) else math.inf
+def prediction_seeds(problem: Problem, count: int) -> range:
+    """The seeds of a prediction of ``problem`` from ``count`` simulations."""
+    first = first_seed(problem)
+    return range(first, first + check_count("seeds", count))
+
+
+def _final_errors(task: tuple[Problem, str, tuple[int, ...]]) -> list[float]:
+    """A batch of simulations: the errors of the reported estimate (β^T, or the average
+    the problem's ``final`` asks) of ``problem``'s study with ``mechanism`` at each seed
+    (+inf when it diverged). Module level: a process pool runs it."""
+    problem, mechanism, seeds = task
+    errors = final_errors(problem.study(mechanism, seeds[0]), seeds)
+    return [float(e) if math.isfinite(e) else math.inf for e in errors]
+
+
+#: Seeds in one task of the executor: fewer, larger tasks cost less to send.
+_BATCH = 10
 
 
 def predict_many(
     cases: Sequence[tuple[Problem, str]],
     *,
-    seeds: int = DEFAULT_SEEDS,
+    seeds: int | Sequence[int] = DEFAULT_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
 ) -> list[Prediction]:
@@ -274,8 +318,8 @@ def predict_many(
     ----------
     cases : sequence of (Problem, str)
         What to predict: a problem and a mechanism name.
-    seeds : int
-        Simulations per case (``prediction_seeds``).
+    seeds : int or sequence of int
+        Simulations per case (``prediction_seeds``), or one count per case.
     max_records : int, optional
         Above it, a problem's hospitals are scaled down in proportion (which only makes
         the prediction pessimistic) and the mechanisms calibrated for the smaller run.
@@ -287,21 +331,29 @@ def predict_many(
     list of Prediction
         In the order of ``cases``.
     """
-    seed_range = prediction_seeds(seeds)
+    counts = [seeds] * len(cases) if isinstance(seeds, int) else [int(c) for c in seeds]
+    if len(counts) != len(cases):
+        raise ValueError(f"seeds must give one count per case ({len(cases)}), got {len(counts)}")
     simulated = [
         (p.with_records(max_records) if max_records is not None and p.n > max_records else p, m)
         for p, m in cases
     ]
-    tasks = [(p, m, seed) for p, m in simulated for seed in seed_range]
+    tasks = []
+    for (p, m), count in zip(simulated, counts, strict=True):
+        chosen = list(prediction_seeds(p, count))
+        tasks += [(p, m, tuple(chosen[i : i + _BATCH])) for i in range(0, count, _BATCH)]
     if executor is None:
         with make_executor() as own:
-            errors = own.map(_final_error, tasks)
+            batches = own.map(_final_errors, tasks)
     else:
-        errors = executor.map(_final_error, tasks)
-    return [
-        Prediction(m, p, tuple(errors[i * seeds : (i + 1) * seeds]))
-        for i, (p, m) in enumerate(simulated)
-    ]
+        batches = executor.map(_final_errors, tasks)
+    errors = [e for batch in batches for e in batch]
+    found = []
+    start = 0
+    for (p, m), count in zip(simulated, counts, strict=True):
+        found.append(Prediction(m, p, tuple(errors[start : start + count]), first_seed(p)))
+        start += count
+    return found
 
 
 def predict(
@@ -322,14 +374,18 @@ def outlooks(
     mechanisms: Sequence[str],
     *,
     seeds: int = DEFAULT_SEEDS,
+    sensitivity_seeds: int = SENSITIVITY_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
 ) -> list[Outlook]:
-    """Each mechanism's prediction at the problem's SNR and at ``SNR_FACTORS`` times it
-    (``Problem.at_snr``), as one batch."""
+    """Each mechanism's prediction at the problem's SNR (``seeds`` simulations) and at
+    ``SNR_FACTORS`` times it (``Problem.at_snr``; ``sensitivity_seeds`` each, at most
+    ``seeds``), as one batch."""
     variants = [problem, *(problem.at_snr(f * problem.snr) for f in SNR_FACTORS)]
     cases = [(v, m) for m in mechanisms for v in variants]
-    found = predict_many(cases, seeds=seeds, max_records=max_records, executor=executor)
+    side = min(seeds, sensitivity_seeds)
+    counts = [seeds if v is problem else side for _ in mechanisms for v in variants]
+    found = predict_many(cases, seeds=counts, max_records=max_records, executor=executor)
     width = len(variants)
     return [
         Outlook(found[i * width], tuple(found[i * width + 1 : (i + 1) * width]))

@@ -2,9 +2,10 @@
 
 For a ``Problem`` and one mechanism, each setting of the grid (T rounds, a round schedule of
 ``ldpem.common.protocol.schedule``, a final rule of ``ldpem.common.protocol.estimate``) is
-predicted with the prediction's seeds (``ldpem.common.prediction.predict_many``, one batch
-on the executor; every setting sees the same seeds, hence the same synthetic records, start
-and split over hospitals, so settings are compared seed by seed). The recommendation is
+predicted with the problem's prediction seeds (``ldpem.common.prediction.predict_many``, one
+batch on the executor; every setting sees the same seeds, hence the same β*, start and
+split over hospitals, so settings are compared seed by seed; ``SEARCH_SEEDS`` of them by
+default). The recommendation is
 the grid's first setting (the simplest: equal rounds and the last iterate) unless another
 setting beats it *clearly*: its mean per-seed gain over the first, on the same seeds,
 exceeds ``CLEAR_GAIN_SE`` standard errors of that mean; among those that do, the lowest
@@ -23,7 +24,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from ldpem.common.executor import Executor
-from ldpem.common.prediction import DEFAULT_SEEDS, Prediction, Problem, predict_many
+from ldpem.common.prediction import SEARCH_SEEDS, Prediction, Problem, predict_many
 from ldpem.common.protocol import (
     EQUAL,
     LAST,
@@ -242,7 +243,7 @@ def search_schedule(
     mechanism: str,
     *,
     grid: Sequence[Setting] = DEFAULT_GRID,
-    seeds: int = DEFAULT_SEEDS,
+    seeds: int = SEARCH_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
 ) -> ScheduleSearch:

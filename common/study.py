@@ -13,9 +13,10 @@ One seeded generator (``protocol.study_rng``) drives everything, in this order: 
 synthetic data, the gross outliers (if any), β⁰ (a random direction of norm σ, as the
 coordinator's), the split over hospitals (only when there are several or their sizes are
 given), then the run itself (partition into rounds, noise). So a study with the hospital
-sizes of a run is exactly the planner's study of that run, and the forecast of
-``run create`` is the mean of these studies' final errors over the prediction seeds
-10⁹, 10⁹ + 1, … (``ldpem.common.prediction``).
+sizes of a run is exactly the planner's study of that run; the planner and the forecast of
+``run create`` simulate it many times on the fast path (``ldpem.common.fastsim``: the
+same distribution, not the same draws) over the problem's prediction seeds
+(``ldpem.common.prediction``).
 
 A study may deal each hospital's records over the rounds by a schedule (``Study.schedule``,
 ``protocol.round_sizes``; each round's mechanism then applies the scale rule with that

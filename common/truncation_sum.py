@@ -91,25 +91,24 @@ def truncated_sum(values: FloatArray, s: float, beta_s: float) -> FloatArray:
     n, d = values.shape
     total = np.zeros(d)
     rows = max(1, _BLOCK // max(d, 1))
-    inverse = 1.0 / s
     for start in range(0, n, rows):
-        a = values[start : start + rows]
+        x = values[start : start + rows]
         with np.errstate(over="ignore", invalid="ignore"):
-            a *= inverse
-            u = np.abs(a)
-            np.divide(u, u + 1.0, out=u)  # |a|/(1 + |a|): NaN for a = NaN and |a| = inf
-        odd = np.isnan(u)
-        if odd.any():  # rare: ±inf takes the limit u = 1, NaN counts as 0 (a = 0)
-            infinite = np.isinf(a)
+            u = np.abs(x)
+            w = u + s
+            np.divide(u, w, out=u)  # |x|/(s + |x|) = |a|/(1 + |a|): NaN for NaN and ±inf
+        if np.isnan(u.max()):  # rare: ±inf takes the limit u = 1, NaN counts as 0
+            odd = np.isnan(u)
+            infinite = np.isinf(x)
             np.copyto(u, infinite.astype(np.float64), where=odd)
-            np.copyto(a, 0.0, where=odd & ~infinite)
+            np.copyto(x, 0.0, where=odd & ~infinite)
         u *= CELLS
         index = u.astype(np.intp)
         u -= index  # the position within the cell, in [0, 1)
         part = slopes.take(index)
         part *= u
         part += table.take(index)
-        np.copysign(part, a, out=part)
+        np.copysign(part, x, out=part)
         total += part.sum(axis=0)
     total *= s
     return total

@@ -52,7 +52,7 @@ from ldpem.server.policy import (
 from ldpem.server.refusals import Forbidden, shown_run
 from ldpem.server.runs import hash_token
 from ldpem.server.secagg import SecAggRounds
-from ldpem.server.store import HospitalRow, Store
+from ldpem.server.store import HospitalRow, RunRow, Store
 
 __all__ = [
     "NOISE_FLOOR_RTOL",
@@ -197,15 +197,20 @@ class Coordinator:
         """Stop the background computations (what is not stored yet is dropped)."""
         await self.background.close()
 
+    def _pending(self, run: RunRow) -> list[str]:
+        """The run's derived results not stored yet: those computing, and its confidence
+        region from the moment it finished (before ``_start_confidences`` submits it)."""
+        kinds = self.background.pending(run.id)
+        if CONFIDENCE not in kinds and confidence_due(self.store, run, self.confidence):
+            kinds = sorted([*kinds, CONFIDENCE])
+        return kinds
+
     def summary(self, run_id: str) -> RunSummary:
         run = queries.get_run(self.store, run_id)
-        return queries.summary(self.store, run, self.background.pending(run_id))
+        return queries.summary(self.store, run, self._pending(run))
 
     def list_runs(self) -> list[RunSummary]:
-        return [
-            queries.summary(self.store, r, self.background.pending(r.id))
-            for r in self.store.list_runs()
-        ]
+        return [queries.summary(self.store, r, self._pending(r)) for r in self.store.list_runs()]
 
     def identity(self, hospital: HospitalRow) -> Identity:
         return queries.identity(self.store, hospital)
@@ -244,7 +249,8 @@ class Coordinator:
 
     def run_view(self, run_id: str) -> queries.RunView:
         """What the run's status page shows, with its health now."""
-        return queries.run_view(self.store, run_id, self.clock(), self.background.pending(run_id))
+        run = queries.get_run(self.store, run_id)
+        return queries.run_view(self.store, run_id, self.clock(), self._pending(run))
 
     # --- reports ----------------------------------------------------------------------
     async def submit_report(

@@ -14,8 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ldpem.common.confidence import DEFAULT_DRAWS, DEFAULT_LEVEL, least_draws
 from ldpem.common.errors import UserError
-from ldpem.common.prediction import DEFAULT_SEEDS
-from ldpem.server.forecast import DEFAULT_MAX_RECORDS
+from ldpem.server.forecast import DEFAULT_MAX_RECORDS, FORECAST_SEEDS
 
 __all__ = ["Settings", "load_settings"]
 
@@ -46,9 +45,10 @@ class Settings(BaseSettings):
     tick: float = Field(default=0.5, gt=0)
     #: Seconds a report waits for others to share its durable commit (group commit).
     commit_window: float = Field(default=0.002, ge=0, le=1)
-    #: Simulated runs behind the accuracy forecast made when a run is created, at each of
-    #: three SNRs (``ldpem.common.prediction``; fewer than 20 make a band of little use).
-    forecast_seeds: int = Field(default=DEFAULT_SEEDS, ge=1, le=1000)
+    #: Simulated runs behind the band of the accuracy forecast made (in the background)
+    #: when a run is created, at the assumed SNR (``ldpem.server.forecast``; 10 at half
+    #: and twice it; fewer than 20 make a band of little use).
+    forecast_seeds: int = Field(default=FORECAST_SEEDS, ge=1, le=1000)
     #: Records simulated by the forecast at most (larger runs are scaled down).
     forecast_max_records: int = Field(default=DEFAULT_MAX_RECORDS, ge=1000)
     #: Processes the forecast simulates on (default: this machine's cores; 1: serial).

@@ -58,8 +58,9 @@ def accuracy(run: RunSummary, request: RunCreate) -> str:
         note = (
             f"The forecast is the mean final error ‖β̂ − β*‖ of {forecast.seeds} simulated "
             f"runs of this setting at the assumed ‖β*‖/σ = {forecast.snr:g} (seeds "
-            f"{forecast.first_seed}…, {forecast.records:,} records); the shaded band holds "
-            "their middle 80%, so a run's final error should land in it 8 times in 10. The "
+            f"{forecast.first_seed}…, {forecast.records:,} records); the shaded band, their "
+            "10–90% quantiles taken to allow for their number, should hold a run's final "
+            "error 8 times in 10. The "
             f"assumption matters: {_sensitivity(forecast)}. β = 0 is the error of not "
             "estimating at all: a useful run lands well left of it."
         )
@@ -71,6 +72,11 @@ def accuracy(run: RunSummary, request: RunCreate) -> str:
         note = (
             f"The forecast is the mean final error of simulated runs of this setting at "
             f"‖β*‖/σ = {request.snr:g}; this run was created before forecasts kept a band."
+        )
+    elif "forecast" in run.pending:
+        note = (
+            "Forecast pending: the coordinator is simulating this run in the background; "
+            "reload the page to see it. Meanwhile only the error of β = 0, for scale."
         )
     else:
         note = "No forecast for this run (disabled or failed): only the error of β = 0, for scale."

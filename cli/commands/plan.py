@@ -15,8 +15,16 @@ from ldpem.common.executor import make_executor
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
 from ldpem.common.planning import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
-from ldpem.common.prediction import DEFAULT_SEEDS, SNR_FACTORS, Prediction, Problem
-from ldpem.common.schedule_search import DEFAULT_GRID, search_schedule
+from ldpem.common.prediction import (
+    DEFAULT_SEEDS,
+    SEARCH_SEEDS,
+    SENSITIVITY_SEEDS,
+    SNR_FACTORS,
+    Prediction,
+    Problem,
+    predict,
+)
+from ldpem.common.schedule_search import DEFAULT_GRID, ScheduleSearch, search_schedule
 
 __all__ = [
     "add_arguments",
@@ -42,9 +50,11 @@ EXAMPLES = (
     "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
     "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --search-schedule --json",
 )
-#: The mechanism whose rounds and schedule --search-schedule searches by default: the
-#: per-record one, as a run request's default.
+#: The mechanism --search-schedule searches when the plan recommends none: the per-record
+#: one, as a run request's default.
 SEARCH_MECHANISM = "local"
+#: The comparison row of the schedule search: non-private EM at the recommended setting.
+COMPARED = "none"
 _GRID_TEXT = " × ".join(
     "{" + ", ".join(str(v) for v in dict.fromkeys(getattr(s, part) for s in DEFAULT_GRID)) + "}"
     for part in ("rounds", "schedule", "final")
@@ -92,8 +102,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--seeds",
         type=int,
-        default=DEFAULT_SEEDS,
-        help="simulations per mechanism and size (their seeds start at 10^9)",
+        default=None,
+        help=f"simulations behind each band (default {DEFAULT_SEEDS}; for means that are only "
+        f"compared, {SENSITIVITY_SEEDS} at other SNRs, {SEARCH_SEEDS} at other sizes and in "
+        "--search-schedule); their seeds, from 10^9 on, are drawn from the problem",
     )
     add(
         "--crossover-limit",
@@ -113,8 +125,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--search-mechanism",
         choices=mechanism_names(federated=True),
-        default=SEARCH_MECHANISM,
-        help="the mechanism --search-schedule simulates",
+        default=None,
+        help="the mechanism --search-schedule simulates (default: the one the plan "
+        f"recommends, else {SEARCH_MECHANISM})",
     )
     add_executor_arguments(parser)
     add("--json", action="store_true", help="print one JSON object")
@@ -169,7 +182,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
         value = getattr(args, name)
         if not (math.isfinite(value) and value > 0):
             raise UserError(f"--{name} must be > 0, got {value}")
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         raise UserError(f"--seeds must be >= 1, got {args.seeds}")
     if args.delta is not None and not 0 < args.delta < 1:
         raise UserError(f"--delta must be in (0, 1), got {args.delta}")
@@ -199,6 +212,7 @@ def format_plan(plan: Plan) -> str:
         f"{p.model}, d = {p.d}, σ = {p.sigma:g}, snr {p.snr:g}, ε = {p.epsilon:g}, "
         f"δ = {p.resolved_delta:.3g}, {p.rounds} rounds, {len(p.sizes)} hospital(s), "
         f"n = {p.n:,}",
+        split_line(p.sizes),
         f"expected final error ‖β − β*‖: mean [10–90% band] over {plan.seeds} simulations "
         f"(seeds {first}–{first + plan.seeds - 1})",
         f"  {'‖β*‖/σ =':<42}{f'{p.snr:g} (assumed)':<26}"
@@ -227,32 +241,88 @@ def format_plan(plan: Plan) -> str:
         )
     lines.append(plan.crossover.describe("local DP"))
     lines.append(f"recommendation: {plan.recommendation}")
+    lines.extend(FOOTER)
     return "\n".join(lines)
+
+
+def split_line(sizes: tuple[int, ...]) -> str:
+    """Which split of the records the plan simulates, and how ``ldpem simulate`` runs the
+    same one (its --hospitals alone draws a random split instead)."""
+    shown = ",".join(str(s) for s in sizes)
+    if len(set(sizes)) == 1:
+        kind = f"{len(sizes)} equal hospital(s) of {sizes[0]:,} records"
+    else:
+        kind = f"hospitals of {', '.join(f'{s:,}' for s in sizes)} records"
+    return (
+        f"split: {kind} (the same split in `ldpem simulate --hospitals-sizes {shown}`; "
+        "its --hospitals K alone draws random sizes)"
+    )
+
+
+#: What the figures mean, in plain words (docs/RESULTS.md, "Reading a plan").
+FOOTER = (
+    "what the figures mean:",
+    "  ‖β*‖/σ (snr) is how large the true parameter β* is against the noise σ of one "
+    "record: the signal-to-noise ratio. The error is reported in the units of β, and "
+    "β = 0 is off by ‖β*‖ = snr·σ.",
+    "  The assumed snr is a guess the plan rests on: no one knows β* before the run. The "
+    "'if' columns show the same run (same τ and scale) if the truth were half or twice "
+    "it. To choose it for your data: ‖β̂‖/σ̂ from a published or pilot estimate of the "
+    "same model, or from a non-private fit on a small sample you may use; when unsure, "
+    "the lower end: a smaller snr makes the plan pessimistic.",
+)
 
 
 def handle(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     if args.crossover_limit < 1000:
         raise UserError(f"--crossover-limit must be >= 1000, got {args.crossover_limit}")
+    seeds = DEFAULT_SEEDS if args.seeds is None else args.seeds
+    compared_seeds = SEARCH_SEEDS if args.seeds is None else args.seeds
+    search: ScheduleSearch | None = None
+    compared: Prediction | None = None
     with make_executor(args.scheduler, workers=args.workers) as executor:
         plan = make_plan(
             problem,
-            seeds=args.seeds,
+            seeds=seeds,
             crossover_limit=args.crossover_limit,
             executor=executor,
         )
-        search = (
-            search_schedule(problem, args.search_mechanism, seeds=args.seeds, executor=executor)
-            if args.search_schedule
-            else None
-        )
+        if args.search_schedule:
+            # The mechanism the plan recommends, unless told: the search is advice for it.
+            searched = args.search_mechanism or plan.mechanism or SEARCH_MECHANISM
+            search = search_schedule(problem, searched, seeds=compared_seeds, executor=executor)
+            # Non-private EM with the same setting: the row the recommendation is read against.
+            compared = predict(
+                search.setting.applied(problem), COMPARED, seeds=search.seeds, executor=executor
+            )
     if args.json:
         payload = plan.as_dict()
-        if search is not None:
-            payload["schedule_search"] = search.as_dict()
+        if search is not None and compared is not None:
+            payload["schedule_search"] = {
+                **search.as_dict(),
+                "compared": {"mechanism": COMPARED, **compared.summary()},
+            }
         print(json.dumps(payload))
     else:
         print(format_plan(plan))
-        if search is not None:
-            print(search.format())
+        if search is not None and compared is not None:
+            print(format_search(search, compared, chosen_by_plan=args.search_mechanism is None))
     return 0
+
+
+def format_search(search: ScheduleSearch, compared: Prediction, *, chosen_by_plan: bool) -> str:
+    """The search's table, why its mechanism, the comparison row at the same setting, and
+    what the gain column means."""
+    why = "the plan's recommendation" if chosen_by_plan else "--search-mechanism"
+    return "\n".join(
+        [
+            f"schedule search for {search.mechanism} ({why}):",
+            search.format(),
+            f"  for comparison, at the same setting ({search.setting.label}): "
+            f"{_label(COMPARED, 1.0)} {_band(compared)}",
+            "  gain: how much lower a setting's error is than the first setting's on the same "
+            "simulated runs (same seeds), averaged, ± its standard error; a setting is "
+            "recommended over the first only when its gain exceeds 2 standard errors.",
+        ]
+    )

@@ -41,7 +41,7 @@ from ldpem.secretfiles import read_secret, write_secret
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
-#: Simulations per setting of ``run create --plan`` (``prediction.DEFAULT_SEEDS``; not
+#: Simulations per setting of ``run create --plan`` (``prediction.SEARCH_SEEDS``; not
 #: imported: the command's parser is built without numpy).
 _PLAN_SEEDS = 20
 _CA_HELP = (
@@ -231,8 +231,8 @@ def create_run(args: argparse.Namespace) -> int:
             f"{args.coordinator.rstrip('/')}/v1/runs",
             json=request,
             headers={"Authorization": f"Bearer {token}"},
-            # The coordinator forecasts the run (tens of simulated runs) before it answers.
-            timeout=600.0,
+            # The coordinator answers at once (its forecast follows in the background).
+            timeout=60.0,
             verify=verify,
         )
     except httpx.HTTPError as error:
@@ -308,9 +308,15 @@ def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str
 
 
 def forecast_lines(body: dict[str, Any]) -> list[str]:
-    """The forecast of a created run (``RunCreated``): its mean and band, how many
-    simulated runs it rests on, and what it becomes at other ‖β*‖/σ."""
+    """The forecast of a run (``RunCreated`` or ``RunSummary``): its mean and band, how
+    many simulated runs it rests on, and what it becomes at other ‖β*‖/σ; or that it is
+    still being computed."""
     forecast = body.get("forecast")
+    if forecast is None and "forecast" in body.get("pending", []):
+        return [
+            "forecast pending: the coordinator simulates the run in the background; "
+            "`ldpem run status` shows it when ready"
+        ]
     if forecast is None:
         expected = body.get("expected_error")
         if expected is None:
@@ -427,6 +433,9 @@ def show_status(args: argparse.Namespace) -> int:
         print(_error_line(run, args.beta_star), flush=True)
     elif args.wait:
         print(f"run {run_id}: {run['status']} after {run['round']} of {run['rounds']} rounds")
+    if args.wait and not args.json:
+        for line in forecast_lines(run):
+            print(f"run {run_id}: {line}")
     if args.wait and run["status"] != "finished":
         raise UserError(f"run {run_id} {run['status']}: {run.get('reason')}")
     if args.wait:

@@ -11,7 +11,6 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 import numpy as np
@@ -25,12 +24,11 @@ from ldpem.common.calibration import DEFAULT_ZETA
 from ldpem.common.confidence import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
+    Bootstrap,
     check_bootstrap,
-    confidence_region,
     region_lines,
 )
 from ldpem.common.errors import UserError
-from ldpem.common.executor import make_executor
 from ldpem.common.mechanisms import Mechanism, SecAggSkellam, get_mechanism, mechanism_names
 from ldpem.common.models import model_names
 from ldpem.common.planning import beta_zero_warning
@@ -39,7 +37,6 @@ from ldpem.common.secagg.quantize import modulus_bits
 from ldpem.common.study import Dataset, RoundCallback, Study, StudyResult, run_study
 
 __all__ = [
-    "Bootstrap",
     "add_arguments",
     "outcome",
     "parse_schedule",
@@ -303,6 +300,25 @@ def _share_fields(result: StudyResult) -> dict[str, Any]:
     }
 
 
+#: How each ``split_of`` is told in the summary.
+SPLITS = {
+    "given": "the sizes given",
+    "random": "a random split; --hospitals-sizes fixes the sizes, as `ldpem plan` simulates them",
+    "dealt": "as the records were dealt out",
+}
+
+
+def split_of(result: StudyResult) -> str:
+    """How the records were split over the hospitals: "given" (--hospitals-sizes),
+    "random" (--hospitals K: ``simulation.random_holder_sizes``), "dealt" (records already
+    dealt out) or "one" (a single hospital)."""
+    if result.study.sizes is not None:
+        return "given"
+    if len(result.hospital_sizes) == 1:
+        return "one"
+    return "random" if result.study.hospitals > 1 else "dealt"
+
+
 def outcome(
     result: StudyResult,
     *,
@@ -316,14 +332,15 @@ def outcome(
     beta (the reported estimate), final_weights (of the last iterates it averages),
     beta_star, initial_error, errors (after each round) and error (the reported
     estimate's; the three null without β*), the warning (``planning.beta_zero_warning``),
-    seconds, and the confidence region (``confidence.Confidence.summary``; None when not
-    asked for)."""
+    seconds, split (``split_of``) and the confidence region
+    (``confidence.Confidence.summary``; None when not asked for)."""
     beta_star = result.beta_star
     repeated = {
         name: getattr(result if name in _RESOLVED else result.study, name) for name in _REPEATED
     }
     return {
         **repeated,
+        "split": split_of(result),
         **_mechanism_fields(result),
         **_share_fields(result),
         "reporters": list(result.reporters),
@@ -340,17 +357,8 @@ def outcome(
     }
 
 
-@dataclass(frozen=True)
-class Bootstrap:
-    """The confidence region a ``simulate`` adds (``confidence.confidence_region``):
-    ``draws`` at ``level`` (0 draws: none), seeded by ``seed`` or the OS, run on
-    ``scheduler`` (``executor.make_executor``) with ``workers``."""
-
-    level: float = DEFAULT_LEVEL
-    draws: int = 0
-    seed: int | None = None
-    scheduler: str | None = None
-    workers: int | None = None
+#: ``simulate``'s default: no confidence region (the command asks for one).
+NO_BOOTSTRAP = Bootstrap()
 
 
 def simulate(
@@ -358,7 +366,7 @@ def simulate(
     *,
     data: Dataset | None = None,
     on_round: RoundCallback | None = None,
-    bootstrap: Bootstrap = Bootstrap(),
+    bootstrap: Bootstrap = NO_BOOTSTRAP,
 ) -> dict[str, Any]:
     """Run ``study`` (on ``data`` when given) and return its ``outcome``, with the
     confidence region ``bootstrap`` asks for; ``seconds`` is the study's alone."""
@@ -366,17 +374,7 @@ def simulate(
     result = run_study(study, data=data, on_round=on_round)
     warning = beta_zero_warning(result)
     seconds = time.perf_counter() - started
-    confidence = None
-    if bootstrap.draws:
-        with make_executor(bootstrap.scheduler, workers=bootstrap.workers) as executor:
-            region = confidence_region(
-                result,
-                level=bootstrap.level,
-                draws=bootstrap.draws,
-                seed=bootstrap.seed,
-                executor=executor,
-            )
-        confidence = region.summary()
+    confidence = bootstrap.summary_of(result)
     return outcome(result, warning=warning, seconds=seconds, confidence=confidence)
 
 
@@ -395,7 +393,8 @@ def summary(outcome: dict[str, Any]) -> str:
     ]
     sizes = outcome["hospital_sizes"]
     if len(sizes) > 1:
-        lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records")
+        how = SPLITS.get(outcome["split"], outcome["split"])
+        lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records ({how})")
     if "t_min" in outcome:
         lines.append(
             f"noise shares: any {outcome['t_min']} honest hospitals make the noise of the sum "

@@ -13,7 +13,7 @@ from ldpem.cli import main
 from ldpem.common.crossover import Crossover, _first_below, find_crossover, size_grid
 from ldpem.common.executor import SerialExecutor, make_executor
 from ldpem.common.planning import recommendation
-from ldpem.common.prediction import Prediction, Problem, predict
+from ldpem.common.prediction import Prediction, Problem, first_seed, predict
 from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.server.forecast import run_forecast, run_problem
 from tests.fedkit import run_request
@@ -42,7 +42,10 @@ def test_recommends_hospital_level_for_a_four_hospital_gmm_consortium(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     plan = plan_json(capsys, "--hospitals-sizes", "20000,15000,10000,5000")
-    assert plan["n"] == 50_000 and plan["seeds"] == 3 and plan["first_seed"] == 10**9
+    assert plan["n"] == 50_000 and plan["seeds"] == 3
+    planned = Problem(model="gmm", d=10, sizes=(20000, 15000, 10000, 5000))
+    assert plan["first_seed"] == first_seed(planned)
+    assert plan["recommended_mechanism"] == "hospital"
     assert str(plan["recommendation"]).startswith("use hospital-level DP")
     mechanisms = plan["mechanisms"]
     assert isinstance(mechanisms, dict)
@@ -62,7 +65,13 @@ def test_text_output_states_the_verdict_and_the_recommendation(
     assert main([*argv, "--crossover-limit", "20000"]) == 0
     out = capsys.readouterr().out
     assert "hospital-level DP (same trust boundary)" in out
-    assert "over 2 simulations (seeds 1000000000–1000000001)" in out
+    first = first_seed(Problem(model="gmm", d=3, sizes=(2000, 2000)))
+    assert f"over 2 simulations (seeds {first}–{first + 1})" in out
+    # Which split it simulates, and how simulate runs the same one.
+    assert "split: 2 equal hospital(s) of 2,000 records" in out
+    assert "ldpem simulate --hospitals-sizes 2000,2000" in out
+    # The footer says what the SNR and the assumed SNR mean and how to choose one.
+    assert "signal-to-noise ratio" in out and "To choose it for your data" in out
     assert re.search(r"‖β\*‖/σ = +3 \(assumed\) +if 1\.5 +if 6", out), out
     assert "trivial estimate β = 0" in out
     assert "recommendation: " in out
@@ -219,7 +228,11 @@ def test_run_forecast_is_the_planning_prediction() -> None:
         expected.low,
         expected.high,
     )
-    assert (forecast.seeds, forecast.first_seed, forecast.records) == (2, 10**9, 9000)
+    assert (forecast.seeds, forecast.first_seed, forecast.records) == (
+        2,
+        first_seed(problem),
+        9000,
+    )
     # Half and twice the assumed SNR: the same run (τ as published), other data.
     half, double = forecast.sensitivity
     assert (half.snr, double.snr) == (1.5, 6.0) and half.trivial_error == 1.5

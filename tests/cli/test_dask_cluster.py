@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import distributed
 import pytest
@@ -19,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from ldpem.cli import main
 from ldpem.server.app import create_app
-from tests.fedkit import admin_headers, run_request, settings
+from tests.fedkit import admin_headers, run_request, settings, settled
 
 pytestmark = pytest.mark.slow
 
@@ -87,14 +88,14 @@ def test_an_unreachable_scheduler_is_one_line(capsys: pytest.CaptureFixture[str]
     assert "cannot connect" in err and "Traceback" not in err
 
 
-def _created(state: Path, **extra: object) -> dict[str, object]:
+def _created(state: Path, **extra: object) -> dict[str, Any]:
     state.mkdir(exist_ok=True)
     with TestClient(create_app(settings(state, forecast_seeds=3, **extra))) as client:
         request = run_request(records=2000, d=3, rounds=4, forecast=True)
         created = client.post("/v1/runs", json=request, headers=admin_headers())
         assert created.status_code == 201, created.text
-        body: dict[str, object] = created.json()
-        return body
+        # The forecast is computed in the background: the run's summary once it is stored.
+        return settled(client, created.json()["run_id"])
 
 
 def test_the_coordinators_forecast_is_the_same_on_the_cluster(

@@ -19,9 +19,9 @@ from ldpem.commands.demo import print_summary
 from ldpem.common.confidence import DEFAULT_DRAWS
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
-from ldpem.common.prediction import DEFAULT_SEEDS
 from ldpem.common.study import Dataset
 from ldpem.demo import DemoConfig, _baselines, demo_hospital_sizes
+from ldpem.server.forecast import FORECAST_SEEDS
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -152,7 +152,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert payload["seconds"] > 0
     # The coordinator's forecast, from its default seeds, with its band.
     forecast = payload["forecast"]
-    assert forecast["seeds"] == DEFAULT_SEEDS and forecast["mean"] == payload["expected_error"]
+    assert forecast["seeds"] == FORECAST_SEEDS and forecast["mean"] == payload["expected_error"]
     assert forecast["low"] <= forecast["mean"] <= forecast["high"]
     # The coordinator's confidence region of the estimate (its default draws).
     confidence = payload["confidence"]

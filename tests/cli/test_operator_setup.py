@@ -15,8 +15,18 @@ import pytest
 from cryptography import x509
 
 from ldpem.cli import build_parser, main
+from ldpem.commands.run import forecast_lines
 from ldpem.server.app import create_app
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, live_server, run_request, settings
+from tests.fedkit import (
+    ADMIN,
+    AGENT_BUDGET,
+    TOKENS,
+    admin_headers,
+    live_server,
+    run_request,
+    settings,
+    settled,
+)
 
 INIT_FILES = ["admin.token", "read.token", "ca.pem", "server.pem", "server.key"]
 
@@ -215,17 +225,23 @@ def test_run_create_states_the_forecast_band_and_its_snr_sensitivity(
     argv = ["run", "create", "--coordinator", server, "--config", str(config)]
     assert main([*argv, "--tokens-dir", str(tmp_path / "tokens")]) == 0
     out = capsys.readouterr().out
+    # run create answers at once; the forecast follows in the background.
+    assert "forecast pending: the coordinator simulates the run in the background" in out
+    run_id = re.search(r"run (\w+) created", out).group(1)  # type: ignore[union-attr]
+    with httpx.Client(base_url=server) as client:
+        summary = settled(client, run_id, headers=admin_headers())
+    lines = "\n".join(forecast_lines(summary))
     # fedkit's coordinator settings: 2 forecast seeds.
     assert re.search(
         r"expected error [\d.]+, 10-90% of 2 simulated runs in \[[\d.]+, [\d.]+\] "
         r"\(beta = 0: 3, at the assumed snr 3\)",
-        out,
-    ), out
+        lines,
+    ), lines
     assert re.search(
         r"if ‖β\*‖/σ is not as assumed: at snr 1.5: [\d.]+ \(beta = 0: 1.5\); "
         r"at snr 6: [\d.]+ \(beta = 0: 6\)",
-        out,
-    ), out
+        lines,
+    ), lines
 
 
 def test_run_create_refuses_to_overwrite_a_token_file_before_creating_the_run(

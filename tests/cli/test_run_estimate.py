@@ -21,27 +21,33 @@ REGION = {
 
 
 def test_it_polls_until_the_region_is_there() -> None:
-    answers: list[dict[str, Any]] = [{"confidence": None}, {"confidence": REGION}]
+    answers: list[dict[str, Any]] = [
+        {"confidence": None, "pending": ["confidence"]},
+        {"confidence": REGION, "pending": []},
+    ]
     fetched: list[dict[str, Any]] = []
 
     def fetch() -> dict[str, Any]:
         fetched.append(answers.pop(0))
         return fetched[-1]
 
-    assert await_confidence({"confidence": None}, fetch, 0.0) == {"confidence": REGION}
+    waiting = {"confidence": None, "pending": ["confidence"]}
+    assert await_confidence(waiting, fetch, 0.0) == {"confidence": REGION, "pending": []}
     assert len(fetched) == 2
 
 
-def test_a_coordinator_without_regions_is_not_waited_for() -> None:
+def test_a_region_not_pending_is_not_waited_for() -> None:
     def fetch() -> dict[str, Any]:
         raise AssertionError("polled")
 
-    assert await_confidence({"status": "finished"}, fetch, 0.0) == {"status": "finished"}
+    for run in ({"status": "finished"}, {"confidence": None, "pending": ["forecast"]}):
+        assert await_confidence(run, fetch, 0.0) == run
 
 
 def test_it_gives_up_after_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run_estimate, "CONFIDENCE_WAIT", 0.0)
-    assert await_confidence({"confidence": None}, lambda: {}, 0.0) == {"confidence": None}
+    waiting = {"confidence": None, "pending": ["confidence"]}
+    assert await_confidence(waiting, lambda: {}, 0.0) == waiting
 
 
 def test_the_lines_show_the_estimate_with_or_without_its_intervals() -> None:

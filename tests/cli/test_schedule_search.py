@@ -133,13 +133,20 @@ def test_plan_search_schedule_prints_the_table_and_adds_it_to_json(
     argv += ["--crossover-limit", "20000", "--workers", "1", "--search-schedule"]
     assert main(argv) == 0
     out = capsys.readouterr().out
+    # The mechanism the plan recommends is searched, and said so.
+    assert "schedule search for hospital (the plan's recommendation)" in out
     table = out[out.index("rounds, schedule and reported estimate") :]
     assert table.count("\n   T = 1") + table.count("\n * T = 1") == 8
     assert table.count("\n * T = 1") == 1  # the recommended setting is marked
     assert "recommended schedule: T = " in out and "10–90% of 2 simulated runs" in out
-    assert main([*argv, "--json"]) == 0
+    # Non-private EM at the recommended setting, and what the gain column means.
+    assert "for comparison, at the same setting (T = " in out and "non-private EM" in out
+    assert "gain: how much lower a setting's error is" in out
+    assert main([*argv, "--json", "--search-mechanism", MECHANISM]) == 0
     found = json.loads(capsys.readouterr().out)["schedule_search"]
     assert found["mechanism"] == MECHANISM and found["seeds"] == 2
+    compared = found["compared"]
+    assert compared["mechanism"] == "none" and compared["seeds"] == 2
     assert len(found["table"]) == 8
     best = min(found["table"], key=lambda row: row["mean"])
     assert found["best"] == best and best["p10"] <= best["mean"] <= best["p90"]

@@ -47,8 +47,15 @@ def test_options_reach_the_simulation(capsys: pytest.CaptureFixture[str]) -> Non
     assert outcome["delta"] == 1e-6 and outcome["clip"] == 2.0 and outcome["reuse"] is True
     assert len(outcome["hospital_sizes"]) == 3 and outcome["accounting"] == "paper"
     assert outcome["records_per_round"] == 2000 and outcome["seed"] == 5
+    assert outcome["split"] == "random"
     assert main([*argv, *extra[:-1]]) == 0
+    # The summary says which split it ran: --hospitals alone draws random sizes.
     assert "3 hospitals of " in capsys.readouterr().out
+    assert main([*argv, *extra[:-1]]) == 0
+    assert "(a random split; --hospitals-sizes fixes the sizes" in capsys.readouterr().out
+    sizes = ["--hospitals-sizes", "1000,1000"]
+    assert main(["simulate", *SMALL, "--n", "2000", *sizes, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["split"] == "given"
 
 
 def test_json_is_the_study_of_the_library(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,15 +8,15 @@ coordinator, calibrated on each round's count; the hospitals' sizes make the las
 smaller than m) and ``hospital`` (each agent's own scale and noise); and under a round
 schedule that grows geometrically, whose rounds each have their own scale s_t, with the
 reported estimate the weighted average of the last iterates, which the coordinator makes
-and the simulation reproduces bit for bit. And the forecast that ``ldpem run create``
-states is exactly the mean (and the band, the 10% and 90% ``prediction.quantile``) of
-``ldpem simulate``'s final errors for the same study over the prediction seeds 10⁹,
-10⁹ + 1, … (the coordinator's default count).
+and the simulation reproduces bit for bit. And the forecast the coordinator computes after
+``ldpem run create`` is exactly the mean (and the band, the 10% and 90%
+``prediction.quantile``) of the fast path's final errors for the same study (the
+distribution of ``ldpem simulate``'s, tests/common/test_fastsim.py) over the forecast's
+seeds (the coordinator's default count).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,22 @@ import numpy as np
 import pytest
 
 from ldpem.client.data import load_records
-from ldpem.common.prediction import DEFAULT_SEEDS, prediction_seeds, quantile
+from ldpem.common.fastsim import final_errors
+from ldpem.common.prediction import quantile
 from ldpem.common.protocol import FederatedStreams, records_per_round
 from ldpem.common.simulation import EMResult, simulate_run
-from ldpem.common.study import Study, run_study
+from ldpem.common.study import Study
 from ldpem.common.wire import PublicParameters, ScheduleSpec, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator
-from tests.fedkit import AGENT_BUDGET, TOKENS, cli_create_run, token_file, write_gmm_data
+from ldpem.server.forecast import FORECAST_SEEDS
+from tests.fedkit import (
+    AGENT_BUDGET,
+    TOKENS,
+    cli_create_run,
+    settled,
+    token_file,
+    write_gmm_data,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -125,14 +134,18 @@ def federated_run(
         beta0=federated[0],
         streams=FederatedStreams(run_id=run_id, seeds=AGENT_SEEDS, run_seed=RUN_SEED),
     )
+    # The forecast, computed in the background after run create: the run's summary.
+    with httpx.Client(base_url=url) as client:
+        created["settled"] = settled(client, run_id)
     return created, federated, simulated, f"{url}/v1/runs/{run_id}"
 
 
 def simulate_figures(
-    mechanism: str, *, schedule: str = "equal", final: str = "last"
+    mechanism: str, seeds: range, *, schedule: str = "equal", final: str = "last"
 ) -> tuple[float, float, float]:
-    """``ldpem simulate``'s mean final error for the run's study over the forecast's seeds,
-    and the 10% and 90% quantiles of those errors."""
+    """The mean final error of the run's study on the fast path (the distribution of
+    ``ldpem simulate``'s, tests/common/test_fastsim.py) over ``seeds``, and the 10% and
+    90% quantiles of those errors."""
     study = Study(
         model="gmm",
         mechanism=mechanism,
@@ -144,18 +157,17 @@ def simulate_figures(
         schedule=schedule,
         final=final,
     )
-    errors = []
-    for seed in prediction_seeds(DEFAULT_SEEDS):
-        error = run_study(replace(study, seed=seed)).final_error
-        assert error is not None
-        errors.append(error)
+    errors = list(final_errors(study, seeds))
     return float(np.mean(errors)), quantile(errors, 0.1), quantile(errors, 0.9)
 
 
-def forecast_figures(created: dict[str, Any]) -> tuple[float, float, float]:
-    forecast = created["forecast"]
-    assert forecast["seeds"] == DEFAULT_SEEDS and created["expected_error"] == forecast["mean"]
-    return forecast["mean"], forecast["low"], forecast["high"]
+def forecast_figures(created: dict[str, Any]) -> tuple[tuple[float, float, float], range]:
+    """The forecast's mean and band, and its seeds."""
+    summary = created["settled"]
+    forecast = summary["forecast"]
+    assert forecast["seeds"] == FORECAST_SEEDS and summary["expected_error"] == forecast["mean"]
+    seeds = range(forecast["first_seed"], forecast["first_seed"] + forecast["seeds"])
+    return (forecast["mean"], forecast["low"], forecast["high"]), seeds
 
 
 def test_central_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:
@@ -169,14 +181,16 @@ def test_central_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: P
     ) < records_per_round(COUNTS, ROUNDS)
     assert len(federated) == ROUNDS + 1
     assert federated == simulated
-    assert forecast_figures(created) == simulate_figures("central")
+    figures, seeds = forecast_figures(created)
+    assert figures == simulate_figures("central", seeds)
 
 
 def test_hospital_run_is_its_simulation_bit_for_bit(procs: Processes, tmp_path: Path) -> None:
     created, federated, simulated = federated_and_simulated(procs, tmp_path, "hospital")
     assert len(federated) == ROUNDS + 1
     assert federated == simulated
-    assert forecast_figures(created) == simulate_figures("hospital")
+    figures, seeds = forecast_figures(created)
+    assert figures == simulate_figures("hospital", seeds)
 
 
 @pytest.mark.parametrize(
@@ -205,4 +219,5 @@ def test_a_geometric_schedule_with_averaging_is_its_simulation_bit_for_bit(
     estimate = [float(v) for v in simulated.beta]
     assert summary["beta"] == trajectory["estimate"] == estimate != federated[-1]
     assert trajectory["weights"] == list(simulated.final.weights)
-    assert forecast_figures(created) == simulate_figures(mechanism, schedule=SCHEDULE, final=FINAL)
+    figures, seeds = forecast_figures(created)
+    assert figures == simulate_figures(mechanism, seeds, schedule=SCHEDULE, final=FINAL)

@@ -14,9 +14,16 @@ import pytest
 
 from ldpem.common.errors import UserError
 from ldpem.common.executor import SerialExecutor
+from ldpem.common.fastsim import final_errors
 from ldpem.common.mechanisms import LocalTruncation, mechanism_names
 from ldpem.common.models import Records, get_model, model_names
-from ldpem.common.prediction import Problem, predict, prediction_seeds
+from ldpem.common.prediction import (
+    PREDICTION_SEED_BASE,
+    Problem,
+    first_seed,
+    predict,
+    prediction_seeds,
+)
 from ldpem.common.simulation import random_holder_sizes
 from ldpem.common.study import (
     OUTLIER_NORM,
@@ -279,16 +286,33 @@ def test_on_round_sees_every_round_with_its_error() -> None:
 
 
 @pytest.mark.parametrize("mechanism", ["local", "hospital", "central"])
-def test_a_prediction_is_made_of_its_studies(mechanism: str) -> None:
+def test_a_prediction_is_made_of_its_fast_studies(mechanism: str) -> None:
     problem = Problem(model="gmm", d=4, sizes=(2003, 1501, 997), rounds=5)
-    studies = [run_study(problem.study(mechanism, seed)) for seed in prediction_seeds(2)]
+    seeds = prediction_seeds(problem, 2)
+    expected = final_errors(problem.study(mechanism, 0), seeds)
     prediction = predict(problem, mechanism, seeds=2, executor=SerialExecutor())
-    assert list(prediction.errors) == [r.final_error for r in studies]
-    # ``ldpem simulate`` with the same sizes and seed is the same study.
-    simulated = Study(
-        mechanism=mechanism, n=4501, d=4, rounds=5, sizes=(2003, 1501, 997), seed=10**9
-    )
-    assert run_study(simulated).final_error == studies[0].final_error
+    assert list(prediction.errors) == list(expected)
+    assert prediction.first_seed == seeds[0] == first_seed(problem)
+    # ``ldpem simulate`` with the same sizes and seed is the same study: the same β*.
+    simulated = Study(mechanism=mechanism, n=4501, d=4, rounds=5, sizes=(2003, 1501, 997))
+    assert problem.study(mechanism, seeds[0]) == replace(simulated, seed=seeds[0])
+
+
+def test_prediction_seeds_are_the_problems_own() -> None:
+    """Two problems do not share the luck of one set of seeds; a problem keeps its seeds,
+    and so do its settings (rounds, schedule, final rule) compared by the schedule search."""
+    problem = Problem(model="gmm", d=4, sizes=(2003, 1501, 997), rounds=5)
+    assert first_seed(problem) == first_seed(Problem(model="gmm", d=4, sizes=(2003, 1501, 997)))
+    others = [
+        replace(problem, sizes=(2003, 1501, 998)),
+        replace(problem, snr=2.0),
+        replace(problem, model="mrm"),
+        replace(problem, epsilon=0.5),
+    ]
+    firsts = {first_seed(p) for p in [problem, *others]}
+    assert len(firsts) == 5 and min(firsts) >= PREDICTION_SEED_BASE
+    same = replace(problem, rounds=12, schedule="geometric:1.3", final="average:3")
+    assert first_seed(same) == first_seed(problem)
 
 
 def test_every_problem_field_is_a_study_field() -> None:
@@ -299,7 +323,8 @@ def test_every_problem_field_is_a_study_field() -> None:
 #: Who may call the pieces a study is made of (besides the modules that define them).
 STUDY_PIECES = {
     "run_gradient_em": {"common/study.py", "common/simulation.py"},  # simulate_run: a replay
-    "study_rng": {"common/study.py"},
+    # The fast path draws a study's β*, β⁰ and split from the seed as run_study does.
+    "study_rng": {"common/study.py", "common/fastsim.py"},
     "central_noise_for": {"common/study.py"},
     # The audit attacks single mechanisms; it runs no study.
     "make_mechanism": {"common/study.py", "cli/commands/audit.py"},

@@ -31,6 +31,7 @@ from tests.fedkit import (
     admin_headers,
     hospital_headers,
     run_request,
+    settled,
     write_gmm_data,
 )
 
@@ -105,6 +106,8 @@ def start_run(
     created = client.post("/v1/runs", json=request, headers=admin_headers())
     assert created.status_code == 201, created.text
     body = created.json()
+    if request.get("forecast"):  # computed in the background: wait for it, as a reader would
+        settled(client, body["run_id"], headers=admin_headers())
     params = PublicParameters.model_validate(body["params"])
     data, _ = get_model("gmm").generate(
         hospitals * records, d, snr=3.0, sigma=1.0, rng=np.random.default_rng(7)

@@ -23,9 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ldpem.common.prediction import DEFAULT_SEEDS
 from ldpem.processes import Processes
 from ldpem.server.app import create_app
+from ldpem.server.forecast import FORECAST_SEEDS
 from tests.fedkit import live_server, settings
 from tests.server.opkit import READ, late_hospital_run, start_run
 
@@ -82,7 +82,7 @@ def running(tmp_path: Path) -> Iterator[tuple[str, str]]:
     deadline passed short of quorum and was extended)."""
     # The coordinator's default forecast seeds: this page is the docs' screenshot.
     settings_ = settings(
-        tmp_path, public_status=False, read_token=READ, forecast_seeds=DEFAULT_SEEDS
+        tmp_path, public_status=False, read_token=READ, forecast_seeds=FORECAST_SEEDS
     )
     app = create_app(settings_)
     with live_server(app) as url, httpx.Client(base_url=url, timeout=60) as client:

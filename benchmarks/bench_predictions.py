@@ -1,0 +1,251 @@
+"""Predictions in seconds (issue 31): each figure against its floor, measured in one run.
+
+    python benchmarks/bench_predictions.py [--repeats 5] [--demos 3] [--skip plan,demo] [--json]
+
+  simulation  one simulated study of 2·10⁵ GMM records (d = 10, local, 4 hospitals, 10
+              rounds), CPU time: the fast path (``fastsim.simulate``, what the forecast,
+              the plan and the bootstrap run) and ``run_study`` (``ldpem simulate``),
+              interleaved with the floor, drawing one Gaussian per value (2·10⁶).
+  create      ``POST /v1/runs`` of the demo's run (3 hospitals, 2·10⁵ records) on a live
+              ``ldpem coordinator``, wall time, with the forecast (now computed in the
+              background) and without (the floor), alternately; and the time until the
+              forecast is stored.
+  plan        ``ldpem plan --hospitals-sizes 20000,40000,60000,80000 --search-schedule``,
+              wall and CPU; its floor: drawing one Gaussian per value of every simulation it
+              ran (counted from its --json), spread over its workers.
+  demo        ``ldpem demo --hospitals 3 --records 200000 --rounds 10`` launch to exit (the
+              forecast shown), alternately with the bare-numpy floor of the same job: one
+              interpreter that imports numpy, draws the 2·10⁶ values and runs the 10 rounds
+              of per-record gradient, clip, Gaussian noise and sum.
+
+The machine is shared: the load average (1 min) is recorded before and after; compare the
+ratios, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from ldpem.common.fastsim import simulate
+from ldpem.common.study import Study, run_study
+from ldpem.processes import Processes, start_coordinator
+
+N, D, ROUNDS = 200_000, 10, 10
+SIZES = (20_000, 40_000, 60_000, 80_000)
+
+FLOOR_SCRIPT = """
+import numpy as np
+rng = np.random.default_rng(0)
+x = rng.standard_normal((200_000, 10))
+beta = rng.standard_normal(10)
+for t in range(10):
+    part = x[t * 20_000 : (t + 1) * 20_000]
+    weights = np.tanh(part @ beta)
+    gradients = weights[:, None] * part - beta
+    norms = np.maximum(np.linalg.norm(gradients, axis=1), 1.0)
+    noisy = gradients / norms[:, None] + rng.standard_normal(part.shape)
+    beta = beta + noisy.mean(axis=0)
+"""
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_simulation(repeats: int) -> dict[str, Any]:
+    study = Study(model="gmm", mechanism="local", n=N, d=D, rounds=ROUNDS, sizes=SIZES)
+    rng = np.random.default_rng(1)
+    simulate(replace(study, n=4000, sizes=(1000,) * 4))  # the truncation table, once
+    jobs: dict[str, Callable[[int], object]] = {
+        "floor": lambda seed: rng.standard_normal((N, D)),
+        "fast": lambda seed: simulate(replace(study, seed=seed)),
+        "run_study": lambda seed: run_study(replace(study, seed=seed)),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in jobs}
+    for r in range(repeats):
+        for name, job in jobs.items():
+            started = time.process_time()
+            job(r)
+            samples[name].append(time.process_time() - started)
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    return {
+        "cpu_s": med,
+        "samples": samples,
+        "fast_over_floor": med["fast"] / med["floor"],
+        "run_study_over_floor": med["run_study"] / med["floor"],
+        "run_study_over_fast": med["run_study"] / med["fast"],
+    }
+
+
+def bench_create(repeats: int, root: Path) -> dict[str, Any]:
+    admin = secrets.token_urlsafe(24)
+    processes = Processes(root / "logs")
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    try:
+        _, url = start_coordinator(
+            processes, state=root / "coordinator.sqlite", env={"LDPEM_ADMIN_TOKEN": admin}
+        )
+        headers = {"Authorization": f"Bearer {admin}"}
+        samples: dict[str, list[float]] = {"forecast": [], "floor": [], "forecast_ready": []}
+        with httpx.Client(base_url=url, headers=headers, timeout=600) as client:
+            for r in range(repeats):
+                for forecast in (True, False):
+                    request = {
+                        "model": "gmm",
+                        "d": D,
+                        "rounds": ROUNDS,
+                        "forecast": forecast,
+                        "seed": r,
+                        "hospitals": [
+                            {"name": f"r{r}{forecast:d}h{k}", "records": size}
+                            for k, size in enumerate((80_000, 70_000, 50_000))
+                        ],
+                    }
+                    started = time.perf_counter()
+                    created = client.post("/v1/runs", json=request)
+                    samples["forecast" if forecast else "floor"].append(
+                        time.perf_counter() - started
+                    )
+                    assert created.status_code == 201, created.text
+                    run_id = created.json()["run_id"]
+                    while forecast and client.get(f"/v1/runs/{run_id}").json()["pending"]:
+                        time.sleep(0.02)
+                    if forecast:
+                        samples["forecast_ready"].append(time.perf_counter() - started)
+    finally:
+        processes.stop()
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    return {"wall_s": med, "samples": samples}
+
+
+def values_simulated(plan: dict[str, Any]) -> int:
+    """Gaussian-sized values (records × d) of every simulation in ``ldpem plan --json``."""
+    d = plan["d"]
+    total = 0
+    for entry in plan["mechanisms"].values():
+        total += entry["seeds"] * entry["n"]
+        total += sum(s["seeds"] * s["n"] for s in entry["snr_sensitivity"])
+    crossover = plan["local_crossover"]
+    total += sum(crossover["seeds"] * int(n) for n in crossover["sizes"] if int(n) != plan["n"])
+    search = plan.get("schedule_search", {})
+    total += sum(row["seeds"] * row["n"] for row in search.get("table", []))
+    if "compared" in search:
+        total += search["compared"]["seeds"] * search["compared"]["n"]
+    return int(total * d)
+
+
+def bench_plan() -> dict[str, Any]:
+    command = [sys.executable, "-m", "ldpem", "plan", "--hospitals-sizes"]
+    command += [",".join(map(str, SIZES)), "--d", str(D), "--search-schedule", "--json"]
+    cpu = children_cpu()
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - started
+    used = children_cpu() - cpu
+    values = values_simulated(json.loads(done.stdout))
+    rng = np.random.default_rng(2)
+    began = time.process_time()
+    rng.standard_normal((N, D))
+    per_value = (time.process_time() - began) / (N * D)
+    workers = os.cpu_count() or 1
+    floor = values * per_value / workers
+    return {
+        "wall_s": wall,
+        "cpu_s": used,
+        "values": values,
+        "floor_s": floor,
+        "wall_over_floor": wall / floor,
+    }
+
+
+def bench_demo(repeats: int, root: Path) -> dict[str, Any]:
+    samples: dict[str, list[float]] = {"demo": [], "floor": []}
+    for r in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", FLOOR_SCRIPT], check=True)
+        samples["floor"].append(time.perf_counter() - started)
+        workdir = root / f"demo-{r}"
+        command = [sys.executable, "-m", "ldpem", "demo", "--hospitals", "3", "--records"]
+        command += [str(N), "--d", str(D), "--rounds", str(ROUNDS), "--workdir", str(workdir)]
+        started = time.perf_counter()
+        done = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
+        samples["demo"].append(time.perf_counter() - started)
+        assert json.loads(done.stdout)["forecast"] is not None, "the demo showed no forecast"
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    return {"wall_s": med, "samples": samples, "demo_over_floor": med["demo"] / med["floor"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--demos", type=int, default=3)
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    skip = set(args.skip.split(",")) - {""}
+    result: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_before": os.getloadavg()[0],
+    }
+    with tempfile.TemporaryDirectory(prefix="ldpem-bench-") as tmp:
+        root = Path(tmp)
+        if "simulation" not in skip:
+            result["simulation"] = bench_simulation(args.repeats)
+        if "create" not in skip:
+            result["create"] = bench_create(args.repeats, root / "create")
+        if "plan" not in skip:
+            result["plan"] = bench_plan()
+        if "demo" not in skip:
+            result["demo"] = bench_demo(args.demos, root)
+    result["load_after"] = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"{result['date']}, load {result['load_before']:.1f} → {result['load_after']:.1f}")
+    if "simulation" in result:
+        s = result["simulation"]
+        cpu = s["cpu_s"]
+        print(
+            f"simulation n = 2e5: fast {cpu['fast']:.4f} s CPU ({s['fast_over_floor']:.2f}x the "
+            f"floor {cpu['floor']:.4f} s), run_study {cpu['run_study']:.4f} s "
+            f"({s['run_study_over_floor']:.2f}x; {s['run_study_over_fast']:.2f}x the fast path)"
+        )
+    if "create" in result:
+        c = result["create"]["wall_s"]
+        print(
+            f"run create: {c['forecast']:.3f} s with the forecast, {c['floor']:.3f} s without; "
+            f"forecast stored {c['forecast_ready']:.2f} s after the request"
+        )
+    if "plan" in result:
+        p = result["plan"]
+        print(
+            f"plan --search-schedule: {p['wall_s']:.1f} s wall, {p['cpu_s']:.1f} s CPU; floor "
+            f"{p['floor_s']:.2f} s ({p['values']:.3g} values): {p['wall_over_floor']:.1f}x"
+        )
+    if "demo" in result:
+        d = result["demo"]
+        print(
+            f"demo: {d['wall_s']['demo']:.2f} s launch to exit, floor "
+            f"{d['wall_s']['floor']:.2f} s: {d['demo_over_floor']:.1f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
