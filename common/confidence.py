@@ -48,7 +48,7 @@ from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
 from ldpem.common.executor import Executor, make_executor
-from ldpem.common.fastsim import final_estimates
+from ldpem.common.fastsim import final_estimates, model_missing
 from ldpem.common.models import get_model
 from ldpem.common.study import Study, StudyResult
 
@@ -184,10 +184,9 @@ def bootstrap_study(result: StudyResult) -> Study:
     resolved (n, d, δ, τ, B, the hospitals' sizes) fixed, no outliers; its synthetic
     records come from ``bootstrap_estimates``, not from the study's snr."""
     sizes = result.hospital_sizes
-    model = get_model(result.study.model)
     missing = result.study.missing
     if missing is None:
-        missing = 0.1 if model.allows_missing else 0.0
+        missing = model_missing(get_model(result.study.model))
     return replace(
         result.study,
         n=result.n,
