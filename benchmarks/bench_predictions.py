@@ -110,6 +110,7 @@ def bench_create(repeats: int, root: Path) -> dict[str, Any]:
                     request = {
                         "model": "gmm",
                         "d": D,
+                        "sigma": 1.0,
                         "rounds": ROUNDS,
                         "forecast": forecast,
                         "seed": r,

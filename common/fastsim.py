@@ -68,6 +68,7 @@ from ldpem.common.secagg.quantize import FINE_BITS
 from ldpem.common.simulation import random_holder_sizes
 from ldpem.common.study import Dataset, Study, run_study, study_mechanisms
 from ldpem.common.study_checks import check_size, check_study, given_sizes, per_hospital
+from ldpem.common.truncation import smoothed_truncation
 from ldpem.common.truncation_sum import truncated_sum
 
 __all__ = ["BATCH", "FastRun", "fast_path", "final_errors", "final_estimates", "simulate"]
@@ -96,13 +97,23 @@ def fast_path(study: Study) -> bool:
     return not study.reuse and study.outliers == 0.0 and study.dropout == 0.0
 
 
+#: Values a mechanism's contributions are probed at (``_tabled``): zero, tiny, moderate,
+#: large and huge, both signs.
+_PROBE = np.array([[0.0, 1e-9, 0.3, -0.7, 2.5, -40.0, 1e6, -1e300]])
+_TABLED: dict[type[Mechanism], bool] = {}
+
+
 def _tabled(mechanism: Mechanism) -> bool:
-    """Whether a holder's contributions under ``mechanism`` are the local truncation's
-    (local, hospital, central, noise shares), which the table sums."""
-    return (
-        isinstance(mechanism, LocalTruncation)
-        and type(mechanism).contributions is LocalTruncation.contributions
-    )
+    """Whether ``mechanism`` contributes the smoothed truncation of each gradient at its
+    scale and smoothing (local, hospital, central, noise shares), which the table sums:
+    its class's ``contributions`` are probed once against ``smoothed_truncation``."""
+    if not isinstance(mechanism, LocalTruncation):
+        return False
+    kind = type(mechanism)
+    if kind not in _TABLED:
+        expected = smoothed_truncation(_PROBE, mechanism.scale, mechanism.smoothing)
+        _TABLED[kind] = bool(np.array_equal(mechanism.contributions(_PROBE.copy()), expected))
+    return _TABLED[kind]
 
 
 def _holder_sum(mechanism: Mechanism, gradients: FloatArray) -> NDArray[Any]:

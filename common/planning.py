@@ -39,7 +39,7 @@ __all__ = [
     "beta_zero_warning",
     "make_plan",
     "recommendation",
-    "recommended_mechanism",
+    "recommended",
 ]
 
 #: Simulations behind the warning of a study on records without a known β* (a mean only:
@@ -69,8 +69,9 @@ class Plan:
 
     @property
     def mechanism(self) -> str | None:
-        """The recommended mechanism (``recommended_mechanism``), None if none."""
-        return recommended_mechanism(self.problem, self.predictions)
+        """The recommended mechanism's name (``recommended``), None if none."""
+        chosen = recommended(self.problem, self.predictions)
+        return None if chosen is None else chosen.mechanism
 
     @property
     def seeds(self) -> int:
@@ -117,10 +118,11 @@ class Plan:
         }
 
 
-def recommended_mechanism(problem: Problem, predictions: Sequence[Prediction]) -> str | None:
-    """Which mechanism that keeps the noise on the hospitals' machines to use: local,
-    hospital, or secagg (noise shares, for a clear gain: it assumes an honest majority of
-    holders); None when none reaches ``problem.useful_error``."""
+def recommended(problem: Problem, predictions: Sequence[Prediction]) -> Prediction | None:
+    """The prediction of the mechanism to use among those that keep the noise on the
+    hospitals' machines: local, hospital, or secagg (noise shares, for a clear gain: it
+    assumes an honest majority of holders); None when none reaches
+    ``problem.useful_error``."""
     by_name = {p.mechanism: p for p in predictions}
     useful = problem.useful_error
     local, hospital = by_name.get("local"), by_name.get("hospital")
@@ -134,19 +136,19 @@ def recommended_mechanism(problem: Problem, predictions: Sequence[Prediction]) -
         # Noise shares add a trust assumption (an honest majority of holders): only for a
         # clear gain, half the error of both others — many small holders, where hospital-
         # level DP truncates each small sum hard; a few large hospitals gain little.
-        return "secagg"
+        return secagg
     if local is not None and hospital is not None:
         if hospital.mean <= useful and (local.mean > useful or hospital.mean < 0.8 * local.mean):
-            return "hospital"
+            return hospital
         if local.mean <= useful:
-            return "local"
+            return local
     return None
 
 
 def recommendation(
     problem: Problem, predictions: Sequence[Prediction], crossover: Crossover
 ) -> str:
-    """One line: the ``recommended_mechanism``, its expected error against the others' and
+    """One line: the ``recommended`` mechanism, its expected error against the others' and
     β = 0's, and local DP's crossover."""
     by_name = {p.mechanism: p for p in predictions}
     trivial, useful = problem.trivial_error, problem.useful_error
@@ -156,24 +158,23 @@ def recommendation(
         if crossover.n is not None
         else f"local DP does not beat β = 0 even at n = {crossover.limit:,}"
     )
-    chosen = recommended_mechanism(problem, predictions)
-    if chosen == "secagg":
-        secagg = by_name["secagg"]
+    chosen = recommended(problem, predictions)
+    if chosen is not None and chosen is by_name.get("secagg"):
         others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in (local, hospital) if e)
         return (
             f"use secure aggregation (--mechanism secagg, t_min > K/2): expected error "
-            f"{secagg.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at least "
+            f"{chosen.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at least "
             f"t_min of the holders do not collude with the coordinator; {need}"
         )
-    if chosen == "hospital" and local is not None and hospital is not None:
+    if chosen is not None and chosen is hospital and local is not None:
         return (
             f"use hospital-level DP (--mechanism hospital): expected error "
-            f"{hospital.mean:.3g} against {local.mean:.3g} for local DP and {trivial:.3g} "
+            f"{chosen.mean:.3g} against {local.mean:.3g} for local DP and {trivial:.3g} "
             f"for β = 0, with the same trust boundary; {need}"
         )
-    if chosen == "local" and local is not None:
+    if chosen is not None and chosen is local:
         return (
-            f"use local DP (--mechanism local): expected error {local.mean:.3g} against "
+            f"use local DP (--mechanism local): expected error {chosen.mean:.3g} against "
             f"{trivial:.3g} for β = 0"
         )
     return (

@@ -20,8 +20,7 @@ from ldpem.common.confidence import DEFAULT_DRAWS
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.study import Dataset
-from ldpem.demo import DemoConfig, _baselines, demo_hospital_sizes
-from ldpem.server.forecast import FORECAST_SEEDS
+from ldpem.demo import DEMO_FORECAST_SEEDS, DemoConfig, _baselines, demo_hospital_sizes
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -150,9 +149,10 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
         assert h["rounds_reported"] == 5
         assert h["epsilon_spent"] == pytest.approx(1.0, rel=1e-6)
     assert payload["seconds"] > 0
-    # The coordinator's forecast, from its default seeds, with its band.
+    # The coordinator's forecast, from the demo's seeds, with its band.
     forecast = payload["forecast"]
-    assert forecast["seeds"] == FORECAST_SEEDS and forecast["mean"] == payload["expected_error"]
+    assert forecast["seeds"] == DEMO_FORECAST_SEEDS
+    assert forecast["mean"] == payload["expected_error"]
     assert forecast["low"] <= forecast["mean"] <= forecast["high"]
     # The coordinator's confidence region of the estimate (its default draws).
     confidence = payload["confidence"]
