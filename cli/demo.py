@@ -270,9 +270,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             problem = processes.failed()
             if problem is not None:
                 raise UserError(problem)
-            # The baselines run while the coordinator bootstraps the run's confidence region.
-            betas = [np.array(b) for b in trajectory]
-            baselines = _baselines(config, data, betas[0], delta)
+            # The baselines above ran while the coordinator bootstrapped the region too.
             confidence = await_confidence(
                 client.get(f"/v1/runs/{run_id}").json(),
                 lambda: client.get(f"/v1/runs/{run_id}").json(),
@@ -283,6 +281,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
 
     model = get_model(config.model)
     beta_star = data.beta_star
+    betas = [np.array(b) for b in trajectory]
     errors = [model.error(b, beta_star) for b in betas[1:]]
     hospitals = _hospital_spend(names, data.sizes, paths, delta)
     result: dict[str, Any] = {
