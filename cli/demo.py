@@ -36,7 +36,7 @@ from ldpem.common.protocol import study_delta
 from ldpem.common.simulation import split_holders
 from ldpem.common.study import Dataset, Study, run_study
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
-from ldpem.run_estimate import await_confidence
+from ldpem.run_estimate import final_region
 
 __all__ = ["DEMO_FORECAST_SEEDS", "DemoConfig", "demo_hospital_sizes", "run_demo"]
 
@@ -270,12 +270,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             problem = processes.failed()
             if problem is not None:
                 raise UserError(problem)
-            # The baselines above ran while the coordinator bootstrapped the region too.
-            confidence = await_confidence(
-                client.get(f"/v1/runs/{run_id}").json(),
-                lambda: client.get(f"/v1/runs/{run_id}").json(),
-                0.1,
-            ).get("confidence")
+            confidence = final_region(lambda: client.get(f"/v1/runs/{run_id}").json())
     finally:
         processes.stop()
 
