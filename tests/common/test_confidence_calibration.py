@@ -8,8 +8,9 @@ B = 19 is the fewest draws at level 0.9 (``least_draws``): the order statistics 
 coverage exactly 0.9 for any B when the pivot holds, so a small B tests the calibration
 at a fraction of the default's cost (a larger B only steadies the widths). The band
 [0.85, 0.95] is the issue's: ±2.4 standard errors of a coverage of 0.9 over 200 runs
-(√(0.9·0.1/200) = 0.021). Measured (2026-11-26): radius 0.930 / 0.935 / 0.890, per
-coordinate 0.869 / 0.894 / 0.899 for local / hospital / central. The same cases at
+(√(0.9·0.1/200) = 0.021). Measured (2026-11-26, benchmarks/confidence_coverage.py with
+these seeds): radius 0.925 / 0.925 / 0.885, per coordinate 0.859 / 0.908 / 0.914 for
+local / hospital / central. The same cases at
 n = 2·10⁵, and mrm and rmc, are benchmarks/confidence_coverage.py's (docs/RESULTS.md):
 too costly for CI.
 """
