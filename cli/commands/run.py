@@ -21,9 +21,10 @@ and says so on stderr.
 read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TOKEN or
 --admin-token-file); a coordinator started with --public-status needs neither. --wait
 follows it, one line per closed round on stderr, until it finished (exit 0) or failed
-(exit 2), and then prints one line (--json: the JSON too); --beta-star FILE (JSON from
-ldpem generate --beta-star-out) also prints the estimation error of the run's beta against
-beta*, next to the trivial error of beta = 0.
+(exit 2), and then prints one line (--json: the JSON too) and the finished run's estimate
+with its confidence intervals (once the coordinator computed them); --beta-star FILE (JSON
+from ldpem generate --beta-star-out) also prints the estimation error of the run's beta
+against beta*, next to the trivial error of beta = 0.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help="show a run, or follow it to its end",
             description=(
                 "Print a run as JSON, or with --wait follow it (one line per closed round on "
-                "stderr) until it finished (exit 0) or failed (exit 2) and print one line. "
+                "stderr) until it finished (exit 0) or failed (exit 2), print one line and the "
+                "estimate with its confidence intervals. "
                 "Reads with the read token, else the admin token; a coordinator started with "
                 "--public-status needs neither."
             ),
