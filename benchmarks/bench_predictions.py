@@ -1,6 +1,7 @@
 """Predictions in seconds (issue 31): each figure against its floor, measured in one run.
 
-    python benchmarks/bench_predictions.py [--repeats 5] [--demos 3] [--skip plan,demo] [--json]
+    python benchmarks/bench_predictions.py [--repeats 5] [--demos 3] [--skip plan,demo]
+        [--quick] [--json]
 
   simulation  one simulated study of 2·10⁵ GMM records (d = 10, local, 4 hospitals, 10
               rounds), CPU time: the fast path (``fastsim.simulate``, what the forecast,
@@ -19,7 +20,8 @@
               of per-record gradient, clip, Gaussian noise and sum.
 
 The machine is shared: the load average (1 min) is recorded before and after; compare the
-ratios, measured in the same run.
+ratios, measured in the same run. ``--quick``: every part once at 2·10⁴ records (a check
+that the benchmark runs, tests/benchmarks/test_quick.py).
 """
 
 from __future__ import annotations
@@ -46,16 +48,23 @@ from ldpem.common.fastsim import simulate
 from ldpem.common.study import Study, run_study
 from ldpem.processes import Processes, start_coordinator
 
-N, D, ROUNDS = 200_000, 10, 10
-SIZES = (20_000, 40_000, 60_000, 80_000)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _fedkit import machine
+
+D, ROUNDS = 10, 10
+#: Records of the figures (--quick: a tenth).
+N = 200_000
 
 FLOOR_SCRIPT = """
+import sys
 import numpy as np
+n = int(sys.argv[1])
 rng = np.random.default_rng(0)
-x = rng.standard_normal((200_000, 10))
+x = rng.standard_normal((n, 10))
 beta = rng.standard_normal(10)
 for t in range(10):
-    part = x[t * 20_000 : (t + 1) * 20_000]
+    part = x[t * (n // 10) : (t + 1) * (n // 10)]
     weights = np.tanh(part @ beta)
     gradients = weights[:, None] * part - beta
     norms = np.maximum(np.linalg.norm(gradients, axis=1), 1.0)
@@ -69,8 +78,13 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def sizes(n: int) -> tuple[int, ...]:
+    """The issue's four hospitals (20,000 … 80,000 records at n = 2·10⁵), scaled to n."""
+    return tuple(n * k // 10 for k in (1, 2, 3, 4))
+
+
 def bench_simulation(repeats: int) -> dict[str, Any]:
-    study = Study(model="gmm", mechanism="local", n=N, d=D, rounds=ROUNDS, sizes=SIZES)
+    study = Study(model="gmm", mechanism="local", n=N, d=D, rounds=ROUNDS, sizes=sizes(N))
     rng = np.random.default_rng(1)
     simulate(replace(study, n=4000, sizes=(1000,) * 4))  # the truncation table, once
     jobs: dict[str, Callable[[int], object]] = {
@@ -116,7 +130,7 @@ def bench_create(repeats: int, root: Path) -> dict[str, Any]:
                         "seed": r,
                         "hospitals": [
                             {"name": f"r{r}{forecast:d}h{k}", "records": size}
-                            for k, size in enumerate((80_000, 70_000, 50_000))
+                            for k, size in enumerate((N * 8 // 20, N * 7 // 20, N * 5 // 20))
                         ],
                     }
                     started = time.perf_counter()
@@ -154,7 +168,7 @@ def values_simulated(plan: dict[str, Any]) -> int:
 
 def bench_plan() -> dict[str, Any]:
     command = [sys.executable, "-m", "ldpem", "plan", "--hospitals-sizes"]
-    command += [",".join(map(str, SIZES)), "--d", str(D), "--search-schedule", "--json"]
+    command += [",".join(map(str, sizes(N))), "--d", str(D), "--search-schedule", "--json"]
     cpu = children_cpu()
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -180,7 +194,7 @@ def bench_demo(repeats: int, root: Path) -> dict[str, Any]:
     samples: dict[str, list[float]] = {"demo": [], "floor": []}
     for r in range(repeats):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", FLOOR_SCRIPT], check=True)
+        subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(N)], check=True)
         samples["floor"].append(time.perf_counter() - started)
         workdir = root / f"demo-{r}"
         command = [sys.executable, "-m", "ldpem", "demo", "--hospitals", "3", "--records"]
@@ -198,11 +212,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--demos", type=int, default=3)
     parser.add_argument("--skip", default="", help="comma-separated parts to skip")
+    parser.add_argument("--quick", action="store_true", help="once each, at 2·10⁴ records")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     skip = set(args.skip.split(",")) - {""}
+    if args.quick:
+        global N
+        N, args.repeats, args.demos = N // 10, 1, 1
     result: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine(),
+        "n": N,
         "load_before": os.getloadavg()[0],
     }
     with tempfile.TemporaryDirectory(prefix="ldpem-bench-") as tmp:
@@ -224,7 +244,8 @@ def main() -> None:
         s = result["simulation"]
         cpu = s["cpu_s"]
         print(
-            f"simulation n = 2e5: fast {cpu['fast']:.4f} s CPU ({s['fast_over_floor']:.2f}x the "
+            f"simulation n = {N:.0e}: fast {cpu['fast']:.4f} s CPU "
+            f"({s['fast_over_floor']:.2f}x the "
             f"floor {cpu['floor']:.4f} s), run_study {cpu['run_study']:.4f} s "
             f"({s['run_study_over_floor']:.2f}x; {s['run_study_over_fast']:.2f}x the fast path)"
         )

@@ -48,7 +48,7 @@ from numpy.typing import NDArray
 
 from ldpem.common.errors import UserError
 from ldpem.common.executor import Executor, make_executor
-from ldpem.common.fastsim import final_estimates, model_missing
+from ldpem.common.fastsim import final_estimates
 from ldpem.common.models import get_model
 from ldpem.common.study import Study, StudyResult
 
@@ -66,6 +66,7 @@ __all__ = [
     "least_draws",
     "region",
     "region_lines",
+    "resolved_missing",
     "study_region",
 ]
 
@@ -184,9 +185,7 @@ def bootstrap_study(result: StudyResult) -> Study:
     resolved (n, d, δ, τ, B, the hospitals' sizes) fixed, no outliers; its synthetic
     records come from ``bootstrap_estimates``, not from the study's snr."""
     sizes = result.hospital_sizes
-    missing = result.study.missing
-    if missing is None:
-        missing = model_missing(get_model(result.study.model))
+    missing = resolved_missing(result.study.model, result.study.missing)
     return replace(
         result.study,
         n=result.n,
@@ -199,6 +198,14 @@ def bootstrap_study(result: StudyResult) -> Study:
         missing=missing,
         outliers=0.0,
     )
+
+
+def resolved_missing(model: str, missing: float | None) -> float:
+    """The share of missing covariates a bootstrap draws: ``missing``, else the study's
+    default (0.1 for a model that allows missing covariates, rmc; 0 otherwise)."""
+    if missing is not None:
+        return missing
+    return 0.1 if get_model(model).allows_missing else 0.0
 
 
 def bootstrap_seeds(draws: int, seed: int | None = None) -> list[int]:

@@ -11,9 +11,9 @@ The search assumes the error falls as n grows, and trusts that: from the planned
 gallops a doubling at a time towards the crossing, then bisects the last doubling. So it
 simulates a handful of sizes, never a whole grid, and it can never contradict itself: the
 planned n is on the grid and its prediction is the one the planner shows, so "at n the
-mean beats β = 0" holds exactly when the crossover is at most n. Every size uses the same
-problem's own seeds (``prediction.first_seed``), so every call for the same problem finds
-the same n. The planned n's prediction is the planner's own (``known``, with its
+mean beats β = 0" holds exactly when the crossover is at most n. Each size simulates at
+its own problem's seeds (``prediction.first_seed``), so every call for the same problem
+finds the same n. The planned n's prediction is the planner's own (``known``, with its
 ``DEFAULT_SEEDS``); the other sizes use ``seeds`` (``SEARCH_SEEDS`` by default: only
 their means are compared).
 

@@ -193,7 +193,7 @@ def simulate(
         return _reference(study, model, beta_star, beta0)
     rng = study_rng(study.seed)
     d = study.d
-    missing = study.missing if study.missing is not None else model_missing(model)
+    missing = study.missing if study.missing is not None else _model_missing(model)
     if missing and not model.allows_missing:
         raise UserError(f"missing must be 0 for model {model.name}, got {missing!r}")
     if beta_star is None:
@@ -233,7 +233,7 @@ def simulate(
     return FastRun(final, star, _error(model, final, star))
 
 
-def model_missing(model: Model) -> float:
+def _model_missing(model: Model) -> float:
     """The share of missing covariates of a study that does not say (``Study.missing``)."""
     return 0.1 if model.allows_missing else 0.0
 
@@ -258,7 +258,7 @@ def _reference(
     data = None
     if beta_star is not None:
         star = _vector("beta_star", beta_star, study.d)
-        missing = study.missing if study.missing is not None else model_missing(model)
+        missing = study.missing if study.missing is not None else _model_missing(model)
         rng = study_rng(study.seed)
         draw = Draw(n=study.n, beta_star=star, sigma=study.sigma, missing=missing, rng=rng)
         data = Dataset(model.sample_records(draw), star)

@@ -22,10 +22,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ldpem.common.confidence import DEFAULT_DRAWS, DEFAULT_LEVEL, study_region
+from ldpem.common.confidence import DEFAULT_DRAWS, DEFAULT_LEVEL, resolved_missing, study_region
 from ldpem.common.executor import make_executor
-from ldpem.common.fastsim import model_missing
-from ldpem.common.models import get_model
 from ldpem.common.study import Study
 from ldpem.common.wire import ConfidenceRegion, PublicParameters, RunCreate
 from ldpem.server.forecast import ForecastOptions, run_problem
@@ -60,9 +58,7 @@ def federated_study(request: RunCreate, params: PublicParameters) -> Study:
     with the run's mechanism, the share of missing covariates resolved."""
     problem = run_problem(request, params)
     study = problem.study(params.mechanism, 0)
-    missing = study.missing
-    if missing is None:
-        missing = model_missing(get_model(study.model))
+    missing = resolved_missing(study.model, study.missing)
     return replace(study, missing=missing, beta_bound=problem.resolved_bound)
 
 

@@ -141,3 +141,14 @@ def test_confidence_coverage_quick() -> None:
         assert row["runs"] == 20 and row["draws"] == 19
         assert 0 <= row["radius_coverage"] <= 1 and 0 <= row["coordinate_coverage"] <= 1
         assert row["mean_radius"] > 0 and row["mean_width"] > 0
+
+
+def test_bench_predictions_quick() -> None:
+    result = run("bench_predictions.py")
+    assert result["n"] == 20_000
+    simulation = result["simulation"]
+    assert {"floor", "fast", "run_study"} <= simulation["cpu_s"].keys()
+    assert simulation["fast_over_floor"] > 0
+    assert {"forecast", "floor", "forecast_ready"} <= result["create"]["wall_s"].keys()
+    assert result["plan"]["values"] > 0 and result["plan"]["floor_s"] > 0
+    assert result["demo"]["demo_over_floor"] > 0
