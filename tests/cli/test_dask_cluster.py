@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from ldpem.cli import main
 from ldpem.server.app import create_app
 from tests.fedkit import admin_headers, run_request, settings, settled
+from tests.server.opkit import start_run
 
 pytestmark = pytest.mark.slow
 
@@ -138,3 +139,17 @@ def test_the_bootstrap_of_simulate_is_the_same_on_the_cluster(scheduler: str) ->
     local = _confidence("--workers", "1")
     assert isinstance(local, dict) and local["draws"] == 19
     assert _confidence("--scheduler", scheduler) == local
+
+
+def test_the_coordinators_bootstrap_runs_with_the_cluster_as_scheduler(
+    scheduler: str, tmp_path: Path
+) -> None:
+    # The coordinator's confidence region runs where its forecast runs (OS seeds: its
+    # numbers are its own, so this checks that it is made there, not their values).
+    with TestClient(create_app(settings(tmp_path, forecast_scheduler=scheduler))) as client:
+        study = start_run(client, records=2000, rounds=1)
+        study.round(0, range(3))
+        finished = settled(client, study.run_id)
+    region = finished["confidence"]
+    assert finished["status"] == "finished" and region is not None
+    assert region["draws"] == 19 and len(region["low"]) == 4 and region["radius"] > 0
