@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ldpem.common.wire import ConfidenceRegion, Forecast, RunCreate, RunSummary
+from ldpem.common.wire import Forecast, RunCreate, RunSummary
 from ldpem.server.health import LATE_FACTOR, LATE_FLOOR, RoundView, RunHealth
 from ldpem.server.pagekit import clock, duration, escape
 from ldpem.server.svg import (
@@ -143,14 +143,19 @@ def beta_plot(
     return f'{chart}<p class="note">{escape(note)}</p>'
 
 
-def estimate_plot(estimate: Sequence[float], confidence: ConfidenceRegion | None) -> str:
-    """The reported estimate β̂ (d,) with its confidence intervals, one coordinate per row
-    (the first ``MAX_COORDINATES``), or a line saying the region is not there yet."""
+def estimate_plot(run: RunSummary) -> str:
+    """A finished run's reported estimate β̂ (d,) with its confidence intervals, one
+    coordinate per row (the first ``MAX_COORDINATES``), or a line saying why there are
+    none: still being computed (pending), or none made."""
+    estimate, confidence = run.beta, run.confidence
     if confidence is None:
-        return (
-            '<p id="confidence" class="note">No confidence region yet: the coordinator '
-            "computes it by parametric bootstrap once the run finished.</p>"
+        why = (
+            "the coordinator is computing it by parametric bootstrap"
+            if "confidence" in run.pending
+            else "this coordinator makes none (confidence_draws = 0) or its bootstrap "
+            "failed (see its log)"
         )
+        return f'<p id="confidence" class="note">No confidence region: {why}.</p>'
     shown = min(len(estimate), MAX_COORDINATES)
 
     def end(value: float | None, default: float) -> float:

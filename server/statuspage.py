@@ -76,7 +76,7 @@ def run_page(view: RunView) -> str:
                 estimate=view.trajectory.estimate,
                 averaged=final_iterates(view.params.final, view.params.rounds),
             ),
-            estimate_plot(run.beta, run.confidence) if run.status == "finished" else "",
+            estimate_plot(run) if run.status == "finished" else "",
             "<h2>Convergence</h2>",
             step_plot(view.trajectory.steps, run),
             "<h2>Rounds</h2>",

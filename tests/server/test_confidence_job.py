@@ -65,7 +65,7 @@ def test_no_region_when_the_operator_asks_for_none(tmp_path: Path) -> None:
         finished = _settled(client, study.run_id)
         page = client.get(f"/runs/{study.run_id}").text
     assert finished["status"] == "finished" and finished["confidence"] is None
-    assert "No confidence region yet" in page
+    assert "No confidence region: this coordinator makes none (confidence_draws = 0)" in page
 
 
 def test_too_few_draws_for_the_level_are_refused_at_start(tmp_path: Path) -> None:
