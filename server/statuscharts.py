@@ -75,8 +75,8 @@ def accuracy(run: RunSummary, request: RunCreate) -> str:
         )
     elif "forecast" in run.pending:
         note = (
-            "Forecast pending: the coordinator is simulating this run in the background; "
-            "reload the page to see it. Meanwhile only the error of β = 0, for scale."
+            "Forecast pending: the coordinator is simulating this run in the background, and "
+            "this page reloads until it is shown. Meanwhile only the error of β = 0, for scale."
         )
     else:
         note = "No forecast for this run (disabled or failed): only the error of β = 0, for scale."

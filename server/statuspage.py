@@ -86,7 +86,8 @@ def run_page(view: RunView) -> str:
             _hospital_table(view.participation, health, view.params, view.now),
         ]
     )
-    return page(f"run {run.run_id}", body, refresh=run.status == "running")
+    # Reloaded while the run goes on, or while a result is computed in the background.
+    return page(f"run {run.run_id}", body, refresh=run.status == "running" or bool(run.pending))
 
 
 #: The banner's label of each health state.

@@ -97,7 +97,8 @@ def test_run_create_answers_before_its_forecast_and_the_page_says_pending(
         run_id = created["run_id"]
         summary = client.get(f"/v1/runs/{run_id}").json()
         assert summary["pending"] == ["forecast"] and summary["expected_error"] is None
-        assert "Forecast pending" in client.get(f"/runs/{run_id}").text
+        pending_page = client.get(f"/runs/{run_id}").text
+        assert "Forecast pending" in pending_page and 'http-equiv="refresh"' in pending_page
         release.set()
         done = settled(client, run_id)
         assert done["forecast"]["seeds"] == 3 and done["expected_error"] == done["forecast"]["mean"]
