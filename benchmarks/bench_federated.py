@@ -88,6 +88,9 @@ def run_inprocess(
         str(rounds_),
         "--seed",
         str(seed),
+        # The run alone, as the federated side: no confidence region.
+        "--draws",
+        "0",
         "--json",
     ]
     started = time.perf_counter()

@@ -36,7 +36,18 @@ K_GRID = (1, 2, 4, 10, 30, 100)
 
 def cli_error(argv: list[str], seed: int) -> float:
     done = subprocess.run(
-        [sys.executable, "-m", "ldpem", "simulate", *argv, "--seed", str(seed), "--json"],
+        [
+            sys.executable,
+            "-m",
+            "ldpem",
+            "simulate",
+            *argv,
+            "--seed",
+            str(seed),
+            "--draws",
+            "0",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from ldpem.common.confidence import Confidence, confidence_region
     from ldpem.common.models import Records, model_names
     from ldpem.common.planning import Plan, make_plan
     from ldpem.common.prediction import Problem
     from ldpem.common.study import Dataset, Study, StudyResult, run_study
 
 __all__ = [
+    "Confidence",
     "Dataset",
     "Plan",
     "Problem",
@@ -35,6 +37,7 @@ __all__ = [
     "Study",
     "StudyResult",
     "__version__",
+    "confidence_region",
     "make_plan",
     "model_names",
     "run_study",
@@ -42,6 +45,8 @@ __all__ = [
 
 #: Where each name of the library's surface is defined.
 _SURFACE = {
+    "Confidence": "ldpem.common.confidence",
+    "confidence_region": "ldpem.common.confidence",
     "Records": "ldpem.common.models",
     "model_names": "ldpem.common.models",
     "Plan": "ldpem.common.planning",

@@ -36,6 +36,7 @@ from ldpem.common.protocol import study_delta
 from ldpem.common.simulation import split_holders
 from ldpem.common.study import Dataset, Study, run_study
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
+from ldpem.run_estimate import final_region
 
 __all__ = ["BASELINES", "DEMO_FORECAST_SEEDS", "DemoConfig", "demo_hospital_sizes", "run_demo"]
 
@@ -277,6 +278,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             problem = processes.failed()
             if problem is not None:
                 raise UserError(problem)
+            confidence = final_region(lambda: client.get(f"/v1/runs/{run_id}").json())
     finally:
         processes.stop()
 
@@ -302,6 +304,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         "trivial_error": float(np.linalg.norm(beta_star)),
         "expected_error": summary.get("expected_error"),
         "forecast": summary.get("forecast"),
+        "confidence": confidence,
         "baselines": {name: b["error"] for name, b in baselines.items()},
         "baseline_errors": {name: b["errors"] for name, b in baselines.items()},
         "hospitals": hospitals,
@@ -350,7 +353,7 @@ def _follow(
 def _forecast(client: httpx.Client, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
     """The run's summary once its background forecast is stored (or FORECAST_TIMEOUT)."""
     deadline = time.monotonic() + FORECAST_TIMEOUT
-    while summary.get("pending") and time.monotonic() < deadline:
+    while "forecast" in summary.get("pending", []) and time.monotonic() < deadline:
         time.sleep(0.05)
         summary = client.get(f"/v1/runs/{run_id}").json()
     return summary

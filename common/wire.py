@@ -54,6 +54,7 @@ from ldpem.common.protocol import (
     study_colluders,
 )
 from ldpem.common.wire_base import Schema
+from ldpem.common.wire_confidence import ConfidenceRegion
 from ldpem.common.wire_errors import describe_errors
 from ldpem.common.wire_forecast import ErrorBand, Forecast
 from ldpem.common.wire_reads import HospitalParticipation, RoundSummary, Trajectory
@@ -63,6 +64,7 @@ __all__ = [
     "API_PREFIX",
     "HOSPITAL_NAME_PATTERN",
     "INT_LIMIT",
+    "ConfidenceRegion",
     "ErrorBand",
     "FederatedMechanism",
     "Forecast",
@@ -422,6 +424,9 @@ class RunSummary(_Schema):
     health_line: str | None = None
     #: Results being computed in the background (see RunCreated), e.g. ["forecast"].
     pending: list[str] = Field(default_factory=list)
+    #: The finished run's confidence region around ``beta``, once its parametric bootstrap
+    #: is done (``ldpem.common.confidence``; pending as "confidence" until then).
+    confidence: ConfidenceRegion | None = None
 
 
 def public_parameters(request: RunCreate) -> PublicParameters:

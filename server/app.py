@@ -23,6 +23,7 @@ from ldpem.common.logs import request_clock
 from ldpem.common.plugins import ensure_plugins
 from ldpem.common.secagg import SecAggError, SecAggRefused
 from ldpem.common.wire import API_PREFIX, describe_errors
+from ldpem.server.confidence import ConfidenceOptions
 from ldpem.server.coordinator import Coordinator, hash_token
 from ldpem.server.forecast import ForecastOptions
 from ldpem.server.metrics import MeteredStore, Metrics, MetricsMiddleware
@@ -141,6 +142,9 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
                 max_records=settings.forecast_max_records,
                 workers=settings.forecast_workers,
                 scheduler=settings.forecast_scheduler,
+            ),
+            confidence=ConfidenceOptions(
+                draws=settings.confidence_draws, level=settings.confidence_level
             ),
             commit_window=settings.commit_window,
         )

@@ -32,6 +32,12 @@ from ldpem.common.wire import (
 )
 from ldpem.server import queries, runs
 from ldpem.server.background import Background
+from ldpem.server.confidence import (
+    CONFIDENCE,
+    ConfidenceJob,
+    ConfidenceOptions,
+    confidence_due,
+)
 from ldpem.server.forecast import ForecastOptions
 from ldpem.server.groupcommit import GroupCommit
 from ldpem.server.machine import Outcome, accept_report, cancel, check_open, expire
@@ -46,7 +52,7 @@ from ldpem.server.policy import (
 from ldpem.server.refusals import Forbidden, shown_run
 from ldpem.server.runs import hash_token
 from ldpem.server.secagg import SecAggRounds
-from ldpem.server.store import HospitalRow, Store
+from ldpem.server.store import HospitalRow, RunRow, Store
 
 __all__ = [
     "NOISE_FLOOR_RTOL",
@@ -73,6 +79,7 @@ class Coordinator:
         range_sigmas: float = 10.0,
         max_noise_factor: float = 10.0,
         forecast: ForecastOptions | None = None,
+        confidence: ConfidenceOptions | None = None,
         clock: Callable[[], float] = time.time,
         commit_window: float = 0.002,
     ) -> None:
@@ -84,6 +91,9 @@ class Coordinator:
         self.range_sigmas = range_sigmas
         self.max_noise_factor = max_noise_factor
         self.forecast = forecast if forecast is not None else ForecastOptions()
+        self.confidence = confidence if confidence is not None else ConfidenceOptions()
+        #: Runs whose confidence region is submitted, stored or failed: not looked at again.
+        self._bootstrapped: set[str] = set()
         self.clock = clock
         self._changed = asyncio.Event()
         #: RoundInfo per run for the long-poll, valid until the next ``_notify``: a round
@@ -121,6 +131,31 @@ class Coordinator:
         self._infos.clear()
         event, self._changed = self._changed, asyncio.Event()
         event.set()
+        self._start_confidences()
+
+    def _start_confidences(self) -> None:
+        """Submit the confidence region of every run that finished since (every change of
+        a run's status comes through ``_notify``); from the event loop only, where
+        ``Background`` runs (a synchronous ``tick`` leaves it to the next change)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for run in self.store.list_runs():
+            if run.id in self._bootstrapped or run.status == "running":
+                continue
+            self._bootstrapped.add(run.id)
+            if confidence_due(self.store, run, self.confidence):
+                job = ConfidenceJob(
+                    self.store,
+                    run.id,
+                    queries.request_of(run),
+                    queries.params_of(run),
+                    tuple(run.beta),
+                    self.confidence,
+                    self.forecast,
+                )
+                self.background.submit(run.id, CONFIDENCE, job.compute, job.save, failed=job.failed)
 
     def _committed(self, outcomes: list[Outcome | Exception]) -> None:
         # Logged here, once the batch is committed and before any of its callers resumes,
@@ -163,28 +198,36 @@ class Coordinator:
         self.background.submit(run_id, runs.FORECAST, job.compute, job.save, failed=job.failed)
 
     def resume_derived(self) -> None:
-        """Submit again the forecasts a stopped coordinator was computing (call once the
-        event loop runs)."""
+        """Submit again the forecasts and confidence regions a stopped coordinator was
+        computing (call once the event loop runs)."""
         for run in self.store.list_runs():
             if runs.forecast_due(run):
                 request = queries.request_of(run)
                 self._start_forecast(run.id, request, queries.params_of(run))
+        self._start_confidences()
 
     async def close(self) -> None:
         """Stop the background computations (what is not stored yet is dropped)."""
         await self.background.close()
+
+    def _pending(self, run: RunRow) -> list[str]:
+        """The run's derived results not stored yet: those computing, and its confidence
+        region from the moment it finished (before ``_start_confidences`` submits it)."""
+        kinds = self.background.pending(run.id)
+        if CONFIDENCE not in kinds and confidence_due(self.store, run, self.confidence):
+            kinds = sorted([*kinds, CONFIDENCE])
+        return kinds
 
     def summary(self, run_id: str) -> RunSummary:
         """The run's summary with its health now (what ``ldpem run status`` shows) and the
         derived results still being computed."""
         run = queries.get_run(self.store, run_id)
         health = queries.health(self.store, run, self.clock())
-        return queries.summary(self.store, run, health, self.background.pending(run_id))
+        return queries.summary(self.store, run, health, self._pending(run))
 
     def list_runs(self) -> list[RunSummary]:
         return [
-            queries.summary(self.store, r, pending=self.background.pending(r.id))
-            for r in self.store.list_runs()
+            queries.summary(self.store, r, pending=self._pending(r)) for r in self.store.list_runs()
         ]
 
     def identity(self, hospital: HospitalRow) -> Identity:
@@ -224,7 +267,8 @@ class Coordinator:
 
     def run_view(self, run_id: str) -> queries.RunView:
         """What the run's status page shows, with its health now."""
-        return queries.run_view(self.store, run_id, self.clock(), self.background.pending(run_id))
+        run = queries.get_run(self.store, run_id)
+        return queries.run_view(self.store, run_id, self.clock(), self._pending(run))
 
     # --- reports ----------------------------------------------------------------------
     async def submit_report(

@@ -30,6 +30,7 @@ from ldpem.common.wire import (
     Trajectory,
 )
 from ldpem.common.wire_reads import LostStep, SecAggRoundSteps, SecAggStepClosing
+from ldpem.server.confidence import stored_region
 from ldpem.server.health import RoundView, RunHealth, assess, round_views
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor
 from ldpem.server.refusals import NotFound, shown_run
@@ -115,6 +116,7 @@ def summary(
         health=None if health is None else health.state,
         health_line=None if health is None else health.headline(),
         pending=list(pending or []),
+        confidence=stored_region(store, run.id) if run.status == "finished" else None,
     )
 
 

@@ -9,9 +9,10 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ldpem.common.confidence import DEFAULT_DRAWS, DEFAULT_LEVEL, least_draws
 from ldpem.common.errors import UserError
 from ldpem.server.forecast import DEFAULT_MAX_RECORDS, FORECAST_SEEDS
 
@@ -55,6 +56,12 @@ class Settings(BaseSettings):
     #: The forecast's simulations run on this Dask distributed cluster
     #: (``tcp://HOST:8786``, needs ``ldpem[dask]``) instead of local processes.
     forecast_scheduler: str | None = Field(default=None, pattern=r"^(tcp|tls)://\S+$")
+    #: Parametric bootstrap draws behind a finished run's confidence region (0: none;
+    #: otherwise at least 19 at level 0.9: ``common.confidence.least_draws``). They run
+    #: where the forecast's simulations run (forecast_workers, forecast_scheduler).
+    confidence_draws: int = Field(default=DEFAULT_DRAWS, ge=0, le=100_000)
+    #: The confidence region's level.
+    confidence_level: float = Field(default=DEFAULT_LEVEL, gt=0, lt=1)
     #: Multiple k of √count·σ_r allowed beyond count·bound in the honest-range check.
     range_sigmas: float = Field(default=10.0, gt=0)
     #: Largest σ_r accepted, as a multiple of the σ_r of the run's own budget.
@@ -62,6 +69,16 @@ class Settings(BaseSettings):
     log_level: str = "info"
     #: ``text`` or ``json`` (one JSON object per line; see ldpem.common.logs).
     log_format: Literal["text", "json"] = "text"
+
+    @model_validator(mode="after")
+    def _enough_draws(self) -> Settings:
+        least = least_draws(self.confidence_level)
+        if 0 < self.confidence_draws < least:
+            raise ValueError(
+                f"confidence_draws must be 0 or >= {least} at confidence_level "
+                f"{self.confidence_level:g}, got {self.confidence_draws}"
+            )
+        return self
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:

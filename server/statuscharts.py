@@ -4,6 +4,7 @@ out)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ldpem.common.wire import Forecast, RunCreate, RunSummary
@@ -21,8 +22,9 @@ from ldpem.server.svg import (
     linear_ticks,
     scale_bar,
 )
+from ldpem.server.svgintervals import Interval, interval_chart
 
-__all__ = ["accuracy", "beta_plot", "round_table", "step_plot", "timeline"]
+__all__ = ["accuracy", "beta_plot", "estimate_plot", "round_table", "step_plot", "timeline"]
 
 #: Coordinates of β drawn at most (a plot of 100 lines shows nothing).
 MAX_COORDINATES = 10
@@ -139,6 +141,54 @@ def beta_plot(
     else:
         reported = f" The reported estimate β̂ is the last iterate β{_superscript(last)}."
     note = f"{more}β⁰ is the start the coordinator drew.{reported}"
+    return f'{chart}<p class="note">{escape(note)}</p>'
+
+
+def estimate_plot(run: RunSummary) -> str:
+    """A finished run's reported estimate β̂ (d,) with its confidence intervals, one
+    coordinate per row (the first ``MAX_COORDINATES``), or a line saying why there are
+    none: still being computed (pending), or none made."""
+    estimate, confidence = run.beta, run.confidence
+    if confidence is None:
+        why = (
+            "the coordinator is computing it by parametric bootstrap"
+            if "confidence" in run.pending
+            else "this coordinator makes none (confidence_draws = 0) or its bootstrap "
+            "failed (see its log)"
+        )
+        return f'<p id="confidence" class="note">No confidence region: {why}.</p>'
+    shown = min(len(estimate), MAX_COORDINATES)
+
+    def end(value: float | None, default: float) -> float:
+        return default if value is None else value
+
+    rows = [
+        Interval(
+            f"β̂{_subscript(j + 1)}",
+            float(estimate[j]),
+            end(confidence.low[j], -math.inf),
+            end(confidence.high[j], math.inf),
+            PALETTE[j % len(PALETTE)],
+        )
+        for j in range(shown)
+    ]
+    level = f"{100 * confidence.level:g}%"
+    chart = interval_chart(
+        rows,
+        chart_id="confidence",
+        title=f"Reported estimate β̂ with {level} confidence intervals",
+        label="β_j",
+    )
+    radius = "unbounded" if confidence.radius is None else f"{confidence.radius:.3g}"
+    more = f"First {shown} of {len(estimate)} coordinates. " if len(estimate) > shown else ""
+    note = (
+        f"{more}Each interval holds the true coordinate β*_j with probability {level}; the "
+        f"whole β* lies within ‖β − β̂‖ ≤ {radius} of β̂ at the same level (up to sign for "
+        f"a sign-invariant model). From {confidence.draws} reruns of this run's pipeline on "
+        f"synthetic data drawn at β̂ ({confidence.method}): they read only β̂ and the "
+        "public parameters, so they cost no privacy. They assume the model holds (for "
+        "regressions, covariates as the model's generator draws them: docs/RESULTS.md)."
+    )
     return f'{chart}<p class="note">{escape(note)}</p>'
 
 

@@ -26,7 +26,14 @@ from ldpem.server.pagekit import clock, duration, escape, page, progress
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_delta
 from ldpem.server.queries import RunView
 from ldpem.server.secaggpage import steps_table
-from ldpem.server.statuscharts import accuracy, beta_plot, round_table, step_plot, timeline
+from ldpem.server.statuscharts import (
+    accuracy,
+    beta_plot,
+    estimate_plot,
+    round_table,
+    step_plot,
+    timeline,
+)
 
 __all__ = ["index_page", "run_page"]
 
@@ -78,6 +85,7 @@ def run_page(view: RunView) -> str:
                 estimate=view.trajectory.estimate,
                 averaged=final_iterates(view.params.final, view.params.rounds),
             ),
+            estimate_plot(run) if run.status == "finished" else "",
             "<h2>Convergence</h2>",
             step_plot(view.trajectory.steps, run),
             "<h2>Rounds</h2>",

@@ -92,6 +92,9 @@ def settings(tmp_path: Path, **extra: Any) -> Settings:
         "state": tmp_path / "coordinator.sqlite",
         "tick": 0.05,
         "forecast_seeds": 2,
+        # The fewest bootstrap draws at level 0.9: each finished run's confidence region
+        # (tests/server/test_confidence_job.py covers it).
+        "confidence_draws": 19,
         # Most tests read run state without a token; tests/server/test_read_auth.py covers
         # the private default.
         "public_status": True,
@@ -106,6 +109,8 @@ def settings(tmp_path: Path, **extra: Any) -> Settings:
 PROCESS_ENV: dict[str, str | None] = {
     "LDPEM_ADMIN_TOKEN": ADMIN,
     "LDPEM_PUBLIC_STATUS": "1",
+    # The fewest bootstrap draws at level 0.9 for each finished run's confidence region.
+    "LDPEM_CONFIDENCE_DRAWS": "19",
     "LDPEM_AGENT_FAULT": None,
 }
 

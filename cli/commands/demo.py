@@ -93,6 +93,19 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _radius(confidence: dict[str, Any] | None) -> str:
+    """Beside the federated error: the coordinator's confidence radius of its estimate
+    (‖β − β̂‖ ≤ r at the level), which the error should not exceed that often."""
+    if confidence is None:
+        return "  (no confidence region)"
+    radius = confidence["radius"]
+    shown = "unbounded" if radius is None else f"{radius:.3f}"
+    return (
+        f"  {100 * confidence['level']:g}% confidence radius {shown} "
+        f"({confidence['draws']} bootstrap draws)"
+    )
+
+
 def print_summary(result: dict[str, Any], out: Any) -> None:
     print(file=out)
     print(
@@ -109,8 +122,9 @@ def print_summary(result: dict[str, Any], out: Any) -> None:
         ("trivial estimate β = 0", result["trivial_error"]),
     ]
     forecast = result.get("forecast")
+    confidence = result.get("confidence")
     for i, (label, value) in enumerate(rows):
-        print(f"  {label:<52}{value:>8.3f}", file=out)
+        print(f"  {label:<52}{value:>8.3f}" + (_radius(confidence) if i == 0 else ""), file=out)
         if i == 0 and forecast is not None:
             # The coordinator's forecast for the federated run, right under it: where its
             # final error should land (with several baselines below, "it" must be next).

@@ -25,10 +25,11 @@ the "created" line (JSON: "plan").
 read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TOKEN or
 --admin-token-file); a coordinator started with --public-status needs neither. --wait
 follows it, one line per closed round on stderr, until it finished (exit 0) or failed
-(exit 2), and then prints one line (--json: the JSON too); --beta-star FILE (JSON from
-ldpem generate --beta-star-out) also prints the estimation error of the run's beta against
-beta*, next to the trivial error of beta = 0. A run that did not finish (failed, or
-cancelled) ends --wait with exit 2.
+(exit 2), and then prints one line (--json: the JSON too) and the finished run's estimate
+with its confidence intervals (once the coordinator computed them); --beta-star FILE (JSON
+from ldpem generate --beta-star-out) also prints the estimation error of the run's beta
+against beta*, next to the trivial error of beta = 0. A run that did not finish (failed,
+or cancelled) ends --wait with exit 2.
 
 "cancel" ends a running run as "cancelled" with the reason given (admin token; POST
 /v1/runs/RUN_ID/cancel): its agents stop with one line and exit 0, and the status page,
@@ -106,7 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help="show a run, or follow it to its end",
             description=(
                 "Print a run as JSON, or with --wait follow it (one line per closed round on "
-                "stderr) until it finished (exit 0) or failed (exit 2) and print one line. "
+                "stderr) until it finished (exit 0) or failed (exit 2), print one line and the "
+                "estimate with its confidence intervals. "
                 "Reads with the read token, else the admin token; a coordinator started with "
                 "--public-status needs neither."
             ),
@@ -435,6 +437,12 @@ def show_status(args: argparse.Namespace) -> int:
             break
         time.sleep(args.interval)
         run = _get(f"{base}/{run_id}", verify, f"run {run_id}", headers)
+    if args.wait and run["status"] == "finished":
+        from ldpem.run_estimate import await_confidence
+
+        run = await_confidence(
+            run, lambda: _get(f"{base}/{run_id}", verify, "run", headers), args.interval
+        )
     # Following a run ends with one line, not the whole JSON above it (--json asks for it).
     if args.json or not args.wait:
         json.dump(run, sys.stdout, indent=2)
@@ -448,4 +456,8 @@ def show_status(args: argparse.Namespace) -> int:
             print(f"run {run_id}: {line}")
     if args.wait and run["status"] != "finished":
         raise UserError(f"run {run_id} {run['status']}: {run.get('reason')}")
+    if args.wait:
+        from ldpem.run_estimate import estimate_lines
+
+        print("\n".join(estimate_lines(run)))
     return 0

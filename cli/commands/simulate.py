@@ -18,9 +18,16 @@ from numpy.typing import NDArray
 
 from ldpem.actions import from_options
 from ldpem.commands.client import add_source_arguments, source_from_args
-from ldpem.commands.plan import parse_sizes
+from ldpem.commands.plan import add_executor_arguments, parse_sizes
 from ldpem.common.accounting import ACCOUNTING_MODES
 from ldpem.common.calibration import DEFAULT_ZETA
+from ldpem.common.confidence import (
+    DEFAULT_DRAWS,
+    DEFAULT_LEVEL,
+    Bootstrap,
+    check_bootstrap,
+    region_lines,
+)
 from ldpem.common.errors import UserError
 from ldpem.common.mechanisms import Mechanism, SecAggSkellam, get_mechanism, mechanism_names
 from ldpem.common.models import model_names
@@ -155,6 +162,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # Records instead of synthetic data: a file, or a database with --query (as `client`).
     add_source_arguments(parser, required=False)
+    add("--level", type=float, default=DEFAULT_LEVEL, help="the confidence region's level")
+    add(
+        "--draws",
+        type=int,
+        default=DEFAULT_DRAWS,
+        help="parametric bootstrap draws behind the confidence region: reruns of the whole "
+        f"study on synthetic data at the estimate (default: {DEFAULT_DRAWS}; 0: no region)",
+    )
+    add(
+        "--bootstrap-seed",
+        type=int,
+        default=None,
+        help="seed of the bootstrap draws, to replay a region (default: from the OS)",
+    )
+    add_executor_arguments(parser)
     add("--json", action="store_true", help="print one JSON object instead of a summary")
     parser.set_defaults(handler=run)
 
@@ -308,14 +330,21 @@ def split_of(result: StudyResult) -> str:
     return "random" if result.study.hospitals > 1 else "dealt"
 
 
-def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict[str, Any]:
+def outcome(
+    result: StudyResult,
+    *,
+    warning: str | None,
+    seconds: float,
+    confidence: dict[str, object] | None = None,
+) -> dict[str, Any]:
     """The JSON object of ``ldpem simulate --json``: the study's values (model, mechanism,
     n, d, budget, rounds, schedule, final, hospital sizes, m and each round's m_t, τ, B,
     the mechanism's public parameters, and under a schedule each round's scale and noise),
     beta (the reported estimate), final_weights (of the last iterates it averages),
     beta_star, initial_error, errors (after each round) and error (the reported
-    estimate's; the three null without β*), the warning (``planning.beta_zero_warning``)
-    and seconds; split (``split_of``)."""
+    estimate's; the three null without β*), the warning (``planning.beta_zero_warning``),
+    seconds, split (``split_of``) and the confidence region
+    (``confidence.Confidence.summary``; None when not asked for)."""
     beta_star = result.beta_star
     repeated = {
         name: getattr(result if name in _RESOLVED else result.study, name) for name in _REPEATED
@@ -335,17 +364,29 @@ def outcome(result: StudyResult, *, warning: str | None, seconds: float) -> dict
         "error": result.final_error,
         "warning": warning,
         "seconds": seconds,
+        "confidence": confidence,
     }
 
 
+#: ``simulate``'s default: no confidence region (the command asks for one).
+NO_BOOTSTRAP = Bootstrap()
+
+
 def simulate(
-    study: Study, *, data: Dataset | None = None, on_round: RoundCallback | None = None
+    study: Study,
+    *,
+    data: Dataset | None = None,
+    on_round: RoundCallback | None = None,
+    bootstrap: Bootstrap = NO_BOOTSTRAP,
 ) -> dict[str, Any]:
-    """Run ``study`` (on ``data`` when given) and return its ``outcome``."""
+    """Run ``study`` (on ``data`` when given) and return its ``outcome``, with the
+    confidence region ``bootstrap`` asks for; ``seconds`` is the study's alone."""
     started = time.perf_counter()
     result = run_study(study, data=data, on_round=on_round)
     warning = beta_zero_warning(result)
-    return outcome(result, warning=warning, seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    confidence = bootstrap.summary_of(result)
+    return outcome(result, warning=warning, seconds=seconds, confidence=confidence)
 
 
 def summary(outcome: dict[str, Any]) -> str:
@@ -382,6 +423,8 @@ def summary(outcome: dict[str, Any]) -> str:
         lines.append(
             f"error ‖β − β*‖ = {outcome['error']:.4g} (from {outcome['initial_error']:.4g} at β⁰)"
         )
+    if outcome.get("confidence") is not None:
+        lines.extend(region_lines(outcome["confidence"], outcome["beta"]))
     lines.append(f"took {outcome['seconds']:.2f} s")
     return "\n".join(lines)
 
@@ -393,10 +436,24 @@ def run(args: argparse.Namespace) -> int:
         data = Dataset(source_from_args(args).load(study.model))
     elif args.query or args.columns or args.target or args.password_file:
         raise UserError("--query, --columns, --target and --password-file need --data")
+    if args.draws:
+        check_bootstrap(args.level, args.draws)
+    bootstrap = Bootstrap(
+        level=args.level,
+        draws=args.draws,
+        seed=args.bootstrap_seed,
+        scheduler=args.scheduler,
+        workers=args.workers,
+    )
     if args.json:
-        print(json.dumps(simulate(study, data=data)))
+        print(json.dumps(simulate(study, data=data, bootstrap=bootstrap)))
         return 0
-    shown = simulate(study, data=data, on_round=progress_reporter(study.rounds, sys.stderr))
+    shown = simulate(
+        study,
+        data=data,
+        on_round=progress_reporter(study.rounds, sys.stderr),
+        bootstrap=bootstrap,
+    )
     print(summary(shown))
     if shown["warning"]:
         print(f"warning: {shown['warning']}", file=sys.stderr)

@@ -129,6 +129,20 @@ def test_bench_versions_quick() -> None:
     assert len(result["runs"]["before"]) == len(result["runs"]["after"]) == 1
 
 
+def test_confidence_coverage_quick() -> None:
+    result = run("confidence_coverage.py")
+    rows = result["rows"]
+    assert [(r["model"], r["mechanism"], r["n"]) for r in rows] == [
+        ("gmm", "local", 2000),
+        ("gmm", "hospital", 2000),
+        ("gmm", "central", 2000),
+    ]
+    for row in rows:
+        assert row["runs"] == 20 and row["draws"] == 19
+        assert 0 <= row["radius_coverage"] <= 1 and 0 <= row["coordinate_coverage"] <= 1
+        assert row["mean_radius"] > 0 and row["mean_width"] > 0
+
+
 def test_bench_predictions_quick() -> None:
     result = run("bench_predictions.py")
     assert result["n"] == 20_000

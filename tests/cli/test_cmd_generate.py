@@ -126,11 +126,16 @@ def test_run_status_waits_for_the_latest_run_and_prints_its_error(
         agent.join(60)
     assert codes == [0]
     out, err = capsys.readouterr()
-    # Following a run ends with its one final line, not the run's JSON before it.
-    assert len(out.strip().splitlines()) == 1, out
-    final = out.strip()
+    # Following a run ends with its final line, then the estimate with its confidence
+    # intervals (d = 2 coordinates), not the run's JSON before it.
+    lines = out.strip().splitlines()
+    assert len(lines) == 5, out
+    final = lines[0]
     assert final.startswith(f"run {run_id}: final error ")
     assert "after 2 rounds (trivial error of beta = 0: 3.0000" in final
+    assert lines[1] == "estimate β̂ and its confidence intervals:"
+    assert lines[2].startswith("90% confidence region (parametric bootstrap (basic intervals), 19")
+    assert lines[3].startswith("  β[0] = ") and lines[4].startswith("  β[1] = ")
     assert f"run {run_id}: finished, round 2/2" in err
 
 

@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from ldpem.cli import main
 from ldpem.server.app import create_app
 from tests.fedkit import admin_headers, run_request, settings, settled
+from tests.server.opkit import start_run
 
 pytestmark = pytest.mark.slow
 
@@ -128,3 +129,40 @@ def test_a_plugin_model_is_planned_on_the_cluster(
     assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["model"] == "lr" and payload["mechanisms"]["local"]["seeds"] == 2
+
+
+#: A small study whose confidence region runs 19 bootstrap draws from a fixed seed.
+SIMULATE = ["simulate", "--n", "4000", "--d", "3", "--rounds", "4", "--mechanism", "central"]
+SIMULATE += ["--draws", "19", "--bootstrap-seed", "3", "--json"]
+
+
+def _confidence(*extra: str) -> object:
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpem", *SIMULATE, *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)["confidence"]
+
+
+def test_the_bootstrap_of_simulate_is_the_same_on_the_cluster(scheduler: str) -> None:
+    local = _confidence("--workers", "1")
+    assert isinstance(local, dict) and local["draws"] == 19
+    assert _confidence("--scheduler", scheduler) == local
+
+
+def test_the_coordinators_bootstrap_runs_with_the_cluster_as_scheduler(
+    scheduler: str, tmp_path: Path
+) -> None:
+    # The coordinator's confidence region runs where its forecast runs (OS seeds: its
+    # numbers are its own, so this checks that it is made there, not their values).
+    with TestClient(create_app(settings(tmp_path, forecast_scheduler=scheduler))) as client:
+        study = start_run(client, records=2000, rounds=1)
+        study.round(0, range(3))
+        finished = settled(client, study.run_id)
+    region = finished["confidence"]
+    assert finished["status"] == "finished" and region is not None
+    assert region["draws"] == 19 and len(region["low"]) == 4 and region["radius"] > 0

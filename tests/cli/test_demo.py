@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ldpem.commands.demo import print_summary
+from ldpem.common.confidence import DEFAULT_DRAWS
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.study import Dataset
@@ -82,6 +83,15 @@ def test_summary_table_has_the_hospital_level_row() -> None:
     assert lines[lines.index(row) - 1].strip().startswith("federated, ")
     assert row.split()[-3:] == ["0.370", "10–90%:", "0.240–0.520"]
     assert "(20 simulated runs)" in row
+    # The coordinator's confidence radius beside the federated error.
+    confidence = {"level": 0.9, "radius": 0.512, "draws": 99}
+    out = io.StringIO()
+    print_summary({**result, "confidence": confidence}, out)
+    row = next(line for line in out.getvalue().splitlines() if "federated, " in line)
+    assert row.endswith("0.900  90% confidence radius 0.512 (99 bootstrap draws)")
+    out = io.StringIO()
+    print_summary({**result, "confidence": {**confidence, "radius": None}}, out)
+    assert "90% confidence radius unbounded (99" in out.getvalue()
 
 
 def test_in_process_baselines_include_hospital_level() -> None:
@@ -144,7 +154,11 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert forecast["seeds"] == DEMO_FORECAST_SEEDS
     assert forecast["mean"] == payload["expected_error"]
     assert forecast["low"] <= forecast["mean"] <= forecast["high"]
-    assert (workdir / "result.json").is_file()
+    # The coordinator's confidence region of the estimate (its default draws).
+    confidence = payload["confidence"]
+    assert confidence["draws"] == DEFAULT_DRAWS and confidence["radius"] > 0
+    assert len(confidence["low"]) == len(confidence["high"]) == 10
+    assert json.loads((workdir / "result.json").read_text())["confidence"] == confidence
     assert (workdir / "convergence.png").stat().st_size > 1000
     assert processes_mentioning(str(workdir)) == []
 

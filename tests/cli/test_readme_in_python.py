@@ -41,13 +41,32 @@ def test_the_readme_shows_a_study_in_python() -> None:
     assert "from ldpem import" in snippet and len(snippet.strip().splitlines()) <= 5
 
 
-@pytest.mark.parametrize("heading", sorted(library_examples()))
+#: The example that prints an estimate with its confidence region, not one error.
+REGION = "An estimate with its confidence region"
+
+
+@pytest.mark.parametrize("heading", sorted(set(library_examples()) - {REGION}))
 def test_each_example_runs_and_prints_a_finite_error(heading: str) -> None:
     printed = run_python(library_examples()[heading]).split()
     assert len(printed) == 1
     error = float(printed[0])
     # ‖β*‖ = snr·σ = 3 in both: an estimate, not a start.
     assert math.isfinite(error) and error < 1.5
+
+
+def test_the_readme_shows_an_estimate_with_its_confidence_region() -> None:
+    lines = run_python(library_examples()[REGION]).strip().splitlines()
+    pattern = r"beta\[(\d)\] = (\S+)  90% interval \[(\S+), (\S+)\]"
+    rows = [re.fullmatch(pattern, line) for line in lines[:-1]]
+    assert len(rows) == 3 and all(rows), lines
+    for j, row in enumerate(rows):
+        assert row is not None and int(row.group(1)) == j
+        estimate, low, high = (float(row.group(k)) for k in (2, 3, 4))
+        # ‖β*‖ = 3 over d = 3: coordinates of size √3, the estimate well inside ±3.
+        assert low < high and abs(estimate) < 3 and high - low < 3
+    last = re.fullmatch(r"radius (\S+) \(99 draws\), error (\S+)", lines[-1])
+    assert last is not None, lines[-1]
+    assert 0 < float(last.group(1)) < 3 and math.isfinite(float(last.group(2)))
 
 
 def test_import_ldpem_loads_no_numpy_and_the_surface_on_first_use() -> None:

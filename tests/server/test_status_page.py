@@ -16,7 +16,7 @@ from ldpem.common.wire import PublicParameters
 from ldpem.server.app import create_app
 from ldpem.server.coordinator import implied_epsilon, run_noise_std
 from ldpem.server.svg import format_number, linear_ticks, log_ticks
-from tests.fedkit import admin_headers, run_request, settings
+from tests.fedkit import admin_headers, run_request, settings, settled
 from tests.server.opkit import start_run
 
 
@@ -172,6 +172,8 @@ def test_a_finished_run_stops_refreshing_and_reports_every_hospital(tmp_path: Pa
         assert "waiting for h0, h1, h2" in opened
         study.round(0, range(3))
         study.round(1, range(3))
+        # It reloads while its confidence region is computed in the background, then stops.
+        settled(client, study.run_id)
         page = client.get(f"/runs/{study.run_id}").text
     assert 'http-equiv="refresh"' not in page
     assert "Healthy</strong>: finished all 2 rounds" in page

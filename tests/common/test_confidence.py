@@ -1,0 +1,187 @@
+"""The parametric bootstrap's region (``ldpem.common.confidence``): its order statistics,
+sign alignment, bounds on its arguments, what a draw runs, and its seeds. The calibration
+on runs of the real pipeline is ``test_confidence_calibration``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ldpem.common.confidence import (
+    DEFAULT_DRAWS,
+    bootstrap_estimates,
+    bootstrap_seeds,
+    bootstrap_study,
+    check_bootstrap,
+    confidence_region,
+    least_draws,
+    region,
+    region_lines,
+)
+from ldpem.common.errors import UserError
+from ldpem.common.executor import PoolExecutor, SerialExecutor
+from ldpem.common.study import Study, run_study
+
+
+def test_least_draws_is_the_smallest_b_with_an_order_statistic_at_each_end() -> None:
+    assert least_draws(0.9) == 19  # k = ⌊0.05·20⌋ = 1
+    assert least_draws(0.95) == 39
+    assert least_draws(0.8) == 9
+    assert least_draws(0.5) == 3
+    for level in (0.5, 0.8, 0.9, 0.95, 0.99):
+        b = least_draws(level)
+        assert math.floor((1 - level) / 2 * (b + 1) + 1e-9) == 1
+        assert math.floor((1 - level) / 2 * b + 1e-9) == 0
+    assert least_draws(0.9) <= DEFAULT_DRAWS
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, -0.5, 1.5, math.nan, math.inf])
+def test_a_level_outside_zero_one_is_refused(level: float) -> None:
+    with pytest.raises(UserError, match="level must be in \\(0, 1\\)"):
+        check_bootstrap(level, 1000)
+
+
+@pytest.mark.parametrize(("level", "draws"), [(0.9, 18), (0.9, 0), (0.9, -5), (0.95, 38)])
+def test_too_few_draws_are_refused(level: float, draws: int) -> None:
+    with pytest.raises(UserError, match=f"draws must be >= {least_draws(level)}"):
+        check_bootstrap(level, draws)
+    with pytest.raises(UserError):
+        region(np.zeros(2), np.zeros((max(draws, 0), 2)), level=level, sign_invariant=False)
+
+
+def test_region_takes_the_stated_order_statistics() -> None:
+    # B = 19 at 0.9: radius is the 18th smallest distance, each interval reflects the
+    # smallest and largest draw about β̂ (the basic interval).
+    estimate = np.array([1.0, -2.0])
+    offsets = np.arange(1, 20, dtype=np.float64)  # distances 1..19 along coordinate 0
+    draws = np.tile(estimate, (19, 1))
+    draws[:, 0] += offsets
+    draws[:, 1] -= offsets / 10
+    found = region(estimate, draws, level=0.9, sign_invariant=False)
+    assert found.radius == pytest.approx(math.hypot(18, 1.8))
+    assert found.draws == 19
+    # coordinate 0: draws 2..20, basic interval [2·1 − 20, 2·1 − 2]
+    assert found.low[0] == pytest.approx(-18.0)
+    assert found.high[0] == pytest.approx(0.0)
+    # coordinate 1: draws −2.1 … −3.9: [2·(−2) − (−2.1), 2·(−2) − (−3.9)]
+    assert found.low[1] == pytest.approx(-1.9)
+    assert found.high[1] == pytest.approx(-0.1)
+
+
+def test_the_basic_interval_corrects_a_bias_the_percentile_would_double() -> None:
+    # An estimator biased by +b: β̂ = β* + b + e and, at β̂, β̂_b = β̂ + b + e_b. With an
+    # exchangeable pivot the coverage is exactly (B + 1 − 2k)/(B + 1) = 18/20 = 0.9 for
+    # B = 19 (and 18/20 for the radius); over 20000 regions each of the 4 coverages is
+    # 0.9 ± 4·0.0021. The percentile interval [q_lo, q_hi] is centred at β̂ + b, 2b from
+    # β*: with b = 0.8 (e, e_b ~ N(0, 1)) it covers far less.
+    rng = np.random.default_rng(12)
+    d, bias, runs, k = 3, np.array([0.8, -0.5, 0.0]), 20_000, 1
+    beta_star = np.array([1.0, 2.0, -1.0])
+    covered = np.zeros(d)
+    percentile = np.zeros(d)
+    inside = 0
+    for _ in range(runs):
+        estimate = beta_star + bias + rng.standard_normal(d)
+        draws = estimate + bias + rng.standard_normal((19, d))
+        found = region(estimate, draws, level=0.9, sign_invariant=False)
+        covered += (np.array(found.low) <= beta_star) & (beta_star <= np.array(found.high))
+        inside += int(np.linalg.norm(beta_star - estimate) <= found.radius)
+        ordered = np.sort(draws, axis=0)
+        percentile += (ordered[k - 1] <= beta_star) & (beta_star <= ordered[19 - k])
+    tolerance = 4 * math.sqrt(0.09 / runs)
+    assert np.all(np.abs(covered / runs - 0.9) < tolerance), covered / runs
+    assert abs(inside / runs - 0.9) < tolerance
+    assert percentile[0] / runs < 0.8
+    assert abs(percentile[2] / runs - 0.9) < tolerance  # unbiased: the two agree
+
+
+def test_draws_of_the_other_sign_are_aligned_for_a_symmetric_model() -> None:
+    estimate = np.array([2.0, 1.0])
+    rng = np.random.default_rng(0)
+    near = estimate + 0.01 * rng.standard_normal((19, 2))
+    flipped = near.copy()
+    flipped[::2] *= -1
+    aligned = region(estimate, flipped, level=0.9, sign_invariant=True)
+    assert aligned == region(estimate, near, level=0.9, sign_invariant=True)
+    assert aligned.radius < 0.05
+    unaligned = region(estimate, flipped, level=0.9, sign_invariant=False)
+    assert unaligned.radius > 4.0
+
+
+def test_diverged_draws_make_an_unbounded_region_not_a_crash() -> None:
+    estimate = np.array([1.0, 1.0])
+    draws = np.tile(estimate, (19, 1))
+    draws[0, 0] = np.nan
+    draws[1, 1] = np.inf
+    draws[2] = -np.inf
+    found = region(estimate, draws, level=0.9, sign_invariant=False)
+    assert found.radius == math.inf  # 3 of 19 draws are infinitely far: above the 18th
+    # coordinate 0: NaN counts on both sides, −inf below; coordinate 1: +inf and −inf
+    assert found.low == (-math.inf, -math.inf)
+    assert found.high == (math.inf, math.inf)
+    one = region(
+        estimate,
+        np.where(np.arange(19)[:, None] == 0, np.nan, draws[3]),
+        level=0.9,
+        sign_invariant=True,
+    )
+    assert one.low == (-math.inf, -math.inf)  # one NaN draw is the largest at k = 1
+    assert one.high == (math.inf, math.inf)  # and the smallest
+    assert one.radius == 0.0
+    summary = found.summary()
+    assert summary["radius"] is None
+    assert summary["low"] == [None, None]
+    lines = region_lines(summary, [1.0, 1.0])
+    assert "‖β − β̂‖ ≤ inf" in lines[0]
+    assert lines[1].endswith("[-inf, inf]")
+
+
+def test_seeds_come_from_the_os_unless_one_is_given() -> None:
+    assert bootstrap_seeds(50, 7) == bootstrap_seeds(50, 7)
+    assert bootstrap_seeds(50, 7) != bootstrap_seeds(50, 8)
+    drawn = bootstrap_seeds(50)
+    assert len(set(drawn)) == 50
+    assert drawn != bootstrap_seeds(50)
+    assert all(0 <= s < 2**63 for s in drawn + bootstrap_seeds(50, 7))
+
+
+def test_the_bootstrap_study_is_the_runs_pipeline_with_its_resolved_values() -> None:
+    study = Study(
+        model="rmc",
+        mechanism="hospital",
+        n=3000,
+        hospitals=3,
+        rounds=5,
+        epsilon=2.0,
+        schedule="geometric:1.5",
+        final="average:2",
+        outliers=0.05,
+        seed=4,
+    )
+    result = run_study(study)
+    drawn = bootstrap_study(result)
+    assert drawn.sizes == result.hospital_sizes
+    assert (drawn.n, drawn.d, drawn.delta, drawn.tau) == (3000, 10, result.delta, result.tau)
+    assert drawn.beta_bound == result.beta_bound
+    assert drawn.missing == 0.1
+    assert drawn.outliers == 0.0
+    for name in ("model", "mechanism", "rounds", "epsilon", "schedule", "final", "accounting"):
+        assert getattr(drawn, name) == getattr(study, name)
+    estimates = bootstrap_estimates(drawn, result.estimate, [1, 2, 3])
+    assert estimates.shape == (3, 10)
+    assert np.all(np.isfinite(estimates))
+    assert len({tuple(e) for e in estimates}) == 3
+
+
+def test_a_region_is_replayed_by_its_seed_on_any_executor() -> None:
+    result = run_study(Study(n=2000, rounds=4, mechanism="central", seed=3))
+    serial = confidence_region(result, draws=19, seed=5, executor=SerialExecutor())
+    with PoolExecutor(2) as pool:
+        pooled = confidence_region(result, draws=19, seed=5, executor=pool)
+    assert serial == pooled
+    assert serial.draws == 19
+    assert all(lo < hi for lo, hi in zip(serial.low, serial.high, strict=True))
+    assert 0 < serial.radius < math.inf
+    assert confidence_region(result, draws=19).radius != serial.radius  # OS seeds
