@@ -81,4 +81,9 @@ def test_a_schema_refuses_what_it_does_not_document(capsys: pytest.CaptureFixtur
     good = {**payload, "confidence": {**region, "method": "bootstrap"}}
     assert _errors("simulate", good) == []
     assert _errors("simulate", {**payload, "confidence": region}) != []
+    # None asked for (--draws 0), or an end and the radius unbounded (draws that diverged).
+    assert _errors("simulate", {**payload, "confidence": None}) == []
+    unbounded = {**region, "method": "bootstrap", "low": [None], "radius": None}
+    assert _errors("simulate", {**payload, "confidence": unbounded}) == []
+    assert _errors("simulate", {**payload, "split": "elsewhere"}) != []
     assert math.isfinite(payload["error"])
