@@ -85,6 +85,7 @@ NOT_OURS = {
     "machine.when": "a key of the dict the benchmarks' machine() returns, not server/machine.py",
     "machine.loadavg": "a key of the dict the benchmarks' machine() returns",
     "hospital.token": "the file an operator keeps a hospital's token in",
+    "secagg.json": "the run request docs/FEDERATED.md's secagg operator writes",
     "pg_service.conf": "libpq's service file",
 }
 #: A bare file name of these kinds must be a file of the repository (anywhere in it); other
