@@ -182,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="secagg runs: refuse a run whose honest noise shares t_min - c (c: the colluders "
-        "it declares) are fewer than N",
+        "it declares) are fewer than N (default: none; set with --signing-key and --roster)",
     )
     parser.add_argument(
         "--dataset",
