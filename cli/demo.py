@@ -16,7 +16,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,11 +29,11 @@ import numpy as np
 from ldpem.client.ledger import Ledger
 from ldpem.common.accounting import epsilon_for_ratio
 from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.protocol import study_delta
 from ldpem.common.simulation import split_holders
 from ldpem.common.study import Dataset, Study, run_study
+from ldpem.demo_plot import plot_convergence, prewarm_plotting
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
 from ldpem.run_estimate import final_region
 
@@ -170,7 +169,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     logs = workdir / "logs"
     logs.mkdir()
     rng = np.random.default_rng(config.seed)
-    _prewarm_plotting()
+    prewarm_plotting()
     names = [f"h{i + 1}" for i in range(config.hospitals)]
     tokens = [secrets.token_urlsafe(24) for _ in names]
     admin = secrets.token_urlsafe(24)
@@ -312,7 +311,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
         "seconds": time.perf_counter() - started,
     }
     (workdir / "result.json").write_text(json.dumps(result, indent=2))
-    result["plot"] = _plot(result, workdir / "convergence.png")
+    result["plot"] = plot_convergence(result, workdir / "convergence.png", BASELINES)
     (workdir / "result.json").write_text(json.dumps(result, indent=2))
     if config.workdir is None:
         # Keep the results, drop the bulky records and process state.
@@ -406,46 +405,3 @@ def _hospital_spend(
             }
         )
     return out
-
-
-def _import_plotting() -> None:
-    with contextlib.suppress(ImportError):
-        import matplotlib.backends.backend_agg
-        import matplotlib.figure  # noqa: F401
-
-
-def _prewarm_plotting() -> None:
-    """Import matplotlib in a background thread: it takes seconds, and the demo spends them
-    waiting for its processes; ``_plot`` then finds the modules loaded."""
-    threading.Thread(target=_import_plotting, name="import-matplotlib", daemon=True).start()
-
-
-def _plot(result: dict[str, Any], path: Path) -> str | None:
-    """Convergence plot (needs matplotlib, the `plot` extra); returns its path or None."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    # The object API, not pyplot: no global state, no GUI backend, cheaper to import.
-    figure = Figure(figsize=(6, 4))
-    FigureCanvasAgg(figure)
-    axes = figure.subplots()
-    rounds = range(1, len(result["errors"]) + 1)
-    kind = get_mechanism(result["mechanism"]).label
-    axes.plot(
-        rounds, result["errors"], marker="o", label=f"federated, {kind} (ε={result['epsilon']})"
-    )
-    for name, label in BASELINES:
-        errors = result["baseline_errors"][name]
-        axes.plot(rounds, errors, marker=".", linestyle="--", label=label)
-    axes.axhline(result["trivial_error"], color="grey", linewidth=0.8, label="β = 0")
-    axes.set_yscale("log")
-    axes.set_xlabel("round")
-    axes.set_ylabel("‖β − β*‖")
-    axes.set_title(f"ldpem demo: {result['model']}, n={result['n']}, d={result['d']}")
-    axes.legend(fontsize=8)
-    # Fixed margins: tight_layout would draw the figure once more to measure it (~0.5 s).
-    figure.subplots_adjust(left=0.13, right=0.97, top=0.92, bottom=0.12)
-    figure.savefig(path, dpi=120)
-    return str(path)

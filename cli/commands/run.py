@@ -54,12 +54,13 @@ from ldpem.run_request import (
     planned_setting,
     read_request,
 )
+from ldpem.run_tokens import check_token_files, write_token_files
 from ldpem.runhttp import CA_HELP as _CA_HELP
 from ldpem.runhttp import admin_token as _admin_token
 from ldpem.runhttp import refused as _fail
 from ldpem.runhttp import token_file_option as _token_file_option
 from ldpem.runhttp import unreachable as _unreachable
-from ldpem.secretfiles import read_secret, write_secret
+from ldpem.secretfiles import read_secret
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -236,7 +237,7 @@ def create_run(args: argparse.Namespace) -> int:
         request = planned_request(request, seeds=args.plan_seeds, workers=args.workers)
         planned = planned_setting(request)
     if args.tokens_dir is not None:
-        _check_token_files(args.tokens_dir, request)
+        check_token_files(args.tokens_dir, request)
     token = _admin_token(args.admin_token_file)
     verify = tls_context(args.ca_cert)
     try:
@@ -257,7 +258,7 @@ def create_run(args: argparse.Namespace) -> int:
         json.dump(body if planned is None else {**body, "plan": planned}, sys.stdout, indent=2)
         print()
     else:
-        files = _write_token_files(args.tokens_dir, body["tokens"], request)
+        files = write_token_files(args.tokens_dir, body["tokens"], request)
         summary = _created_summary(body, files)
         if planned is not None:  # the first line: "run … created: …, with the planner's …"
             first, _, rest = summary.partition("\n")
@@ -267,42 +268,6 @@ def create_run(args: argparse.Namespace) -> int:
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
     return 0
-
-
-def _token_path(directory: Path, hospital: str) -> Path:
-    return directory / f"{hospital}.token"
-
-
-def _check_token_files(directory: Path, request: Any) -> None:
-    """Before the run exists: refuse a token file that would be overwritten, so that a
-    created run never ends with a token lost."""
-    hospitals = request.get("hospitals") if isinstance(request, dict) else None
-    for hospital in hospitals if isinstance(hospitals, list) else []:
-        name = hospital.get("name") if isinstance(hospital, dict) else None
-        if isinstance(name, str) and "token" not in hospital:
-            path = _token_path(directory, name)
-            if path.exists():
-                raise UserError(f"{path}: exists; refusing to overwrite a token file")
-
-
-def _write_token_files(
-    directory: Path, tokens: list[dict[str, str]], request: dict[str, Any]
-) -> dict[str, Path | None]:
-    """Hospital name → the token file written for it (None: its token was in the request)."""
-    enrolled = [str(h["name"]) for h in request["hospitals"]]
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError(f"{directory}: cannot create ({error.strerror})") from None
-    files: dict[str, Path | None] = dict.fromkeys(enrolled)
-    for entry in tokens:
-        name = entry["name"]
-        if name not in files:  # only names this request enrolled become file names
-            raise UserError(f"the coordinator returned a token for {name!r}, not enrolled")
-        path = _token_path(directory, name)
-        write_secret(path, entry["token"] + "\n", f"token of hospital {name}")
-        files[name] = path
-    return files
 
 
 def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str:
