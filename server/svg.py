@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -19,11 +19,13 @@ __all__ = [
     "Marker",
     "Series",
     "Span",
+    "axis_chart_head",
     "format_number",
     "line_chart",
     "linear_ticks",
     "log_ticks",
     "scale_bar",
+    "x_axis_ticks",
 ]
 
 #: Colour-blind-safe categorical palette (Okabe–Ito, then Tableau's extra hues).
@@ -102,6 +104,44 @@ class _Axis:
 
 def _esc(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+def axis_chart_head(
+    chart_id: str, title: str, *, width: int, height: int, left: int, plot_w: int, axis_y: float
+) -> list[str]:
+    """The opening of a chart on one horizontal axis (``scale_bar``, ``svgintervals``):
+    the ``<svg>`` element with its accessible title, the bold title and the axis line at
+    ``axis_y`` from ``left`` over ``plot_w`` pixels."""
+    return [
+        f'<svg id="{_esc(chart_id)}" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'aria-label="{_esc(title)}"><title>{_esc(title)}</title>',
+        f'<text x="{left}" y="16" font-size="13" font-weight="bold">{_esc(title)}</text>',
+        f'<line x1="{left}" y1="{axis_y}" x2="{left + plot_w}" y2="{axis_y}" stroke="#333"/>',
+    ]
+
+
+def x_axis_ticks(
+    ticks: Sequence[float],
+    px: Callable[[float], float],
+    *,
+    top: float,
+    bottom: float,
+    stroke: str,
+) -> list[str]:
+    """Labelled ticks of a horizontal axis at ``bottom``: each a line from ``top`` (a grid
+    line when above the axis) to 5 px below it, labelled at ``px(tick)`` with
+    ``format_number`` at the ticks' step."""
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else None
+    out = []
+    for tick in ticks:
+        x = px(tick)
+        out.append(
+            f'<g class="tick x-tick"><line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" '
+            f'y2="{bottom + 5}" stroke="{stroke}"/><text x="{x:.1f}" y="{bottom + 18}" '
+            f'font-size="11" text-anchor="middle">{_esc(format_number(tick, step))}</text></g>'
+        )
+    return out
 
 
 def format_number(value: float, step: float | None = None) -> str:
@@ -332,25 +372,14 @@ def scale_bar(
     values = [m.value for m in markers if math.isfinite(m.value)] + [s.high for s in spans]
     axis_low, axis_high, ticks = linear_ticks(0.0, max(high, *values, 1e-12))
     y = 46
-    parts = [
-        f'<svg id="{_esc(chart_id)}" class="chart" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
-        f'aria-label="{_esc(title)}"><title>{_esc(title)}</title>',
-        f'<text x="{left}" y="16" font-size="13" font-weight="bold">{_esc(title)}</text>',
-        f'<line x1="{left}" y1="{y}" x2="{left + plot_w}" y2="{y}" stroke="#333"/>',
-    ]
-    step = ticks[1] - ticks[0] if len(ticks) > 1 else None
+    head = axis_chart_head(
+        chart_id, title, width=width, height=height, left=left, plot_w=plot_w, axis_y=y
+    )
 
     def px(value: float) -> float:
         return left + (value - axis_low) / (axis_high - axis_low) * plot_w
 
-    for tick in ticks:
-        x = px(tick)
-        parts.append(
-            f'<g class="tick x-tick"><line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 5}" '
-            f'stroke="#333"/><text x="{x:.1f}" y="{y + 18}" font-size="11" '
-            f'text-anchor="middle">{_esc(format_number(tick, step))}</text></g>'
-        )
+    parts = [*head, *x_axis_ticks(ticks, px, top=y, bottom=y, stroke="#333")]
     for i, span in enumerate(spans):
         x1, x2 = px(span.low), px(span.high)
         parts.append(

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ldpem.server.svg import PALETTE, format_number, linear_ticks
+from ldpem.server.svg import PALETTE, axis_chart_head, format_number, linear_ticks, x_axis_ticks
 
 __all__ = ["Interval", "interval_chart"]
 
@@ -48,27 +48,16 @@ def interval_chart(
     plot_w, height = width - left - right, top + row_h * len(rows) + 44
     values = [0.0] + [v for r in rows for v in (r.value, r.low, r.high) if math.isfinite(v)]
     axis_low, axis_high, ticks = linear_ticks(min(values), max(values))
-    step = ticks[1] - ticks[0] if len(ticks) > 1 else None
     bottom = top + row_h * len(rows)
 
     def px(value: float) -> float:
         value = min(max(value, axis_low), axis_high)  # an infinite end: the plot's edge
         return left + (value - axis_low) / (axis_high - axis_low) * plot_w
 
-    parts = [
-        f'<svg id="{_esc(chart_id)}" class="chart" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
-        f'aria-label="{_esc(title)}"><title>{_esc(title)}</title>',
-        f'<text x="{left}" y="16" font-size="13" font-weight="bold">{_esc(title)}</text>',
-        f'<line x1="{left}" y1="{bottom}" x2="{left + plot_w}" y2="{bottom}" stroke="#333"/>',
-    ]
-    for tick in ticks:
-        x = px(tick)
-        parts.append(
-            f'<g class="tick x-tick"><line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" '
-            f'y2="{bottom + 5}" stroke="#ddd"/><text x="{x:.1f}" y="{bottom + 18}" '
-            f'font-size="11" text-anchor="middle">{_esc(format_number(tick, step))}</text></g>'
-        )
+    head = axis_chart_head(
+        chart_id, title, width=width, height=height, left=left, plot_w=plot_w, axis_y=bottom
+    )
+    parts = [*head, *x_axis_ticks(ticks, px, top=top, bottom=bottom, stroke="#ddd")]
     for i, row in enumerate(rows):
         y = top + row_h * i + row_h / 2
         low = row.low if not math.isnan(row.low) else -math.inf
