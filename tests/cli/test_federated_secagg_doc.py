@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from ldpem.processes import free_port
-from tests.cli.test_readme_separate_machines import Machines
+from tests.cli.test_readme_separate_machines import Machines, check_followed_to_the_end
 
 pytestmark = pytest.mark.slow
 
@@ -134,7 +134,7 @@ def test_the_secagg_section_runs_as_written(machines: Machines) -> None:
         shutil.copy(coordinator / "tokens" / f"{name}.token", machine / f"{name}.token")
         machines.run(name, holder(generate, name).replace("--part N", f"--part {part}"))
         agents.append(machines.start(name, holder(blocks["client"], name).replace(PORT, port)))
-    # 5. The run followed to its last line.
+    # 5. The run followed to its end: its final line, the forecast, the estimate.
     status = machines.start("coordinator", blocks["status"].replace(PORT, port), stdout=True)
     deadline = time.monotonic() + 240
     while status.poll() is None:
@@ -145,8 +145,7 @@ def test_the_secagg_section_runs_as_written(machines: Machines) -> None:
     assert status.returncode == 0, machines.logs()
     assert status.stdout is not None
     final = status.stdout.read().decode().strip().splitlines()
-    rounds = json.loads(request)["rounds"]
-    assert len(final) == 1
-    assert re.fullmatch(rf"run \S+: finished after {rounds} of {rounds} rounds", final[0])
+    values = json.loads(request)
+    check_followed_to_the_end(final, rounds=values["rounds"], d=values["d"])
     for agent in agents:
         assert agent.wait(60) == 0, machines.logs()

@@ -146,6 +146,17 @@ def machines(tmp_path: Path) -> Iterator[Machines]:
         running.stop()
 
 
+def check_followed_to_the_end(lines: list[str], *, rounds: int, d: int) -> None:
+    """``run status --wait``'s output once the run finished: its final line, then the
+    forecast's lines, and last the estimate with its confidence interval per coordinate
+    (the coordinator's parametric bootstrap)."""
+    assert re.fullmatch(rf"run \S+: finished after {rounds} of {rounds} rounds", lines[0]), lines
+    assert all(re.match(r"run \S+: ", line) for line in lines[1 : -d - 2]), lines
+    assert lines[-d - 2] == "estimate β̂ and its confidence intervals:", lines
+    assert re.match(r"\d+% confidence region \(parametric bootstrap", lines[-d - 1]), lines
+    assert all(line.startswith(f"  β[{j}] = ") for j, line in enumerate(lines[-d:])), lines
+
+
 def wait_healthy(url: str, ca: Path, coordinator: subprocess.Popen[bytes], m: Machines) -> None:
     trust = ssl.create_default_context(cafile=str(ca))
     deadline = time.monotonic() + 60
@@ -199,6 +210,7 @@ def test_the_readme_section_runs_as_written(machines: Machines) -> None:
     assert status.returncode == 0, machines.logs()
     assert status.stdout is not None
     lines = status.stdout.read().decode().strip().splitlines()
-    assert len(lines) == 1 and re.fullmatch(r"run \S+: finished after 10 of 10 rounds", lines[0])
+    request = json.loads(config)
+    check_followed_to_the_end(lines, rounds=request["rounds"], d=request["d"])
     for agent in agents:
         assert agent.wait(60) == 0, machines.logs()
