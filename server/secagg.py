@@ -307,34 +307,34 @@ class SecAggRounds:
         aggregator = r.aggregator
         closing = policy.closing_row(r.step, by, r.answered, r.expected, self.clock())
         out: list[Row] = []
+
+        def output(key: str, kind: str, name: str, body: dict[str, Any]) -> None:
+            r.outputs[key] = body  # sent on to the holders, and stored as a row of ``kind``
+            out.append((kind, name, body))
+
         if r.step == "advertise":
             participants = aggregator.participants()
-            r.outputs["advertise"] = body = participants.to_dict()
-            out.append(("participants", "", body))
+            output("advertise", "participants", "", participants.to_dict())
             r.step, r.expected = "shares", {a.holder for a in participants.advertisements}
         elif r.step == "shares":
             bundles = aggregator.share_bundles()
             for name, bundle in bundles.items():
-                r.outputs[f"bundle:{name}"] = body = bundle.to_dict()
-                out.append(("bundle", name, body))
+                output(f"bundle:{name}", "bundle", name, bundle.to_dict())
             r.step, r.expected = "masked", set(bundles)
         elif r.step == "masked":
             check = aggregator.consistency_check()
-            r.outputs["masked"] = body = check.to_dict()
-            out.append(("consistency_check", "", body))
+            output("masked", "consistency_check", "", check.to_dict())
             r.step, r.expected = "signature", set(check.survivors)
         elif r.step == "signature":
             request = aggregator.unmask_request()
-            r.outputs["signature"] = body = request.to_dict()
-            out.append(("unmask_request", "", body))
+            output("signature", "unmask_request", "", request.to_dict())
             # Only a holder that signed the survivor set can answer the unmasking.
             r.step, r.expected = "unmask", {s.holder for s in request.signatures}
         elif r.step == "unmask":
             # The sum first (SecAggError: the step stays open, ``_settle`` decides); the
             # step is done only once the sum and the round's close are stored, together.
             residues = [int(v) for v in aggregator.result()]
-            request = aggregator.unmask_request()
-            survivors = set(request.survivors)
+            survivors = set(aggregator.unmask_request().survivors)
             self._finish(r, residues, survivors, aggregator.faulty, closing)
             r.step = "done"
         if out and not replay:  # the unmasking's closing is stored with its sum (_finish)

@@ -96,6 +96,12 @@ class Aggregator:
             raise SecAggRefused(f"a second, different {kind} from {holder!r}")
         store[holder] = message
 
+    def _opened(self, message: T | None, what: str) -> T:
+        """A closing step's message once the step opened it; SecAggError before."""
+        if message is None:
+            raise SecAggError(f"no {what} during the {self.step} step")
+        return message
+
     def _enough(self, count: int, what: str) -> None:
         if count < self.parameters.t_min:
             raise SecAggError(
@@ -206,16 +212,13 @@ class Aggregator:
             p = self.parameters
             self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors)
             self.step = "consistency"
-        if self._check is None:
-            raise SecAggError(f"no consistency check during the {self.step} step")
-        return self._check
+        return self._opened(self._check, "consistency check")
 
     # Step 4
 
     def receive_signature(self, signature: messages.SurvivorSignature) -> None:
         self._expect("consistency", "survivor signature", signature.run_id, signature.round)
-        check = self._check
-        assert check is not None  # set when the consistency step opened
+        check = self._opened(self._check, "consistency check")  # opened by the last step
         if signature.holder not in check.survivors:
             raise SecAggRefused(f"a survivor signature from {signature.holder!r}, not a survivor")
         message = consistency.survivor_set_bytes(check.run_id, check.round, check.survivors)
@@ -230,8 +233,7 @@ class Aggregator:
         """Close step 4: survivors S, dropped holders (shared keys, not in S) and the
         survivors' signatures of S (at least t_min)."""
         if self.step == "consistency":
-            check = self._check
-            assert check is not None
+            check = self._opened(self._check, "consistency check")
             self._enough(len(self.signatures), "signed the survivor set")
             dropped = tuple(sorted(set(self.encrypted_shares) - set(check.survivors)))
             signatures = tuple(self.signatures[n] for n in sorted(self.signatures))
@@ -239,16 +241,13 @@ class Aggregator:
                 check.run_id, check.round, check.survivors, dropped, signatures
             )
             self.step = "unmask"
-        if self._request is None:
-            raise SecAggError(f"no unmasking request during the {self.step} step")
-        return self._request
+        return self._opened(self._request, "unmasking request")
 
     # Step 5
 
     def receive_unmask_response(self, response: messages.UnmaskResponse) -> None:
         self._expect("unmask", "unmasking response", response.run_id, response.round)
-        request = self._request
-        assert request is not None  # set when the unmask step opened
+        request = self._opened(self._request, "unmasking request")  # opened by the last step
         if response.holder not in self.signatures:
             raise SecAggRefused(
                 f"an unmasking response from {response.holder!r}, which did not sign the "
@@ -278,8 +277,7 @@ class Aggregator:
             return self._result.copy()
         if self.step != "unmask":
             raise SecAggError(f"no result during the {self.step} step")
-        request = self._request
-        assert request is not None
+        request = self._opened(self._request, "unmasking request")
         self._enough(len(self.responses), "answered the unmasking request")
         p = self.parameters
         responders = sorted(self.responses, key=self.roster.index)
