@@ -7,7 +7,9 @@ that builds a model or a mechanism needs them — the command line, the coordina
 agents, the forecast's pool workers and Dask workers — so the registries load them
 themselves: their first lookup in a process calls ``ensure_plugins``. The executors
 also hand the plugins their own process loaded to their workers (``plugin_modules``), so
-that a Dask worker started with another environment builds the same models.
+that a Dask worker started with another environment builds the same models; that includes
+a module outside ldpem that registered a model or mechanism when a script or notebook
+imported it directly (``note_registration``, called by the registries).
 """
 
 from __future__ import annotations
@@ -19,12 +21,21 @@ from collections.abc import Iterable, Mapping
 
 from ldpem.common.errors import UserError
 
-__all__ = ["PLUGINS_ENV", "ensure_plugins", "import_plugins", "load_plugins", "plugin_modules"]
+__all__ = [
+    "PLUGINS_ENV",
+    "ensure_plugins",
+    "import_plugins",
+    "load_plugins",
+    "note_registration",
+    "plugin_modules",
+]
 
 PLUGINS_ENV = "LDPEM_PLUGINS"
 
 #: The modules this process imported as plugins, in order (from the environment or given).
 _LOADED: list[str] = []
+#: Modules outside ldpem whose import registered a model or mechanism, in order.
+_REGISTERED: list[str] = []
 #: The ``LDPEM_PLUGINS`` value ``ensure_plugins`` last loaded, so that it reads it once.
 _SEEN: list[str | None] = []
 #: Held while plugins are imported: a plugin whose import asks a registry (through another
@@ -82,8 +93,19 @@ def ensure_plugins() -> None:
         _SEEN[:] = [value]
 
 
+def note_registration(module: str) -> None:
+    """Remember that importing ``module`` registered a model or mechanism (the registries
+    call this), so that workers import it too. ldpem's own modules need not be handed on,
+    and ``__main__`` cannot be: a script's own registrations stay in its process."""
+    if module == "__main__" or module == "ldpem" or module.startswith("ldpem."):
+        return
+    if module not in _REGISTERED:
+        _REGISTERED.append(module)
+
+
 def plugin_modules() -> tuple[str, ...]:
-    """The plugin modules this process has imported (after loading its own), for a worker
-    in another process to import the same (``ldpem.common.executor``)."""
+    """The plugin modules this process has imported (after loading its own), and the
+    other modules whose import registered a model or mechanism, for a worker in another
+    process to import the same (``ldpem.common.executor``)."""
     ensure_plugins()
-    return tuple(_LOADED)
+    return (*_LOADED, *(m for m in _REGISTERED if m not in _LOADED))

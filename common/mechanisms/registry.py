@@ -16,6 +16,7 @@ from typing import TypeVar, get_args
 
 from ldpem.common.mechanisms.base import PUBLIC_FIELDS, Mechanism, NoiseSite, ScaleRule
 from ldpem.common.mechanisms.shares import SharedNoise
+from ldpem.common.plugins import ensure_plugins, note_registration
 
 __all__ = ["get_mechanism", "mechanism_names", "register_mechanism"]
 
@@ -87,11 +88,13 @@ def register_mechanism(cls: MechanismT) -> MechanismT:
     if known is not None and known.__qualname__ != cls.__qualname__:
         raise ValueError(f"mechanism name {name!r} is taken by {known.__name__}")
     _MECHANISMS[name] = cls
+    note_registration(cls.__module__)
     return cls
 
 
 def get_mechanism(name: str) -> type[Mechanism]:
-    """The mechanism class registered as ``name``."""
+    """The mechanism class registered as ``name`` (``LDPEM_PLUGINS`` loaded first)."""
+    ensure_plugins()
     try:
         return _MECHANISMS[name]
     except KeyError:
@@ -101,6 +104,7 @@ def get_mechanism(name: str) -> type[Mechanism]:
 def mechanism_names(*, federated: bool | None = None) -> tuple[str, ...]:
     """The registered mechanisms' names in registration order; ``federated``: only those a
     federated run may (True) or may not (False) use."""
+    ensure_plugins()
     return tuple(
         name for name, cls in _MECHANISMS.items() if federated is None or cls.federated == federated
     )

@@ -13,6 +13,7 @@ import re
 from typing import TypeVar
 
 from ldpem.common.models.base import DEFAULT_START, Model
+from ldpem.common.plugins import ensure_plugins, note_registration
 
 __all__ = ["get_model", "model_names", "register_model"]
 
@@ -48,11 +49,13 @@ def register_model(model: ModelT) -> ModelT:
     if known is not None and type(known).__qualname__ != type(model).__qualname__:
         raise ValueError(f"model name {name!r} is taken by {type(known).__name__}")
     _MODELS[name] = model
+    note_registration(type(model).__module__)
     return model
 
 
 def get_model(name: str) -> Model:
-    """The model registered as ``name``."""
+    """The model registered as ``name`` (``LDPEM_PLUGINS`` loaded first)."""
+    ensure_plugins()
     try:
         return _MODELS[name]
     except KeyError:
@@ -61,4 +64,5 @@ def get_model(name: str) -> Model:
 
 def model_names() -> tuple[str, ...]:
     """The registered models' names, in registration order (the built-in ones first)."""
+    ensure_plugins()
     return tuple(_MODELS)

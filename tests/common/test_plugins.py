@@ -9,6 +9,9 @@ import pytest
 from ldpem.cli import main
 from ldpem.common import plugins
 from ldpem.common.errors import UserError
+from ldpem.common.executor import PoolExecutor
+from ldpem.common.mechanisms import mechanism_names, register_mechanism
+from tests.examples.local_box import LocalBox
 
 
 def test_a_missing_plugin_is_one_line_naming_it() -> None:
@@ -38,8 +41,33 @@ def test_plugins_are_named_and_loaded_once(monkeypatch: pytest.MonkeyPatch) -> N
     # A standard-library module stands in for a plugin: imported once, then remembered.
     monkeypatch.setenv("LDPEM_PLUGINS", "colorsys")
     monkeypatch.setattr(plugins, "_LOADED", [])
+    monkeypatch.setattr(plugins, "_REGISTERED", [])
     monkeypatch.setattr(plugins, "_SEEN", [])
     plugins.ensure_plugins()
     assert plugins.plugin_modules() == ("colorsys",)
     plugins.ensure_plugins()
     assert plugins.plugin_modules() == ("colorsys",)
+
+
+def test_a_module_that_registered_by_import_is_handed_to_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A script or notebook that imports its plugin module directly (no LDPEM_PLUGINS):
+    # the registries note the module, so that pool and Dask workers import it too.
+    monkeypatch.delenv("LDPEM_PLUGINS", raising=False)
+    monkeypatch.setattr(plugins, "_LOADED", [])
+    monkeypatch.setattr(plugins, "_REGISTERED", [])
+    monkeypatch.setattr(plugins, "_SEEN", [])
+    plugins.note_registration("ldpem.common.models.gmm")  # ours: every process has it
+    plugins.note_registration("__main__")  # a script's own: no other process can import it
+    assert plugins.plugin_modules() == ()
+    register_mechanism(LocalBox)  # what importing tests.examples.local_box does
+    assert plugins.plugin_modules() == ("tests.examples.local_box",)
+    with PoolExecutor(1) as pool:
+        seen = pool.map(_registered_mechanisms, [0])[0]
+    assert LocalBox.name in seen
+
+
+def _registered_mechanisms(_: int) -> tuple[str, ...]:
+    """What a pool worker finds registered (module level: a pool pickles it by name)."""
+    return mechanism_names()
