@@ -66,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _fedkit import machine
 
 from ldpem.client.data import load_records
-from ldpem.common.calibration import smoothing_precision
+from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.models import get_model
 from ldpem.processes import Processes
 from tests.fedkit import live_server

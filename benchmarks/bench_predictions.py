@@ -44,8 +44,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from ldpem.common.fastsim import simulate
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.fastsim import simulate
+from ldpem.common.planning.study import Study, run_study
 from ldpem.processes import Processes, start_coordinator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

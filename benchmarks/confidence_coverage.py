@@ -2,7 +2,7 @@
 
 For each case (model, mechanism, n): ``--runs`` independent studies (seeds 10⁴, 10⁴ + 1, …,
 synthetic data at a β* of norm 3σ, d = 10, ε = 1, T = 10), each with its region at
-``--level`` from ``--draws`` bootstrap draws (``common.confidence.confidence_region``, its
+``--level`` from ``--draws`` bootstrap draws (``common.planning.confidence.confidence_region``, its
 seeds derived from the run's index: runs it did not use). Prints, per case, the share of
 runs whose region holds the true β* (the radius: ‖β* − β̂‖ ≤ r; per coordinate: the mean
 over coordinates of β*_j ∈ [low_j, high_j]; both up to sign for gmm and mrm), the mean
@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
 
-from ldpem.common.confidence import confidence_region
-from ldpem.common.executor import make_executor
 from ldpem.common.models import get_model
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.confidence import confidence_region
+from ldpem.common.planning.executor import make_executor
+from ldpem.common.planning.study import Study, run_study
 
 #: The first study seed (the bootstrap's seeds are derived from the run's index).
 SEED_BASE = 10_000

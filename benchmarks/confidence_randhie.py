@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
 
-from ldpem.common.confidence import confidence_region
-from ldpem.common.executor import make_executor
-from ldpem.common.study import Dataset, Study, run_study
+from ldpem.common.planning.confidence import confidence_region
+from ldpem.common.planning.executor import make_executor
+from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.experiment_data import missing_covariates_dataset
 
 COVARIATES = ("lncoins", "idp", "lpi", "fmde", "physlm", "disea", "hlthg", "hlthf", "hlthp")

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from ldpem.common.executor import make_executor
-from ldpem.common.prediction import DEFAULT_SEEDS, Problem, predict, quantile
-from ldpem.common.study import run_study
+from ldpem.common.planning.executor import make_executor
+from ldpem.common.planning.prediction import DEFAULT_SEEDS, Problem, predict, quantile
+from ldpem.common.planning.study import run_study
 from ldpem.server.forecast import FORECAST_SEEDS
 
 SIZES = (20_000, 40_000, 60_000, 80_000)

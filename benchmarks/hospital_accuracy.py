@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.study import Study, run_study
 
 #: One line of the CSV files: model, mechanism, n, hospitals, mean error, its sd, seeds.
 Row = tuple[str, str, int, int, float, float, int]

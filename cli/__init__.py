@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from ldpem.common.confidence import Confidence, confidence_region
     from ldpem.common.models import Records, model_names
-    from ldpem.common.planning import Plan, make_plan
-    from ldpem.common.prediction import Problem
-    from ldpem.common.study import Dataset, Study, StudyResult, run_study
+    from ldpem.common.planning.confidence import Confidence, confidence_region
+    from ldpem.common.planning.plan import Plan, make_plan
+    from ldpem.common.planning.prediction import Problem
+    from ldpem.common.planning.study import Dataset, Study, StudyResult, run_study
 
 __all__ = [
     "Confidence",
@@ -45,17 +45,17 @@ __all__ = [
 
 #: Where each name of the library's surface is defined.
 _SURFACE = {
-    "Confidence": "ldpem.common.confidence",
-    "confidence_region": "ldpem.common.confidence",
+    "Confidence": "ldpem.common.planning.confidence",
+    "confidence_region": "ldpem.common.planning.confidence",
     "Records": "ldpem.common.models",
     "model_names": "ldpem.common.models",
-    "Plan": "ldpem.common.planning",
-    "Problem": "ldpem.common.prediction",
-    "make_plan": "ldpem.common.planning",
-    "Dataset": "ldpem.common.study",
-    "Study": "ldpem.common.study",
-    "StudyResult": "ldpem.common.study",
-    "run_study": "ldpem.common.study",
+    "Plan": "ldpem.common.planning.plan",
+    "Problem": "ldpem.common.planning.prediction",
+    "make_plan": "ldpem.common.planning.plan",
+    "Dataset": "ldpem.common.planning.study",
+    "Study": "ldpem.common.planning.study",
+    "StudyResult": "ldpem.common.planning.study",
+    "run_study": "ldpem.common.planning.study",
 }
 
 

@@ -21,8 +21,8 @@ from typing import Any, NoReturn
 
 from ldpem import __version__
 from ldpem.actions import ActionSpec, add_actions, examples, from_options
-from ldpem.common.errors import UserError
-from ldpem.common.plugins import ensure_plugins
+from ldpem.common.core.errors import UserError
+from ldpem.common.core.plugins import ensure_plugins
 
 __all__ = [
     "PIPE_CLOSED",

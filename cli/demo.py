@@ -27,12 +27,12 @@ import httpx
 import numpy as np
 
 from ldpem.client.ledger import Ledger
-from ldpem.common.accounting import epsilon_for_ratio
-from ldpem.common.errors import UserError
+from ldpem.common.core.accounting import epsilon_for_ratio
+from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model
+from ldpem.common.planning.simulation import split_holders
+from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
-from ldpem.common.simulation import split_holders
-from ldpem.common.study import Dataset, Study, run_study
 from ldpem.demo_plot import plot_convergence, prewarm_plotting
 from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
 from ldpem.run_estimate import final_region

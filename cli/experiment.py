@@ -2,7 +2,7 @@
 in the paper's central model and in the local model (``ldpem experiment``).
 
 Every point is the mean (and std, min, max) over seeds 0..S−1 of simulated studies
-(``ldpem.common.study.run_study``); each draws its own data, starting point and noise from
+(``ldpem.common.planning.study.run_study``); each draws its own data, starting point and noise from
 its seed. Figures:
 
 * ``fig1``   clipped baseline (Algorithm 1) for C ∈ {0.1, 0.5, 1, 2, 5, 10}, vs iteration;
@@ -30,10 +30,10 @@ from typing import TextIO
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.errors import UserError
-from ldpem.common.executor import Executor, SerialExecutor, make_executor
+from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.executor import Executor, SerialExecutor, make_executor
+from ldpem.common.planning.study import Study, run_study
 from ldpem.experiment_data import DatasetFactory, real_sources
 from ldpem.experiment_figures import (
     FigureResult,
@@ -143,7 +143,7 @@ def _trajectory_row(task: tuple[Study, DatasetFactory | None, int]) -> list[floa
 class Runner:
     """Runs a study over seeds 0..S−1, remembering results so that a study shared by
     several figures is run once. The seeds are independent tasks on ``executor``
-    (``ldpem.common.executor``; default: this process), seeded by their own seed."""
+    (``ldpem.common.planning.executor``; default: this process), seeded by their own seed."""
 
     def __init__(self, seeds: int, executor: Executor | None = None) -> None:
         self.seeds = seeds

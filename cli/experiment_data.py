@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records
-from ldpem.common.study import Dataset
+from ldpem.common.planning.study import Dataset
 
 __all__ = [
     "DatasetFactory",

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 
 __all__ = ["FigureResult", "Panel", "Series", "check_plotting", "write_csv", "write_png"]
 

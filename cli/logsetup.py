@@ -1,6 +1,6 @@
 """Log set-up of ``ldpem coordinator`` and ``ldpem client``: text or JSON lines on stderr.
 
-The line formats, the context fields and the token redaction are ``ldpem.common.logs``.
+The line formats, the context fields and the token redaction are ``ldpem.common.infra.logs``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import logging
 import sys
 from typing import TextIO
 
-from ldpem.common.logs import AccessFields, ContextFilter, JsonFormatter, RedactTokens
+from ldpem.common.infra.logs import AccessFields, ContextFilter, JsonFormatter, RedactTokens
 
 __all__ = ["TEXT_FORMAT", "setup_logging"]
 

@@ -1,6 +1,6 @@
 """What ``ldpem run status --wait`` ends with: the finished run's estimate β̂ and its
 confidence intervals, which the coordinator adds once its parametric bootstrap is done
-(``ldpem.common.confidence``)."""
+(``ldpem.common.planning.confidence``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ldpem.common.confidence import region_lines
+from ldpem.common.planning.confidence import region_lines
 
 __all__ = ["CONFIDENCE_WAIT", "await_confidence", "estimate_lines", "final_region"]
 

@@ -1,5 +1,5 @@
 """``ldpem run create --plan``: the run request with the rounds, round schedule and
-reported estimate that ``ldpem.common.schedule_search`` recommends for it (the search of
+reported estimate that ``ldpem.common.planning.schedule_search`` recommends for it (the search of
 ``ldpem plan --search-schedule``, on the problem the coordinator's forecast simulates:
 ``ldpem.server.forecast.run_problem``)."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ldpem.common.errors import UserError
-from ldpem.common.executor import make_executor
+from ldpem.common.core.errors import UserError
+from ldpem.common.planning.executor import make_executor
+from ldpem.common.planning.schedule_search import DEFAULT_GRID, search_schedule
 from ldpem.common.protocol import EQUAL, LAST
-from ldpem.common.schedule_search import DEFAULT_GRID, search_schedule
 from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.server.forecast import DEFAULT_MAX_RECORDS, run_problem
 

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 
 __all__ = [
     "PLANNED",

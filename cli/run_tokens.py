@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.secretfiles import write_secret
 
 __all__ = ["check_token_files", "write_token_files"]

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.secretfiles import read_secret
 
 __all__ = ["CA_HELP", "admin_token", "refused", "token_file_option", "unreachable"]

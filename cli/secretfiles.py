@@ -12,7 +12,7 @@ import shlex
 import stat
 from pathlib import Path
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 
 __all__ = ["check_private", "read_secret", "write_secret"]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ldpem.common.core.secagg_quantize import modulus_bits
 from ldpem.common.mechanisms import Mechanism, SecAggSkellam
+from ldpem.common.planning.study import StudyResult
 from ldpem.common.protocol import holder_records_per_round
-from ldpem.common.secagg.quantize import modulus_bits
-from ldpem.common.study import StudyResult
 
 __all__ = ["SPLITS", "outcome", "split_of"]
 

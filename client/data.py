@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.client.columns import RESPONSE_COLUMN, check_id_columns, resolve_columns
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records, get_model
 
 __all__ = ["load_records"]

@@ -46,9 +46,9 @@ import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from ldpem.common.accounting import epsilon_for_ratio
-from ldpem.common.errors import UserError
-from ldpem.common.sqlite import connect_durable, immediate
+from ldpem.common.core.accounting import epsilon_for_ratio
+from ldpem.common.core.errors import UserError
+from ldpem.common.infra.sqlite import connect_durable, immediate
 
 __all__ = ["DEFAULT_DATASET", "LOCK_FILE", "Binding", "BudgetExceeded", "Entry", "Ledger"]
 

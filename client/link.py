@@ -22,7 +22,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from ldpem.client.trust import AgentError
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.common.wire import API_PREFIX, Identity, RoundInfo, describe_errors
 
 __all__ = ["CoordinatorLink", "LinkHooks", "backoff_delay", "tls_context", "untrusted"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from ldpem.client.columns import resolve_columns
 from ldpem.client.sql import Block, Source, first_line, missing_extra
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 
 __all__ = ["read_parquet"]
 

@@ -26,7 +26,7 @@ from ldpem.client.faults import inject
 from ldpem.client.ledger import Ledger
 from ldpem.client.link import CoordinatorLink
 from ldpem.client.trust import AgentError
-from ldpem.common.accounting import ratio_for_budget
+from ldpem.common.core.accounting import ratio_for_budget
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.secagg import (
     ConsistencyCheck,

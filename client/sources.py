@@ -44,7 +44,7 @@ from ldpem.client.columns import check_id_columns, resolve_columns
 from ldpem.client.data import load_records
 from ldpem.client.parquet import read_parquet
 from ldpem.client.sql import has_top_level_order_by, read_postgres, read_sqlite, redacted_url
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records, get_model
 
 __all__ = ["CHUNK_ROWS", "Source"]

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 
 __all__ = [
     "Source",

@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
-from ldpem.common.calibration import smoothing_precision
-from ldpem.common.errors import UserError
+from ldpem.common.core.calibration import smoothing_precision
+from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import (

@@ -16,7 +16,10 @@ Nothing here does I/O. Public surface:
 
 from __future__ import annotations
 
-from ldpem.common.accounting import epsilon_spent, epsilon_tilde, noise_std_for
+from ldpem.common.core.accounting import epsilon_spent, epsilon_tilde, noise_std_for
+from ldpem.common.core.rounds import HolderReport, holder_round
+from ldpem.common.core.truncation import TRUNCATION_BOUND, smoothed_truncation
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import (
     CentralClipped,
     CentralTruncation,
@@ -31,12 +34,9 @@ from ldpem.common.mechanisms import (
     register_mechanism,
 )
 from ldpem.common.models import Model, Records, get_model, model_names, register_model
+from ldpem.common.planning.simulation import EMResult, run_gradient_em
+from ldpem.common.planning.study import Dataset, Study, StudyResult, run_study
 from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
-from ldpem.common.rounds import HolderReport, holder_round
-from ldpem.common.simulation import EMResult, run_gradient_em
-from ldpem.common.study import Dataset, Study, StudyResult, run_study
-from ldpem.common.truncation import TRUNCATION_BOUND, smoothed_truncation
-from ldpem.common.truncation_bound import truncation_bound
 
 __all__ = [
     "TRUNCATION_BOUND",

@@ -19,8 +19,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ldpem import __version__
-from ldpem.common.logs import request_clock
-from ldpem.common.plugins import ensure_plugins
+from ldpem.common.core.plugins import ensure_plugins
+from ldpem.common.infra.logs import request_clock
 from ldpem.common.secagg import SecAggError, SecAggRefused
 from ldpem.common.wire import API_PREFIX, describe_errors
 from ldpem.server.confidence import ConfidenceOptions

@@ -1,7 +1,7 @@
 """A finished run's confidence region, computed by the coordinator in the background.
 
 When a run finishes, the coordinator reruns its pipeline by parametric bootstrap
-(``ldpem.common.confidence``) as a derived result (``ldpem.server.background``, kind
+(``ldpem.common.planning.confidence``) as a derived result (``ldpem.server.background``, kind
 ``"confidence"``): the run's study is the one its forecast simulates (the public
 parameters and the enrolled record counts, ``forecast.run_problem``), at full size, drawn
 at the run's released estimate β̂. It reads only β̂ and public values: post-processing, no
@@ -22,9 +22,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ldpem.common.confidence import DEFAULT_DRAWS, DEFAULT_LEVEL, resolved_missing, study_region
-from ldpem.common.executor import make_executor
-from ldpem.common.study import Study
+from ldpem.common.planning.confidence import (
+    DEFAULT_DRAWS,
+    DEFAULT_LEVEL,
+    resolved_missing,
+    study_region,
+)
+from ldpem.common.planning.executor import make_executor
+from ldpem.common.planning.study import Study
 from ldpem.common.wire import ConfidenceRegion, PublicParameters, RunCreate
 from ldpem.server.forecast import ForecastOptions, run_problem
 from ldpem.server.store import RunRow, Store

@@ -6,7 +6,7 @@ assumed SNR, split over holders with the enrolled record counts (scaled down
 proportionally above ``max_records``, which only makes the forecast pessimistic), run
 with the mechanism each agent builds at the run's published budget. The forecast is the
 mean and 10–90% predictive band of the final errors of ``FORECAST_SEEDS`` simulated runs
-on the fast path (``ldpem.common.fastsim``: the distribution of ``ldpem simulate``'s final
+on the fast path (``ldpem.common.planning.fastsim``: the distribution of ``ldpem simulate``'s final
 error for the run's study with its hospital sizes, tests/common/test_fastsim.py), with
 seeds drawn from the problem (``prediction.first_seed``), and the mean at half and twice
 the assumed SNR, because the SNR is an assumption the number rests on. The coordinator
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ldpem.common.executor import make_executor
-from ldpem.common.prediction import SENSITIVITY_SEEDS, Prediction, Problem, outlooks
+from ldpem.common.planning.executor import make_executor
+from ldpem.common.planning.prediction import SENSITIVITY_SEEDS, Prediction, Problem, outlooks
 from ldpem.common.wire import ErrorBand, Forecast, PublicParameters, RunCreate
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
 #: Records simulated by the forecast at most, by default (larger runs are scaled down).
 DEFAULT_MAX_RECORDS = 200_000
 #: Simulated runs behind the forecast's band at the assumed SNR, by default: the band then
-#: covers 80% ± 2.8% of new runs (``ldpem.common.prediction``); the bands at half and twice
+#: covers 80% ± 2.8% of new runs (``ldpem.common.planning.prediction``); the bands at half and twice
 #: the SNR, only compared with β = 0, take ``SENSITIVITY_SEEDS``.
 FORECAST_SEEDS = 200
 
@@ -51,7 +51,7 @@ class ForecastOptions:
     #: Local processes of the simulations (None: this machine's cores; 1: serial).
     workers: int | None = None
     #: A Dask distributed scheduler's address that runs the simulations instead
-    #: (``common.executor.make_executor``); the numbers are the same.
+    #: (``common.planning.executor.make_executor``); the numbers are the same.
     scheduler: str | None = None
 
 

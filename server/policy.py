@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import ValidationError
 
-from ldpem.common.accounting import epsilon_spent, gdp_delta, ratio_for_noise
+from ldpem.common.core.accounting import epsilon_spent, gdp_delta, ratio_for_noise
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.protocol import (
     holder_contribution,

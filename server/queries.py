@@ -29,7 +29,7 @@ from ldpem.common.wire import (
     RunSummary,
     Trajectory,
 )
-from ldpem.common.wire_reads import LostStep, SecAggRoundSteps, SecAggStepClosing
+from ldpem.common.wire.reads import LostStep, SecAggRoundSteps, SecAggStepClosing
 from ldpem.server.confidence import stored_region
 from ldpem.server.health import RoundView, RunHealth, assess, round_views
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor

@@ -12,8 +12,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ldpem.common.errors import UserError
-from ldpem.common.planning import BEAT_FRACTION
+from ldpem.common.core.errors import UserError
+from ldpem.common.planning.plan import BEAT_FRACTION
 from ldpem.common.protocol import run_start
 from ldpem.common.wire import Forecast, HospitalToken, PublicParameters, RunCreate, RunCreated
 from ldpem.server.forecast import ForecastOptions, forecast_warning, run_forecast

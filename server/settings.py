@@ -12,8 +12,8 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ldpem.common.confidence import DEFAULT_DRAWS, DEFAULT_LEVEL, least_draws
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
+from ldpem.common.planning.confidence import DEFAULT_DRAWS, DEFAULT_LEVEL, least_draws
 from ldpem.server.forecast import DEFAULT_MAX_RECORDS, FORECAST_SEEDS
 
 __all__ = ["Settings", "load_settings"]
@@ -57,7 +57,7 @@ class Settings(BaseSettings):
     #: (``tcp://HOST:8786``, needs ``ldpem[dask]``) instead of local processes.
     forecast_scheduler: str | None = Field(default=None, pattern=r"^(tcp|tls)://\S+$")
     #: Parametric bootstrap draws behind a finished run's confidence region (0: none;
-    #: otherwise at least 19 at level 0.9: ``common.confidence.least_draws``). They run
+    #: otherwise at least 19 at level 0.9: ``common.planning.confidence.least_draws``). They run
     #: where the forecast's simulations run (forecast_workers, forecast_scheduler).
     confidence_draws: int = Field(default=DEFAULT_DRAWS, ge=0, le=100_000)
     #: The confidence region's level.
@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     #: Largest σ_r accepted, as a multiple of the σ_r of the run's own budget.
     max_noise_factor: float = Field(default=10.0, ge=1)
     log_level: str = "info"
-    #: ``text`` or ``json`` (one JSON object per line; see ldpem.common.logs).
+    #: ``text`` or ``json`` (one JSON object per line; see ldpem.common.infra.logs).
     log_format: Literal["text", "json"] = "text"
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ cited in README.md and docs/*.md exists in the repository.
   citing file's folder. Paths are found in backticks and in running text.
 * A **code name** is a backticked Python name that can only be ours: a dotted name whose first
   part is one of our modules or classes (`protocol.m_step`, `Mechanism.with_noise`,
-  `ldpem.common.executor`), a `CamelCase` name, a `_private` name, a `snake_case` name
+  `ldpem.common.planning.executor`), a `CamelCase` name, a `_private` name, a `snake_case` name
   with an underscore or an `UPPER_CASE` constant. It must be defined, read as an
   attribute, passed as a keyword or written as a string (a JSON key, an environment
   variable) somewhere in the product's, the tests' or the benchmarks' sources, read with
@@ -292,8 +292,9 @@ def test_every_cited_path_and_name_exists() -> None:
 def test_planted_stale_citations_are_each_found(tmp_path: Path) -> None:
     doc = tmp_path / "PLANTED.md"
     doc.write_text(
-        "Fine: `server/secagg.py`, tests/test_layers.py, `protocol.m_step`, `Mechanism`,\n"
-        "`ldpem.common.executor.make_executor`, `holder_round`, `LDPEM_FORECAST_WORKERS`,\n"
+        "Fine: `server/secagg.py`, tests/test_layers.py, `protocol.m_step`, `Mechanism`, "
+        "`ldpem.common.planning.executor.make_executor`,\n`holder_round`, "
+        "`LDPEM_FORECAST_WORKERS`,\n"
         "`docs/results/fig1-{central,local}.csv`, `--mechanism`, `np.clip`, `gmm`.\n"
         "Stale: `cli/cmd_run.py` and `_assemble` and `protocol.hospital_scale`,\n"
         "`ldpem.common.nowhere`, `NoSuchClass`, `LDPEM_NO_SUCH`, `test_nothing.py`,\n"

@@ -22,8 +22,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from ldpem.common.accounting import event_epsilon
-from ldpem.common.privacy_events import ComposedEvent, GaussianEvent, SelfComposedEvent
+from ldpem.common.core.accounting import event_epsilon
+from ldpem.common.core.privacy_events import ComposedEvent, GaussianEvent, SelfComposedEvent
 from ldpem.common.protocol import make_mechanism, privacy_ratio
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -44,12 +44,16 @@ CONSTRUCTORS = frozenset(
 #: Calibration steps that make a mechanism or a study default from a budget; called only by
 #: the protocol (and inside the modules that define them).
 CALIBRATION = {
-    "noise_std_for": {PROTOCOL, "common/accounting.py"},
+    "noise_std_for": {PROTOCOL, "common/core/accounting.py"},
     "public_scale": {PROTOCOL, "common/protocol/public.py"},
     "holder_own_scale": {PROTOCOL},
-    "local_scale": {PROTOCOL, "common/calibration.py"},
-    "central_scale": {PROTOCOL, "common/calibration.py"},
-    "truncation_sensitivity": {PROTOCOL, "common/calibration.py", "common/mechanisms/local.py"},
+    "local_scale": {PROTOCOL, "common/core/calibration.py"},
+    "central_scale": {PROTOCOL, "common/core/calibration.py"},
+    "truncation_sensitivity": {
+        PROTOCOL,
+        "common/core/calibration.py",
+        "common/mechanisms/local.py",
+    },
     "default_tau": {"common/protocol/defaults.py"},
 }
 #: Where a mechanism class may be named outside isinstance checks and annotations.
@@ -120,7 +124,7 @@ def violations(source: str, path: str) -> list[str]:
         if (
             isinstance(node.op, ast.FloorDiv)
             and _name(node.right) == "rounds"
-            and path != "common/wire.py"  # the partition's round sizes
+            and path != "common/wire/__init__.py"  # the partition's round sizes
         ):
             found.append(f"{where}: records per round (… // rounds) of its own")
     return found

@@ -12,7 +12,7 @@ the one holding the record and t_min − 1 without records: what a round release
 exactly t_min honest holders (docs/SECAGG.md).
 
 Every row also checks the declarations the noise is calibrated from
-(``common.audit.declaration_failure``): the worst pair the row measured may not be farther
+(``common.audit.empirical.declaration_failure``): the worst pair the row measured may not be farther
 apart than the declared ``sensitivity``, nor a contribution beyond ``record_bound``; a row
 that fails them fails, with its one-line ``declaration_failure`` as the reason.
 """
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpem.common.accounting import ACCOUNTING_MODES
-from ldpem.common.errors import UserError
+from ldpem.common.core.accounting import ACCOUNTING_MODES
+from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
 from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol import central_noise, make_mechanism, study_tau
@@ -209,7 +209,7 @@ def run_audit(
     """
     # Imported here: it pulls in scipy.stats (~1 s), which every other command (and every
     # `ldpem client` process, whose parser registers this one) would otherwise pay for.
-    from ldpem.common.audit import (
+    from ldpem.common.audit.empirical import (
         audit_holder_round,
         audit_mechanism,
         declaration_failure,

@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.common.models import model_names
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import read_secret
@@ -237,7 +237,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-format",
         choices=("text", "json"),
         default="text",
-        help="text, or json: one object a line (ldpem.common.logs)",
+        help="text, or json: one object a line (ldpem.common.infra.logs)",
     )
     parser.set_defaults(handler=run)
 

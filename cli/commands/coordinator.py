@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ldpem.actions import ActionSpec, add_actions
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import check_private, read_secret, write_secret
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model, model_names
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]

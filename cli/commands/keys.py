@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ldpem.actions import ActionSpec, add_actions
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.secretfiles import read_secret, write_secret
 
 if TYPE_CHECKING:

@@ -8,14 +8,14 @@ import json
 import math
 
 from ldpem.actions import from_options
-from ldpem.common.accounting import ACCOUNTING_MODES
-from ldpem.common.calibration import DEFAULT_ZETA
-from ldpem.common.errors import UserError
-from ldpem.common.executor import make_executor
+from ldpem.common.core.accounting import ACCOUNTING_MODES
+from ldpem.common.core.calibration import DEFAULT_ZETA
+from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
-from ldpem.common.planning import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
-from ldpem.common.prediction import (
+from ldpem.common.planning.executor import make_executor
+from ldpem.common.planning.plan import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
+from ldpem.common.planning.prediction import (
     DEFAULT_SEEDS,
     SEARCH_SEEDS,
     SENSITIVITY_SEEDS,
@@ -24,7 +24,7 @@ from ldpem.common.prediction import (
     Problem,
     predict,
 )
-from ldpem.common.schedule_search import DEFAULT_GRID, ScheduleSearch, search_schedule
+from ldpem.common.planning.schedule_search import DEFAULT_GRID, ScheduleSearch, search_schedule
 
 __all__ = [
     "add_arguments",
@@ -135,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """--workers and --scheduler: where the simulations run (``common.executor``)."""
+    """--workers and --scheduler: where the simulations run (``common.planning.executor``)."""
     parser.add_argument(
         "--workers",
         type=int,

@@ -16,7 +16,7 @@ accept; without it, it prints the response as JSON: run id, public parameters, e
 error, warning and the tokens (shown once). The same is POST /v1/runs with "Authorization:
 Bearer <admin token>". With --plan it first searches rounds, round schedule and reported
 estimate for the run's model, d, hospitals, budget, snr and mechanism
-(ldpem.common.schedule_search, as ldpem plan --search-schedule), sets "rounds", "schedule"
+(ldpem.common.planning.schedule_search, as ldpem plan --search-schedule), sets "rounds", "schedule"
 and "final" of the request to the recommended setting (10 equal rounds and the last
 iterate unless another gains clearly, seed by seed), says so on stderr and states it in
 the "created" line (JSON: "plan").
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpem.actions import ActionSpec, add_actions
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.run_cancel import cancel, cancel_options
 from ldpem.run_request import (
     default_delta_warning,

@@ -1,6 +1,6 @@
 """``ldpem simulate``: run the whole gradient EM in one process and report the accuracy.
 
-The study is ``ldpem.common.study.run_study``'s; this module reads the command line, loads
+The study is ``ldpem.common.planning.study.run_study``'s; this module reads the command line, loads
 records given with ``--data`` and writes the outcome (``ldpem.simulate_outcome.outcome``: the
 ``--json`` fields).
 """
@@ -19,20 +19,20 @@ from numpy.typing import NDArray
 from ldpem.actions import from_options
 from ldpem.commands.client import add_source_arguments, source_from_args
 from ldpem.commands.plan import add_executor_arguments, parse_sizes
-from ldpem.common.accounting import ACCOUNTING_MODES
-from ldpem.common.calibration import DEFAULT_ZETA
-from ldpem.common.confidence import (
+from ldpem.common.core.accounting import ACCOUNTING_MODES
+from ldpem.common.core.calibration import DEFAULT_ZETA
+from ldpem.common.core.errors import UserError
+from ldpem.common.mechanisms import get_mechanism, mechanism_names
+from ldpem.common.models import model_names
+from ldpem.common.planning.confidence import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
     Bootstrap,
     check_bootstrap,
     region_lines,
 )
-from ldpem.common.errors import UserError
-from ldpem.common.mechanisms import get_mechanism, mechanism_names
-from ldpem.common.models import model_names
-from ldpem.common.planning import beta_zero_warning
-from ldpem.common.study import Dataset, RoundCallback, Study, run_study
+from ldpem.common.planning.plan import beta_zero_warning
+from ldpem.common.planning.study import Dataset, RoundCallback, Study, run_study
 from ldpem.simulate_outcome import SPLITS, outcome
 
 __all__ = [

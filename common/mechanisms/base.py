@@ -12,7 +12,7 @@ whose fields are the values a run publishes for it (``scale`` and ``smoothing`` 
 ``needs`` a scale, ``clip`` when it needs a clip norm, ``t_min`` for noise shares) and its
 ``noise_std``; the registry (``ldpem.common.mechanisms.registry``) refuses a class that
 does not declare what it needs. What one release costs a record is data
-(``privacy_event``, ``ldpem.common.privacy_events``) that the accountant composes, and a
+(``privacy_event``, ``ldpem.common.core.privacy_events``) that the accountant composes, and a
 mechanism calibrates its own noise to a budget (``calibrated``; default: a Gaussian of the
 σ_r its ``sensitivity`` needs).
 
@@ -48,8 +48,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common.accounting import DEFAULT_ACCOUNTING, gaussian_noise_std
-from ldpem.common.privacy_events import DpEvent, GaussianEvent, NonPrivateEvent
+from ldpem.common.core.accounting import DEFAULT_ACCOUNTING, gaussian_noise_std
+from ldpem.common.core.privacy_events import DpEvent, GaussianEvent, NonPrivateEvent
 
 __all__ = [
     "PUBLIC_FIELDS",

@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ldpem.common._validation import check_positive
-from ldpem.common.calibration import truncation_sensitivity
+from ldpem.common.core._validation import check_positive
+from ldpem.common.core.calibration import truncation_sensitivity
+from ldpem.common.core.truncation import smoothed_truncation
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms.base import (
     FloatArray,
     Mechanism,
@@ -17,8 +19,6 @@ from ldpem.common.mechanisms.base import (
     _check_noise_std,
 )
 from ldpem.common.mechanisms.registry import register_mechanism
-from ldpem.common.truncation import smoothed_truncation
-from ldpem.common.truncation_bound import truncation_bound
 
 __all__ = ["LocalTruncation"]
 

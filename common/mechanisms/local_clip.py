@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common._validation import check_positive
+from ldpem.common.core._validation import check_positive
 from ldpem.common.mechanisms.base import (
     FloatArray,
     Mechanism,

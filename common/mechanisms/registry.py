@@ -14,9 +14,9 @@ import re
 from dataclasses import MISSING
 from typing import TypeVar, get_args
 
+from ldpem.common.core.plugins import ensure_plugins, note_registration
 from ldpem.common.mechanisms.base import PUBLIC_FIELDS, Mechanism, NoiseSite, ScaleRule
 from ldpem.common.mechanisms.shares import SharedNoise
-from ldpem.common.plugins import ensure_plugins, note_registration
 
 __all__ = ["get_mechanism", "mechanism_names", "register_mechanism"]
 

@@ -10,15 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common._validation import check_count
-from ldpem.common.mechanisms.base import FloatArray, NoiseSite, ScaleRule, _as_gradients
-from ldpem.common.mechanisms.local import LocalTruncation
-from ldpem.common.mechanisms.registry import register_mechanism
-from ldpem.common.mechanisms.shares import SharedNoise
-from ldpem.common.privacy_events import AccountedEvent, DpEvent
-from ldpem.common.secagg.accounting import fallback_epsilon, share_noise_std, skellam_epsilon
-from ldpem.common.secagg.noise import skellam_noise
-from ldpem.common.secagg.quantize import (
+from ldpem.common.core._validation import check_count
+from ldpem.common.core.privacy_events import AccountedEvent, DpEvent
+from ldpem.common.core.secagg_accounting import fallback_epsilon, share_noise_std, skellam_epsilon
+from ldpem.common.core.secagg_noise import skellam_noise
+from ldpem.common.core.secagg_quantize import (
     EXACT_LIMIT,
     IntegerSensitivity,
     dequantize,
@@ -28,6 +24,10 @@ from ldpem.common.secagg.quantize import (
     quantize_rows,
     round_fine,
 )
+from ldpem.common.mechanisms.base import FloatArray, NoiseSite, ScaleRule, _as_gradients
+from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.mechanisms.registry import register_mechanism
+from ldpem.common.mechanisms.shares import SharedNoise
 
 __all__ = ["SecAggSkellam", "SkellamEvent"]
 
@@ -54,13 +54,13 @@ class SecAggSkellam(LocalTruncation, SharedNoise):
     Each record is truncated as in the central model of Algorithm 2 (the scale s from the
     round's total count m: the same s at every holder). A holder sums its contributions
     exactly on a fine grid, rounds the sum once to the grid γ = 2^-j
-    (``ldpem.common.secagg.quantize``), adds its share Sk(λ_s) of integer noise and sends
+    (``ldpem.common.core.secagg_quantize``), adds its share Sk(λ_s) of integer noise and sends
     γ·(Q + Z): an exact float, so the aggregate of the simulator (``math.fsum``) equals the
     unmasked integer sum times γ of a federated run, bit for bit. A round releases a sum of
     at least ``t_min`` holders, of whom up to ``colluders`` = c may collude with the
     coordinator (their shares add nothing); the t_min − c honest shares add up to
     Sk((t_min − c)·λ_s), calibrated so that the round's SUM is (ε, δ)-DP for each record
-    (``ldpem.common.secagg.accounting``; docs/SECAGG.md, "The threat model").
+    (``ldpem.common.core.secagg_accounting``; docs/SECAGG.md, "The threat model").
 
     Parameters
     ----------

@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common._validation import check_count, check_positive
+from ldpem.common.core._validation import check_count, check_positive
 
 __all__ = ["true_parameter"]
 

@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common._validation import check_count, check_positive
+from ldpem.common.core._validation import check_count, check_positive
 from ldpem.common.models._synthetic import true_parameter
 
 __all__ = [

@@ -4,7 +4,7 @@ The CLI's choices, the wire's validation, the calibration's τ, the demo, the au
 planner and ``generate`` all ask ``get_model`` / ``model_names``; nothing compares a model
 name with a literal. A model registers itself with ``register_model`` when its module is
 imported: the built-in ones through ``ldpem.common.models``, others through a plugin module
-named in ``LDPEM_PLUGINS`` (``ldpem.common.plugins``).
+named in ``LDPEM_PLUGINS`` (``ldpem.common.core.plugins``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
+from ldpem.common.core.plugins import ensure_plugins, note_registration
 from ldpem.common.models.base import DEFAULT_START, Model
-from ldpem.common.plugins import ensure_plugins, note_registration
 
 __all__ = ["get_model", "model_names", "register_model"]
 

@@ -29,10 +29,10 @@ from typing import Protocol, TypedDict
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common._validation import check_count, check_open_unit, check_positive
-from ldpem.common.accounting import DEFAULT_ACCOUNTING
-from ldpem.common.accounting import gaussian_noise_std as _noise_std
-from ldpem.common.calibration import (
+from ldpem.common.core._validation import check_count, check_open_unit, check_positive
+from ldpem.common.core.accounting import DEFAULT_ACCOUNTING
+from ldpem.common.core.accounting import gaussian_noise_std as _noise_std
+from ldpem.common.core.calibration import (
     DEFAULT_ZETA,
     central_scale,
     local_scale,

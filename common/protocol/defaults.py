@@ -27,7 +27,7 @@ from functools import partial
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common._validation import check_count, check_open_unit
+from ldpem.common.core._validation import check_count, check_open_unit
 from ldpem.common.models import get_model
 from ldpem.common.models.base import random_direction
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common._validation import check_count
+from ldpem.common.core._validation import check_count
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.protocol.construction import CentralNoise
 from ldpem.common.protocol.schedule import Schedule, is_equal

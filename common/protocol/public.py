@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ldpem.common.calibration import smoothing_precision
+from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.protocol.construction import public_scale, round_scales

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ldpem.common.core.privacy_events import GaussianEvent, NonPrivateEvent
 from ldpem.common.mechanisms import Mechanism
-from ldpem.common.privacy_events import GaussianEvent, NonPrivateEvent
 
 __all__ = ["privacy_ratio", "report_noise_std"]
 

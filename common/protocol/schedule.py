@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ldpem.common._validation import check_count
+from ldpem.common.core._validation import check_count
 
 __all__ = [
     "EQUAL",

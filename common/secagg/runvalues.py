@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.common.core.secagg_quantize import modulus_bits
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.protocol import holder_mechanism
 from ldpem.common.protocol.parameters import PublicValues
-from ldpem.common.secagg.quantize import modulus_bits
 
 __all__ = [
     "grid_of",

@@ -11,13 +11,13 @@ from typing import ClassVar
 import pytest
 
 from ldpem.cli import main
-from ldpem.common.crossover import Crossover, _first_below, find_crossover, size_grid
-from ldpem.common.executor import SerialExecutor, make_executor
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.mechanisms import registry as mechanism_registry
 from ldpem.common.mechanisms.base import NoiseSite
-from ldpem.common.planning import recommendation
-from ldpem.common.prediction import Prediction, Problem, first_seed, predict
+from ldpem.common.planning.crossover import Crossover, _first_below, find_crossover, size_grid
+from ldpem.common.planning.executor import SerialExecutor, make_executor
+from ldpem.common.planning.plan import recommendation
+from ldpem.common.planning.prediction import Prediction, Problem, first_seed, predict
 from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.server.forecast import run_forecast, run_problem
 from tests.fedkit import run_request

@@ -122,7 +122,7 @@ def test_a_plugin_model_is_planned_on_the_cluster(
     scheduler: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The plugin (linear regression, "lr") is loaded here through LDPEM_PLUGINS; the Dask
-    # workers, started without it, import it before each task (common/executor.py).
+    # workers, started without it, import it before each task (common/planning/executor.py).
     monkeypatch.setenv("LDPEM_PLUGINS", "tests.test_extension_model")
     argv = ["plan", "--model", "lr", "--d", "2", "--n", "4000", "--hospitals", "2"]
     argv += ["--seeds", "2", "--crossover-limit", "4000", "--json", "--scheduler", scheduler]

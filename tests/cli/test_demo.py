@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from ldpem.commands.demo import print_summary
-from ldpem.common.confidence import DEFAULT_DRAWS
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
-from ldpem.common.study import Dataset
+from ldpem.common.planning.confidence import DEFAULT_DRAWS
+from ldpem.common.planning.study import Dataset
 from ldpem.demo import DEMO_FORECAST_SEEDS, DemoConfig, _baselines, demo_hospital_sizes
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.study import Study, run_study
 
 SEEDS = range(5)
 

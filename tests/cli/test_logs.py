@@ -1,5 +1,5 @@
 """``--log-format json``: one JSON object per line with run/round/hospital where known, and
-never a token, for the coordinator and the agent (ldpem.common.logs, ldpem.logsetup)."""
+never a token, for the coordinator and the agent (ldpem.common.infra.logs, ldpem.logsetup)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ldpem.common.logs import (
+from ldpem.common.infra.logs import (
     AccessFields,
     ContextFilter,
     JsonFormatter,

@@ -74,7 +74,7 @@ def test_import_ldpem_loads_no_numpy_and_the_surface_on_first_use() -> None:
         "import sys, ldpem\n"
         "assert 'numpy' not in sys.modules, 'import ldpem loaded numpy'\n"
         "from ldpem import Study, run_study, make_plan\n"
-        "from ldpem.common.study import run_study as real\n"
+        "from ldpem.common.planning.study import run_study as real\n"
         "assert run_study is real and 'numpy' in sys.modules\n"
         "assert {'Study', 'run_study'} <= set(dir(ldpem))\n"
         "try:\n"

@@ -1,4 +1,4 @@
-"""The schedule search (``ldpem.common.schedule_search``), ``ldpem plan --search-schedule``
+"""The schedule search (``ldpem.common.planning.schedule_search``), ``ldpem plan --search-schedule``
 and ``ldpem run create --plan``: small n and 2 seeds, so that each runs in seconds."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from ldpem.cli import main
-from ldpem.common.executor import SerialExecutor
-from ldpem.common.prediction import Prediction, Problem, predict
-from ldpem.common.schedule_search import (
+from ldpem.common.planning.executor import SerialExecutor
+from ldpem.common.planning.prediction import Prediction, Problem, predict
+from ldpem.common.planning.schedule_search import (
     CLEAR_GAIN_SE,
     DEFAULT_GRID,
     ScheduleSearch,
@@ -175,7 +175,7 @@ def test_run_create_plan_sets_the_searched_rounds_schedule_and_final(
         expected = search_schedule(
             run_problem(run, public_parameters(run)), MECHANISM, seeds=2, executor=executor
         ).setting
-    # Fields at their defaults are left out of the published parameters (common/wire.py).
+    # Fields at their defaults are left out of the published parameters (common/wire/__init__.py).
     published = (params["rounds"], params.get("schedule", "equal"), params.get("final", "last"))
     assert published == (expected.rounds, expected.schedule, expected.final)
     chosen = f"rounds {expected.rounds}, schedule {expected.schedule}, final {expected.final}"

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from ldpem.client.data import load_records
+from ldpem.common.planning.simulation import simulate_run
 from ldpem.common.protocol import FederatedStreams
-from ldpem.common.simulation import simulate_run
 from ldpem.processes import Processes
 from tests.fedkit import write_gmm_data
 from tests.secaggkit import secagg_run

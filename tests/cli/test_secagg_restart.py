@@ -20,8 +20,8 @@ import pytest
 
 from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
+from ldpem.common.planning.simulation import simulate_run
 from ldpem.common.protocol import FederatedStreams
-from ldpem.common.simulation import simulate_run
 from ldpem.processes import Processes, free_port, start_coordinator
 from tests.fedkit import write_gmm_data
 from tests.secaggdriver import NAMES, create_run, liar, play_round, spoil

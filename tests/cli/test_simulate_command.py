@@ -13,7 +13,7 @@ import pytest
 
 from ldpem.cli import main
 from ldpem.commands.simulate import progress_reporter
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.study import Study, run_study
 
 SMALL = ["--n", "2000", "--d", "3", "--rounds", "4"]
 

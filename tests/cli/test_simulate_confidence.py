@@ -9,8 +9,8 @@ import json
 import pytest
 
 from ldpem.cli import main
-from ldpem.common.confidence import DEFAULT_DRAWS, METHOD, confidence_region
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.confidence import DEFAULT_DRAWS, METHOD, confidence_region
+from ldpem.common.planning.study import Study, run_study
 
 SMALL = ["simulate", "--n", "2000", "--d", "3", "--rounds", "4", "--mechanism", "central"]
 

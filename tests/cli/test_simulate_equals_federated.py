@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 
 from ldpem.client.data import load_records
-from ldpem.common.fastsim import final_errors
-from ldpem.common.prediction import quantile
+from ldpem.common.planning.fastsim import final_errors
+from ldpem.common.planning.prediction import quantile
+from ldpem.common.planning.simulation import EMResult, simulate_run
+from ldpem.common.planning.study import Study
 from ldpem.common.protocol import FederatedStreams, records_per_round
-from ldpem.common.simulation import EMResult, simulate_run
-from ldpem.common.study import Study
 from ldpem.common.wire import PublicParameters, ScheduleSpec, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator
 from ldpem.server.forecast import FORECAST_SEEDS

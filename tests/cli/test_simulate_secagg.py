@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from ldpem.cli import main
-from ldpem.common.secagg.quantize import grid_step
-from ldpem.common.truncation_bound import truncation_bound
+from ldpem.common.core.secagg_quantize import grid_step
+from ldpem.common.core.truncation_bound import truncation_bound
 
 SMALL = ["--n", "6000", "--d", "3", "--rounds", "4", "--hospitals", "12"]
 

@@ -16,7 +16,7 @@ import pytest
 from ldpem.client import agent as agent_module
 from ldpem.client.agent import Agent, AgentConfig, AgentError
 from ldpem.client.ledger import Ledger
-from ldpem.common.accounting import noise_std_for
+from ldpem.common.core.accounting import noise_std_for
 from ldpem.common.models import get_model
 from ldpem.common.protocol import local_noise_std
 from ldpem.common.wire import PublicParameters, ReportIn

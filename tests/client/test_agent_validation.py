@@ -19,8 +19,8 @@ from ldpem.client import agent as agent_module
 from ldpem.client.agent import Agent, AgentConfig, AgentError
 from ldpem.client.ledger import DEFAULT_DATASET, Ledger
 from ldpem.client.trust import BETA_MAX, check_beta, check_public
-from ldpem.common.calibration import smoothing_precision
-from ldpem.common.errors import UserError
+from ldpem.common.core.calibration import smoothing_precision
+from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records
 from ldpem.common.protocol import noise_rng, partition_rng
 from ldpem.common.wire import Identity, PublicParameters

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ldpem.client.data import load_records
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 
 
 def write(tmp_path: Path, text: str, name: str = "data.csv") -> Path:

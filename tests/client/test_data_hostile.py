@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ldpem.client.agent import Agent, AgentConfig
 from ldpem.client.data import load_records
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.server.app import create_app
 from tests.fedkit import TOKENS, admin_headers, live_server, run_request
 from tests.fedkit import settings as app_settings

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from ldpem.client.ledger import LOCK_FILE, Binding, BudgetExceeded, Entry, Ledger
-from ldpem.common.accounting import ratio_for_budget
-from ldpem.common.errors import UserError
+from ldpem.common.core.accounting import ratio_for_budget
+from ldpem.common.core.errors import UserError
 
 #: μ of one run that spends exactly ε = 1 at δ = 1e-5 (exact accounting).
 MU_ONE = ratio_for_budget(1.0, 1e-5, "exact")

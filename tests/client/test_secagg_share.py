@@ -14,6 +14,7 @@ import pytest
 
 from ldpem.client.secagg import SecAggConfig, check_share, load_secagg
 from ldpem.client.trust import AgentError, agent_mechanisms, run_budget
+from ldpem.common.core.secagg_quantize import skellam_tail
 from ldpem.common.protocol import holder_mechanism
 from ldpem.common.secagg import (
     Roster,
@@ -21,7 +22,6 @@ from ldpem.common.secagg import (
     public_key_bytes,
     signing_key_to_pem,
 )
-from ldpem.common.secagg.quantize import skellam_tail
 from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
 
 NAMES = [f"h{i}" for i in range(5)]

@@ -19,7 +19,7 @@ from ldpem.cli import main
 from ldpem.client.columns import ID_CHECK_MIN_ROWS, check_id_columns
 from ldpem.client.data import load_records
 from ldpem.client.sources import Source
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from tests.client.sourcekit import TABLE_QUERY, rmc_table, write_sqlite
 
 pytest.importorskip("pyarrow", reason="pyarrow (ldpem[parquet]) is not installed")

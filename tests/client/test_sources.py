@@ -17,7 +17,7 @@ from ldpem.client.columns import parse_columns
 from ldpem.client.data import load_records
 from ldpem.client.sources import Source
 from ldpem.client.sql import has_top_level_order_by
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from tests.client.sourcekit import (
     TABLE_QUERY,
     report,

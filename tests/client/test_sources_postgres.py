@@ -22,7 +22,7 @@ import pytest
 from ldpem.cli import main
 from ldpem.client.data import load_records
 from ldpem.client.sources import Source
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.server.app import create_app
 from tests.client.postgres import PASSWORD, USER, Postgres, start_postgres
 from tests.client.sourcekit import (

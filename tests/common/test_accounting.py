@@ -11,7 +11,7 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
-from ldpem.common.accounting import (
+from ldpem.common.core.accounting import (
     epsilon_for_ratio,
     epsilon_spent,
     epsilon_tilde,

@@ -15,8 +15,7 @@ from dp_accounting.pld import pld_privacy_accountant
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from ldpem.common.accounting import epsilon_for_ratio
-from ldpem.common.audit import (
+from ldpem.common.audit.empirical import (
     audit_holder_round,
     audit_mechanism,
     clopper_pearson_upper,
@@ -24,11 +23,12 @@ from ldpem.common.audit import (
     noise_is_sufficient,
     reference_noise_std,
 )
-from ldpem.common.audit_pairs import candidate_values, farthest_pair, mechanism_candidates
+from ldpem.common.audit.pairs import candidate_values, farthest_pair, mechanism_candidates
+from ldpem.common.core.accounting import epsilon_for_ratio
+from ldpem.common.core.truncation import TRUNCATION_BOUND, catoni_phi
 from ldpem.common.mechanisms import LocalTruncation
 from ldpem.common.models import get_model
 from ldpem.common.protocol import make_mechanism
-from ldpem.common.truncation import TRUNCATION_BOUND, catoni_phi
 
 # (ε, δ) at which a 10⁶-draw audit has the power to see a factor-2 noise error (measured).
 EPSILON, DELTA = 1.0, 1e-3

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ldpem.commands.audit import run_audit
-from ldpem.common.audit import declaration_failure, measured_record_bound
+from ldpem.common.audit.empirical import declaration_failure, measured_record_bound
 from ldpem.common.mechanisms import Mechanism, mechanism_names
 from ldpem.common.mechanisms import registry as mechanism_registry
 from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite

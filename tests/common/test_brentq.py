@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from ldpem.common.accounting import _brentq, gdp_delta
+from ldpem.common.core.accounting import _brentq, gdp_delta
 
 
 def test_bit_identical_to_scipy_on_the_accounting_roots() -> None:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from ldpem.common.accounting import epsilon_tilde
-from ldpem.common.calibration import (
+from ldpem.common.core.accounting import epsilon_tilde
+from ldpem.common.core.calibration import (
     central_scale,
     local_scale,
     round_epsilon_tilde,

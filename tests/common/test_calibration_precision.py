@@ -21,7 +21,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from ldpem.common.accounting import (
+from ldpem.common.core.accounting import (
     epsilon_for_ratio,
     gdp_delta,
     noise_std_for,

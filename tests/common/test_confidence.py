@@ -1,4 +1,4 @@
-"""The parametric bootstrap's region (``ldpem.common.confidence``): its order statistics,
+"""The parametric bootstrap's region (``ldpem.common.planning.confidence``): its order statistics,
 sign alignment, bounds on its arguments, what a draw runs, and its seeds. The calibration
 on runs of the real pipeline is ``test_confidence_calibration``."""
 
@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from ldpem.common.confidence import (
+from ldpem.common.core.errors import UserError
+from ldpem.common.planning.confidence import (
     DEFAULT_DRAWS,
     bootstrap_estimates,
     bootstrap_seeds,
@@ -20,9 +21,8 @@ from ldpem.common.confidence import (
     region,
     region_lines,
 )
-from ldpem.common.errors import UserError
-from ldpem.common.executor import PoolExecutor, SerialExecutor
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.executor import PoolExecutor, SerialExecutor
+from ldpem.common.planning.study import Study, run_study
 
 
 def test_least_draws_is_the_smallest_b_with_an_order_statistic_at_each_end() -> None:

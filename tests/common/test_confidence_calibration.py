@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldpem.common.confidence import confidence_region
-from ldpem.common.executor import PoolExecutor
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.confidence import confidence_region
+from ldpem.common.planning.executor import PoolExecutor
+from ldpem.common.planning.study import Study, run_study
 
 pytestmark = pytest.mark.slow
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpem.common.errors import UserError
-from ldpem.common.executor import (
+from ldpem.common.core.errors import UserError
+from ldpem.common.planning.executor import (
     DASK_MISSING,
     PoolExecutor,
     SerialExecutor,
     local_workers,
     make_executor,
 )
-from ldpem.common.prediction import Problem, predict
+from ldpem.common.planning.prediction import Problem, predict
 
 
 def seeded_draw(seed: int) -> float:
@@ -82,7 +82,7 @@ def test_workers_end_when_the_process_that_started_them_is_killed(tmp_path: Path
         textwrap.dedent(
             """
             import threading, time
-            from ldpem.common.executor import PoolExecutor
+            from ldpem.common.planning.executor import PoolExecutor
 
             def nap(x):
                 time.sleep(60)

@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, norm
 
-from ldpem.common.fastsim import final_errors, simulate
-from ldpem.common.study import Study, run_study
+from ldpem.common.planning.fastsim import final_errors, simulate
+from ldpem.common.planning.study import Study, run_study
 
 pytestmark = pytest.mark.slow
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from ldpem.common.executor import SerialExecutor
-from ldpem.common.prediction import Problem, predict, prediction_seeds
-from ldpem.common.study import run_study
+from ldpem.common.planning.executor import SerialExecutor
+from ldpem.common.planning.prediction import Problem, predict, prediction_seeds
+from ldpem.common.planning.study import run_study
 from ldpem.server.forecast import FORECAST_SEEDS
 
 pytestmark = pytest.mark.slow

@@ -8,19 +8,19 @@ import numpy as np
 import pytest
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common.accounting import epsilon_spent
-from ldpem.common.audit import audit_holder_round, audit_mechanism
-from ldpem.common.calibration import central_scale, round_epsilon_tilde, smoothing_precision
+from ldpem.common.audit.empirical import audit_holder_round, audit_mechanism
+from ldpem.common.core.accounting import epsilon_spent
+from ldpem.common.core.calibration import central_scale, round_epsilon_tilde, smoothing_precision
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import HospitalTruncation, LocalTruncation
 from ldpem.common.models import Records, get_model
+from ldpem.common.planning.simulation import run_gradient_em
 from ldpem.common.protocol import (
     holder_own_scale,
     holder_records_per_round,
     local_noise_std,
     make_mechanism,
 )
-from ldpem.common.simulation import run_gradient_em
-from ldpem.common.truncation_bound import truncation_bound
 
 EPSILON, DELTA = 1.0, 1e-3
 

@@ -14,11 +14,19 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from ldpem.common.accounting import (
+from ldpem.common.core.accounting import (
     epsilon_for_ratio,
     epsilon_spent,
     event_epsilon,
     ratio_for_noise,
+)
+from ldpem.common.core.privacy_events import (
+    ComposedEvent,
+    GaussianEvent,
+    NonPrivateEvent,
+    NoOpEvent,
+    PureEvent,
+    SelfComposedEvent,
 )
 from ldpem.common.mechanisms import (
     Mechanism,
@@ -30,14 +38,6 @@ from ldpem.common.mechanisms import (
     register_mechanism,
 )
 from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
-from ldpem.common.privacy_events import (
-    ComposedEvent,
-    GaussianEvent,
-    NonPrivateEvent,
-    NoOpEvent,
-    PureEvent,
-    SelfComposedEvent,
-)
 from ldpem.common.protocol import make_mechanism
 
 ROOT = Path(__file__).resolve().parents[2]

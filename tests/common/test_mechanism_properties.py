@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import (
     CentralTruncation,
     LocalClipped,
@@ -26,7 +27,6 @@ from ldpem.common.mechanisms import (
     Mechanism,
     NoPrivacy,
 )
-from ldpem.common.truncation_bound import truncation_bound
 
 EXAMPLES = settings(
     max_examples=100,

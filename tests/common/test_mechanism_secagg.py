@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from ldpem.common.core.rounds import holder_round
+from ldpem.common.core.secagg_quantize import grid_step, integer_sensitivity, modulus_bits
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import (
     Mechanism,
     SecAggSkellam,
@@ -27,10 +30,7 @@ from ldpem.common.protocol import (
     study_colluders,
     study_t_min,
 )
-from ldpem.common.rounds import holder_round
 from ldpem.common.secagg import Roster, generate_signing_key, minimum_t_min, public_key_bytes
-from ldpem.common.secagg.quantize import grid_step, integer_sensitivity, modulus_bits
-from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import PublicParameters, RunCreate
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import (
     CentralClipped,
     CentralTruncation,
@@ -17,7 +18,6 @@ from ldpem.common.mechanisms import (
     NoPrivacy,
     clip_rows,
 )
-from ldpem.common.truncation_bound import truncation_bound
 
 
 def heavy_tailed_gradients(n: int, d: int, seed: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""``LDPEM_PLUGINS`` is read in the core (``ldpem.common.plugins``): a module that cannot be
+"""``LDPEM_PLUGINS`` is read in the core (``ldpem.common.core.plugins``): a module that cannot be
 imported is one line naming it, the command stops before anything else, and a process
 loads each plugin once."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from ldpem.cli import main
-from ldpem.common import plugins
-from ldpem.common.errors import UserError
-from ldpem.common.executor import PoolExecutor
+from ldpem.common.core import plugins
+from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import mechanism_names, register_mechanism
+from ldpem.common.planning.executor import PoolExecutor
 from tests.examples.local_box import LocalBox
 
 

@@ -6,8 +6,8 @@ from typing import Any, TypedDict
 
 import pytest
 
-from ldpem.common.accounting import epsilon_spent
-from ldpem.common.calibration import smoothing_precision, truncation_sensitivity
+from ldpem.common.core.accounting import epsilon_spent
+from ldpem.common.core.calibration import smoothing_precision, truncation_sensitivity
 from ldpem.common.mechanisms import (
     CentralClipped,
     CentralTruncation,

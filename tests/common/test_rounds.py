@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ldpem.common.core.rounds import holder_round
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import (
     CentralTruncation,
     LocalClipped,
@@ -15,8 +17,6 @@ from ldpem.common.mechanisms import (
     NoPrivacy,
 )
 from ldpem.common.models import Records, get_model
-from ldpem.common.rounds import holder_round
-from ldpem.common.truncation_bound import truncation_bound
 
 
 def test_chunked_sum_equals_the_direct_sum() -> None:

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from ldpem.common.errors import UserError
+from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records
+from ldpem.common.planning.simulation import round_groups
+from ldpem.common.planning.study import Study, run_study
 from ldpem.common.protocol import (
     check_noise_shares,
     final_estimate,
@@ -22,8 +24,6 @@ from ldpem.common.protocol import (
     round_sizes,
     schedule_weights,
 )
-from ldpem.common.simulation import round_groups
-from ldpem.common.study import Study, run_study
 from ldpem.common.wire import HospitalEnrolment, RunCreate
 
 

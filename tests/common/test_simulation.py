@@ -10,8 +10,8 @@ import pytest
 
 from ldpem.common.mechanisms import NoPrivacy
 from ldpem.common.models import Records, get_model
+from ldpem.common.planning.simulation import round_groups, run_gradient_em
 from ldpem.common.protocol import central_noise_for, make_mechanism
-from ldpem.common.simulation import round_groups, run_gradient_em
 
 
 def test_partition_is_disjoint_and_covers_every_record() -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from ldpem.common.mechanisms import SecAggSkellam
 from ldpem.common.models import Records, get_model
+from ldpem.common.planning.simulation import EMResult, run_gradient_em
 from ldpem.common.protocol import make_mechanism
-from ldpem.common.simulation import EMResult, run_gradient_em
 
 MODEL = get_model("gmm")
 

@@ -1,10 +1,10 @@
-"""The one durable SQLite recipe of the store and the ledger (common/sqlite.py)."""
+"""The one durable SQLite recipe of the store and the ledger (common/infra/sqlite.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ldpem.common.sqlite import connect_durable
+from ldpem.common.infra.sqlite import connect_durable
 
 #: PRAGMA synchronous values: 2 is FULL (the WAL is fsynced before COMMIT returns).
 FULL = 2

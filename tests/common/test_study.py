@@ -1,4 +1,4 @@
-"""ldpem.common.study: one simulated study (acceptance accuracy, robustness, convergence),
+"""ldpem.common.planning.study: one simulated study (acceptance accuracy, robustness, convergence),
 and the callers that build their studies through it."""
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldpem.common.errors import UserError
-from ldpem.common.executor import SerialExecutor
-from ldpem.common.fastsim import final_errors
+from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import LocalTruncation, mechanism_names
 from ldpem.common.models import Records, get_model, model_names
-from ldpem.common.prediction import (
+from ldpem.common.planning.executor import SerialExecutor
+from ldpem.common.planning.fastsim import final_errors
+from ldpem.common.planning.prediction import (
     PREDICTION_SEED_BASE,
     Problem,
     first_seed,
     predict,
     prediction_seeds,
 )
-from ldpem.common.simulation import random_holder_sizes
-from ldpem.common.study import (
+from ldpem.common.planning.simulation import random_holder_sizes
+from ldpem.common.planning.study import (
     OUTLIER_NORM,
     Dataset,
     Study,
@@ -215,10 +215,11 @@ def test_bad_studies_raise_one_line_errors(change: dict[str, Any], message: str)
 def test_every_round_of_every_hospital_goes_through_holder_round(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ldpem.common import rounds, simulation
+    from ldpem.common.core import rounds
+    from ldpem.common.planning import simulation
 
     calls: list[int] = []
-    real = rounds.holder_round  # what ldpem.common.simulation calls
+    real = rounds.holder_round  # what ldpem.common.planning.simulation calls
 
     def counting(**kwargs: Any) -> Any:
         calls.append(kwargs["records"].n)
@@ -248,7 +249,8 @@ def test_central_noise_is_the_aggregators() -> None:
 
 
 def test_records_dealt_in_order_keep_their_hospitals(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ldpem.common import rounds, simulation
+    from ldpem.common.core import rounds
+    from ldpem.common.planning import simulation
 
     seen: list[Records] = []
     real = rounds.holder_round
@@ -322,12 +324,15 @@ def test_every_problem_field_is_a_study_field() -> None:
 
 #: Who may call the pieces a study is made of (besides the modules that define them).
 STUDY_PIECES = {
-    "run_gradient_em": {"common/study.py", "common/simulation.py"},  # simulate_run: a replay
+    "run_gradient_em": {
+        "common/planning/study.py",
+        "common/planning/simulation.py",
+    },  # simulate_run: a replay
     # The fast path draws a study's β*, β⁰ and split from the seed as run_study does.
-    "study_rng": {"common/study.py", "common/fastsim.py"},
-    "central_noise_for": {"common/study.py"},
+    "study_rng": {"common/planning/study.py", "common/planning/fastsim.py"},
+    "central_noise_for": {"common/planning/study.py"},
     # The audit attacks single mechanisms; it runs no study.
-    "make_mechanism": {"common/study.py", "cli/commands/audit.py"},
+    "make_mechanism": {"common/planning/study.py", "cli/commands/audit.py"},
 }
 
 

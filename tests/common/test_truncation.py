@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from scipy import integrate
 from scipy.special import ndtr
 
-from ldpem.common.calibration import smoothing_precision
-from ldpem.common.truncation import (
+from ldpem.common.core.calibration import smoothing_precision
+from ldpem.common.core.truncation import (
     TRUNCATION_BOUND,
     _expected_phi,
     _far_table,

@@ -9,9 +9,9 @@ import mpmath
 import numpy as np
 import pytest
 
-from ldpem.common.calibration import smoothing_precision
-from ldpem.common.truncation import catoni_phi, smoothed_truncation
-from ldpem.common.truncation_bound import PHI_SUP, SAFETY, truncation_bound
+from ldpem.common.core.calibration import smoothing_precision
+from ldpem.common.core.truncation import catoni_phi, smoothed_truncation
+from ldpem.common.core.truncation_bound import PHI_SUP, SAFETY, truncation_bound
 
 mpmath.mp.dps = 30
 BETAS = [0.05, 0.5, smoothing_precision(1), smoothing_precision(10), smoothing_precision(1000), 8.0]

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from ldpem.common.truncation import smoothed_truncation
-from ldpem.common.truncation_bound import truncation_bound
-from ldpem.common.truncation_sum import TABLE_ERROR, truncated_sum, truncation_table
+from ldpem.common.core.truncation import smoothed_truncation
+from ldpem.common.core.truncation_bound import truncation_bound
+from ldpem.common.planning.truncation_sum import TABLE_ERROR, truncated_sum, truncation_table
 
 #: β_s = √log(d/ζ) at d = 10, ζ = 1e-3 (about the default) and at the range's ends.
 SMOOTHINGS = (0.83, math.sqrt(math.log(10 / 1e-3)), 6.3)

@@ -15,9 +15,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from ldpem.common.core.privacy_events import DpEvent, PureEvent
 from ldpem.common.mechanisms import Mechanism, register_mechanism
 from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite, PrivacyBudget
-from ldpem.common.privacy_events import DpEvent, PureEvent
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ import pytest
 from fastapi import FastAPI, Request, Response
 
 from ldpem.client.ledger import Ledger
-from ldpem.common.accounting import ratio_for_budget
+from ldpem.common.core.accounting import ratio_for_budget
+from ldpem.common.core.secagg_accounting import fallback_epsilon
 from ldpem.common.secagg import (
     Aggregator,
     Holder,
@@ -34,7 +35,6 @@ from ldpem.common.secagg import (
     public_key_bytes,
     signing_key_to_pem,
 )
-from ldpem.common.secagg.accounting import fallback_epsilon
 from ldpem.common.secagg.messages import sign_advertisement
 from ldpem.common.secagg.runvalues import run_shares_mechanism
 from ldpem.common.wire import (

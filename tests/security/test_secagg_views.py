@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ldpem.client.ledger import Ledger
-from ldpem.common.accounting import ratio_for_budget
+from ldpem.common.core.accounting import ratio_for_budget
 from ldpem.common.secagg import (
     ConsistencyCheck,
     MaskedInput,

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from ldpem.common.accounting import noise_std_for
-from ldpem.common.calibration import truncation_sensitivity
-from ldpem.common.planning import BEAT_FRACTION
+from ldpem.common.core.accounting import noise_std_for
+from ldpem.common.core.calibration import truncation_sensitivity
+from ldpem.common.planning.plan import BEAT_FRACTION
 from ldpem.common.wire import (
     ErrorBand,
     Forecast,

@@ -12,10 +12,10 @@ import pytest
 
 from ldpem.client.agent import AgentError
 from ldpem.client.trust import agent_mechanism
-from ldpem.common.calibration import smoothing_precision
+from ldpem.common.core.calibration import smoothing_precision
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import HospitalTruncation
 from ldpem.common.protocol import holder_own_scale, local_noise_std
-from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import ReportIn, RunCreate, expected_round_count, public_parameters
 from ldpem.server.coordinator import Coordinator, record_bound, run_noise_std
 from ldpem.server.refusals import Invalid

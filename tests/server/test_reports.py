@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ldpem.common.accounting import noise_std_for
+from ldpem.common.core.accounting import noise_std_for
+from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.protocol import local_noise_std
-from ldpem.common.truncation_bound import truncation_bound
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.server.coordinator import implied_epsilon, noise_floor, run_noise_std
 from tests.fedkit import TOKENS, admin_headers, hospital_headers, run_request

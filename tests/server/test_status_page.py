@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from ldpem.common.accounting import epsilon_for_ratio, ratio_for_budget
+from ldpem.common.core.accounting import epsilon_for_ratio, ratio_for_budget
 from ldpem.common.wire import PublicParameters
 from ldpem.server.app import create_app
 from ldpem.server.coordinator import implied_epsilon, run_noise_std

@@ -1,5 +1,5 @@
 """The privacy of the sum under Skellam noise, checked by brute force in one dimension
-(common/secagg/accounting.py).
+(common/core/secagg_accounting.py).
 
 The accounting is a bound: Rényi DP of the Skellam mechanism (Agarwal, Kairouz & Liu
 2021), converted to (ε, δ). Here it is compared with what the integer mechanism really
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from scipy.stats import skellam
 
-from ldpem.common.accounting import epsilon_for_ratio
-from ldpem.common.secagg.accounting import (
+from ldpem.common.core.accounting import epsilon_for_ratio
+from ldpem.common.core.secagg_accounting import (
     ORDERS,
     fallback_epsilon,
     hockey_stick_delta,
@@ -31,7 +31,7 @@ from ldpem.common.secagg.accounting import (
     skellam_pmf,
     skellam_rdp,
 )
-from ldpem.common.secagg.quantize import IntegerSensitivity, grid_step, integer_sensitivity
+from ldpem.common.core.secagg_quantize import IntegerSensitivity, grid_step, integer_sensitivity
 
 #: The sensitivity of a holder's quantized sum in one dimension: B = 0.7 gives γ = 2^-10,
 #: 2B/γ = 1433.6, Δ∞ = 1434 — the slack of the real mechanism (2B/γ in [2^10, 2^11)).

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import pytest
 
+from ldpem.common.core.secagg_accounting import hockey_stick_delta, share_mean, skellam_mean_for
 from ldpem.common.mechanisms.secagg import SecAggSkellam
 from ldpem.common.protocol import make_mechanism, study_colluders, study_t_min
-from ldpem.common.secagg.accounting import hockey_stick_delta, share_mean, skellam_mean_for
 
 EPSILON, DELTA = 1.0, 1e-5
 

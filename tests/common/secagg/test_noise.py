@@ -1,4 +1,4 @@
-"""Skellam noise shares against the exact pmf (common/secagg/noise.py).
+"""Skellam noise shares against the exact pmf (common/core/secagg_noise.py).
 
 The exact pmf of Sk(λ) = Poisson(λ) − Poisson(λ) is P(k) = e^{−2λ} I_|k|(2λ) (``ive``);
 it agrees with scipy.stats.skellam (a different algorithm, through the non-central
@@ -17,7 +17,7 @@ import pytest
 from scipy.special import ive
 from scipy.stats import chi2, skellam
 
-from ldpem.common.secagg.noise import MAX_MEAN, os_generator, skellam_noise
+from ldpem.common.core.secagg_noise import MAX_MEAN, os_generator, skellam_noise
 
 DRAWS = 200_000
 #: Expected count of each bin of the chi-square test, at least.

@@ -1,4 +1,5 @@
-"""The grid, the exact sum, the integer sensitivity and the modulus (common/secagg/quantize.py)."""
+"""The grid, the exact sum, the integer sensitivity and the modulus
+(common/core/secagg_quantize.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import skellam
 
-from ldpem.common.secagg.quantize import (
+from ldpem.common.core.secagg_quantize import (
     EXACT_LIMIT,
     FINE_BITS,
     dequantize,

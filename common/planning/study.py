@@ -1,0 +1,385 @@
+"""One simulated study: the pipeline behind ``ldpem simulate``, ``ldpem plan``, the forecast
+a coordinator states at run creation, the demo's in-process baselines and
+``ldpem experiment``.
+
+A ``Study`` is the declarative description (model, mechanism, size, budget, hospitals,
+seed); ``run_study`` draws it and runs it through the round protocol: every hospital's
+round is ``ldpem.common.core.rounds.holder_round`` and every M-step ``protocol.m_step`` (via
+``simulation.run_gradient_em``), the functions the agent and the coordinator run. The
+study defaults (δ, B, τ, m, β⁰) and the mechanisms are ``ldpem.common.protocol``'s, and
+``study_mechanisms`` is the one place a study builds them.
+
+One seeded generator (``protocol.study_rng``) drives everything, in this order: the
+synthetic data, the gross outliers (if any), β⁰ (a random direction of norm σ, as the
+coordinator's), the split over hospitals (only when there are several or their sizes are
+given), then the run itself (partition into rounds, noise). So a study with the hospital
+sizes of a run is exactly the planner's study of that run; the planner and the forecast of
+``run create`` simulate it many times on the fast path (``ldpem.common.planning.fastsim``: the
+same distribution, not the same draws) over the problem's prediction seeds
+(``ldpem.common.planning.prediction``).
+
+A study may deal each hospital's records over the rounds by a schedule (``Study.schedule``,
+``protocol.round_sizes``; each round's mechanism then applies the scale rule with that
+round's m_t) and report the average of its last iterates (``Study.final``,
+``protocol.final_estimate``), as a run publishes them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ldpem.common.core.errors import UserError
+from ldpem.common.mechanisms import Mechanism, get_mechanism
+from ldpem.common.models import Model, Records, get_model
+from ldpem.common.planning.simulation import (
+    RoundMechanisms,
+    random_holder_sizes,
+    run_gradient_em,
+    split_holders,
+)
+from ldpem.common.planning.study_checks import (
+    Study,
+    check_size,
+    check_study,
+    given_sizes,
+    per_hospital,
+)
+from ldpem.common.protocol import (
+    CentralNoise,
+    central_noise_for,
+    initial_beta,
+    make_mechanism,
+    records_per_round,
+    round_records,
+    study_beta_bound,
+    study_colluders,
+    study_delta,
+    study_rng,
+    study_t_min,
+    study_tau,
+)
+
+__all__ = [
+    "OUTLIER_NORM",
+    "Dataset",
+    "RoundCallback",
+    "Study",
+    "StudyResult",
+    "add_outliers",
+    "run_study",
+    "study_mechanisms",
+]
+
+FloatArray = NDArray[np.float64]
+#: Called after each M-step with (round t = 1..T, β^t of shape (d,), error at β^t or None).
+RoundCallback = Callable[[int, FloatArray, float | None], None]
+
+#: L2 norm of the gross outliers that ``Study.outliers`` plants in the data.
+OUTLIER_NORM = 1e3
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Records to run a study on instead of synthetic ones, with the true β* (d,) when it
+    is known. ``sizes``: the records are already dealt out in order (the first sizes[0]
+    are hospital 1's, …), as the files of a federated run; None: the study deals them."""
+
+    records: Records
+    beta_star: FloatArray | None = None
+    sizes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class StudyResult:
+    """What a study drew and reached. T rounds, d dimensions, K hospitals.
+
+    ``mechanism`` is every hospital's in round 0, or with per-hospital mechanisms (a
+    mechanism with a ``per_holder_scale``, such as ``hospital``) the first one's, and
+    ``holder_mechanisms`` then holds the K of them (else None);
+    ``central`` is the aggregator's noise (None unless the mechanism is central);
+    ``round_mechanisms`` (T) each round's, which differ under a schedule, whose m_t are
+    ``round_records``.
+    ``betas`` (T+1, d) is β⁰ … β^T; ``errors`` (T floats) the error after each round,
+    None (as ``initial_error``) without a known β*; ``estimate`` (d,) the reported
+    estimate (``study.final`` of the iterates, with ``estimate_weights``) and
+    ``estimate_error`` its error.
+    """
+
+    study: Study
+    n: int
+    d: int
+    delta: float
+    tau: float
+    beta_bound: float
+    hospital_sizes: tuple[int, ...]
+    records_per_round: int
+    mechanism: Mechanism
+    holder_mechanisms: tuple[Mechanism, ...] | None
+    central: CentralNoise | None
+    betas: FloatArray
+    beta_star: FloatArray | None
+    initial_error: float | None
+    errors: tuple[float, ...] | None
+    round_records: tuple[int, ...]
+    round_mechanisms: tuple[RoundMechanisms, ...]
+    estimate: FloatArray
+    estimate_weights: tuple[float, ...]
+    estimate_error: float | None
+    #: The rounds not released (fewer reports than the mechanism's honest holders).
+    skipped: tuple[int, ...] = ()
+    #: The reports received in each round (K each without dropouts).
+    reporters: tuple[int, ...] = ()
+
+    @property
+    def beta(self) -> FloatArray:
+        """The reported estimate, shape (d,): β^T, or the average ``study.final`` asks."""
+        return self.estimate
+
+    @property
+    def final_error(self) -> float | None:
+        """The reported estimate's error (up to the model's symmetry), None without a
+        known β*: ‖β^T − β*‖ for ``final = "last"``."""
+        return self.estimate_error
+
+
+def add_outliers(records: Records, fraction: float, rng: np.random.Generator) -> Records:
+    """``records`` with ⌊fraction·n⌋ random records replaced by gross outliers: covariates
+    (GMM: the observation) of norm ~``OUTLIER_NORM`` and, if there is one, a response of
+    size ~``OUTLIER_NORM``. Draws nothing from ``rng`` when that count is 0.
+
+    Parameters
+    ----------
+    records : Records
+        n records, ``x`` of shape (n, d), ``y`` of shape (n,) or None.
+    fraction : float
+        Share of the records to replace, in [0, 1].
+    rng : numpy.random.Generator
+        The study's generator.
+
+    Returns
+    -------
+    Records
+        n records, ``x`` of shape (n, d); ``records`` itself when none is replaced.
+    """
+    count = int(fraction * records.n)
+    if count == 0:
+        return records
+    index = rng.choice(records.n, count, replace=False)
+    x = records.x.copy()
+    x[index] = rng.standard_normal((count, records.d)) * (OUTLIER_NORM / math.sqrt(records.d))
+    y = None
+    if records.y is not None:
+        y = records.y.copy()
+        y[index] = rng.standard_normal(count) * OUTLIER_NORM
+    return Records(x, y)
+
+
+def _deal(
+    records: Records, study: Study, dealt: tuple[int, ...] | None, rng: np.random.Generator
+) -> list[Records]:
+    """The hospitals' records: as the dataset dealt them (no draw), at random with the
+    study's sizes or with ``simulation.random_holder_sizes``, or all of them for one
+    hospital (no draw)."""
+    if dealt is not None:
+        return split_holders(records, dealt)
+    sizes = study.sizes
+    if sizes is None:
+        if study.hospitals == 1:
+            return [records]
+        minimum = per_hospital(study)
+        sizes = tuple(random_holder_sizes(records.n, study.hospitals, minimum, rng))
+    return split_holders(records, sizes, rng)
+
+
+def study_mechanisms(
+    study: Study, sizes: Sequence[int], *, d: int, delta: float, tau: float
+) -> tuple[RoundMechanisms, ...]:
+    """Each round's mechanisms, each hospital's and the aggregator's noise: the one place
+    a simulated study builds them (from ``protocol.make_mechanism`` and
+    ``protocol.central_noise_for``).
+
+    Every hospital runs the mechanism calibrated on the round's m_t
+    (``protocol.round_records`` of all the records: m = ⌊n/T⌋ in every equal round),
+    except under a mechanism whose holders take their own scale
+    (``Mechanism.per_holder_scale``: ``hospital``), where each has its own scale and noise
+    from its own m_k,t (``protocol.round_records`` of its own records).
+
+    Parameters
+    ----------
+    study : Study
+        Mechanism, budget, rounds, schedule, reuse, ζ, C, accounting and scale.
+    sizes : sequence of K int
+        The hospitals' record counts.
+    d : int
+        Dimension.
+    delta, tau : float
+        The study's resolved δ and τ.
+
+    Returns
+    -------
+    tuple of T RoundMechanisms
+        Round t's mechanism of each hospital (K) and aggregator's noise (None unless the
+        mechanism is central); equal rounds share one object.
+    """
+    participations = study.rounds if study.reuse else 1
+
+    t_min = study_t_min(study.t_min, len(sizes))
+
+    @cache
+    def build(m: int) -> Mechanism:
+        return make_mechanism(
+            study.mechanism,
+            d=d,
+            records_per_round=m,
+            epsilon=study.epsilon,
+            delta=delta,
+            participations=participations,
+            tau=tau,
+            zeta=study.zeta,
+            clip=study.clip,
+            accounting=study.accounting,
+            scale=study.scale,
+            t_min=t_min,
+            colluders=study_colluders(study.colluders, len(sizes), t_min),
+        )
+
+    @cache
+    def plan(ms: tuple[int, ...]) -> RoundMechanisms:
+        holders = tuple(build(m) for m in ms)
+        central = central_noise_for(
+            holders[0],
+            d=d,
+            epsilon=study.epsilon,
+            delta=delta,
+            accounting=study.accounting,
+            participations=participations,
+        )
+        return RoundMechanisms(holders, central)
+
+    def records(n: int) -> tuple[int, ...]:
+        return round_records(n, study.rounds, study.schedule, reuse=study.reuse)
+
+    if get_mechanism(study.mechanism).per_holder_scale:
+        own = [records(size) for size in sizes]
+        per_round = [tuple(m[t] for m in own) for t in range(study.rounds)]
+    else:
+        per_round = [(m,) * len(sizes) for m in records(sum(sizes))]
+    return tuple(plan(ms) for ms in per_round)
+
+
+def _synthetic(study: Study, model: Model, rng: np.random.Generator) -> Dataset:
+    missing = study.missing
+    if missing is None:
+        missing = 0.1 if model.allows_missing else 0.0
+    if missing and not model.allows_missing:
+        raise UserError(f"missing must be 0 for model {model.name}, got {missing!r}")
+    records, beta_star = model.generate(
+        study.n, study.d, snr=study.snr, sigma=study.sigma, missing=missing, rng=rng
+    )
+    return Dataset(records, beta_star)
+
+
+def run_study(
+    study: Study,
+    *,
+    data: Dataset | None = None,
+    beta0: FloatArray | None = None,
+    on_round: RoundCallback | None = None,
+) -> StudyResult:
+    """Draw and run ``study`` in-process (module docstring: what, and in which order).
+
+    Parameters
+    ----------
+    study : Study
+        What to simulate.
+    data : Dataset, optional
+        Records (n, d) to use instead of synthetic ones, with β* when known, possibly
+        already dealt out over the hospitals.
+    beta0 : array of shape (d,), optional
+        The start β⁰ (a federated run's), instead of a draw.
+    on_round : RoundCallback, optional
+        Called after each M-step with (t, β^t, error at β^t or None).
+
+    Returns
+    -------
+    StudyResult
+        ``betas`` of shape (T+1, d), ``errors`` of T floats (None without β*), the
+        resolved δ, τ, B, m, the hospitals' sizes and the mechanisms.
+    """
+    check_study(study, synthetic=data is None)
+    model = get_model(study.model)
+    rng = study_rng(study.seed)
+    data = data if data is not None else _synthetic(study, model, rng)
+    records = add_outliers(data.records, study.outliers, rng)
+    n, d = records.n, records.d
+    check_size(n, study, given_sizes(study, data.sizes))
+    delta = study_delta(study.delta, n)
+    bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
+    tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
+    if beta0 is None:
+        start = initial_beta(d, study.sigma, rng, model=model.name)
+    else:
+        start = np.asarray(beta0, dtype=np.float64)
+    holders = _deal(records, study, data.sizes, rng)
+    counts = tuple(h.n for h in holders)
+    plans = study_mechanisms(study, counts, d=d, delta=delta, tau=tau)
+    beta_star = data.beta_star
+
+    def report(t: int, beta: FloatArray) -> None:
+        if on_round is not None:
+            on_round(t, beta, None if beta_star is None else model.error(beta, beta_star))
+
+    result = run_gradient_em(
+        model=model,
+        holders=holders,
+        sigma=study.sigma,
+        mechanism=plans[0].holders[0],
+        rounds=study.rounds,
+        beta0=start,
+        rng=rng,
+        eta=study.eta,
+        reuse=study.reuse,
+        beta_star=beta_star,
+        on_round=report,
+        schedule=study.schedule,
+        round_mechanisms=plans,
+        final=study.final,
+        dropout=study.dropout,
+        dropout_rng=rng,
+    )
+    betas = np.array(result.betas)
+    betas.setflags(write=False)
+    assert result.final is not None  # run_gradient_em always makes the estimate
+    estimate = result.final.beta
+    estimate.setflags(write=False)
+    per_holder = get_mechanism(study.mechanism).per_holder_scale
+    return StudyResult(
+        study=study,
+        n=n,
+        d=d,
+        delta=delta,
+        tau=tau,
+        beta_bound=bound,
+        hospital_sizes=counts,
+        records_per_round=records_per_round(counts, study.rounds, reuse=study.reuse),
+        mechanism=plans[0].holders[0],
+        holder_mechanisms=plans[0].holders if per_holder else None,
+        central=plans[0].central,
+        betas=betas,
+        beta_star=beta_star,
+        initial_error=None if beta_star is None else model.error(start, beta_star),
+        errors=None if beta_star is None else tuple(float(e) for e in result.errors),
+        round_records=round_records(sum(counts), study.rounds, study.schedule, reuse=study.reuse),
+        round_mechanisms=plans,
+        estimate=estimate,
+        estimate_weights=result.final.weights,
+        estimate_error=None if beta_star is None else model.error(estimate, beta_star),
+        skipped=tuple(result.skipped),
+        reporters=tuple(result.reporters),
+    )
