@@ -1,12 +1,16 @@
-"""The numerical core shared by coordinator, agent and simulator: pure functions on arrays.
+"""The library shared by coordinator, agent and simulator, in layers (docs/ARCHITECTURE.md).
 
-Nothing here does I/O. Public surface:
+``core`` (with the plugin packages ``models``, ``mechanisms``, ``protocol``) and ``infra``
+at the bottom, then ``secagg``, ``wire``, ``planning`` and ``audit``; a layer imports only
+those below it (tests/test_layers.py). This package names the surface below and imports
+each name on first use, so that importing a core module (which runs this file first)
+loads neither pydantic nor the planner. Public surface:
 
 * models: ``get_model``, ``Records``, ``model_names``, ``register_model``
 * mechanisms: ``get_mechanism``, ``mechanism_names``, ``register_mechanism``,
   ``smoothed_truncation``, ``truncation_bound``, ``LocalTruncation``,
   ``HospitalTruncation``, ``CentralTruncation``, ``LocalClipped``, ``CentralClipped``,
-  ``SecAggSkellam`` (common/secagg: its quantization, noise and accounting), ``NoPrivacy``,
+  ``SecAggSkellam`` (its quantization, noise and accounting in common/core/), ``NoPrivacy``,
   ``make_mechanism``
 * accounting: ``noise_std_for``, ``epsilon_spent``, ``epsilon_tilde``
 * protocol: study defaults, mechanisms from public parameters, the M-step
@@ -16,27 +20,31 @@ Nothing here does I/O. Public surface:
 
 from __future__ import annotations
 
-from ldpem.common.core.accounting import epsilon_spent, epsilon_tilde, noise_std_for
-from ldpem.common.core.rounds import HolderReport, holder_round
-from ldpem.common.core.truncation import TRUNCATION_BOUND, smoothed_truncation
-from ldpem.common.core.truncation_bound import truncation_bound
-from ldpem.common.mechanisms import (
-    CentralClipped,
-    CentralTruncation,
-    HospitalTruncation,
-    LocalClipped,
-    LocalTruncation,
-    Mechanism,
-    NoPrivacy,
-    SecAggSkellam,
-    get_mechanism,
-    mechanism_names,
-    register_mechanism,
-)
-from ldpem.common.models import Model, Records, get_model, model_names, register_model
-from ldpem.common.planning.simulation import EMResult, run_gradient_em
-from ldpem.common.planning.study import Dataset, Study, StudyResult, run_study
-from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ldpem.common.core.accounting import epsilon_spent, epsilon_tilde, noise_std_for
+    from ldpem.common.core.rounds import HolderReport, holder_round
+    from ldpem.common.core.truncation import TRUNCATION_BOUND, smoothed_truncation
+    from ldpem.common.core.truncation_bound import truncation_bound
+    from ldpem.common.mechanisms import (
+        CentralClipped,
+        CentralTruncation,
+        HospitalTruncation,
+        LocalClipped,
+        LocalTruncation,
+        Mechanism,
+        NoPrivacy,
+        SecAggSkellam,
+        get_mechanism,
+        mechanism_names,
+        register_mechanism,
+    )
+    from ldpem.common.models import Model, Records, get_model, model_names, register_model
+    from ldpem.common.planning.simulation import EMResult, run_gradient_em
+    from ldpem.common.planning.study import Dataset, Study, StudyResult, run_study
+    from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
 
 __all__ = [
     "TRUNCATION_BOUND",
@@ -73,3 +81,54 @@ __all__ = [
     "smoothed_truncation",
     "truncation_bound",
 ]
+
+#: Where each name of the surface lives, imported on first use.
+_SURFACE = {
+    "epsilon_spent": "ldpem.common.core.accounting",
+    "epsilon_tilde": "ldpem.common.core.accounting",
+    "noise_std_for": "ldpem.common.core.accounting",
+    "HolderReport": "ldpem.common.core.rounds",
+    "holder_round": "ldpem.common.core.rounds",
+    "TRUNCATION_BOUND": "ldpem.common.core.truncation",
+    "smoothed_truncation": "ldpem.common.core.truncation",
+    "truncation_bound": "ldpem.common.core.truncation_bound",
+    "CentralClipped": "ldpem.common.mechanisms",
+    "CentralTruncation": "ldpem.common.mechanisms",
+    "HospitalTruncation": "ldpem.common.mechanisms",
+    "LocalClipped": "ldpem.common.mechanisms",
+    "LocalTruncation": "ldpem.common.mechanisms",
+    "Mechanism": "ldpem.common.mechanisms",
+    "NoPrivacy": "ldpem.common.mechanisms",
+    "SecAggSkellam": "ldpem.common.mechanisms",
+    "get_mechanism": "ldpem.common.mechanisms",
+    "mechanism_names": "ldpem.common.mechanisms",
+    "register_mechanism": "ldpem.common.mechanisms",
+    "Model": "ldpem.common.models",
+    "Records": "ldpem.common.models",
+    "get_model": "ldpem.common.models",
+    "model_names": "ldpem.common.models",
+    "register_model": "ldpem.common.models",
+    "EMResult": "ldpem.common.planning.simulation",
+    "run_gradient_em": "ldpem.common.planning.simulation",
+    "Dataset": "ldpem.common.planning.study",
+    "Study": "ldpem.common.planning.study",
+    "StudyResult": "ldpem.common.planning.study",
+    "run_study": "ldpem.common.planning.study",
+    "local_noise_std": "ldpem.common.protocol",
+    "make_mechanism": "ldpem.common.protocol",
+    "public_scale": "ldpem.common.protocol",
+}
+
+
+def __getattr__(name: str) -> object:
+    # AttributeError for anything else, so that `from ldpem.common import wire` goes on to
+    # import the submodule.
+    if name not in _SURFACE:
+        raise AttributeError(f"module 'ldpem.common' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_SURFACE[name]), name)
+    globals()[name] = value  # the next lookup does not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SURFACE})

@@ -4,6 +4,8 @@ never import the command-line package (``ldpem.<command module>``), docs/ARCHITE
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,139 @@ def test_the_scan_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
         "ldpem.common.wire",
         "ldpem.server.app",
     }
+
+
+#: The layers of ``common/``, lowest first (docs/ARCHITECTURE.md, "Layers"): a module may
+#: import its own layer and the layers of lower rank. The core and infra share the bottom
+#: rank without importing each other: the core does no I/O, infra knows no maths. The
+#: package ``ldpem.common`` itself is the facade above them all.
+LAYER_RANKS = {"core": 0, "infra": 0, "secagg": 1, "wire": 2, "planning": 3, "audit": 4}
+FACADE_RANK = 5
+#: The core's public plugin packages keep their paths (docs/EXTENDING.md cites them).
+CORE_PACKAGES = ("models", "mechanisms", "protocol")
+COMMON = PACKAGES["common"]
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of a module of ``common/`` (None outside it). A flat module of
+    ``common/`` that no layer claims counts as core: the strictest rules hold until it
+    moves."""
+    if module == COMMON:
+        return "facade"
+    if not module.startswith(f"{COMMON}."):
+        return None
+    top = module.removeprefix(f"{COMMON}.").split(".")[0]
+    if top in LAYER_RANKS:
+        return top
+    return "core"  # CORE_PACKAGES and any flat module
+
+
+def _rank(layer: str) -> int:
+    return FACADE_RANK if layer == "facade" else LAYER_RANKS[layer]
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of ``graph`` that goes up or sideways between layers, named."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        low = layer_of(module)
+        for target in sorted(targets):
+            high = layer_of(target)
+            if low is None or high is None or high == low:
+                continue
+            if _rank(high) >= _rank(low):
+                found.append(f"{module} ({low}) imports {target} ({high})")
+    return found
+
+
+def test_every_flat_module_of_common_has_a_layer() -> None:
+    flat = sorted(p.name for p in (ROOT / "common").glob("*.py") if p.name != "__init__.py")
+    assert flat == [], "move these into a layer's package (docs/ARCHITECTURE.md)"
+    packages = {p.parent.name for p in (ROOT / "common").glob("*/__init__.py")}
+    assert packages == set(LAYER_RANKS) | set(CORE_PACKAGES)
+
+
+def test_the_layers_of_common_import_downwards_only() -> None:
+    assert layer_violations(_import_graph()) == []
+
+
+def test_the_layer_check_names_an_upward_import() -> None:
+    core, wire, plan = (f"{COMMON}.{name}" for name in ("core.x", "wire.y", "planning.z"))
+    graph = {
+        core: {wire},
+        wire: {core, f"{COMMON}.secagg.k"},
+        plan: {wire, COMMON},
+        f"{COMMON}.mechanisms.m": {f"{COMMON}.infra.logs"},
+        f"{COMMON}.flat": {plan},
+        COMMON: {plan},
+    }
+    assert layer_violations(graph) == [
+        f"{core} (core) imports {wire} (wire)",
+        f"{COMMON}.flat (core) imports {plan} (planning)",
+        f"{COMMON}.mechanisms.m (core) imports {COMMON}.infra.logs (infra)",
+        f"{plan} (planning) imports {COMMON} (facade)",
+    ]
+
+
+def _imports_pydantic(path: Path) -> bool:
+    """Whether the file imports pydantic anywhere (top, function, TYPE_CHECKING)."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        if any(name.split(".")[0] in {"pydantic", "pydantic_core"} for name in names):
+            return True
+    return False
+
+
+def pydantic_paths(graph: dict[str, set[str]], importers: set[str]) -> list[str]:
+    """For each core module that reaches a pydantic importer through ``graph``, the chain."""
+    found = []
+    for start in sorted(m for m in graph if layer_of(m) == "core"):
+        seen, queue = {start}, [[start]]
+        while queue:
+            path = queue.pop(0)
+            if path[-1] in importers:
+                found.append(" -> ".join([*path, "pydantic"]))
+                break
+            for nxt in sorted(graph.get(path[-1], ())):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    queue.append([*path, nxt])
+    return found
+
+
+def test_the_core_imports_no_pydantic() -> None:
+    paths = sorted(p for folder in PACKAGES for p in (ROOT / folder).rglob("*.py"))
+    importers = {_module_name(p) for p in paths if _imports_pydantic(p)}
+    assert importers  # the wire does
+    assert pydantic_paths(_import_graph(), importers) == []
+
+
+def test_the_pydantic_check_follows_the_imports() -> None:
+    core, wire = f"{COMMON}.core.sim", f"{COMMON}.wire"
+    graph = {core: {f"{COMMON}.core.x"}, f"{COMMON}.core.x": {wire}, wire: set()}
+    assert pydantic_paths(graph, {wire}) == [
+        f"{core} -> {COMMON}.core.x -> {wire} -> pydantic",
+        f"{COMMON}.core.x -> {wire} -> pydantic",
+    ]
+
+
+def test_importing_the_core_loads_no_pydantic_and_no_higher_layer() -> None:
+    """At run time too: the facade ``ldpem.common`` (run before any core module) names its
+    surface lazily, so a process that needs only the walk loads no schema or planner."""
+    core = [f"{COMMON}.{p}" for p in CORE_PACKAGES] + [
+        f"{COMMON}.core.{p.stem}" for p in sorted((ROOT / "common" / "core").glob("[!_]*.py"))
+    ]
+    code = (
+        "import importlib, sys\n"
+        f"for m in {core!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'"
+        f" or m.split('.')[:3] in ([{COMMON.split('.')!r}[0], 'common', x] for x in"
+        f" {sorted(set(LAYER_RANKS) - {'core'})!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
