@@ -7,9 +7,12 @@ keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), the dealer's 
 and seed commitments that name the sender of a wrong share (``dealing.py``), masks
 (``masks.py``) and the holder-to-holder channel (``channel.py``).
 
-The distributed noise beside it: ``quantize`` (a holder's sum on an integer grid of step
-γ = 2^-j, its integer sensitivity and the modulus 2^k), ``noise`` (integer Skellam shares)
-and ``accounting`` (the privacy of the aggregated sum and the fallback ε of one share).
+The distributed noise lives in the core, because the ``SecAggSkellam`` mechanism needs it
+and the core imports no higher layer (docs/ARCHITECTURE.md, "Layers"):
+``core/secagg_quantize.py`` (a holder's sum on an integer grid of step γ = 2^-j, its integer
+sensitivity and the modulus 2^k), ``core/secagg_noise.py`` (integer Skellam shares) and
+``core/secagg_accounting.py`` (the privacy of the aggregated sum and the fallback ε of one
+share).
 """
 
 from __future__ import annotations
@@ -46,9 +49,8 @@ if TYPE_CHECKING:
     )
     from ldpem.common.secagg.protocol import Holder
 
-#: Where each name of the surface lives. Imported on first use: the noise and accounting
-#: modules beside them (which every ``ldpem`` command loads through the mechanism registry)
-#: must not pull in the cryptography.
+#: Where each name of the surface lives. Imported on first use: importing a submodule
+#: (``runvalues``, which the wire uses) must not pull in the cryptography.
 _SURFACE = {
     "Aggregator": "ldpem.common.secagg.aggregator",
     "ConsistencyCheck": "ldpem.common.secagg.messages",
