@@ -16,8 +16,9 @@ imports this package, and ``ldpem client`` should not pay for numpy before it ne
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ldpem.common.core.lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -59,15 +60,4 @@ _SURFACE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    # AttributeError for anything else, so that `from ldpem import commands` goes on to
-    # import the submodule.
-    if name not in _SURFACE:
-        raise AttributeError(f"module 'ldpem' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_SURFACE[name]), name)
-    globals()[name] = value  # the next lookup does not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_SURFACE})
+__getattr__, __dir__ = lazy_names(__name__, _SURFACE, globals())

@@ -20,8 +20,9 @@ loads neither pydantic nor the planner. Public surface:
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ldpem.common.core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ldpem.common.core.accounting import epsilon_spent, epsilon_tilde, noise_std_for
@@ -120,15 +121,4 @@ _SURFACE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    # AttributeError for anything else, so that `from ldpem.common import wire` goes on to
-    # import the submodule.
-    if name not in _SURFACE:
-        raise AttributeError(f"module 'ldpem.common' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_SURFACE[name]), name)
-    globals()[name] = value  # the next lookup does not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_SURFACE})
+__getattr__, __dir__ = lazy_names(__name__, _SURFACE, globals())
