@@ -28,6 +28,9 @@ from ldpem.common.wire import API_PREFIX, Identity, RoundInfo, describe_errors
 __all__ = ["CoordinatorLink", "LinkHooks", "backoff_delay", "tls_context", "untrusted"]
 
 log = logging.getLogger("ldpem.client")
+#: Seconds an idle pooled connection is kept: below the coordinator's (uvicorn's) 5 s
+#: keep-alive timeout, so the agent never reuses a connection the server is closing.
+KEEPALIVE_EXPIRY = 4.0
 
 Answer = TypeVar("Answer", bound=BaseModel)
 
@@ -98,6 +101,10 @@ class CoordinatorLink:
             verify=tls_context(ca_cert),
             transport=hooks.get("transport"),
             timeout=httpx.Timeout(30.0, read=wait + 30.0),
+            # Below uvicorn's 5 s keep-alive: a pooled connection the server is about to
+            # close would otherwise be reused and fail (measured at K = 1000 as retried
+            # requests, docs/PERFORMANCE.md).
+            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY),
         )
 
     def close(self) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -65,12 +66,8 @@ log = logging.getLogger("ldpem.server")
 STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
 
 #: The stored kind of the aggregator's output that closed each step (``_close``).
-_CLOSED_BY = {
-    "participants": "advertise",
-    "bundle": "shares",
-    "consistency_check": "masked",
-    "unmask_request": "signature",
-}
+_CLOSED_BY = dict(participants="advertise", bundle="shares", unmask_request="signature")
+_CLOSED_BY["consistency_check"] = "masked"
 
 _READERS: dict[str, Callable[[object], Any]] = {
     "advertise": KeyAdvertisement.from_dict,
@@ -79,6 +76,8 @@ _READERS: dict[str, Callable[[object], Any]] = {
     "signature": SurvivorSignature.from_dict,
     "unmask": UnmaskResponse.from_dict,
 }
+
+_encoded = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))  # stored, sent
 
 
 @dataclass
@@ -92,7 +91,7 @@ class _Round:
     deadline: float
     step: str = "advertise"
     answered: set[str] = field(default_factory=set)
-    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outputs: dict[str, bytes] = field(default_factory=dict)  # JSON, encoded once (``_close``)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -274,10 +273,10 @@ class SecAggRounds:
     # --- messages to holders ----------------------------------------------------------
     def output(
         self, run_id: str, t: int, hospital: str, hospital_run: str, step: str
-    ) -> dict[str, Any] | None:
+    ) -> bytes | None:
         """What the aggregator sends ``hospital`` after ``step`` closed (the participant
-        list, its share bundle, the survivor set, the unmasking request), or None while the
-        step is open."""
+        list, its share bundle, the survivor set, the unmasking request) as JSON, or None
+        while the step is open."""
         r = self._round(run_id, t, hospital, hospital_run)
         if STEPS.index(r.step) <= STEPS.index(step):
             return None
@@ -288,7 +287,7 @@ class SecAggRounds:
 
     async def wait(
         self, run_id: str, t: int, hospital: str, hospital_run: str, step: str, wait: float
-    ) -> dict[str, Any] | None:
+    ) -> bytes | None:
         end = self.clock() + wait
         while True:
             r = self._round(run_id, t, hospital, hospital_run)
@@ -306,11 +305,12 @@ class SecAggRounds:
         t_min), storing its outputs and closing in one transaction unless ``replay``."""
         aggregator = r.aggregator
         closing = policy.closing_row(r.step, by, r.answered, r.expected, self.clock())
-        out: list[Row] = []
+        out: list[tuple[str, str, str]] = []
 
         def output(key: str, kind: str, name: str, body: dict[str, Any]) -> None:
-            r.outputs[key] = body  # sent on to the holders, and stored as a row of ``kind``
-            out.append((kind, name, body))
+            encoded = _encoded(body)  # once: sent on as these bytes, stored as a ``kind`` row
+            r.outputs[key] = encoded.encode()
+            out.append((kind, name, encoded))
 
         if r.step == "advertise":
             participants = aggregator.participants()
@@ -338,10 +338,10 @@ class SecAggRounds:
             self._finish(r, residues, survivors, aggregator.faulty, closing)
             r.step = "done"
         if out and not replay:  # the unmasking's closing is stored with its sum (_finish)
-            out.append(closing)
-            rows = [(kind, name, json.dumps(body, sort_keys=True)) for kind, name, body in out]
+            kind, name, body = closing
+            out.append((kind, name, _encoded(body)))
             with self.store.transaction():
-                self.store.add_secagg(r.run_id, r.t, rows)
+                self.store.add_secagg(r.run_id, r.t, out)
             policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
         r.answered = set()
         r.deadline = self.clock() + r.period

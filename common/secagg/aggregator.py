@@ -21,7 +21,7 @@ from typing import TypeVar
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import consistency, dealing, messages
+from ldpem.common.secagg import consistency, dealing, messages, neighbourhood
 from ldpem.common.secagg.checks import check_advertisement, check_round
 from ldpem.common.secagg.errors import FaultyDealer, FaultyResponders, SecAggError, SecAggRefused
 from ldpem.common.secagg.keys import Roster
@@ -36,6 +36,7 @@ from ldpem.common.secagg.masks import (
     subtract,
 )
 from ldpem.common.secagg.protocol import x25519_public
+from ldpem.common.secagg.relay import GraphRelay
 from ldpem.common.secagg.shamir import SHARE_BYTES, ShamirError, Share, combine_secret
 
 __all__ = ["Aggregator"]
@@ -51,7 +52,7 @@ def _probe() -> X25519PrivateKey:
     return X25519PrivateKey.generate()
 
 
-class Aggregator:
+class Aggregator(GraphRelay):
     """The aggregator's side of one round: collects each step's messages, hands out the
     next step's, and finally returns Σ_{survivors} x mod 2^bits (``result()``).
 
@@ -71,12 +72,14 @@ class Aggregator:
         self.roster = roster
         self.parameters = parameters
         self.dimension = dimension
+        self.graph = neighbourhood.round_graph(roster, parameters)  # None: the full mesh
         self.step = "advertise"
         self.advertisements: dict[str, messages.KeyAdvertisement] = {}
         self.encrypted_shares: dict[str, messages.EncryptedShares] = {}
         self.masked_inputs: dict[str, messages.MaskedInput] = {}
         self.signatures: dict[str, messages.SurvivorSignature] = {}
         self.responses: dict[str, messages.UnmaskResponse] = {}
+        self.bundles: dict[str, messages.ShareBundle] = {}
         self._check: messages.ConsistencyCheck | None = None
         self._request: messages.UnmaskRequest | None = None
         self._result: Vector | None = None
@@ -146,7 +149,7 @@ class Aggregator:
         self._expect("share", "encrypted shares", shares.run_id, shares.round)
         if shares.holder not in self.advertisements:
             raise SecAggRefused(f"encrypted shares from {shares.holder!r}, not a participant")
-        expected = set(self.advertisements) - {shares.holder}
+        expected = set(self.advertisements) & self._around(shares.holder) - {shares.holder}
         if set(shares.ciphertexts) != expected:
             raise SecAggRefused(
                 f"the encrypted shares of {shares.holder!r} are not addressed to exactly the "
@@ -161,7 +164,7 @@ class Aggregator:
             self._enough(len(self.encrypted_shares), "shared keys")
             self.step = "mask"
         p = self.parameters
-        return {
+        self.bundles = {
             recipient: messages.ShareBundle(
                 recipient,
                 p.run_id,
@@ -169,11 +172,12 @@ class Aggregator:
                 {
                     sender: message.ciphertexts[recipient]
                     for sender, message in self.encrypted_shares.items()
-                    if sender != recipient
+                    if recipient in message.ciphertexts
                 },
             )
             for recipient in sorted(self.encrypted_shares)
         }
+        return self.bundles
 
     # Step 3
 
@@ -190,7 +194,7 @@ class Aggregator:
             raise SecAggRefused(
                 f"the masked input of {masked.holder!r} is not modulo 2^{self.parameters.bits}"
             )
-        peers = set(self.encrypted_shares) - {masked.holder}
+        peers = set(self.encrypted_shares) & self._around(masked.holder) - {masked.holder}
         if stray := sorted(set(masked.excluded) - peers):
             raise SecAggRefused(
                 f"the masked input of {masked.holder!r} excludes {stray[0]!r}, not a peer"
@@ -207,8 +211,11 @@ class Aggregator:
             survivors = tuple(sorted(set(self.masked_inputs) - excluded))
             self._enough(len(survivors), "sent a masked input that every other one masked with")
             for gone in sorted(set(self.encrypted_shares) - set(survivors)):
-                holding = [s for s in survivors if gone not in self._excluded_by(s)]
+                holding = [s for s in survivors if gone in self._masked_with(s)]
                 self._enough(len(holding), f"of the survivors hold a share of {gone!r}'s key")
+            for survivor in survivors if self.graph is not None else ():
+                around = len(self._masked_with(survivor) & set(survivors)) + 1
+                self._enough(around, f"of {survivor!r}'s neighbourhood survived")
             p = self.parameters
             self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors)
             self.step = "consistency"
@@ -235,6 +242,11 @@ class Aggregator:
         if self.step == "consistency":
             check = self._opened(self._check, "consistency check")
             self._enough(len(self.signatures), "signed the survivor set")
+            if self.graph is not None and (
+                unsigned := sorted(set(check.survivors) - set(self.signatures))
+            ):
+                # Its neighbours release its seed share only against its signature of S.
+                raise SecAggError(f"survivor {unsigned[0]!r} did not sign the survivor set")
             dropped = tuple(sorted(set(self.encrypted_shares) - set(check.survivors)))
             signatures = tuple(self.signatures[n] for n in sorted(self.signatures))
             self._request = messages.UnmaskRequest(
@@ -253,11 +265,9 @@ class Aggregator:
                 f"an unmasking response from {response.holder!r}, which did not sign the "
                 f"survivor set"
             )
-        masked_with = set(request.dropped) - set(self._excluded_by(response.holder))
-        if (
-            set(response.self_mask_shares) != set(request.survivors)
-            or set(response.key_shares) != masked_with
-        ):
+        masked_with = set(request.dropped) & self._masked_with(response.holder)
+        holding = set(request.survivors) & (self._masked_with(response.holder) | {response.holder})
+        if set(response.self_mask_shares) != holding or set(response.key_shares) != masked_with:
             raise SecAggRefused(
                 f"the unmasking response of {response.holder!r} does not answer the request"
             )
@@ -278,13 +288,15 @@ class Aggregator:
         if self.step != "unmask":
             raise SecAggError(f"no result during the {self.step} step")
         request = self._opened(self._request, "unmasking request")
-        self._enough(len(self.responses), "answered the unmasking request")
+        if self.graph is None:
+            self._enough(len(self.responses), "answered the unmasking request")
         p = self.parameters
         responders = sorted(self.responses, key=self.roster.index)
         total = np.zeros(self.dimension, dtype=np.uint64)
         for survivor in request.survivors:
             total = add(total, self.masked_inputs[survivor].vector(), p.bits)
-            seed = self._secret(survivor, "b", responders)
+            holders = [r for r in responders if r == survivor or survivor in self._masked_with(r)]
+            seed = self._secret(survivor, "b", holders)
             mask = self_mask(
                 seed,
                 run_id=p.run_id,
@@ -295,7 +307,7 @@ class Aggregator:
             )
             total = subtract(total, mask, p.bits)
         for gone in request.dropped:
-            holding = [r for r in responders if gone not in self._excluded_by(r)]
+            holding = [r for r in responders if gone in self._masked_with(r)]
             if len(holding) < p.t_min:
                 raise SecAggError(
                     f"only {len(holding)} responders hold a share of {gone!r}'s key; "
@@ -402,8 +414,8 @@ class Aggregator:
         """``total`` without the masks the survivors added for their pairs with ``gone``."""
         p = self.parameters
         for survivor in survivors:
-            if gone in self._excluded_by(survivor):
-                continue  # its shares did not open there: the survivor added no mask
+            if gone not in self._masked_with(survivor):
+                continue  # not a neighbour, or its shares did not open: no mask added
             public = self.advertisements[survivor].masking_key
             key = pair_seed(agree(private, public), p.run_id, p.round, survivor, gone)
             mask = expand(key, self.dimension, p.bits)

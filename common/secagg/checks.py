@@ -20,8 +20,9 @@ def check_round(kind: str, parameters: messages.RoundParameters, run_id: str, ro
         )
 
 
-def _bound(p: messages.RoundParameters) -> tuple[int, int, int, int]:
-    return p.k, p.t_min, p.bits, p.colluders
+def _bound(p: messages.RoundParameters) -> tuple[int, ...]:
+    """K, t_min, bits, c and, on the graph, k, m, τ and h."""
+    return tuple(getattr(p, name) for name in p.fields()[2:])
 
 
 def check_advertisement(
@@ -57,8 +58,12 @@ def check_participants(
     roster: Roster,
     parameters: messages.RoundParameters,
     own: str,
+    *,
+    neighbours: frozenset[str] | None = None,
 ) -> dict[str, messages.KeyAdvertisement]:
-    """The checked participant list of holder ``own`` (U1), by name."""
+    """The checked participant list of holder ``own`` (U1), by name. On the graph
+    (``neighbours``: own's k neighbours) it may hold only own and its neighbours, at least
+    t_min = t_k of them with own (at most k + 1)."""
     check_round("participant list", parameters, participants.run_id, participants.round)
     by_name: dict[str, messages.KeyAdvertisement] = {}
     for advertisement in participants.advertisements:
@@ -66,14 +71,19 @@ def check_participants(
         if advertisement.holder in by_name:
             raise SecAggRefused(f"the participant list names {advertisement.holder!r} twice")
         by_name[advertisement.holder] = advertisement
+        if neighbours is not None and advertisement.holder not in neighbours | {own}:
+            raise SecAggRefused(
+                f"the participant list names {advertisement.holder!r}, not a neighbour"
+            )
     keys = [a.encryption_key for a in by_name.values()] + [a.masking_key for a in by_name.values()]
     if len(set(keys)) != len(keys):
         raise SecAggRefused("two participants advertise the same key")
     if own not in by_name:
         raise SecAggRefused("the participant list leaves out this holder")
-    if not parameters.t_min <= len(by_name) <= parameters.k:
+    most = parameters.k if neighbours is None else len(neighbours) + 1
+    if not parameters.t_min <= len(by_name) <= most:
         raise SecAggRefused(
             f"the participant list has {len(by_name)} holders; this round needs between "
-            f"t_min = {parameters.t_min} and K = {parameters.k}"
+            f"t_min = {parameters.t_min} and {most}"
         )
     return by_name

@@ -141,22 +141,35 @@ class UnmaskRequest:
 
 
 def check_signed_set(
-    survivors: Collection[str], *, own: str, masked_with: Collection[str], t_min: int
+    survivors: Collection[str],
+    *,
+    own: str,
+    masked_with: Collection[str],
+    t_min: int,
+    neighbours: Collection[str] | None = None,
 ) -> None:
     """SecAggRefused unless holder ``own`` may sign or answer for ``survivors``: a set
     inside the set it masked with (itself included), holding itself, of at least t_min
-    holders. A smaller or foreign set is the victim-isolation story of issue 29."""
+    holders. A smaller or foreign set is the victim-isolation story of issue 29.
+
+    On the graph (``neighbours``: own's k neighbours) the same checks apply to own's
+    neighbourhood only: S ∩ N(own) inside what it masked with, and at least t_min = t_k
+    holders of S among them and itself (at least t_k − 1 masking neighbours in S)."""
     if len(set(survivors)) != len(survivors):
         raise SecAggRefused("the survivor set names a holder twice")
-    if outside := sorted(set(survivors) - set(masked_with)):
+    local = set(survivors)
+    if neighbours is not None:
+        local &= set(neighbours) | {own}
+    if outside := sorted(local - set(masked_with)):
         raise SecAggRefused(
             f"the survivor set names {outside[0]!r}, which this holder did not mask with"
         )
     if own not in survivors:
         raise SecAggRefused("the survivor set leaves out this holder, which sent its masked input")
-    if len(survivors) < t_min:
+    if len(local) < t_min:
+        where = "" if neighbours is None else " in this holder's neighbourhood"
         raise SecAggRefused(
-            f"the survivor set has {len(survivors)} holders, fewer than t_min = {t_min}"
+            f"the survivor set has {len(local)} holders{where}, fewer than t_min = {t_min}"
         )
 
 

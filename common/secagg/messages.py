@@ -106,11 +106,20 @@ class RoundParameters:
     t_min: int
     bits: int
     colluders: int = 0
+    #: SecAgg+ (docs/SECAGG_GRAPH.md; 0: the full mesh): the degree k of the round's
+    #: public graph, the committee (m, τ) that certifies S, and h, the least honest noise
+    #: shares in any sum the aggregator can learn. Then ``t_min`` is t_k, the threshold
+    #: over a holder and its k neighbours, and the rule t_min > K/2 gives way to the
+    #: committee's certificate (``graph_rules``).
+    neighbours: int = 0
+    committee: int = 0
+    committee_threshold: int = 0
+    honest: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not 0 < len(self.run_id) <= MAX_RUN_ID:
             raise refuse("round parameters", f"the run id must be 1 to {MAX_RUN_ID} chars")
-        for name in ("round", "k", "t_min", "bits", "colluders"):
+        for name in _PARAMETER_FIELDS[1:] + _GRAPH_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise refuse("round parameters", f"{name} must be an integer")
@@ -120,6 +129,12 @@ class RoundParameters:
             raise refuse("round parameters", f"bits must be in [1, {MAX_BITS}], got {self.bits}")
         if self.k < 2:
             raise refuse("round parameters", f"K must be at least 2, got {self.k}")
+        if self.graph and (problem := graph_rules(self)):
+            raise refuse("round parameters", problem)
+        if not self.graph and (self.committee or self.committee_threshold or self.honest):
+            raise refuse("round parameters", "committee, its threshold and h need neighbours")
+        if self.graph:
+            return
         if not minimum_t_min(self.k) <= self.t_min <= self.k:
             raise refuse(
                 "round parameters",
@@ -135,14 +150,52 @@ class RoundParameters:
                 f"many holders could unmask one), got {self.colluders}",
             )
 
+    @property
+    def graph(self) -> bool:
+        """Whether the round runs on the SecAgg+ graph (k < K − 1) rather than the mesh."""
+        return self.neighbours != 0
+
+    @property
+    def honest_shares(self) -> int:
+        """The honest noise shares the run promises: h on the graph, t_min − c on the mesh."""
+        return self.honest if self.graph else self.t_min - self.colluders
+
     def same_round(self, run_id: str, round_: int) -> bool:
         return run_id == self.run_id and round_ == self.round
 
+    def fields(self) -> tuple[str, ...]:
+        """The fields this round's messages carry (the graph's only on the graph)."""
+        return _PARAMETER_FIELDS + (_GRAPH_FIELDS if self.graph else ())
+
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _PARAMETER_FIELDS}
+        return {name: getattr(self, name) for name in self.fields()}
 
 
 _PARAMETER_FIELDS = ("run_id", "round", "k", "t_min", "bits", "colluders")
+_GRAPH_FIELDS = ("neighbours", "committee", "committee_threshold", "honest")
+
+
+def graph_rules(p: RoundParameters) -> str | None:
+    """What is wrong with the graph parameters of ``p`` (None: nothing): an even degree
+    2 ≤ k < K − 1, 2 ≤ t_k ≤ k + 1, 1 ≤ h ≤ t_k − 1 (at least one honest neighbour in any
+    masking set), 0 ≤ c < K, and a committee with m/2 < τ ≤ m ≤ K (two certified sets
+    share a signer)."""
+    if not 2 <= p.neighbours < p.k - 1 or p.neighbours % 2:
+        return f"neighbours must be even in [2, K - 2 = {p.k - 2}], got {p.neighbours}"
+    if not 2 <= p.t_min <= p.neighbours + 1:
+        return f"t_min (t_k) must be in [2, k + 1 = {p.neighbours + 1}], got {p.t_min}"
+    if not 1 <= p.honest < p.t_min:
+        return f"honest must be in [1, t_k - 1 = {p.t_min - 1}], got {p.honest}"
+    if not 0 <= p.colluders < p.k:
+        return f"colluders must be in [0, K - 1 = {p.k - 1}], got {p.colluders}"
+    if not 1 <= p.committee <= p.k or not p.committee < 2 * p.committee_threshold:
+        return (
+            f"the committee (m, tau) = ({p.committee}, {p.committee_threshold}) must have "
+            f"m/2 < tau <= m <= K = {p.k}"
+        )
+    if p.committee_threshold > p.committee:
+        return f"tau must be at most m = {p.committee}, got {p.committee_threshold}"
+    return None
 
 
 def advertisement_bytes(
@@ -158,12 +211,7 @@ def advertisement_bytes(
     return binding(
         _ADVERTISEMENT,
         holder,
-        p.run_id,
-        p.round,
-        p.k,
-        p.t_min,
-        p.bits,
-        p.colluders,
+        *(getattr(p, name) for name in p.fields()),
         roster_digest,
         encryption_key,
         masking_key,
@@ -208,14 +256,15 @@ class KeyAdvertisement:
     @classmethod
     def from_dict(cls, data: object) -> KeyAdvertisement:
         kind = "key advertisement"
-        r = Reader(data, kind, _ADVERTISEMENT_FIELDS)
+        graph = isinstance(data, dict) and "neighbours" in data
+        r = Reader(data, kind, _ADVERTISEMENT_FIELDS + (_GRAPH_FIELDS if graph else ()))
         digest = r.text("roster_digest")
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise refuse(kind, "field 'roster_digest' must be 64 lowercase hex digits")
         run_id = r.text("run_id")
-        round_, k, t_min, bits, colluders = (r.integer(f) for f in _PARAMETER_FIELDS[1:])
+        numbers = [r.integer(f) for f in _PARAMETER_FIELDS[1:] + (_GRAPH_FIELDS if graph else ())]
         try:
-            parameters = RoundParameters(run_id, round_, k, t_min, bits, colluders)
+            parameters = RoundParameters(run_id, *numbers)
         except SecAggRefused as error:
             raise refuse(kind, str(error)) from None
         return cls(

@@ -47,16 +47,13 @@ gets the same answer, so the HTTP layer may retry.
 What the aggregator can learn, and the rule c < 2·t_min − K that makes a lying aggregator
 with c colluding holders unable to obtain both seeds of one holder, are in docs/SECAGG.md.
 
-**No neighbour graph (SecAgg+).** Every holder masks with every other holder of U2 and
-shares its seeds with all of U1, as in Bonawitz et al. The cost for a holder is O(K)
-X25519 agreements, AEAD operations and PRG expansions, and O(K·t_min) field operations for
-the Shamir shares; it sends O(K) ciphertexts (160 bytes each) and the aggregator relays
-O(K²) of them. benchmarks/bench_secagg.py measures it: at K = 1000 a holder's CPU stays
-under one second, within the issue's target, so the simpler protocol was kept. Bell et al.
-2020 (SecAgg+) would bring this to O(log K) neighbours per holder, at the price of
-guarantees that hold only with high probability over a neighbour graph the aggregator must
-not choose (a public random graph from a seed no one controls) and a per-neighbourhood
-threshold in place of t_min: worth it when K grows well beyond a thousand holders.
+**SecAgg+ (Bell et al. 2020) when the round's parameters carry a degree k < K − 1**
+(``neighbourhood.py``, docs/SECAGG_GRAPH.md): participants, shares, masks and unmasking
+answers cover only the holder's k neighbours in a public graph seeded by (run, round,
+roster digest), t_min is the neighbourhood threshold t_k, and every check above applies to
+the holder's neighbourhood; S is certified by τ signatures of a public committee, and a
+neighbour's seed share is released only against that neighbour's own signature of S.
+Otherwise (small K) the full mesh of Bonawitz et al., O(K) per holder.
 """
 
 from __future__ import annotations
@@ -68,7 +65,7 @@ from typing import Any, TypeVar
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from ldpem.common.secagg import channel, consistency, dealing, messages
+from ldpem.common.secagg import channel, consistency, dealing, messages, neighbourhood
 from ldpem.common.secagg.checks import check_participants, check_round
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster, public_key_bytes
@@ -132,14 +129,20 @@ class Holder:
             )
         if isinstance(min_honest, bool) or not isinstance(min_honest, int) or min_honest < 1:
             raise SecAggRefused(f"min_honest must be a positive integer, got {min_honest!r}")
-        if parameters.t_min - parameters.colluders < min_honest:
+        if parameters.honest_shares < min_honest:
+            promised = (
+                f"h = {parameters.honest}"
+                if parameters.graph
+                else f"t_min − c = {parameters.t_min} − {parameters.colluders}"
+            )
             raise SecAggRefused(
-                f"t_min − c = {parameters.t_min} − {parameters.colluders} honest noise shares "
-                f"is below this holder's min_honest = {min_honest}"
+                f"{promised} honest noise shares is below this holder's min_honest = {min_honest}"
             )
         self.name = name
         self.roster = roster
         self.parameters = parameters
+        self.graph = neighbourhood.round_graph(roster, parameters)  # None: the full mesh
+        self._neighbours = None if self.graph is None else self.graph.neighbours(name)
         self._encryption, _ = _new_x25519_key()
         self._masking, self._masking_raw = _new_x25519_key()
         self._seed = secrets.token_bytes(32)
@@ -232,7 +235,9 @@ class Holder:
 
     def _share(self, participants: messages.ParticipantList) -> messages.EncryptedShares:
         p = self.parameters
-        by_name = check_participants(participants, self.roster, p, self.name)
+        by_name = check_participants(
+            participants, self.roster, p, self.name, neighbours=self._neighbours
+        )
         if by_name[self.name] != self._advertisement:
             raise SecAggRefused("the participant list alters this holder's advertisement")
         names = sorted(by_name)
@@ -357,7 +362,11 @@ class Holder:
         p = self.parameters
         check_round("consistency check", p, check.run_id, check.round)
         consistency.check_signed_set(
-            check.survivors, own=self.name, masked_with=self._masked_with, t_min=p.t_min
+            check.survivors,
+            own=self.name,
+            masked_with=self._masked_with,
+            t_min=p.t_min,
+            neighbours=self._neighbours,
         )
         self._signed = tuple(sorted(check.survivors))
         return consistency.sign_survivors(
@@ -375,9 +384,22 @@ class Holder:
                 "the unmasking request's survivors are not the set this holder signed"
             )
         consistency.check_signed_set(
-            survivors, own=self.name, masked_with=self._masked_with, t_min=p.t_min
+            survivors,
+            own=self.name,
+            masked_with=self._masked_with,
+            t_min=p.t_min,
+            neighbours=self._neighbours,
         )
-        consistency.check_signatures(request, self.roster, t_min=p.t_min)
+        if self.graph is None:
+            consistency.check_signatures(request, self.roster, t_min=p.t_min)
+        else:
+            consistency.check_signatures(request, self.roster, t_min=0)
+            neighbourhood.check_certificate(
+                request, self.graph, own=self.name, masked_with=self._masked_with
+            )
+        if self._neighbours is not None:  # only its own neighbourhood is this holder's to split
+            survivors &= self._neighbours | {self.name}
+            dropped &= self._neighbours
         if both := sorted(survivors & dropped):
             # The one request that would hand over b and s_sk of one holder at once.
             raise SecAggRefused(
@@ -401,7 +423,7 @@ class Holder:
             self.name,
             self.parameters.run_id,
             self.parameters.round,
-            {n: seed_shares[n] for n in request.survivors},
+            {n: seed_shares[n] for n in request.survivors if n in seed_shares},
             {n: key_shares[n] for n in request.dropped if n in key_shares},
         )
         # Nothing else will be asked of this round: forget the secrets it no longer needs

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from ldpem.common.wire import INT_LIMIT
 from ldpem.server.deps import CoordinatorDep, HospitalDep
@@ -51,7 +51,7 @@ async def get_message(
     coordinator: CoordinatorDep,
     hospital: HospitalDep,
     wait: Annotated[float, Query(ge=0, allow_inf_nan=False)] = 0.0,
-) -> dict[str, Any] | JSONResponse:
+) -> Response:
     """The aggregator's answer once its step closed; 202 while it is open (long-poll up to
     ``wait`` seconds, capped by the server)."""
     wait = min(wait, request.app.state.settings.max_wait)
@@ -60,4 +60,5 @@ async def get_message(
     )
     if answer is None:
         return JSONResponse({"detail": "the step is still open"}, status_code=202)
-    return answer
+    # Encoded once when the step closed, not re-encoded per request (docs/PERFORMANCE.md).
+    return Response(content=answer, media_type="application/json")

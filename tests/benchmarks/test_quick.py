@@ -90,6 +90,32 @@ def test_bench_secagg_quick() -> None:
         assert row["t_min"] > row["holders"] // 2
 
 
+def test_bench_secagg_graph_quick() -> None:
+    """One holder under SecAgg+ (--graph): the library with a roster larger than the round."""
+    result = run("bench_secagg.py", "--graph", "300")
+    *full, graph = result["rows"]
+    assert [row["mode"] for row in full] == ["full mesh", "full mesh"] and graph["mode"] == "graph"
+    assert graph["roster"] == 300 and graph["holders"] == 300
+    # k + 1 take part (the holder and its neighbours); the dropped leave t_k of them.
+    assert graph["dropped"] >= 1 and graph["t_min"] + graph["dropped"] <= graph["neighbours"] + 1
+    assert graph["t_min"] <= graph["neighbours"] < 299
+    assert {"graph_and_committee", "signatures"} <= graph["extras"]["cpu_s"].keys()
+    assert graph["total_received_bytes"] > graph["received_bytes"] > 0
+
+
+def test_bench_secagg_http_quick() -> None:
+    """The real coordinator and a load generator of Holder state machines, 6 holders, with
+    nobody and one dropped: every round's sum checks and no 5xx."""
+    result = run("bench_secagg_http.py")
+    assert [(row["holders"], row["dropped"]) for row in result["rows"]] == [(6, 0), (6, 1)]
+    for row in result["rows"]:
+        assert row["status"] == "finished" and row["http_5xx"] == 0
+        assert len(row["rounds"]) == 2 and all(r["sum_ok"] for r in row["rounds"])
+        assert row["coordinator_peak_rss_kib"] > 0
+        assert {"median", "max"} <= row["round_wall_s"].keys()
+    assert [r["survivors"] for r in result["rows"][1]["rounds"]] == [5, 5]
+
+
 def test_bench_secagg_processes_quick() -> None:
     """The wall time of a round with agent processes (--processes), on 4 of them."""
     result = run("bench_secagg.py", "--processes", "50")
@@ -152,3 +178,11 @@ def test_bench_predictions_quick() -> None:
     assert {"forecast", "floor", "forecast_ready"} <= result["create"]["wall_s"].keys()
     assert result["plan"]["values"] > 0 and result["plan"]["floor_s"] > 0
     assert result["demo"]["demo_over_floor"] > 0
+
+
+def test_bench_secagg_graph_round_quick() -> None:
+    """A whole SecAgg+ round in one process at K = 100 (k = 44), 10 dropped: the sum checks."""
+    result = run("bench_secagg_graph_round.py")
+    assert (result["holders"], result["neighbours"], result["dropped"]) == (100, 44, 10)
+    assert result["sum_ok"] and result["survivors"] == 90
+    assert result["aggregator_cpu_s"] > 0 and "result" in result["cpu_s"]

@@ -143,9 +143,10 @@ def run_round(
     for name in active:
         aggregator.receive_advertisement(wire(holders[name].advertise()))
     participants = wire(aggregator.participants())
+    lists = aggregator.participant_lists()  # on the graph, each holder's neighbourhood
     active = [n for n in active if n not in no_shares]
     for name in active:
-        shares = holders[name].share_keys(participants)
+        shares = holders[name].share_keys(wire(lists[name]))
         spoilt = {
             r: secrets.token_bytes(len(c)) for (n, r), c in _pairs(shares) if (n, r) in garbage
         }
@@ -168,10 +169,11 @@ def run_round(
             signatures[name] = wire(holders[name].sign_survivors(check))
             aggregator.receive_signature(signatures[name])
     request = wire(aggregator.unmask_request())
+    requests = aggregator.unmask_requests()  # on the graph, each holder's own
     responses = {}
     for name in signatures:
         if name not in no_unmask:
-            responses[name] = wire(holders[name].unmask(request))
+            responses[name] = wire(holders[name].unmask(wire(requests[name])))
             aggregator.receive_unmask_response(responses[name])
     result = [int(v) for v in aggregator.result()]
     return Round(

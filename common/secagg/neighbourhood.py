@@ -1,0 +1,74 @@
+"""A round's SecAgg+ neighbourhoods, as holder and aggregator both compute them from public
+values (docs/SECAGG_GRAPH.md, "Integration"), and the holder's checks that change on the
+graph: the survivor set's certificate and the release of a neighbour's seed share.
+
+On the graph (``RoundParameters.graph``) every holder's masks and shares go only to its k
+neighbours in ``NeighbourGraph(roster names, k, graph_seed(run, round, roster digest))``,
+and the survivor set S is certified by τ signatures of the public committee (the first m
+of ``committee``). On the full mesh (k ≥ K − 1) ``round_graph`` is None and nothing here
+changes the protocol of docs/SECAGG.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from ldpem.common.secagg import consistency, messages
+from ldpem.common.secagg.errors import SecAggRefused
+from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed
+from ldpem.common.secagg.keys import Roster
+
+__all__ = ["RoundGraph", "check_certificate", "round_graph"]
+
+
+class RoundGraph:
+    """The round's graph over the roster's holders and its committee."""
+
+    def __init__(self, roster: Roster, parameters: messages.RoundParameters) -> None:
+        if len(roster) != parameters.k:
+            raise SecAggRefused(
+                f"on the graph the roster must hold exactly the K = {parameters.k} holders, "
+                f"it has {len(roster)}"
+            )
+        seed = graph_seed(parameters.run_id, parameters.round, roster.digest)
+        self.graph = NeighbourGraph(roster.names, parameters.neighbours, seed)
+        self.committee = committee(roster.names, parameters.committee, seed)
+        self.threshold = parameters.committee_threshold
+
+    def neighbours(self, name: str) -> frozenset[str]:
+        return self.graph.neighbours(name)
+
+
+def round_graph(roster: Roster, parameters: messages.RoundParameters) -> RoundGraph | None:
+    """The round's graph, or None on the full mesh."""
+    return RoundGraph(roster, parameters) if parameters.graph else None
+
+
+def check_certificate(
+    request: consistency.UnmaskRequest,
+    graph: RoundGraph,
+    *,
+    own: str,
+    masked_with: Collection[str],
+) -> None:
+    """SecAggRefused unless ``request`` (whose signatures ``consistency.check_signatures``
+    verified, t_min = 0) certifies its S for holder ``own`` on the graph: at least τ
+    signatures by committee members (two sets so certified share an honest signer, who
+    signs one set per round: S is unique), and a signature of S by every neighbour whose
+    seed share ``own`` would release (S ∩ what it masked with). A neighbour v signs S only
+    after its own check that at least t_k − 1 of the neighbours it masked with are in S
+    (``consistency.check_signed_set``), so its signature is the signed masked-with set of
+    docs/SECAGG_GRAPH.md, condition 2, checked by v itself."""
+    signers = {s.holder for s in request.signatures}
+    members = len(signers & graph.committee)
+    if members < graph.threshold:
+        raise SecAggRefused(
+            f"the unmasking request carries {members} committee signatures of its survivor "
+            f"set, fewer than tau = {graph.threshold}"
+        )
+    released = (set(request.survivors) & set(masked_with)) - {own}
+    if unsigned := sorted(released - signers):
+        raise SecAggRefused(
+            f"the unmasking request carries no signature of {unsigned[0]!r}, whose seed "
+            f"share this holder would release"
+        )

@@ -1,0 +1,82 @@
+"""The aggregator's per-holder messages, which differ only on the SecAgg+ graph
+(``neighbourhood.py``): each holder's participant list and unmasking request, and the
+neighbourhoods they are cut to. On the full mesh every holder gets the same message."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ldpem.common.secagg import messages
+from ldpem.common.secagg.neighbourhood import RoundGraph
+
+__all__ = ["GraphRelay"]
+
+
+class _Closing(Protocol):
+    graph: RoundGraph | None
+    advertisements: dict[str, messages.KeyAdvertisement]
+    bundles: dict[str, messages.ShareBundle]
+    signatures: dict[str, messages.SurvivorSignature]
+    masked_inputs: dict[str, messages.MaskedInput]
+
+    def participants(self) -> messages.ParticipantList: ...
+    def unmask_request(self) -> messages.UnmaskRequest: ...
+    def _around(self, name: str) -> frozenset[str]: ...
+    def _masked_with(self, holder: str) -> set[str]: ...
+
+
+class GraphRelay:
+    """What ``Aggregator`` hands each holder, cut to its neighbourhood on the graph."""
+
+    graph: RoundGraph | None
+    advertisements: dict[str, messages.KeyAdvertisement]
+    bundles: dict[str, messages.ShareBundle]
+    masked_inputs: dict[str, messages.MaskedInput]
+
+    def participant_lists(self: _Closing) -> dict[str, messages.ParticipantList]:
+        """Close step 1 (``participants``): each participant's list, on the graph only its
+        neighbours' advertisements and its own."""
+        everyone = self.participants()
+        return {
+            name: messages.ParticipantList(
+                everyone.run_id,
+                everyone.round,
+                tuple(
+                    self.advertisements[n]
+                    for n in sorted(self._around(name))
+                    if n in self.advertisements
+                ),
+            )
+            for name in sorted(self.advertisements)
+        }
+
+    def _around(self, name: str) -> frozenset[str]:
+        """``name`` and its neighbours (every participant on the full mesh)."""
+        if self.graph is None:
+            return frozenset(self.advertisements)
+        return self.graph.neighbours(name) | {name}
+
+    def unmask_requests(self: _Closing) -> dict[str, messages.UnmaskRequest]:
+        """Close step 4 (``unmask_request``): each signer's request. On the graph only the
+        committee's signatures and those of the signer's masking neighbours go with it, and
+        only its neighbours are named as dropped, so that it stays O(k + τ) long but S."""
+        request = self.unmask_request()
+        if self.graph is None:
+            return dict.fromkeys(sorted(self.signatures), request)
+        committee = self.graph.committee
+        out = {}
+        for name in sorted(self.signatures):
+            wanted = committee | self._masked_with(name)
+            out[name] = messages.UnmaskRequest(
+                request.run_id,
+                request.round,
+                request.survivors,
+                tuple(n for n in request.dropped if n in self.bundles[name].ciphertexts),
+                tuple(s for s in request.signatures if s.holder in wanted),
+            )
+        return out
+
+    def _masked_with(self, holder: str) -> set[str]:
+        """The peers a survivor ``holder`` masked with: the senders of its bundle less the
+        ones it excluded (on the full mesh every other holder that shared keys)."""
+        return set(self.bundles[holder].ciphertexts) - set(self.masked_inputs[holder].excluded)
