@@ -334,15 +334,8 @@ def final_estimates(
     return np.array([run.estimate for run in found], dtype=np.float64).reshape(len(found), study.d)
 
 
-def final_errors(
-    study: Study,
-    seeds: Sequence[int],
-    *,
-    executor: Executor | None = None,
-    beta_star: ArrayLike | None = None,
-    beta0: ArrayLike | None = None,
-) -> FloatArray:
+def final_errors(study: Study, seeds: Sequence[int]) -> FloatArray:
     """The error of each seed's reported estimate against its β* (up to the model's
-    sign symmetry; +inf for a run that diverged), shape (len(seeds),)."""
-    found = runs(study, seeds, executor=executor, beta_star=beta_star, beta0=beta0)
-    return np.array([run.error for run in found], dtype=np.float64)
+    sign symmetry; +inf for a run that diverged), shape (len(seeds),), the runs in this
+    process at each seed's own β* (``runs`` takes an executor, β* or β⁰ when needed)."""
+    return np.array([run.error for run in runs(study, seeds)], dtype=np.float64)
