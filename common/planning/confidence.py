@@ -49,7 +49,7 @@ from numpy.typing import NDArray
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model
 from ldpem.common.planning.executor import Executor, make_executor
-from ldpem.common.planning.fastsim import final_estimates
+from ldpem.common.planning.fastsim import final_estimates, runs
 from ldpem.common.planning.study import Study, StudyResult
 
 __all__ = [
@@ -223,13 +223,14 @@ def bootstrap_estimates(
 ) -> FloatArray:
     """The estimates of ``study`` (``bootstrap_study``) run on the model's synthetic data
     at β* := β̂ = ``estimate`` (d,), one per seed, on the fast path
-    (``fastsim.final_estimates``: the distribution of ``run_study``'s estimate).
+    (``fastsim.runs``: the distribution of ``run_study``'s estimate).
 
     Returns
     -------
     array of shape (len(seeds), d)
     """
-    return final_estimates(study, seeds, executor=executor, beta_star=estimate)
+    found = runs(study, seeds, executor=executor, beta_star=estimate)
+    return final_estimates(found, study.d)
 
 
 @dataclass(frozen=True)
