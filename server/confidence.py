@@ -25,6 +25,7 @@ import numpy as np
 from ldpem.common.planning.confidence import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
+    RegionDraws,
     resolved_missing,
     study_region,
 )
@@ -87,8 +88,7 @@ class ConfidenceJob:
             region = study_region(
                 study,
                 np.array(self.estimate, dtype=np.float64),
-                level=self.options.level,
-                draws=self.options.draws,
+                RegionDraws(level=self.options.level, draws=self.options.draws),
                 executor=executor,
             )
         return ConfidenceRegion.model_validate(region.summary())

@@ -24,6 +24,7 @@ from ldpem.common.planning.prediction import SENSITIVITY_SEEDS, Prediction, Prob
 from ldpem.common.wire import ErrorBand, Forecast, PublicParameters, RunCreate
 
 __all__ = [
+    "DEFAULT_FORECAST",
     "DEFAULT_MAX_RECORDS",
     "FORECAST_SEEDS",
     "ForecastOptions",
@@ -53,6 +54,10 @@ class ForecastOptions:
     #: A Dask distributed scheduler's address that runs the simulations instead
     #: (``common.planning.executor.make_executor``); the numbers are the same.
     scheduler: str | None = None
+
+
+#: A forecast with every option at its default.
+DEFAULT_FORECAST = ForecastOptions()
 
 
 def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
@@ -98,23 +103,20 @@ def _band(prediction: Prediction) -> ErrorBand:
 def run_forecast(
     request: RunCreate,
     params: PublicParameters,
-    *,
-    seeds: int = FORECAST_SEEDS,
-    max_records: int = DEFAULT_MAX_RECORDS,
-    workers: int | None = None,
-    scheduler: str | None = None,
+    options: ForecastOptions = DEFAULT_FORECAST,
 ) -> Forecast | None:
-    """The forecast of a run (module docstring), simulated on ``workers`` processes
-    (default: this machine's cores) or on the Dask cluster of ``scheduler``; None when its
-    simulated runs diverge. UserError when the scheduler cannot be reached."""
+    """The forecast of a run (module docstring), ``options.seeds`` simulated runs on
+    ``options.workers`` processes (default: this machine's cores) or on the Dask cluster of
+    ``options.scheduler``; None when its simulated runs diverge. UserError when the
+    scheduler cannot be reached."""
     problem = run_problem(request, params)
-    with make_executor(scheduler, workers=workers) as executor:
+    with make_executor(options.scheduler, workers=options.workers) as executor:
         (outlook,) = outlooks(
             problem,
             [params.mechanism],
-            seeds=seeds,
+            seeds=options.seeds,
             sensitivity_seeds=SENSITIVITY_SEEDS,
-            max_records=max_records,
+            max_records=options.max_records,
             executor=executor,
         )
     main = _band(outlook.prediction)

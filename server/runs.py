@@ -137,15 +137,7 @@ class ForecastJob:
     options: ForecastOptions
 
     def compute(self) -> Forecast | None:
-        o = self.options
-        return run_forecast(
-            self.request,
-            self.params,
-            seeds=o.seeds,
-            max_records=o.max_records,
-            workers=o.workers,
-            scheduler=o.scheduler,
-        )
+        return run_forecast(self.request, self.params, self.options)
 
     def save(self, forecast: Forecast | None) -> None:
         warning = forecast_warning(forecast, BEAT_FRACTION)

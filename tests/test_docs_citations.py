@@ -171,13 +171,15 @@ def _tree(file: Path) -> ast.Module:
 
 def _defined_in(file: Path) -> set[str]:
     """Names a module defines or imports at any depth (functions, classes, assignments,
-    annotated fields, imports)."""
+    annotated fields, imports; ``from ldpem.x import *``: what ``ldpem.x`` defines)."""
     names: set[str] = set()
     for node in ast.walk(_tree(file)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
+        elif isinstance(node, ast.ImportFrom) and [a.name for a in node.names] == ["*"]:
+            names |= _defined_in(_module_files()[str(node.module)])
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names

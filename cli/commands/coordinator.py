@@ -351,6 +351,21 @@ def resolve_token(
     return value, path
 
 
+#: The settings a command-line flag of the same name overrides (``load_settings``).
+_SETTING_FLAGS = (
+    "host",
+    "port",
+    "state",
+    "tls_cert",
+    "tls_key",
+    "admin_token_file",
+    "read_token_file",
+    "public_status",
+    "log_level",
+    "log_format",
+)
+
+
 def _state_files(state: Path) -> list[Path]:
     return [state, *(Path(f"{state}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
 
@@ -361,19 +376,8 @@ def run(args: argparse.Namespace) -> int:
     from ldpem.server.app import create_app
     from ldpem.server.settings import load_settings
 
-    settings = load_settings(
-        args.config,
-        host=args.host,
-        port=args.port,
-        state=args.state,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        admin_token_file=args.admin_token_file,
-        read_token_file=args.read_token_file,
-        public_status=args.public_status,
-        log_level=args.log_level,
-        log_format=args.log_format,
-    )
+    flags = {name: getattr(args, name) for name in _SETTING_FLAGS}
+    settings = load_settings(args.config, **flags)
     try:
         setup_logging(settings.log_level, settings.log_format)
     except ValueError as error:

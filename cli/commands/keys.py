@@ -91,10 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _out_option(parser: argparse.ArgumentParser, written: str) -> None:
+    """The required ``--out FILE`` of a subcommand that writes ``written``."""
+    parser.add_argument("--out", required=True, type=Path, metavar="FILE", help=written)
+
+
 def _generate_options(generate: argparse.ArgumentParser) -> None:
-    generate.add_argument(
-        "--out", required=True, type=Path, metavar="FILE", help="the new private key file"
-    )
+    _out_option(generate, "the new private key file")
     generate.add_argument("--name", help=_NAME_HELP)
 
 
@@ -111,9 +114,7 @@ def _show_options(show: argparse.ArgumentParser) -> None:
 
 
 def _roster_options(roster: argparse.ArgumentParser) -> None:
-    roster.add_argument(
-        "--out", required=True, type=Path, metavar="FILE", help="the roster file to write"
-    )
+    _out_option(roster, "the roster file to write")
     roster.add_argument(
         "--add",
         required=True,

@@ -49,7 +49,7 @@ from numpy.typing import NDArray
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model
 from ldpem.common.planning.executor import Executor, make_executor
-from ldpem.common.planning.fastsim import final_estimates
+from ldpem.common.planning.fastsim import final_estimates, runs
 from ldpem.common.planning.study import Study, StudyResult
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "METHOD",
     "Bootstrap",
     "Confidence",
+    "RegionDraws",
     "bootstrap_estimates",
     "bootstrap_seeds",
     "bootstrap_study",
@@ -222,26 +223,39 @@ def bootstrap_estimates(
 ) -> FloatArray:
     """The estimates of ``study`` (``bootstrap_study``) run on the model's synthetic data
     at β* := β̂ = ``estimate`` (d,), one per seed, on the fast path
-    (``fastsim.final_estimates``: the distribution of ``run_study``'s estimate).
+    (``fastsim.runs``: the distribution of ``run_study``'s estimate).
 
     Returns
     -------
     array of shape (len(seeds), d)
     """
-    return final_estimates(study, seeds, executor=executor, beta_star=estimate)
+    found = runs(study, seeds, executor=executor, beta_star=estimate)
+    return final_estimates(found, study.d)
+
+
+@dataclass(frozen=True)
+class RegionDraws:
+    """What a region asks of its bootstrap: B = ``draws`` runs for a region at ``level``,
+    their seeds derived from ``seed`` (``bootstrap_seeds``) or, when None, from the OS.
+
+    ``level`` is in (0, 1) and ``draws`` ≥ ``least_draws(level)`` (``check_bootstrap``,
+    when the region is made)."""
+
+    level: float = DEFAULT_LEVEL
+    draws: int = DEFAULT_DRAWS
+    seed: int | None = None
 
 
 def study_region(
     study: Study,
     estimate: FloatArray,
+    asked: RegionDraws,
     *,
-    level: float = DEFAULT_LEVEL,
-    draws: int = DEFAULT_DRAWS,
-    seed: int | None = None,
     executor: Executor | None = None,
 ) -> Confidence:
-    """The region at ``level`` around ``estimate`` from ``draws`` runs of ``study`` on
-    synthetic data at β̂ (``bootstrap_estimates``), seeded by the OS or by ``seed``.
+    """The region at ``asked.level`` around ``estimate`` from ``asked.draws`` runs of
+    ``study`` on synthetic data at β̂ (``bootstrap_estimates``), seeded by the OS or by
+    ``asked.seed``.
 
     Parameters
     ----------
@@ -250,12 +264,8 @@ def study_region(
         federated run's study: ``ldpem.server.confidence``).
     estimate : array of shape (d,)
         β̂, the released estimate.
-    level : float
-        In (0, 1).
-    draws : int
-        B ≥ ``least_draws(level)``.
-    seed : int, optional
-        Derive the draws' seeds from it (``bootstrap_seeds``) instead of the OS.
+    asked : RegionDraws
+        The level, B and seed of the draws.
     executor : Executor, optional
         Where the draws run (a pool, Dask); default this process.
 
@@ -264,12 +274,14 @@ def study_region(
     Confidence
         Unbounded, from 0 draws, when the estimate is not finite (nothing to draw at).
     """
-    check_bootstrap(level, draws)
+    level = asked.level
+    check_bootstrap(level, asked.draws)
     estimate = np.asarray(estimate, dtype=np.float64)
     d = estimate.size
     if not np.all(np.isfinite(estimate)):
         return Confidence(level, (-math.inf,) * d, (math.inf,) * d, math.inf, draws=0)
-    found = bootstrap_estimates(study, estimate, bootstrap_seeds(draws, seed), executor=executor)
+    seeds = bootstrap_seeds(asked.draws, asked.seed)
+    found = bootstrap_estimates(study, estimate, seeds, executor=executor)
     sign_invariant = get_model(study.model).sign_invariant
     return region(estimate, found, level=level, sign_invariant=sign_invariant)
 
@@ -284,14 +296,8 @@ def confidence_region(
 ) -> Confidence:
     """The region around a simulated study's estimate: ``study_region`` of its
     ``bootstrap_study`` (same parameters)."""
-    return study_region(
-        bootstrap_study(result),
-        result.estimate,
-        level=level,
-        draws=draws,
-        seed=seed,
-        executor=executor,
-    )
+    asked = RegionDraws(level=level, draws=draws, seed=seed)
+    return study_region(bootstrap_study(result), result.estimate, asked, executor=executor)
 
 
 @dataclass(frozen=True)

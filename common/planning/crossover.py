@@ -71,15 +71,14 @@ class Crossover:
         )
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "n": self.n,
-            "low": self.low,
-            "high": self.high,
-            "limit": self.limit,
-            "seeds": self.seeds,
-            "threshold": self.threshold,
-            "sizes": {p.problem.n: p.mean for p in self.predictions},
-        }
+        """The JSON-able crossover: the fields ``_REPORTED`` as they are, then ``sizes``
+        (each simulated n's mean error)."""
+        reported = {name: getattr(self, name) for name in _REPORTED}
+        return {**reported, "sizes": {p.problem.n: p.mean for p in self.predictions}}
+
+
+#: The fields of a ``Crossover`` its JSON carries unchanged, in their order there.
+_REPORTED = ("n", "low", "high", "limit", "seeds", "threshold")
 
 
 def size_grid(planned: int, *, floor: int, limit: int) -> list[int]:

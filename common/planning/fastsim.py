@@ -5,7 +5,7 @@ plan``, its schedule search) and the parametric bootstrap need many simulated ru
 study and only their reported estimates. ``run_study`` is the reference: it draws all n
 records, deals them to hospitals and rounds by random permutations and gathers
 (``Records.take``), and truncates with the constant-time ``smoothed_truncation`` a holder
-runs (docs/PERFORMANCE.md). ``final_estimates`` runs the same study with the same
+runs (docs/PERFORMANCE.md). ``runs`` runs the same study with the same
 distribution of every random quantity, by three changes that do not alter it:
 
 * **No dealing.** Synthetic records are i.i.d. given β*, so any fixed split of them into
@@ -71,7 +71,7 @@ from ldpem.common.protocol import (
     study_tau,
 )
 
-__all__ = ["BATCH", "FastRun", "fast_path", "final_errors", "final_estimates", "simulate"]
+__all__ = ["BATCH", "FastRun", "fast_path", "final_errors", "final_estimates", "runs", "simulate"]
 
 FloatArray = NDArray[np.float64]
 
@@ -292,25 +292,8 @@ def runs(
     beta0: ArrayLike | None = None,
 ) -> list[FastRun]:
     """``simulate`` of ``study`` at each seed (its own seed ignored), in the seeds' order,
-    in batches of ``BATCH`` seeds on ``executor`` (default: in this process)."""
-    star = None if beta_star is None else _vector("beta_star", beta_star, study.d)
-    start = None if beta0 is None else _vector("beta0", beta0, study.d)
-    seeds = [int(s) for s in seeds]
-    tasks = [(study, tuple(seeds[i : i + BATCH]), star, start) for i in range(0, len(seeds), BATCH)]
-    chosen = executor if executor is not None else SerialExecutor()
-    return [run for batch in chosen.map(_batch, tasks) for run in batch]
-
-
-def final_estimates(
-    study: Study,
-    seeds: Sequence[int],
-    *,
-    executor: Executor | None = None,
-    beta_star: ArrayLike | None = None,
-    beta0: ArrayLike | None = None,
-) -> FloatArray:
-    """The reported estimate of ``replace(study, seed=s)`` for each seed s, with the
-    distribution of ``run_study``'s (module docstring), shape (len(seeds), d).
+    in batches of ``BATCH`` seeds on ``executor``: each run's estimate has the distribution
+    of ``run_study``'s for ``replace(study, seed=s)`` (module docstring).
 
     Parameters
     ----------
@@ -327,22 +310,25 @@ def final_estimates(
 
     Returns
     -------
-    array of shape (len(seeds), d)
-        β^T, or the average the study's ``final`` asks, per seed.
+    list of FastRun
+        One per seed, in the seeds' order.
     """
-    found = runs(study, seeds, executor=executor, beta_star=beta_star, beta0=beta0)
-    return np.array([run.estimate for run in found], dtype=np.float64).reshape(len(found), study.d)
+    star = None if beta_star is None else _vector("beta_star", beta_star, study.d)
+    start = None if beta0 is None else _vector("beta0", beta0, study.d)
+    seeds = [int(s) for s in seeds]
+    tasks = [(study, tuple(seeds[i : i + BATCH]), star, start) for i in range(0, len(seeds), BATCH)]
+    chosen = executor if executor is not None else SerialExecutor()
+    return [run for batch in chosen.map(_batch, tasks) for run in batch]
 
 
-def final_errors(
-    study: Study,
-    seeds: Sequence[int],
-    *,
-    executor: Executor | None = None,
-    beta_star: ArrayLike | None = None,
-    beta0: ArrayLike | None = None,
-) -> FloatArray:
+def final_estimates(found: Sequence[FastRun], d: int) -> FloatArray:
+    """The reported estimates of ``found`` (``runs``), shape (len(found), d): β^T, or the
+    average the study's ``final`` asks, per run."""
+    return np.array([run.estimate for run in found], dtype=np.float64).reshape(len(found), d)
+
+
+def final_errors(study: Study, seeds: Sequence[int]) -> FloatArray:
     """The error of each seed's reported estimate against its β* (up to the model's
-    sign symmetry; +inf for a run that diverged), shape (len(seeds),)."""
-    found = runs(study, seeds, executor=executor, beta_star=beta_star, beta0=beta0)
-    return np.array([run.error for run in found], dtype=np.float64)
+    sign symmetry; +inf for a run that diverged), shape (len(seeds),), the runs in this
+    process at each seed's own β* (``runs`` takes an executor, β* or β⁰ when needed)."""
+    return np.array([run.error for run in runs(study, seeds)], dtype=np.float64)

@@ -24,6 +24,7 @@ One module per idea:
 
 from __future__ import annotations
 
+from ldpem.common.protocol import defaults
 from ldpem.common.protocol.construction import (
     Budget,
     CentralNoise,
@@ -41,22 +42,7 @@ from ldpem.common.protocol.construction import (
     report_sensitivity,
     round_scales,
 )
-from ldpem.common.protocol.defaults import (
-    DELTA_EXPONENT,
-    DELTA_MAX,
-    holder_records_per_round,
-    initial_beta,
-    records_per_round,
-    run_start,
-    start_finish,
-    start_round,
-    study_beta_bound,
-    study_colluders,
-    study_delta,
-    study_rng,
-    study_t_min,
-    study_tau,
-)
+from ldpem.common.protocol.defaults import *  # noqa: F403  (its __all__, added below)
 from ldpem.common.protocol.estimate import (
     LAST,
     FinalEstimate,
@@ -93,8 +79,6 @@ from ldpem.common.protocol.streams import (
 )
 
 __all__ = [
-    "DELTA_EXPONENT",
-    "DELTA_MAX",
     "EQUAL",
     "GIVEN_START",
     "LAST",
@@ -123,9 +107,7 @@ __all__ = [
     "holder_mechanism",
     "holder_noise_std",
     "holder_own_scale",
-    "holder_records_per_round",
     "holder_scale",
-    "initial_beta",
     "is_equal",
     "least_records",
     "local_noise_std",
@@ -136,7 +118,6 @@ __all__ = [
     "privacy_ratio",
     "public_budget",
     "public_scale",
-    "records_per_round",
     "report_noise_std",
     "report_sensitivity",
     "round_index",
@@ -146,14 +127,8 @@ __all__ = [
     "round_size",
     "round_sizes",
     "run_digest",
-    "run_start",
     "schedule_weights",
-    "start_finish",
-    "start_round",
-    "study_beta_bound",
-    "study_colluders",
-    "study_delta",
-    "study_rng",
-    "study_t_min",
-    "study_tau",
 ]
+
+# The study defaults are re-exported whole: one list of them, in ``defaults``.
+__all__ += defaults.__all__

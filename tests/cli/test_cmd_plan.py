@@ -19,7 +19,7 @@ from ldpem.common.planning.executor import SerialExecutor, make_executor
 from ldpem.common.planning.plan import recommendation
 from ldpem.common.planning.prediction import Prediction, Problem, first_seed, predict
 from ldpem.common.wire import RunCreate, public_parameters
-from ldpem.server.forecast import run_forecast, run_problem
+from ldpem.server.forecast import ForecastOptions, run_forecast, run_problem
 from tests.fedkit import run_request
 from tests.secaggkit import hospitals, keys_and_roster
 
@@ -266,7 +266,7 @@ def test_run_forecast_is_the_planning_prediction() -> None:
     params = public_parameters(request)
     problem = run_problem(request, params)
     assert problem.sizes == (3000, 3000, 3000)
-    forecast = run_forecast(request, params, seeds=2, workers=1)
+    forecast = run_forecast(request, params, ForecastOptions(seeds=2, workers=1))
     assert forecast is not None
     expected = predict(problem, "hospital", seeds=2, executor=SerialExecutor())
     assert (forecast.mean, forecast.low, forecast.high) == (
@@ -305,7 +305,7 @@ def test_the_forecast_of_a_run_of_noise_shares_simulates_its_published_t_min(
     params = public_parameters(request)
     problem = run_problem(request, params)
     assert params.t_min == problem.t_min == 4  # not the default strict majority, 3
-    forecast = run_forecast(request, params, seeds=2, workers=1)
+    forecast = run_forecast(request, params, ForecastOptions(seeds=2, workers=1))
     assert forecast is not None
     expected = predict(problem, "secagg", seeds=2, executor=SerialExecutor())
     assert forecast.mean == expected.mean
