@@ -27,7 +27,7 @@ In the order of the round (H: a holder, A: the aggregator)::
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -198,27 +198,6 @@ def graph_rules(p: RoundParameters) -> str | None:
     return None
 
 
-def advertisement_bytes(
-    holder: str,
-    parameters: RoundParameters,
-    roster_digest: str,
-    encryption_key: bytes,
-    masking_key: bytes,
-    seed_commitment: bytes,
-) -> bytes:
-    """What a key advertisement's signature covers: every field but the signature."""
-    p = parameters
-    return binding(
-        _ADVERTISEMENT,
-        holder,
-        *(getattr(p, name) for name in p.fields()),
-        roster_digest,
-        encryption_key,
-        masking_key,
-        seed_commitment,
-    )
-
-
 @dataclass(frozen=True)
 class KeyAdvertisement:
     """A holder's fresh public keys for one round and its commitment to its self-mask
@@ -233,9 +212,12 @@ class KeyAdvertisement:
     signature: bytes
 
     def signed_bytes(self) -> bytes:
-        return advertisement_bytes(
+        """What the signature covers: every field but the signature."""
+        p = self.parameters
+        return binding(
+            _ADVERTISEMENT,
             self.holder,
-            self.parameters,
+            *(getattr(p, name) for name in p.fields()),
             self.roster_digest,
             self.encryption_key,
             self.masking_key,
@@ -300,19 +282,10 @@ def sign_advertisement(
     seed_commitment: bytes,
 ) -> KeyAdvertisement:
     """The advertisement of ``holder``'s round keys and seed commitment, signed with its
-    roster key."""
-    message = advertisement_bytes(
-        holder, parameters, roster_digest, encryption_key, masking_key, seed_commitment
-    )
-    return KeyAdvertisement(
-        holder,
-        parameters,
-        roster_digest,
-        encryption_key,
-        masking_key,
-        seed_commitment,
-        signing_key.sign(message),
-    )
+    roster key (over ``KeyAdvertisement.signed_bytes``)."""
+    keys = (encryption_key, masking_key, seed_commitment)
+    unsigned = KeyAdvertisement(holder, parameters, roster_digest, *keys, signature=b"")
+    return replace(unsigned, signature=signing_key.sign(unsigned.signed_bytes()))
 
 
 @dataclass(frozen=True)
