@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from ldpem.processes import Processes
+from ldpem.server.secaggview import STEP_WORDS
 from tests.fedkit import write_gmm_data
 from tests.secaggkit import SecAggRun, secagg_run
 from tests.server.opkit import health_banner
@@ -72,32 +73,36 @@ def test_a_holder_killed_after_round_1_costs_one_deadline_and_is_named(
 ) -> None:
     run = secagg_run_of_four(procs, tmp_path, kill="h3")
     others = NAMES[:3]
+    # h3 dies once its round-1 answer is stored; on a busy machine it may have advertised
+    # round 2 before the signal lands, and is then lost at the next step: either way it
+    # costs that one step's deadline, and nothing after it.
+    h3 = next(p for p in _get(run, "/participation") if p["hospital"] == "h3")
+    assert h3["rounds_reported"] == [0, 1]
+    assert len(h3["lost"]) == 1 and h3["lost"][0]["round"] == 2, h3
+    step = h3["lost"][0]["step"]
+    assert step in ("advertise", "shares"), h3
+    words = STEP_WORDS[step]
     summary = _get(run)
     assert (summary["status"], summary["health"]) == ("finished", "degraded"), summary
-    assert "lost: h3 (did not advertise keys in round 2)" in summary["health_line"], summary
+    assert f"lost: h3 (did not {words} in round 2)" in summary["health_line"], summary
 
     rounds = _get(run, "/rounds")
     closings = [
         [(c["step"], c["by"], c["missing"]) for c in r["secagg"]["closings"]] for r in rounds
     ]
     assert all(by == "everyone" for t in (0, 1) for _, by, _ in closings[t]), closings
-    # Round 2: one deadline, at the advertise step, without h3; the rest on answers.
-    assert closings[2][0] == ("advertise", "deadline", ["h3"]), closings[2]
-    assert all(by == "everyone" for _, by, _ in closings[2][1:]), closings[2]
+    # Round 2: one deadline, at the step h3 missed; every other step on answers.
+    assert [c for c in closings[2] if c[1] == "deadline"] == [(step, "deadline", ["h3"])]
     # Round 3: h3 not waited for, every step closed on the others' answers.
     assert rounds[3]["secagg"]["closings"][0]["waited_for"] == others
     assert all(by == "everyone" for _, by, _ in closings[3]), closings[3]
     assert rounds[3]["secagg"]["not_waited_for"] == ["h3"]
     assert [r["reporters"] for r in rounds] == [NAMES, NAMES, others, others]
 
-    h3 = next(p for p in _get(run, "/participation") if p["hospital"] == "h3")
-    assert h3["rounds_reported"] == [0, 1]
-    assert h3["lost"] == [{"round": 2, "step": "advertise"}]
-
     page = httpx.get(f"{run.url}/runs/{run.run_id}", timeout=30).text
     assert health_banner(page) == (
-        "Degraded: finished with missing rounds: h3 reported 2 of 4; lost: h3 (did not "
-        "advertise keys in round 2)"
+        f"Degraded: finished with missing rounds: h3 reported 2 of 4; lost: h3 (did not "
+        f"{words} in round 2)"
     )
     assert "not waited for: h3" in page
 
@@ -110,7 +115,7 @@ def test_a_holder_killed_after_round_1_costs_one_deadline_and_is_named(
         assert line in metrics, line
     assert run.coordinator is not None
     log = procs.log(run.coordinator)
-    assert (
-        "round 2: the advertise step closed (its deadline passed) with 3 of the 4 holders it "
-        "waited for; lost: h3 (did not advertise keys)"
-    ) in log, log[-3000:]
+    assert (f"round 2: the {step} step closed (its deadline passed) with 3 of the ") in log, log[
+        -3000:
+    ]
+    assert f"lost: h3 (did not {words})" in log, log[-3000:]
