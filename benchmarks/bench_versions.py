@@ -15,7 +15,8 @@ only what both versions have kept — ``make_mechanism``, ``get_model``, its own
   coordinator  one round of the real ``Coordinator`` (3 reports, SQLite WAL + FULL, the
                M-step, the next round opened), in-process, no HTTP: blocks of 100 rounds
   simulate     ``ldpem simulate --model gmm --n 200000 --d 10 --epsilon 1 --seed 0 --json``
-               as a child process: its user + system CPU, start-up included
+               as a child process: its user + system CPU, start-up included (with
+               ``--draws 0`` where simulate bootstraps a confidence region: the same work)
 
 Each figure is the median over the probe's repeats; the ratio is after ÷ before of the
 medians over runs (mechanism and agent round also ÷ their own floor). Prints one line per
@@ -84,6 +85,20 @@ print(json.dumps(out))
 SIMULATE = ["simulate", "--model", "gmm", "--d", "10", "--epsilon", "1", "--seed", "0", "--json"]
 
 
+def same_work(python: Path, checkout: Path) -> list[str]:
+    """Options that keep ``ldpem simulate`` to the same work in every version: a version
+    whose simulate also bootstraps a confidence region (``--draws``, 99 by default) is
+    asked for none, as a version without it computes none."""
+    shown = subprocess.run(
+        [str(python), "-m", "ldpem", "simulate", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=checkout,
+    )
+    return ["--draws", "0"] if "--draws" in shown.stdout else []
+
+
 def probe(checkout: Path, python: Path | None = None, *, quick: bool = False) -> dict[str, float]:
     """One probe of the version at ``checkout`` with its interpreter (default: its
     .venv's), and one ``ldpem simulate`` of it."""
@@ -100,6 +115,7 @@ def probe(checkout: Path, python: Path | None = None, *, quick: bool = False) ->
     if done.returncode != 0:
         raise SystemExit(f"{checkout}: the probe failed:\n{done.stderr[-2000:]}")
     figures: dict[str, float] = json.loads(done.stdout)
+    extra = same_work(python, checkout)  # before the clock: its child's CPU is not the run's
     before = os.times()
     simulate = subprocess.run(
         [
@@ -107,6 +123,7 @@ def probe(checkout: Path, python: Path | None = None, *, quick: bool = False) ->
             "-m",
             "ldpem",
             *SIMULATE,
+            *extra,
             "--n",
             "2000" if quick else "200000",
         ],
