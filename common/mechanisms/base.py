@@ -40,6 +40,7 @@ checks use.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -173,13 +174,7 @@ class Mechanism(ABC):
         fields of its ``needs``, ``t_min`` (and ``colluders`` when declared) for noise
         shares, and ``noise_std`` unless it adds no noise (the registry checks that the
         class declares each one it requires)."""
-        wanted = set(PUBLIC_FIELDS[cls.needs])
-        if cls.noise_site == "shares":
-            wanted.update(("t_min", "colluders"))
-        if cls.noise_site != "nowhere":
-            wanted.add("noise_std")
-        declared = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
-        return tuple(name for name in declared if name in wanted)
+        return _declared_fields(cls)
 
     def with_noise(self, noise_std: float) -> Mechanism:
         """The same mechanism with another noise std (itself for one that adds no noise
@@ -351,3 +346,16 @@ class Mechanism(ABC):
         if self.is_local or self.noise_std == 0.0:
             return np.zeros(shape)
         return rng.normal(0.0, self.noise_std, shape)
+
+
+@functools.cache
+def _declared_fields(cls: type[Mechanism]) -> tuple[str, ...]:
+    """``Mechanism.declared_fields`` of ``cls``, once per class (every report builds its
+    mechanism, and a class's fields never change)."""
+    wanted = set(PUBLIC_FIELDS[cls.needs])
+    if cls.noise_site == "shares":
+        wanted.update(("t_min", "colluders"))
+    if cls.noise_site != "nowhere":
+        wanted.add("noise_std")
+    declared = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    return tuple(name for name in declared if name in wanted)
