@@ -16,14 +16,14 @@ from ldpem.common.secagg.shamir import SHARE_BYTES
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 VALUE = bytes(range(100, 100 + SHARE_BYTES))
-LABEL = {
-    "run_id": "run-7",
-    "round_": 3,
-    "dealer": "h00",
-    "recipient": "h01",
-    "kind": "s",
-    "commitment": hashlib.sha256(b"commitment").digest(),
-}
+LABEL = dealing.ShareLabel(
+    run_id="run-7",
+    round_=3,
+    dealer="h00",
+    recipient="h01",
+    kind="s",
+    commitment=hashlib.sha256(b"commitment").digest(),
+)
 #: The binding of the domain tag "ldpem secagg dealt share v1", run, round, dealer,
 #: recipient, kind, commitment and value, each part prefixed with its 4-byte length.
 SIGNED_BYTES = (
@@ -43,11 +43,11 @@ SIGNED_SHARE = (
 
 
 def test_the_signed_bytes_of_a_share_are_those_of_cee17d4() -> None:
-    assert dealing._signed_bytes(value=VALUE, **LABEL).hex() == SIGNED_BYTES  # type: ignore[arg-type]
+    assert LABEL.signed_bytes(VALUE).hex() == SIGNED_BYTES
 
 
 def test_a_share_is_signed_and_opened_as_by_cee17d4() -> None:
-    signed = dealing.sign_share(KEY, VALUE, **LABEL)  # type: ignore[arg-type]
+    signed = dealing.sign_share(KEY, VALUE, LABEL)
     assert signed.hex() == SIGNED_SHARE
     roster = Roster({"h00": public_key_bytes(KEY)})
-    assert dealing.share_value(roster, bytes.fromhex(SIGNED_SHARE), **LABEL) == VALUE  # type: ignore[arg-type]
+    assert dealing.share_value(roster, bytes.fromhex(SIGNED_SHARE), LABEL) == VALUE
