@@ -89,7 +89,7 @@ from ldpem.common.secagg import (
 )
 from ldpem.common.secagg.channel import channel_secret, seal
 from ldpem.common.secagg.consistency import sign_survivors
-from ldpem.common.secagg.dealing import KINDS, sign_share
+from ldpem.common.secagg.dealing import KINDS, ShareLabel, sign_share
 from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed
 from ldpem.common.secagg.graph_parameters import GraphParameters, graph_parameters
 from ldpem.common.secagg.messages import KeyAdvertisement, sign_advertisement
@@ -174,12 +174,14 @@ def holder_round_cost(
             sign_share(
                 signing[name],
                 secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big"),
-                run_id=RUN,
-                round_=0,
-                dealer=name,
-                recipient=ME,
-                kind=kind,
-                commitment=commitments[name],
+                ShareLabel(
+                    run_id=RUN,
+                    round_=0,
+                    dealer=name,
+                    recipient=ME,
+                    kind=kind,
+                    commitment=commitments[name],
+                ),
             )
             for kind in KINDS
         )

@@ -442,4 +442,4 @@ class Agent:
 
 
 def _fault_after_persist(t: int) -> None:
-    inject("kill-after-persist", t)  # tests only (ldpem.client.faults)
+    inject("after-persist", t)  # tests only (ldpem.client.faults)

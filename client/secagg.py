@@ -268,7 +268,7 @@ def aggregate(
                 ", ".join(masked.excluded),
             )
         ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
-        inject("kill-after-mask", t)  # tests only (ldpem.client.faults)
+        inject("after-mask", t)  # tests only (ldpem.client.faults)
         masked_sent = True  # from here on, assume the coordinator holds it
         if not exchange.post("masked", masked.to_dict()):
             return

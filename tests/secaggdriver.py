@@ -1,17 +1,19 @@
 """Secure-aggregation rounds driven over the coordinator's HTTP API by the library's
 ``Holder``, one per hospital, in the test's process: the coordinator is real (in-process
 through a ``TestClient``, or a process through an ``httpx.Client``), the holders are not
-agents, so that one of them can send what no honest agent sends (``alter``)."""
+agents, so that one of them can send what no honest agent sends (``alter``), or the test
+can act between two messages of a step (``at``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
@@ -30,7 +32,11 @@ from ldpem.common.secagg import (
 )
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
 from ldpem.common.wire import PublicParameters
-from tests.fedkit import admin_headers, run_request
+from ldpem.server.app import create_app
+from tests.fedkit import admin_headers, run_request, settings
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
 
 K, T_MIN, D = 4, 3, 3
 NAMES = [f"h{i}" for i in range(K)]
@@ -40,6 +46,38 @@ ROSTER = Roster({n: public_key_bytes(key) for n, key in KEYS.items()})
 
 #: ``alter(step, holder, message)``: the message ``holder`` sends in ``step`` instead.
 Alter = Callable[[str, str, Any], Any]
+#: ``at(point, posted)``: called after the second holder's message of each step (point
+#: ``"STEP-partial"``) and after the step's last (point ``"STEP"``), with every
+#: (step, holder, message) posted so far, in order.
+At = Callable[[str, list[tuple[str, str, Any]]], None]
+
+
+class InProcessCoordinator:
+    """The coordinator's app on ``tmp_path``'s state file, in the test's process
+    (``TestClient``); ``restart`` closes it and opens a new one on the same file."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.restarts = 0
+        self._stack = contextlib.ExitStack()
+        self.client = self._open()
+
+    def _open(self) -> TestClient:
+        # Imported here: the tests driving a coordinator process need no TestClient (whose
+        # import warns that starlette's httpx support is deprecated).
+        from fastapi.testclient import TestClient
+
+        app = create_app(settings(self.tmp_path, tick=0.05))
+        return self._stack.enter_context(TestClient(app))
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def restart(self) -> None:
+        self.close()
+        self._stack = contextlib.ExitStack()
+        self.client = self._open()
+        self.restarts += 1
 
 
 @dataclass
@@ -125,23 +163,31 @@ def play_round(
     until: str = "unmask",
     silent: Collection[str] = (),
     holders: dict[str, Holder] | None = None,
+    at: At | None = None,
 ) -> Played:
     """Round ``t`` through the steps up to ``until`` (included), every holder but the
     ``silent`` ones answering the unmasking request; ``holders``: those of an earlier
     call, to play the round again from its start (what they sent before is sent again,
-    as an agent retries). Every fetch must succeed."""
+    as an agent retries); ``at``: called at each point of each step. Every fetch must
+    succeed."""
     holders = run.holders(t) if holders is None else holders
     statuses: list[int] = []
     sent: dict[str, dict[str, Any]] = {}
     played = Played(statuses, sent, holders)
+    posted: list[tuple[str, str, Any]] = []
 
     def step(name: str, messages: dict[str, Any], skip: Collection[str] = ()) -> None:
         sent[name] = messages
         for holder, message in messages.items():
             if holder in skip:
                 continue
-            body = (alter(name, holder, message) if alter else message).to_dict()
-            statuses.append(run.post(t, holder, name, body).status_code)
+            body = alter(name, holder, message) if alter else message
+            statuses.append(run.post(t, holder, name, body.to_dict()).status_code)
+            posted.append((name, holder, body))
+            if at is not None and sum(s == name for s, _, _ in posted) == 2:
+                at(f"{name}-partial", posted)
+        if at is not None:
+            at(name, posted)
 
     def fetch(what: str) -> dict[str, Any]:
         out = {}

@@ -154,12 +154,15 @@ class SecAggRun:
         *,
         seeds: list[int] | None = None,
         env: dict[str, str | None] | None = None,
+        faults: dict[str, str] | None = None,
     ) -> dict[str, Child]:
         """One agent per hospital, by name; ``seeds``: research seeds (reproducible noise,
-        so that the run equals its simulation)."""
+        so that the run equals its simulation); ``faults``: hospital → its
+        LDPEM_AGENT_FAULT (ldpem.client.faults)."""
         agents = {}
         for i, path in enumerate(data):
             extra = () if seeds is None else ("--seed", str(seeds[i]))
+            fault = (faults or {}).get(f"h{i}")
             agents[f"h{i}"] = start_agent(
                 self.procs,
                 self.tmp_path,
@@ -169,7 +172,7 @@ class SecAggRun:
                 self.tmp_path / f"h{i}.key",
                 self.tmp_path / "roster.json",
                 *extra,
-                env=env,
+                env=env if fault is None else {**(env or {}), "LDPEM_AGENT_FAULT": fault},
             )
         return agents
 

@@ -376,12 +376,14 @@ class Aggregator(GraphRelay):
         value = dealing.share_value(
             self.roster,
             self._revealed(owner, kind, responder),
-            run_id=p.run_id,
-            round_=p.round,
-            dealer=owner,
-            recipient=responder,
-            kind=kind,
-            commitment=self.advertisements[owner].seed_commitment,
+            dealing.ShareLabel(
+                run_id=p.run_id,
+                round_=p.round,
+                dealer=owner,
+                recipient=responder,
+                kind=kind,
+                commitment=self.advertisements[owner].seed_commitment,
+            ),
         )
         return value is not None
 

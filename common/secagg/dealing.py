@@ -27,6 +27,7 @@ and the signatures carry nothing about the share beyond what the share itself do
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -40,6 +41,7 @@ __all__ = [
     "KINDS",
     "SIGNED_SHARE_BYTES",
     "Kind",
+    "ShareLabel",
     "deal",
     "open_pair",
     "seed_commitment",
@@ -61,57 +63,50 @@ _SHARE = "ldpem secagg dealt share v1"
 _COMMITMENT = "ldpem secagg seed commitment v1"
 
 
-def _signed_bytes(
-    run_id: str,
-    round_: int,
-    dealer: str,
-    recipient: str,
-    kind: Kind,
-    commitment: bytes,
-    value: bytes,
-) -> bytes:
-    return binding(_SHARE, run_id, round_, dealer, recipient, kind, commitment, value)
+@dataclass(frozen=True, kw_only=True)
+class ShareLabel:
+    """What a dealt share is: of ``dealer``'s secret of ``kind``, dealt to ``recipient`` in
+    round ``round_`` of run ``run_id``, in the dealing of ``dealer``'s seed ``commitment``
+    (that of its advertisement of this round)."""
+
+    run_id: str
+    round_: int
+    dealer: str
+    recipient: str
+    kind: Kind
+    commitment: bytes
+
+    def signed_bytes(self, value: bytes) -> bytes:
+        """What the dealer signs: the binding of a domain tag, the label and ``value``."""
+        return binding(
+            _SHARE,
+            self.run_id,
+            self.round_,
+            self.dealer,
+            self.recipient,
+            self.kind,
+            self.commitment,
+            value,
+        )
 
 
-def sign_share(
-    key: Ed25519PrivateKey,
-    value: bytes,
-    *,
-    run_id: str,
-    round_: int,
-    dealer: str,
-    recipient: str,
-    kind: Kind,
-    commitment: bytes,
-) -> bytes:
-    """The share ``value`` (SHARE_BYTES) followed by ``dealer``'s signature over it, bound
-    to the run, round, recipient, kind and the dealer's seed ``commitment``."""
+def sign_share(key: Ed25519PrivateKey, value: bytes, label: ShareLabel) -> bytes:
+    """The share ``value`` (SHARE_BYTES) followed by its dealer's signature over it, bound
+    to its ``label``."""
     if len(value) != SHARE_BYTES:
         raise ValueError(f"a share's value is {SHARE_BYTES} bytes, got {len(value)}")
-    message = _signed_bytes(run_id, round_, dealer, recipient, kind, commitment, value)
-    return value + key.sign(message)
+    return value + key.sign(label.signed_bytes(value))
 
 
-def share_value(
-    roster: Roster,
-    signed: bytes,
-    *,
-    run_id: str,
-    round_: int,
-    dealer: str,
-    recipient: str,
-    kind: Kind,
-    commitment: bytes,
-) -> bytes | None:
-    """The value of the signed share ``signed`` if ``dealer``'s roster key signed it for
-    this run, round, recipient, kind and dealing (``commitment``, the dealer's seed
-    commitment); None otherwise (not SIGNED_SHARE_BYTES long, a dealer off the roster, an
-    altered value or signature, a share dealt for another)."""
-    if len(signed) != SIGNED_SHARE_BYTES or dealer not in roster:
+def share_value(roster: Roster, signed: bytes, label: ShareLabel) -> bytes | None:
+    """The value of the signed share ``signed`` if the roster key of ``label.dealer`` signed
+    it with this ``label`` (run, round, recipient, kind and dealing); None otherwise (not
+    SIGNED_SHARE_BYTES long, a dealer off the roster, an altered value or signature, a
+    share dealt for another)."""
+    if len(signed) != SIGNED_SHARE_BYTES or label.dealer not in roster:
         return None
     value, signature = signed[:SHARE_BYTES], signed[SHARE_BYTES:]
-    message = _signed_bytes(run_id, round_, dealer, recipient, kind, commitment, value)
-    return value if roster.verify(dealer, signature, message) else None
+    return value if roster.verify(label.dealer, signature, label.signed_bytes(value)) else None
 
 
 def seed_commitment(seed: bytes, *, run_id: str, round_: int, holder: str) -> bytes:
@@ -144,12 +139,14 @@ def deal(
             sign_share(
                 key,
                 share.y_bytes(),
-                run_id=run_id,
-                round_=round_,
-                dealer=dealer,
-                recipient=name,
-                kind=kind,
-                commitment=commitment,
+                ShareLabel(
+                    run_id=run_id,
+                    round_=round_,
+                    dealer=dealer,
+                    recipient=name,
+                    kind=kind,
+                    commitment=commitment,
+                ),
             )
             for share, kind in zip(pair, KINDS, strict=True)
         )
@@ -173,9 +170,7 @@ def open_pair(
         raise ValueError(f"a pair of signed shares is {2 * SIGNED_SHARE_BYTES} bytes")
     pair = plaintext[:SIGNED_SHARE_BYTES], plaintext[SIGNED_SHARE_BYTES:]
     for signed, kind in zip(pair, KINDS, strict=True):
-        value = share_value(
-            roster,
-            signed,
+        label = ShareLabel(
             run_id=run_id,
             round_=round_,
             dealer=dealer,
@@ -183,6 +178,7 @@ def open_pair(
             kind=kind,
             commitment=commitment,
         )
+        value = share_value(roster, signed, label)
         if value is None:
             raise ValueError(f"the share of {kind} is not signed by {dealer!r} for this round")
         Share.from_bytes(roster.index(recipient), value)  # ShamirError: not a field element

@@ -16,16 +16,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import textwrap
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ldpem.processes import free_port
-from tests.cli.test_readme_separate_machines import Machines, check_followed_to_the_end
+from tests.dockit import Machines, follow_to_the_end, machines_fixture, read_section, wait_healthy
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +31,7 @@ HOLDERS = ["hospital-a", "hospital-b", "hospital-c"]
 #: The holder whose name the section's per-holder commands are written with.
 WRITTEN_FOR = "hospital-a"
 PORT = "8765"
-#: Each block by the command it starts with; a block of another kind fails the test, so
-#: that the section cannot grow a step this test does not run.
+#: Each block by the command it starts with (tests.dockit.shell_blocks).
 ROLES = {
     "keys": "ldpem keys generate ",
     "roster": "ldpem keys roster ",
@@ -48,57 +43,12 @@ ROLES = {
 }
 
 
-def section() -> str:
-    text = DOC.read_text()
-    start = text.index(SECTION)
-    end = text.index("\n## ", start + len(SECTION))
-    return text[start:end]
-
-
-def fenced(text: str, language: str) -> list[str]:
-    """The section's ``language`` blocks, list-item indentation removed."""
-    found = re.findall(rf"^( *)```{language}\n(.*?)^\1```$", text, flags=re.MULTILINE | re.DOTALL)
-    return [textwrap.dedent(block) for _, block in found]
-
-
-def shell_blocks(text: str) -> dict[str, str]:
-    blocks: dict[str, str] = {}
-    for block in fenced(text, "sh"):
-        role = next((r for r, start in ROLES.items() if block.startswith(start)), None)
-        assert role is not None and role not in blocks, f"unexpected block:\n{block}"
-        blocks[role] = block
-    assert sorted(blocks) == sorted(ROLES), sorted(blocks)
-    return blocks
-
-
-@pytest.fixture
-def machines(tmp_path: Path) -> Iterator[Machines]:
-    for machine in ["coordinator", *HOLDERS]:
-        (tmp_path / machine).mkdir()
-    running = Machines(tmp_path)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-def wait_healthy(url: str, machines: Machines) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"the coordinator did not start\n{machines.logs()}"
-        time.sleep(0.2)
+machines = machines_fixture(["coordinator", *HOLDERS])
 
 
 def test_the_secagg_section_runs_as_written(machines: Machines) -> None:
-    text = section()
-    blocks = shell_blocks(text)
-    (request,) = fenced(text, "json")
-    (generate,) = re.findall(r"`(ldpem generate [^`]*--part N[^`]*)`", text)
+    doc = read_section(DOC, SECTION, ROLES)
+    blocks, request = doc.blocks, doc.json
     port = str(free_port())
     coordinator = machines.root / "coordinator"
 
@@ -120,8 +70,7 @@ def test_the_secagg_section_runs_as_written(machines: Machines) -> None:
     machines.run("coordinator", blocks["init"])
     started = machines.start("coordinator", blocks["coordinator"].replace(PORT, port))
     url = f"http://127.0.0.1:{port}"
-    wait_healthy(url, machines)
-    assert started.poll() is None
+    wait_healthy(url, started, machines)
     json.loads(request)  # the section's request is valid JSON
     (coordinator / "secagg.json").write_text(request)
     created = machines.run("coordinator", blocks["create"].replace(PORT, port))
@@ -132,20 +81,9 @@ def test_the_secagg_section_runs_as_written(machines: Machines) -> None:
         machine = machines.root / name
         shutil.copy(coordinator / "roster.json", machine / "roster.json")
         shutil.copy(coordinator / "tokens" / f"{name}.token", machine / f"{name}.token")
-        machines.run(name, holder(generate, name).replace("--part N", f"--part {part}"))
+        machines.run(name, holder(doc.generate, name).replace("--part N", f"--part {part}"))
         agents.append(machines.start(name, holder(blocks["client"], name).replace(PORT, port)))
     # 5. The run followed to its end: its final line, the forecast, the estimate.
     status = machines.start("coordinator", blocks["status"].replace(PORT, port), stdout=True)
-    deadline = time.monotonic() + 240
-    while status.poll() is None:
-        failed = [a for a in agents if a.poll() not in (None, 0)]
-        assert not failed, f"an agent exited {failed[0].returncode}\n{machines.logs()}"
-        assert time.monotonic() < deadline, f"the run did not finish\n{machines.logs()}"
-        time.sleep(0.5)
-    assert status.returncode == 0, machines.logs()
-    assert status.stdout is not None
-    final = status.stdout.read().decode().strip().splitlines()
     values = json.loads(request)
-    check_followed_to_the_end(final, rounds=values["rounds"], d=values["d"])
-    for agent in agents:
-        assert agent.wait(60) == 0, machines.logs()
+    follow_to_the_end(machines, status, agents, timeout=240, rounds=values["rounds"], d=values["d"])

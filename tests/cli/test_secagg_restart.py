@@ -1,18 +1,20 @@
 """A coordinator killed (SIGKILL) in the middle of a secagg round and restarted on the same
 state (issue 21, "nothing lost on a crash"): a real coordinator process and six agent
 processes on 127.0.0.1. The kill lands in round 1 once its share step closed (the bundles
-are stored, the sum is not); the restarted coordinator replays the round's stored messages
-and the round continues where it stopped. The run ends with exactly the trajectory of its
-simulation with the same seeds, which an uninterrupted run has too
-(tests/cli/test_secagg_federated.py), every holder sent one masked input per round, and no
-holder dropped out."""
+are stored, the sum is not): one agent stands still (SIGSTOP, ldpem.client.faults) with
+its masked input of round 1 made and not sent, so that the round cannot close before the
+kill however slow the machine; the restarted coordinator replays the round's stored
+messages, the agent goes on (SIGCONT) and the round continues where it stopped. The run
+ends with exactly the trajectory of its simulation with the same seeds, which an
+uninterrupted run has too (tests/cli/test_secagg_federated.py), every holder sent one
+masked input per round, and no holder dropped out."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
-import time
 from pathlib import Path
 
 import httpx
@@ -22,11 +24,11 @@ from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
 from ldpem.common.planning.simulation import simulate_run
 from ldpem.common.protocol import FederatedStreams
-from ldpem.processes import Processes, free_port, start_coordinator
+from ldpem.processes import Child, Processes, free_port, start_coordinator, wait_until
 from tests.fedkit import write_gmm_data
 from tests.secaggdriver import NAMES, create_run, liar, play_round, spoil
 from tests.secaggdriver import STEPS as DRIVER_STEPS
-from tests.secaggkit import SecAggRun, secagg_run
+from tests.secaggkit import secagg_run
 
 pytestmark = pytest.mark.slow
 
@@ -35,21 +37,14 @@ K, T_MIN, D, ROUNDS = len(COUNTS), 4, 3, 3
 KILLED_ROUND = 1
 SEEDS = [300 + i for i in range(K)]
 STEPS = ("advertise", "shares", "masked", "signature", "unmask")
+#: The agent that stands still in round KILLED_ROUND, its masked input made and not sent.
+HELD = "h5"
 
 
-def wait_for_bundles(run: SecAggRun, t: int, timeout: float = 150) -> None:
-    """Until round t's share step closed (its bundles are stored)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with sqlite3.connect(run.db, timeout=5) as connection:
-            found = connection.execute(
-                "SELECT 1 FROM secagg_messages WHERE run_id = ? AND t = ? AND kind = 'bundle'",
-                (run.run_id, t),
-            ).fetchone()
-        if found:
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"round {t}'s share step did not close in {timeout:g} s")
+def stopped(agent: Child) -> bool:
+    """Whether ``agent`` is stopped (SIGSTOP), without reaping it if it exited."""
+    assert agent.poll() is None, f"the agent exited with status {agent.returncode}"
+    return os.waitid(os.P_PID, agent.pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 def test_a_coordinator_killed_mid_round_continues_the_round(
@@ -60,13 +55,16 @@ def test_a_coordinator_killed_mid_round_continues_the_round(
     run = secagg_run(
         procs, tmp_path, COUNTS, d=D, rounds=ROUNDS, seed=3, t_min=T_MIN, round_deadline=90.0
     )
-    agents = run.start_agents(paths, seeds=SEEDS)
-    wait_for_bundles(run, KILLED_ROUND)
+    agents = run.start_agents(paths, seeds=SEEDS, faults={HELD: f"stop-after-mask:{KILLED_ROUND}"})
+    held = agents[HELD]
+    wait_until(lambda: stopped(held), timeout=240, what=f"{HELD} to stop in round {KILLED_ROUND}")
     run.kill_coordinator()
     at_kill = run.stored()[KILLED_ROUND]
     kinds = [kind for kind, _, _ in at_kill]
     assert "bundle" in kinds and "sum" not in kinds, sorted(set(kinds))  # mid-round
+    assert ("masked", HELD) not in [(kind, holder) for kind, holder, _ in at_kill]
     run.start_coordinator(log_level="info")
+    held.send_signal(signal.SIGCONT)
     for agent in agents.values():
         assert agent.wait(240) == 0, procs.log(agent)[-3000:]
     assert run.coordinator is not None

@@ -11,58 +11,25 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
-from ldpem.server.app import create_app
 from ldpem.server.secagg import SecAggRounds
 from tests.common.secagg.kit import dealing_wrong
-from tests.fedkit import settings
 from tests.secaggdriver import (
     NAMES,
     STEPS,
     D,
     DrivenRun,
+    InProcessCoordinator,
     create_run,
     liar,
     play_round,
     spoil,
 )
-
-
-class Coordinator:
-    """The app on ``tmp_path``'s state file; ``restart`` closes it and opens a new one."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-        self._stack = contextlib.ExitStack()
-        self.client = self._open()
-
-    def _open(self) -> TestClient:
-        app = create_app(settings(self.tmp_path, tick=0.05))
-        return self._stack.enter_context(TestClient(app))
-
-    def close(self) -> None:
-        self._stack.close()
-
-    def restart(self) -> None:
-        self.close()
-        self._stack = contextlib.ExitStack()
-        self.client = self._open()
-
-
-@pytest.fixture
-def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
-    c = Coordinator(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def stored_kinds(tmp_path: Path, run_id: str) -> list[str]:
@@ -105,7 +72,7 @@ def completed_without_the_liar(
 
 
 def test_a_random_unmasking_share_is_named_and_the_round_completes_without_it(
-    coordinator: Coordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    coordinator: InProcessCoordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Guards finding 2: on 8e54e94 the last unmasking response (the one that closed the
     step) was answered 500 and the round stayed open for ever, its step marked done. Now
@@ -119,7 +86,7 @@ def test_a_random_unmasking_share_is_named_and_the_round_completes_without_it(
 
 
 def test_a_wrong_share_among_exactly_t_min_responses_fails_the_run_naming_its_sender(
-    coordinator: Coordinator,
+    coordinator: InProcessCoordinator,
 ) -> None:
     """Guards the other side of finding 2: with h3 silent, h1's wrong share leaves two
     verified shares, fewer than t_min = 3. At the step's deadline (on_short "fail") the
@@ -139,7 +106,7 @@ def test_a_wrong_share_among_exactly_t_min_responses_fails_the_run_naming_its_se
 
 
 def test_under_on_short_extend_a_late_holder_completes_a_round_a_wrong_share_held_up(
-    coordinator: Coordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    coordinator: InProcessCoordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The run's on_short policy decides a fault at a deadline with a holder missing:
     "extend" waits for it (h1's wrong share left two verified shares; h3's late one makes
@@ -158,7 +125,7 @@ def test_under_on_short_extend_a_late_holder_completes_a_round_a_wrong_share_hel
 
 
 def test_a_dealer_of_wrong_shares_fails_the_run_naming_it_even_under_extend(
-    coordinator: Coordinator, monkeypatch: pytest.MonkeyPatch
+    coordinator: InProcessCoordinator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A dealer's wrong shares cannot be mended by a late answer: at the deadline, h3
     still missing, the run fails naming h0 although on_short is "extend" (it would wait
@@ -177,7 +144,7 @@ def test_a_dealer_of_wrong_shares_fails_the_run_naming_it_even_under_extend(
 
 
 def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(
-    coordinator: Coordinator, tmp_path: Path
+    coordinator: InProcessCoordinator, tmp_path: Path
 ) -> None:
     """Guards finding 2's restart: the state 8e54e94 left behind (every unmasking response
     of a round stored, one of them wrong, no sum) made the coordinator fail at start-up
@@ -203,7 +170,7 @@ def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(
 
 
 def test_a_run_whose_stored_messages_do_not_replay_fails_alone(
-    coordinator: Coordinator, tmp_path: Path
+    coordinator: InProcessCoordinator, tmp_path: Path
 ) -> None:
     """Guards ``recover``'s isolation: a stored message that no longer reads (here a
     corrupt row) fails its run with the reason at the restart; start-up and the other run
@@ -230,7 +197,7 @@ def test_a_run_whose_stored_messages_do_not_replay_fails_alone(
 
 
 def test_an_unexpected_error_rebuilding_one_run_fails_that_run_alone(
-    coordinator: Coordinator, monkeypatch: pytest.MonkeyPatch
+    coordinator: InProcessCoordinator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Guards ``recover``'s last line of defence: whatever goes wrong rebuilding one run's
     round (here a RuntimeError, standing for a bug) fails that run with the reason, and
@@ -282,7 +249,7 @@ def mutations(body: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: Coordinator) -> None:
+def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: InProcessCoordinator) -> None:
     """Guards the coordinator's rule (never a 5xx to a hostile body) on the secagg routes:
     garbage and mutated messages at every step of a live round, messages of another run,
     round or holder, replays after the round closed, messages for a failed run and an

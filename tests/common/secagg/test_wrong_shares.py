@@ -277,7 +277,8 @@ def test_a_holder_refuses_a_share_its_sender_did_not_sign_for_it(
         tamper = change.pop("tamper", False)
         where.update(change)
         pair = b"".join(
-            dealing.sign_share(signer, random_value(), kind=kind, **where) for kind in kinds
+            dealing.sign_share(signer, random_value(), dealing.ShareLabel(kind=kind, **where))
+            for kind in kinds
         )
         return pair[:-1] + bytes([pair[-1] ^ 1]) if tamper else pair
 
