@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from ldpem.common.secagg._encoding import b64decode, b64encode
+from ldpem.common.secagg._encoding import b64decode, b64encode, bitmap_members
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import check_holder_name
 
@@ -87,6 +87,28 @@ class Reader:
             except ValueError as error:
                 raise refuse(self.kind, str(error)) from None
         return frozen(out)
+
+    def members(self, field: str, order: tuple[str, ...]) -> tuple[str, ...]:
+        """The names of the bitmap in ``field`` over ``order`` (``_encoding.bitmap``)."""
+        data = self.blob(field, None)
+        try:
+            return bitmap_members(data, order, f"field {field!r}")
+        except ValueError as error:
+            raise refuse(self.kind, str(error)) from None
+
+    def entries(self, field: str, length: int) -> list[tuple[str, bytes]]:
+        """The ``[name, base64]`` pairs in ``field``, each value ``length`` bytes (a list,
+        not an object: a JSON object with a repeated name would silently keep the last)."""
+        out = []
+        for entry in self.items(field):
+            if not isinstance(entry, list) or len(entry) != 2:
+                raise refuse(self.kind, f"an entry of {field!r} must be a [name, bytes] pair")
+            name = self._name(entry[0], f"a name in {field!r}")
+            try:
+                out.append((name, b64decode(entry[1], f"the entry {name!r} of {field!r}", length)))
+            except ValueError as error:
+                raise refuse(self.kind, str(error)) from None
+        return out
 
     def items(self, field: str) -> list[Any]:
         value = self.data[field]

@@ -11,15 +11,18 @@ In the order of the round (H: a holder, A: the aggregator)::
     H → A  KeyAdvertisement   fresh c_pk, s_pk; a commitment to b; run, round, K, t_min,
                               bits, roster digest; Ed25519 signature by the holder's
                               roster key
-    A → H  ParticipantList    the advertisements received (U1)
+    A → H  ParticipantList    the advertisements received (U1), the round's fields once
+                              in a header
     H → A  EncryptedShares    for every other participant, its shares of b and s_sk, each
                               signed by the holder (``dealing.py``), sealed
     A → H  ShareBundle        the ciphertexts addressed to one holder (senders: U2)
     H → A  MaskedInput        y = x + PRG(b) + Σ ±PRG(s_uv) mod 2^bits; the peers of its
                               bundle whose shares did not open (not masked with)
-    A → H  ConsistencyCheck   the survivor set S (``consistency.py``)
+    A → H  ConsistencyCheck   the survivor set S, a bitmap over the roster's names
+                              (``consistency.py``)
     H → A  SurvivorSignature  Ed25519 signature by the roster key over (run, round, S)
-    A → H  UnmaskRequest      survivors S and dropped (U2 \\ S), ≥ t_min signatures of S
+    A → H  UnmaskRequest      survivors S (a bitmap) and dropped (U2 \\ S), ≥ t_min
+                              signatures of S (their signers a bitmap)
     H → A  UnmaskResponse     shares of b for survivors, of s_sk for dropped holders, each
                               with its dealer's signature
 """
@@ -48,6 +51,7 @@ from ldpem.common.secagg.masks import MAX_BITS, X25519_KEY_BYTES, Vector
 
 __all__ = [
     "CIPHERTEXT_BYTES",
+    "PACKED_ADVERTISEMENT_BYTES",
     "SIGNATURE_BYTES",
     "ConsistencyCheck",
     "EncryptedShares",
@@ -240,15 +244,7 @@ class KeyAdvertisement:
         kind = "key advertisement"
         graph = isinstance(data, dict) and "neighbours" in data
         r = Reader(data, kind, _ADVERTISEMENT_FIELDS + (_GRAPH_FIELDS if graph else ()))
-        digest = r.text("roster_digest")
-        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise refuse(kind, "field 'roster_digest' must be 64 lowercase hex digits")
-        run_id = r.text("run_id")
-        numbers = [r.integer(f) for f in _PARAMETER_FIELDS[1:] + (_GRAPH_FIELDS if graph else ())]
-        try:
-            parameters = RoundParameters(run_id, *numbers)
-        except SecAggRefused as error:
-            raise refuse(kind, str(error)) from None
+        parameters, digest = _read_round(r, graph=graph)
         return cls(
             holder=r.name("holder"),
             parameters=parameters,
@@ -259,6 +255,49 @@ class KeyAdvertisement:
             signature=r.blob("signature", SIGNATURE_BYTES),
         )
 
+    def packed(self) -> bytes:
+        """The advertisement's own bytes, as a participant list carries them under its
+        header: c_pk ‖ s_pk ‖ seed commitment ‖ signature (PACKED_ADVERTISEMENT_BYTES)."""
+        return self.encryption_key + self.masking_key + self.seed_commitment + self.signature
+
+    @classmethod
+    def unpacked(
+        cls, holder: str, parameters: RoundParameters, roster_digest: str, packed: bytes
+    ) -> KeyAdvertisement:
+        """The advertisement of ``holder`` from its ``packed`` bytes and the round's fields
+        (a participant list's header): its signature then covers these fields, so a header
+        the aggregator altered fails every advertisement's signature check."""
+        if len(packed) != PACKED_ADVERTISEMENT_BYTES:
+            raise refuse(
+                "participant list", f"an advertisement is {PACKED_ADVERTISEMENT_BYTES} bytes"
+            )
+        key_bytes, commitment_end = X25519_KEY_BYTES, 2 * X25519_KEY_BYTES + COMMITMENT_BYTES
+        return cls(
+            holder,
+            parameters,
+            roster_digest,
+            encryption_key=packed[:key_bytes],
+            masking_key=packed[key_bytes : 2 * key_bytes],
+            seed_commitment=packed[2 * key_bytes : commitment_end],
+            signature=packed[commitment_end:],
+        )
+
+
+def _read_round(r: Reader, *, graph: bool) -> tuple[RoundParameters, str]:
+    """The round parameters and roster digest among the fields of ``r``."""
+    digest = r.text("roster_digest")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise refuse(r.kind, "field 'roster_digest' must be 64 lowercase hex digits")
+    run_id = r.text("run_id")
+    numbers = [r.integer(f) for f in _PARAMETER_FIELDS[1:] + (_GRAPH_FIELDS if graph else ())]
+    try:
+        return RoundParameters(run_id, *numbers), digest
+    except SecAggRefused as error:
+        raise refuse(r.kind, str(error)) from None
+
+
+#: An advertisement in a participant list, under its header: c_pk, s_pk, commitment, signature.
+PACKED_ADVERTISEMENT_BYTES = 2 * X25519_KEY_BYTES + COMMITMENT_BYTES + SIGNATURE_BYTES
 
 _ADVERTISEMENT_FIELDS = (
     "holder",
@@ -290,23 +329,50 @@ def sign_advertisement(
 
 @dataclass(frozen=True)
 class ParticipantList:
-    """The key advertisements the aggregator received in a round (U1), in name order."""
+    """The key advertisements the aggregator received in a round (U1), in name order.
+
+    On the wire the fields every advertisement of the round repeats (its RoundParameters
+    and roster digest) come once, as the list's ``header``, and each advertisement is a
+    pair [holder, base64 of ``KeyAdvertisement.packed``]; ``from_dict`` rebuilds each
+    advertisement from the header, so its signature is checked over the header's values
+    (``checks.check_advertisement``): a header the aggregator altered fails them all, and
+    a header unlike the holder's own round is refused as before."""
 
     run_id: str
     round: int
     advertisements: tuple[KeyAdvertisement, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "round": self.round,
-            "advertisements": [a.to_dict() for a in self.advertisements],
-        }
+        out: dict[str, Any] = {"run_id": self.run_id, "round": self.round}
+        if self.advertisements:
+            first = self.advertisements[0]
+            shared = (first.parameters, first.roster_digest)
+            if any((a.parameters, a.roster_digest) != shared for a in self.advertisements):
+                raise ValueError("the advertisements of one participant list share one header")
+            out["header"] = {**first.parameters.to_dict(), "roster_digest": first.roster_digest}
+        out["advertisements"] = [[a.holder, b64encode(a.packed())] for a in self.advertisements]
+        return out
 
     @classmethod
     def from_dict(cls, data: object) -> ParticipantList:
-        r = Reader(data, "participant list", ("run_id", "round", "advertisements"))
-        adverts = tuple(KeyAdvertisement.from_dict(a) for a in r.items("advertisements"))
+        kind = "participant list"
+        headed = isinstance(data, dict) and "header" in data
+        r = Reader(data, kind, ("run_id", "round", "advertisements", "header")[: 3 + headed])
+        entries = r.entries("advertisements", PACKED_ADVERTISEMENT_BYTES)
+        if entries and not headed:
+            raise refuse(kind, "missing field 'header'")
+        if headed and not entries:
+            raise refuse(kind, "field 'header' without advertisements")
+        adverts: tuple[KeyAdvertisement, ...] = ()
+        if headed:
+            header = r.data["header"]
+            graph = isinstance(header, dict) and "neighbours" in header
+            fields = (*_PARAMETER_FIELDS, "roster_digest") + (_GRAPH_FIELDS if graph else ())
+            parameters, digest = _read_round(Reader(header, f"{kind} header", fields), graph=graph)
+            adverts = tuple(
+                KeyAdvertisement.unpacked(name, parameters, digest, packed)
+                for name, packed in entries
+            )
         return cls(r.text("run_id"), r.integer("round"), adverts)
 
 

@@ -49,8 +49,12 @@ W = TypeVar("W", bound=Wire)
 
 
 def wire(message: W) -> W:
-    """``message`` after a trip through JSON text, as the HTTP layer will carry it."""
-    again = type(message).from_dict(json.loads(json.dumps(message.to_dict())))
+    """``message`` after a trip through JSON text, as the HTTP layer will carry it (a
+    survivor set read over the public order the message was encoded over)."""
+    data = json.loads(json.dumps(message.to_dict()))
+    order = getattr(message, "order", None)
+    reader: Any = type(message).from_dict
+    again: W = reader(data) if order is None else reader(data, order)
     assert again == message
     return again
 
