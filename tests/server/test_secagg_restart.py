@@ -151,9 +151,14 @@ def play_round(
     step("shares", {n: h.share_keys(lists[n]) for n, h in holders.items()})
     bundles = {n: ShareBundle.from_dict(c.get(run_id, n, "bundle")) for n in holders}
     step("masked", {n: h.masked_input(bundles[n], inputs[n]) for n, h in holders.items()})
-    checks = {n: ConsistencyCheck.from_dict(c.get(run_id, n, "consistency-check")) for n in holders}
+    order = next(iter(holders.values())).roster.names
+    checks = {
+        n: ConsistencyCheck.from_dict(c.get(run_id, n, "consistency-check"), order) for n in holders
+    }
     step("signature", {n: h.sign_survivors(checks[n]) for n, h in holders.items()})
-    requests = {n: UnmaskRequest.from_dict(c.get(run_id, n, "unmask-request")) for n in holders}
+    requests = {
+        n: UnmaskRequest.from_dict(c.get(run_id, n, "unmask-request"), order) for n in holders
+    }
     step("unmask", {n: h.unmask(requests[n]) for n, h in holders.items()})
 
 
