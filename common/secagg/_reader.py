@@ -96,18 +96,20 @@ class Reader:
         except ValueError as error:
             raise refuse(self.kind, str(error)) from None
 
-    def entries(self, field: str, length: int) -> list[tuple[str, bytes]]:
-        """The ``[name, base64]`` pairs in ``field``, each value ``length`` bytes (a list,
-        not an object: a JSON object with a repeated name would silently keep the last)."""
+    def entries(self, field: str, length: int) -> list[tuple[str, bytes, object]]:
+        """The entries ``[name, base64]`` or ``[name, base64, extra]`` in ``field``, each
+        value ``length`` bytes, with their extra (None when absent; the caller reads it).
+        A list, not an object: a JSON object with a repeated name keeps the last silently."""
         out = []
         for entry in self.items(field):
-            if not isinstance(entry, list) or len(entry) != 2:
-                raise refuse(self.kind, f"an entry of {field!r} must be a [name, bytes] pair")
+            if not isinstance(entry, list) or len(entry) not in (2, 3):
+                raise refuse(self.kind, f"an entry of {field!r} must be [name, base64(, extra)]")
             name = self._name(entry[0], f"a name in {field!r}")
             try:
-                out.append((name, b64decode(entry[1], f"the entry {name!r} of {field!r}", length)))
+                value = b64decode(entry[1], f"the entry {name!r} of {field!r}", length)
             except ValueError as error:
                 raise refuse(self.kind, str(error)) from None
+            out.append((name, value, entry[2] if len(entry) == 3 else None))
         return out
 
     def items(self, field: str) -> list[Any]:

@@ -29,6 +29,7 @@ In the order of the round (H: a holder, A: the aggregator)::
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Self
@@ -332,11 +333,13 @@ class ParticipantList:
     """The key advertisements the aggregator received in a round (U1), in name order.
 
     On the wire the fields every advertisement of the round repeats (its RoundParameters
-    and roster digest) come once, as the list's ``header``, and each advertisement is a
-    pair [holder, base64 of ``KeyAdvertisement.packed``]; ``from_dict`` rebuilds each
-    advertisement from the header, so its signature is checked over the header's values
-    (``checks.check_advertisement``): a header the aggregator altered fails them all, and
-    a header unlike the holder's own round is refused as before."""
+    and roster digest) come once, as the list's ``header``, and each advertisement is
+    [holder, base64 of ``KeyAdvertisement.packed``]; an advertisement of another round or
+    roster (never in an honest list: the aggregator checks each against its round) carries
+    its own header as a third element, so that every list stays expressible and the
+    holder's checks, not the encoding, refuse it. ``from_dict`` rebuilds each
+    advertisement from its header, so its signature is checked over the header's values
+    (``checks.check_advertisement``): a header the aggregator altered fails them all."""
 
     run_id: str
     round: int
@@ -344,13 +347,17 @@ class ParticipantList:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"run_id": self.run_id, "round": self.round}
-        if self.advertisements:
-            first = self.advertisements[0]
-            shared = (first.parameters, first.roster_digest)
-            if any((a.parameters, a.roster_digest) != shared for a in self.advertisements):
-                raise ValueError("the advertisements of one participant list share one header")
-            out["header"] = {**first.parameters.to_dict(), "roster_digest": first.roster_digest}
-        out["advertisements"] = [[a.holder, b64encode(a.packed())] for a in self.advertisements]
+        headers = Counter((a.parameters, a.roster_digest) for a in self.advertisements)
+        common = headers.most_common(1)[0][0] if headers else None
+        if common is not None:
+            out["header"] = _header(*common)
+        entries = []
+        for a in self.advertisements:
+            entry: list[Any] = [a.holder, b64encode(a.packed())]
+            if (a.parameters, a.roster_digest) != common:
+                entry.append(_header(a.parameters, a.roster_digest))
+            entries.append(entry)
+        out["advertisements"] = entries
         return out
 
     @classmethod
@@ -363,17 +370,23 @@ class ParticipantList:
             raise refuse(kind, "missing field 'header'")
         if headed and not entries:
             raise refuse(kind, "field 'header' without advertisements")
-        adverts: tuple[KeyAdvertisement, ...] = ()
+        adverts = []
         if headed:
-            header = r.data["header"]
-            graph = isinstance(header, dict) and "neighbours" in header
-            fields = (*_PARAMETER_FIELDS, "roster_digest") + (_GRAPH_FIELDS if graph else ())
-            parameters, digest = _read_round(Reader(header, f"{kind} header", fields), graph=graph)
-            adverts = tuple(
-                KeyAdvertisement.unpacked(name, parameters, digest, packed)
-                for name, packed in entries
-            )
-        return cls(r.text("run_id"), r.integer("round"), adverts)
+            common = _read_header(r.data["header"], f"{kind} header")
+            for name, packed, own in entries:
+                header = common if own is None else _read_header(own, f"{kind} entry {name!r}")
+                adverts.append(KeyAdvertisement.unpacked(name, *header, packed))
+        return cls(r.text("run_id"), r.integer("round"), tuple(adverts))
+
+
+def _header(parameters: RoundParameters, roster_digest: str) -> dict[str, Any]:
+    return {**parameters.to_dict(), "roster_digest": roster_digest}
+
+
+def _read_header(data: object, kind: str) -> tuple[RoundParameters, str]:
+    graph = isinstance(data, dict) and "neighbours" in data
+    fields = (*_PARAMETER_FIELDS, "roster_digest") + (_GRAPH_FIELDS if graph else ())
+    return _read_round(Reader(data, kind, fields), graph=graph)
 
 
 _HEAD = ("holder", "run_id", "round")

@@ -10,6 +10,7 @@ import base64
 import contextlib
 import json
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -212,9 +213,10 @@ def test_malformed_participant_lists_are_refused(done: Round) -> None:
     entry = data["advertisements"][0]
     kind = "participant list"
     for changed, problem in [
-        ({"advertisements": [entry[:1]]}, ": an entry of 'advertisements' must be a [name"),
-        ({"advertisements": [[*entry, "x"]]}, ": an entry of 'advertisements' must be a [name"),
+        ({"advertisements": [entry[:1]]}, ": an entry of 'advertisements' must be [name, b"),
+        ({"advertisements": [[*entry, {}, 1]]}, ": an entry of 'advertisements' must be [name"),
         ({"advertisements": [{entry[0]: entry[1]}]}, ": an entry of 'advertisements' must"),
+        ({"advertisements": [[*entry, "x"]]}, f" entry '{entry[0]}': expected an object"),
         ({"advertisements": [[entry[0], entry[1][:-4]]]}, f": the entry '{entry[0]}' of"),
         ({"advertisements": [["a b", entry[1]]]}, ": a name in 'advertisements' is not"),
         ({"advertisements": []}, ": field 'header' without advertisements"),
@@ -269,3 +271,19 @@ def test_a_graph_request_carries_tau_committee_signatures_and_the_masking_ones()
             parameters.committee_threshold, len(masking & graph.committee)
         )
         assert len(signers) < len(signed)
+
+
+def test_an_advertisement_of_another_round_keeps_its_own_header(done: Round) -> None:
+    """A lying list mixing rounds stays expressible on the wire (the advertisement that
+    differs carries its own header), so the holder's checks, not the encoding, refuse it."""
+    first, other, *rest = done.participants.advertisements
+    replayed = replace(other, parameters=replace(other.parameters, round=1))
+    listed = ParticipantList(RUN, 0, (first, replayed, *rest))
+    data = listed.to_dict()
+    assert data["header"]["round"] == 0
+    assert [len(e) for e in data["advertisements"]] == [2, 3] + [2] * len(rest)
+    assert data["advertisements"][1][2]["round"] == 1
+    assert wire(listed) == listed
+    roster, parameters = done.aggregator.roster, done.parameters
+    with pytest.raises(SecAggRefused, match="not signed by its roster key"):
+        check_participants(ParticipantList.from_dict(data), roster, parameters, "h00")
