@@ -212,7 +212,7 @@ def test_malformed_participant_lists_are_refused(done: Round) -> None:
     data = done.participants.to_dict()
     entry = data["advertisements"][0]
     kind = "participant list"
-    for changed, problem in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"advertisements": [entry[:1]]}, ": an entry of 'advertisements' must be [name, b"),
         ({"advertisements": [[*entry, {}, 1]]}, ": an entry of 'advertisements' must be [name"),
         ({"advertisements": [{entry[0]: entry[1]}]}, ": an entry of 'advertisements' must"),
@@ -225,7 +225,8 @@ def test_malformed_participant_lists_are_refused(done: Round) -> None:
         ({"header": {**data["header"], "k": True}}, " header: field 'k' must be an integer"),
         ({"header": {**data["header"], "t_min": 1}}, " header: round parameters: t_min must"),
         ({"header": {**data["header"], "neighbours": 2}}, " header: missing field 'committee'"),
-    ]:
+    ]
+    for changed, problem in cases:
         with pytest.raises(SecAggRefused) as caught:
             ParticipantList.from_dict({**data, **changed})
         assert str(caught.value).startswith(kind + problem), str(caught.value)
