@@ -146,7 +146,7 @@ def read_round(
         elif kind == "returned" and holder not in returned:
             returned.append(holder)
         elif kind == "consistency_check" and order:
-            checked = ConsistencyCheck.from_dict(json.loads(body), order).survivors
+            checked = _survivors(json.loads(body), order)
         elif kind == "sum":
             survivors = tuple(json.loads(body)["survivors"])
     lost: dict[str, str] = {}
@@ -182,6 +182,14 @@ def lost_after(view: SecAggRound) -> frozenset[str]:
     if view.closing("advertise") is None:
         return frozenset()
     return frozenset((set(view.not_waited) | set(view.lost)) - set(view.returned))
+
+
+def _survivors(check: dict[str, Any], order: Sequence[str]) -> tuple[str, ...]:
+    """The survivor set of a stored consistency check: a bitmap over ``order``, or a list
+    of names in a round stored before the bitmap (a store kept across the upgrade)."""
+    if isinstance(check.get("survivors"), list):
+        return tuple(check["survivors"])
+    return ConsistencyCheck.from_dict(check, order).survivors
 
 
 def read_rounds(
