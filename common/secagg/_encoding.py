@@ -17,7 +17,15 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["b64decode", "b64encode", "binding", "bitmap", "bitmap_members", "order_digest"]
+__all__ = [
+    "b64decode",
+    "b64encode",
+    "binding",
+    "bitmap",
+    "bitmap_members",
+    "order_digest",
+    "positions",
+]
 
 
 def b64encode(data: bytes) -> str:
@@ -62,7 +70,9 @@ def binding(*parts: str | int | bytes) -> bytes:
 
 
 @lru_cache(maxsize=8)
-def _positions(order: tuple[str, ...]) -> dict[str, int]:
+def positions(order: tuple[str, ...]) -> dict[str, int]:
+    """Each name's 0-based position in ``order`` (built once per order: an aggregator
+    encodes one message per holder over the same order)."""
     return {name: i for i, name in enumerate(order)}
 
 
@@ -72,10 +82,10 @@ def bitmap(members: Iterable[str], order: tuple[str, ...]) -> bytes:
 
     ValueError for a member outside ``order`` or named twice (a set has no repeats, and a
     bitmap could not say so)."""
-    positions = _positions(order)
+    where = positions(order)
     bits = bytearray((len(order) + 7) // 8)
     for name in members:
-        i = positions.get(name)
+        i = where.get(name)
         if i is None:
             raise ValueError(f"{name[:40]!r} is not in the order")
         mask = 0x80 >> (i & 7)

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ldpem.common.secagg._encoding import b64encode, binding, bitmap, order_digest
+from ldpem.common.secagg._encoding import b64encode, binding, bitmap, order_digest, positions
 from ldpem.common.secagg._reader import Reader, refuse
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster
@@ -46,6 +47,13 @@ __all__ = [
 
 SIGNATURE_BYTES = 64
 _SURVIVORS = "ldpem secagg survivor set v2"
+
+
+@lru_cache(maxsize=4)
+def _set_bitmap(members: tuple[str, ...], order: tuple[str, ...]) -> bytes:
+    """``bitmap``, once per set: on the graph the aggregator encodes one unmasking request
+    per holder, each with the same S (O(K) each, O(K²) uncached)."""
+    return bitmap(members, order)
 
 
 def _order(order: Sequence[str], kind: str) -> tuple[str, ...]:
@@ -98,7 +106,7 @@ class ConsistencyCheck:
         return {
             "run_id": self.run_id,
             "round": self.round,
-            "survivors": b64encode(bitmap(self.survivors, order)),
+            "survivors": b64encode(_set_bitmap(tuple(self.survivors), order)),
         }
 
     @classmethod
@@ -174,12 +182,12 @@ class UnmaskRequest:
         order = _order(self.order, "unmasking request")
         if stray := [s.holder for s in self.signatures if (s.run_id, s.round) != self._round]:
             raise ValueError(f"the signature of {stray[0]!r} is for another round")
-        positions = {name: i for i, name in enumerate(order)}
-        ordered = sorted(self.signatures, key=lambda s: positions.get(s.holder, -1))
+        where = positions(order)
+        ordered = sorted(self.signatures, key=lambda s: where.get(s.holder, -1))
         return {
             "run_id": self.run_id,
             "round": self.round,
-            "survivors": b64encode(bitmap(self.survivors, order)),
+            "survivors": b64encode(_set_bitmap(tuple(self.survivors), order)),
             "dropped": list(self.dropped),
             "signers": b64encode(bitmap((s.holder for s in ordered), order)),
             "signatures": b64encode(b"".join(s.signature for s in ordered)),
