@@ -22,16 +22,18 @@ coordinator's HTTP API will carry them, without HTTP overhead. No timing is asse
 anywhere; the issue's goal is under 1 s of CPU per holder and round at K = 1000.
 
 --graph K … (``graph_row``): one holder under SecAgg+ (docs/SECAGG_GRAPH.md) at the default
-parameters for K (``graph_parameters``: k neighbours, threshold t_k): the same four library
-calls with a roster of K holders of which only the holder and its k neighbours take part
-(RoundParameters with K = k + 1 and t_min = t_k, ⌈dropped·k⌉ of them dropped), which is
-what a holder computes and sends under the graph with today's messages. The roster's
-lookups are built before the timing (once per agent process; ``roster_warm_up_cpu_s``).
-What the graph's integration adds and the library does not do yet is ``extras``: building
-the graph and the committee (measured), verifying τ committee signatures and k signed
-masked-with sets (measured: that many Ed25519 verifications), and their bytes (computed:
-the survivor set as K bits, τ signatures, k attestations, in base64 JSON). Not measured:
-the coordinator's side, and any HTTP overhead.
+parameters for K (``graph_parameters``: k neighbours, threshold t_k, committee (m, τ)), on
+the real graph: a roster of K holders, RoundParameters with the graph's fields, and the
+holder's own round (its graph and committee built in its constructor, timed as
+``graph``). Its k neighbours' advertisements, sealed shares and signatures are made
+in-process as above; ⌈dropped·k⌉ of the neighbours and as many of the other holders
+in proportion drop before their masked input; the consistency check names S over all K
+(a bitmap), and the unmasking request carries what ``Aggregator.unmask_requests`` gives
+a holder: the signatures of its masking neighbours and of τ committee members, and its
+dropped neighbours. Bytes are the messages' compact JSON, each message also on its own
+(``sent_by_message``, ``received_by_message``). The roster's lookups are built before the
+timing (once per agent process; ``roster_warm_up_cpu_s``). Not measured: the
+coordinator's side, and any HTTP overhead.
 
 --processes K (``processes_round``): a real ``ldpem coordinator`` and K ``ldpem client``
 processes on 127.0.0.1 (signing keys, a roster, --min-honest), each with --records GMM
@@ -71,7 +73,6 @@ from _fedkit import (
     wait_finished,
     write_hospital_files,
 )
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ldpem.common.models import get_model
@@ -90,8 +91,7 @@ from ldpem.common.secagg import (
 from ldpem.common.secagg.channel import channel_secret, seal
 from ldpem.common.secagg.consistency import sign_survivors
 from ldpem.common.secagg.dealing import KINDS, ShareLabel, sign_share
-from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed
-from ldpem.common.secagg.graph_parameters import GraphParameters, graph_parameters
+from ldpem.common.secagg.graph_parameters import graph_parameters
 from ldpem.common.secagg.messages import KeyAdvertisement, sign_advertisement
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
 from ldpem.processes import start_agent
@@ -123,29 +123,15 @@ def holder_round_cost(
     dimension: int = 11,
     bits: int = 48,
     dropped: int = 0,
-    roster_size: int | None = None,
 ) -> dict[str, Any]:
     """One holder's CPU seconds (per step and in all) and bytes sent and received in one
-    round among ``k`` holders, ``dropped`` of which drop before their masked input. With
-    ``roster_size`` > k the roster holds that many holders and only ``k`` (the holder and
-    its k − 1 graph neighbours) take part: a holder's round under SecAgg+."""
-    size = k if roster_size is None else roster_size
-    names = [f"h{i:06d}" for i in range(size)][:k]  # ME is the first
+    full-mesh round among ``k`` holders, ``dropped`` of which drop before their masked
+    input."""
+    names = [f"h{i:06d}" for i in range(k)]  # ME is the first
     signing = {n: generate_signing_key() for n in names}
-    idle = [public_key_bytes(generate_signing_key()) for _ in range(size - k)]
-    roster = Roster(
-        {
-            **{n: public_key_bytes(key) for n, key in signing.items()},
-            **{f"h{i:06d}": key for i, key in enumerate(idle, start=k)},
-        }
-    )
+    roster = Roster({n: public_key_bytes(key) for n, key in signing.items()})
     parameters = RoundParameters(RUN, 0, k, t_min, bits)
     holder = Holder(ME, roster, signing[ME], parameters, min_honest=1)
-    # The roster's lookups (positions, decoded public keys) are built on first use, once
-    # per agent process, not per round: under the graph they are taken out of the timing.
-    warm_up = 0.0
-    if size > k:
-        _, warm_up = _timed(lambda: (roster.index(ME), roster.verify(ME, bytes(64), b"")))
 
     peers: dict[str, X25519PrivateKey] = {}  # encryption keys of the other holders
     adverts: list[KeyAdvertisement] = []
@@ -193,15 +179,14 @@ def holder_round_cost(
     masked, t_mask = _timed(lambda: holder.masked_input(bundle, values))
     gone = names[k - dropped :]
     survivors = tuple(names[: k - dropped])
-    check = ConsistencyCheck(RUN, 0, survivors)
+    order = roster.names
+    check = ConsistencyCheck(RUN, 0, survivors, order)
     signature, t_sign = _timed(lambda: holder.sign_survivors(check))
-    others = [sign_survivors(signing[n], n, RUN, 0, survivors) for n in survivors[1:t_min]]
-    request = UnmaskRequest(RUN, 0, survivors, tuple(gone), (signature, *others))
+    others = [sign_survivors(signing[n], n, RUN, 0, survivors, order) for n in survivors[1:t_min]]
+    request = UnmaskRequest(RUN, 0, survivors, tuple(gone), (signature, *others), order)
     response, t_unmask = _timed(lambda: holder.unmask(request))
     return {
         "holders": k,
-        "roster": size,
-        "roster_warm_up_cpu_s": warm_up,
         "t_min": t_min,
         "dropped": dropped,
         "cpu_s": {
@@ -233,65 +218,137 @@ def row(k: int, fraction: float, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def graph_extras(holders: int, p: GraphParameters, repeats: int) -> dict[str, Any]:
-    """What the SecAgg+ integration adds to a holder's round beyond today's four library
-    calls (docs/SECAGG_GRAPH.md, "Integration"), measured where it is computation and
-    computed where it is bytes: building the graph and the committee from the seed (K
-    names); verifying τ committee signatures over the survivor set S and the k signed
-    masked-with sets of its neighbours (Ed25519); receiving S as a bitmap over the roster
-    (K bits), the τ signatures and the k attestations (a k-bit bitmap and a signature
-    each), and sending its own attestation (and, if on the committee, its signature)."""
+def _graph_parameters(holders: int, bits: int) -> RoundParameters:
+    g = graph_parameters(holders)
+    if g.full_mesh:
+        raise SystemExit(f"K = {holders} gives the full mesh (k = K - 1); take a larger K")
+    return RoundParameters(
+        RUN, 0, holders, g.threshold, bits, g.colluders, neighbours=g.k,
+        committee=g.committee_size, committee_threshold=g.committee_threshold,
+        honest=g.honest_shares,
+    )  # fmt: skip
+
+
+def _certificate(
+    masking: set[str], committee: frozenset[str], tau: int, signed: list[str]
+) -> list[str]:
+    """The signers whose signatures ``Aggregator.unmask_requests`` sends one holder: its
+    masking neighbours that signed, and committee members (in name order) up to τ."""
+    certifying = len(masking & committee)
+    more = [n for n in signed if n in committee and n not in masking]
+    return sorted(masking | set(more[: max(tau - certifying, 0)]))
+
+
+def graph_holder_round_cost(
+    holders: int, *, dimension: int, bits: int, dropped_fraction: float
+) -> dict[str, Any]:
+    """One holder's CPU seconds and bytes in one SecAgg+ round among ``holders`` = K
+    holders at ``graph_parameters(K)`` (module docstring, --graph)."""
+    parameters = _graph_parameters(holders, bits)
+    k, t_k = parameters.neighbours, parameters.t_min
     names = [f"h{i:06d}" for i in range(holders)]
-    key = generate_signing_key()
-    public = Ed25519PublicKey.from_public_bytes(public_key_bytes(key))
-    message = secrets.token_bytes(96)
-    signature = key.sign(message)
-    seed = graph_seed(RUN, 0, "ab" * 32)
-    cpu_graph, cpu_verify = [], []
-    for _ in range(repeats):
-        _, t_graph = _timed(
-            lambda: (
-                NeighbourGraph(names, p.k, seed).neighbours(ME),
-                committee(names, p.committee_size, seed),
+    signing = {n: generate_signing_key() for n in names}
+    roster = Roster({n: public_key_bytes(key) for n, key in signing.items()})
+    # The roster's lookups (positions, decoded public keys) are built on first use, once
+    # per agent process, not per round: they are taken out of the timing.
+    _, warm_up = _timed(lambda: (roster.index(ME), roster.verify(ME, bytes(64), b"")))
+    holder, t_graph = _timed(lambda: Holder(ME, roster, signing[ME], parameters, min_honest=1))
+    assert holder.graph is not None
+    neighbours = sorted(holder.graph.neighbours(ME))
+    committee = holder.graph.committee
+
+    channels: dict[str, X25519PrivateKey] = {}
+    adverts: dict[str, KeyAdvertisement] = {}
+    commitments = {n: secrets.token_bytes(32) for n in neighbours}
+    for name in neighbours:
+        (encryption, c_pk), (_, s_pk) = _x25519(), _x25519()
+        channels[name] = encryption
+        adverts[name] = sign_advertisement(
+            signing[name], name, parameters, roster.digest, c_pk, s_pk,
+            seed_commitment=commitments[name],
+        )  # fmt: skip
+
+    own, t_advertise = _timed(holder.advertise)
+    listed = tuple(sorted((own, *adverts.values()), key=lambda a: a.holder))
+    participants = ParticipantList(RUN, 0, listed)
+    shares, t_share = _timed(lambda: holder.share_keys(participants))
+
+    def sealed_to_me(name: str) -> bytes:
+        plaintext = b"".join(
+            sign_share(
+                signing[name],
+                secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big"),
+                ShareLabel(
+                    run_id=RUN,
+                    round_=0,
+                    dealer=name,
+                    recipient=ME,
+                    kind=kind,
+                    commitment=commitments[name],
+                ),
             )
+            for kind in KINDS
         )
-        _, t_verify = _timed(
-            lambda: [public.verify(signature, message) for _ in range(p.committee_threshold + p.k)]
-        )
-        cpu_graph.append(t_graph)
-        cpu_verify.append(t_verify)
+        secret = channel_secret(channels[name], own.encryption_key)
+        return seal(secret, plaintext, run_id=RUN, round_=0, sender=name, recipient=ME)
 
-    def b64(n: int) -> int:
-        return 4 * math.ceil(n / 3)
+    bundle = ShareBundle(ME, RUN, 0, {name: sealed_to_me(name) for name in neighbours})
+    values = [secrets.randbelow(2**bits) for _ in range(dimension)]
+    masked, t_mask = _timed(lambda: holder.masked_input(bundle, values))
 
-    signed_entry = len('{"holder":"h000000","signature":""},') + b64(64)
-    attestation = signed_entry + len('"masked_with":"",') + b64(math.ceil(p.k / 8))
+    dropped = min(math.ceil(dropped_fraction * k), k + 1 - t_k)
+    gone_neighbours = neighbours[k - dropped :]
+    others = [n for n in names[1:] if n not in set(neighbours)]
+    step = max(1, round(len(others) / max(1, math.ceil(dropped_fraction * len(others)))))
+    gone = set(gone_neighbours) | set(others[::step])
+    survivors = tuple(n for n in names if n not in gone)
+    order = roster.names
+    check = ConsistencyCheck(RUN, 0, survivors, order)
+    signature, t_sign = _timed(lambda: holder.sign_survivors(check))
+    masking = set(neighbours) - gone
+    signers = _certificate(masking, committee, parameters.committee_threshold, list(survivors))
+    signatures = [
+        signature if n == ME else sign_survivors(signing[n], n, RUN, 0, survivors, order)
+        for n in sorted({*signers, ME} & set(survivors))
+    ]
+    request = UnmaskRequest(RUN, 0, survivors, tuple(gone_neighbours), tuple(signatures), order)
+    response, t_unmask = _timed(lambda: holder.unmask(request))
+    sent = {"advertisement": own, "encrypted_shares": shares, "masked_input": masked,
+            "survivor_signature": signature, "unmask_response": response}  # fmt: skip
+    received = {"participant_list": participants, "share_bundle": bundle,
+                "consistency_check": check, "unmask_request": request}  # fmt: skip
+    cpu = {
+        "graph": t_graph,
+        "advertise": t_advertise,
+        "share_keys": t_share,
+        "masked_input": t_mask,
+        "sign_survivors": t_sign,
+        "unmask": t_unmask,
+    }
     return {
-        "cpu_s": {
-            "graph_and_committee": statistics.median(cpu_graph),
-            "signatures": statistics.median(cpu_verify),
-        },
-        "received_bytes": b64(math.ceil(holders / 8))
-        + p.committee_threshold * signed_entry
-        + p.k * attestation,
-        "sent_bytes": attestation + signed_entry,
+        "holders": holders,
+        "roster_warm_up_cpu_s": warm_up,
+        "neighbours": k,
+        "t_min": t_k,
+        "committee": [parameters.committee, parameters.committee_threshold],
+        "honest_shares": parameters.honest,
+        "dropped": dropped,
+        "survivors": len(survivors),
+        "request_signatures": len(signatures),
+        "cpu_s": {**cpu, "total": sum(cpu.values())},
+        "sent_bytes": sum(_size(m) for m in sent.values()),
+        "received_bytes": sum(_size(m) for m in received.values()),
+        "sent_by_message": {name: _size(m) for name, m in sent.items()},
+        "received_by_message": {name: _size(m) for name, m in received.items()},
     }
 
 
 def graph_row(holders: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One holder's round under SecAgg+ at the default parameters for K = ``holders``: the
-    library with a roster of K holders of which only the holder's k neighbours take part
-    (t_k-of-(k + 1) shares), plus ``graph_extras``."""
-    p = graph_parameters(holders)
-    dropped = min(math.ceil(args.dropped * p.k), p.k + 1 - p.threshold)
+    """One holder's round under SecAgg+ at the default parameters for K = ``holders``
+    (``graph_holder_round_cost``), CPU the median of --repeats."""
     runs = [
-        holder_round_cost(
-            p.k + 1,
-            p.threshold,
-            dimension=args.dimension,
-            bits=args.bits,
-            dropped=dropped,
-            roster_size=holders,
+        graph_holder_round_cost(
+            holders, dimension=args.dimension, bits=args.bits, dropped_fraction=args.dropped
         )
         for _ in range(args.repeats)
     ]
@@ -299,19 +356,7 @@ def graph_row(holders: int, args: argparse.Namespace) -> dict[str, Any]:
     out["cpu_s"] = {
         step: statistics.median(r["cpu_s"][step] for r in runs) for step in out["cpu_s"]
     }
-    extras = graph_extras(holders, p, args.repeats)
-    out.update(
-        mode="graph",
-        holders=holders,
-        neighbours=p.k,
-        committee=[p.committee_size, p.committee_threshold],
-        honest_shares=p.honest_shares,
-        repeats=args.repeats,
-        extras=extras,
-        total_cpu_s=out["cpu_s"]["total"] + sum(extras["cpu_s"].values()),
-        total_sent_bytes=out["sent_bytes"] + extras["sent_bytes"],
-        total_received_bytes=out["received_bytes"] + extras["received_bytes"],
-    )
+    out.update(mode="graph", repeats=args.repeats)
     return out
 
 
@@ -487,17 +532,16 @@ def main(argv: list[str] | None = None) -> int:
         result = graph_row(holders, args)
         rows.append(result)
         if not args.json:
-            cpu, extras = result["cpu_s"], result["extras"]
+            cpu = result["cpu_s"]
+            parts = result["received_by_message"].items()
             print(
                 f"K={holders:>6} graph k={result['neighbours']} t_k={result['t_min']} "
-                f"dropped={result['dropped']:>3}  library cpu {cpu['total']:6.3f}s (share "
+                f"(m, tau)={tuple(result['committee'])} dropped={result['dropped']:>3}  cpu "
+                f"{cpu['total']:6.3f}s (graph {cpu['graph']:.3f}, share "
                 f"{cpu['share_keys']:.3f}, mask {cpu['masked_input']:.3f}, unmask "
-                f"{cpu['unmask']:.3f}) sent {result['sent_bytes'] / 1024:6.1f} KiB received "
-                f"{result['received_bytes'] / 1024:6.1f} KiB; with the integration's extras "
-                f"(graph {extras['cpu_s']['graph_and_committee']:.3f}s, signatures "
-                f"{extras['cpu_s']['signatures']:.3f}s): cpu {result['total_cpu_s']:.3f}s, "
-                f"sent {result['total_sent_bytes'] / 1024:.1f} KiB, received "
-                f"{result['total_received_bytes'] / 1024:.1f} KiB",
+                f"{cpu['unmask']:.3f})  sent {result['sent_bytes'] / 1024:6.1f} KiB  "
+                f"received {result['received_bytes'] / 1024:6.1f} KiB "
+                f"({', '.join(f'{k} {v / 1024:.1f}' for k, v in parts)})",
                 flush=True,
             )
     if args.json:

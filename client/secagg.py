@@ -275,7 +275,7 @@ def aggregate(
         data = exchange.fetch("consistency-check")
         if data is None:
             return
-        check = ConsistencyCheck.from_dict(data)
+        check = ConsistencyCheck.from_dict(data, session.roster.names)
         if session.name not in check.survivors:
             # Counted as dropped: its masks with the others are removed from their sum,
             # never its self-mask (no honest holder shares b of a holder outside the one
@@ -287,7 +287,8 @@ def aggregate(
         data = exchange.fetch("unmask-request")
         if data is None:
             return
-        exchange.post("unmask", holder.unmask(UnmaskRequest.from_dict(data)).to_dict())
+        request = UnmaskRequest.from_dict(data, session.roster.names)
+        exchange.post("unmask", holder.unmask(request).to_dict())
         log.info(
             "round %d: masked input sent and unmasking answered (fallback epsilon %.4g "
             "if all others collude)",

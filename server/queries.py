@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from ldpem.common.protocol import (
     final_iterates,
     round_noise_variance,
 )
+from ldpem.common.secagg import Roster
 from ldpem.common.wire import (
     Forecast,
     HospitalParticipation,
@@ -209,7 +211,9 @@ def _views(
     if params_of(run).holders is not None:
         enrolled = [h.name for h in store.hospitals(run.id)]
         outline = store.secagg_outline(run.id, LIGHT_KINDS)
-        secagg = read_rounds(outline, enrolled, [r.t for r in rows])
+        roster = request_of(run).roster
+        order = Roster.from_json(json.dumps(roster)).names if roster is not None else ()
+        secagg = read_rounds(outline, enrolled, [r.t for r in rows], order)
     return round_views(rows, reports, secagg)
 
 

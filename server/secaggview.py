@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ldpem.common.secagg import ConsistencyCheck
+
 __all__ = [
     "HOLDER_STEPS",
     "LIGHT_KINDS",
@@ -114,10 +116,14 @@ def read_round(
     rows: Iterable[tuple[str, str, str]],
     enrolled: Sequence[str],
     gone_before: frozenset[str] | None = None,
+    order: Sequence[str] = (),
 ) -> SecAggRound:
     """Round ``t`` from its outline ``rows`` (kind, holder, body; the bodies of LIGHT_KINDS
     only are read) of a run enrolling ``enrolled``; ``gone_before``: ``lost_after`` of round
-    t − 1, when known (otherwise read from this round's advertise closing, once closed)."""
+    t − 1, when known (otherwise read from this round's advertise closing, once closed).
+    ``order``: the roster's names, over which the stored survivor set is a bitmap; without
+    it the survivor set is not read (``checked`` None, nobody ``excluded``: enough for
+    ``lost_after``)."""
     answered: dict[str, set[str]] = {step: set() for step in HOLDER_STEPS}
     closings: list[Closing] = []
     returned: list[str] = []
@@ -139,8 +145,8 @@ def read_round(
             )
         elif kind == "returned" and holder not in returned:
             returned.append(holder)
-        elif kind == "consistency_check":
-            checked = tuple(json.loads(body)["survivors"])
+        elif kind == "consistency_check" and order:
+            checked = _survivors(json.loads(body), order)
         elif kind == "sum":
             survivors = tuple(json.loads(body)["survivors"])
     lost: dict[str, str] = {}
@@ -178,18 +184,30 @@ def lost_after(view: SecAggRound) -> frozenset[str]:
     return frozenset((set(view.not_waited) | set(view.lost)) - set(view.returned))
 
 
+def _survivors(check: dict[str, Any], order: Sequence[str]) -> tuple[str, ...]:
+    """The survivor set of a stored consistency check: a bitmap over ``order``, or a list
+    of names in a round stored before the bitmap (a store kept across the upgrade)."""
+    if isinstance(check.get("survivors"), list):
+        return tuple(check["survivors"])
+    return ConsistencyCheck.from_dict(check, order).survivors
+
+
 def read_rounds(
-    outline: Iterable[tuple[int, str, str, str]], enrolled: Sequence[str], rounds: Iterable[int]
+    outline: Iterable[tuple[int, str, str, str]],
+    enrolled: Sequence[str],
+    rounds: Iterable[int],
+    order: Sequence[str],
 ) -> dict[int, SecAggRound]:
     """``rounds`` (0, 1, …) of a run from its outline (``Store.secagg_outline``), each
-    knowing whom the one before lost (a round with nothing stored yet included)."""
+    knowing whom the one before lost (a round with nothing stored yet included);
+    ``order``: the roster's names (``read_round``)."""
     by_round: dict[int, list[tuple[str, str, str]]] = {}
     for t, kind, holder, body in outline:
         by_round.setdefault(t, []).append((kind, holder, body))
     out: dict[int, SecAggRound] = {}
     gone: frozenset[str] = frozenset()
     for t in sorted(rounds):
-        out[t] = view = read_round(t, by_round.get(t, ()), enrolled, gone)
+        out[t] = view = read_round(t, by_round.get(t, ()), enrolled, gone, order)
         gone = lost_after(view)
     return out
 

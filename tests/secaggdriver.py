@@ -208,11 +208,14 @@ def play_round(
     step("masked", {n: h.masked_input(bundles[n], inputs[n]) for n, h in holders.items()})
     if until == "masked":
         return played
-    checks = {n: ConsistencyCheck.from_dict(b) for n, b in fetch("consistency-check").items()}
+    order = holders[NAMES[0]].roster.names
+    checks = {
+        n: ConsistencyCheck.from_dict(b, order) for n, b in fetch("consistency-check").items()
+    }
     step("signature", {n: h.sign_survivors(checks[n]) for n, h in holders.items()})
     if until == "signature":
         return played
-    requests = {n: UnmaskRequest.from_dict(b) for n, b in fetch("unmask-request").items()}
+    requests = {n: UnmaskRequest.from_dict(b, order) for n, b in fetch("unmask-request").items()}
     step("unmask", {n: h.unmask(requests[n]) for n, h in holders.items()}, silent)
     return played
 
@@ -253,7 +256,10 @@ def spoil(
     fetched before), each of the ``liars``' with a random share of h0's seed, straight
     into the state file ``db`` of a stopped coordinator: the state 8e54e94 left behind
     once it had answered the last of them 500."""
-    responses = {n: played.holders[n].unmask(UnmaskRequest.from_dict(requests[n])) for n in NAMES}
+    order = played.holders[NAMES[0]].roster.names
+    responses = {
+        n: played.holders[n].unmask(UnmaskRequest.from_dict(requests[n], order)) for n in NAMES
+    }
     for name in liars:
         responses[name] = random_share(responses[name], "h0")
     with sqlite3.connect(db) as connection:

@@ -1,4 +1,5 @@
-"""Byte encodings shared by the secure-aggregation modules: base64 text and bindings.
+"""Byte encodings shared by the secure-aggregation modules: base64 text, bindings and
+bitmaps over a public order.
 
 A *binding* is the unambiguous byte string that a signature, a key derivation or an AEAD's
 associated data is computed over. Each part is prefixed with its length, so that no two
@@ -10,8 +11,21 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+from collections.abc import Iterable
+from functools import lru_cache
 
-__all__ = ["b64decode", "b64encode", "binding"]
+import numpy as np
+
+__all__ = [
+    "b64decode",
+    "b64encode",
+    "binding",
+    "bitmap",
+    "bitmap_members",
+    "order_digest",
+    "positions",
+]
 
 
 def b64encode(data: bytes) -> str:
@@ -53,3 +67,52 @@ def _part(value: str | int | bytes) -> bytes:
 def binding(*parts: str | int | bytes) -> bytes:
     """The length-prefixed concatenation of ``parts`` (text as UTF-8, ints in decimal)."""
     return b"".join(_part(p) for p in parts)
+
+
+@lru_cache(maxsize=8)
+def positions(order: tuple[str, ...]) -> dict[str, int]:
+    """Each name's 0-based position in ``order`` (built once per order: an aggregator
+    encodes one message per holder over the same order)."""
+    return {name: i for i, name in enumerate(order)}
+
+
+def bitmap(members: Iterable[str], order: tuple[str, ...]) -> bytes:
+    """The set ``members`` as ⌈len(order)/8⌉ bytes: bit i (most significant first within
+    each byte) is set iff ``order[i]`` is a member; the spare bits of the last byte are 0.
+
+    ValueError for a member outside ``order`` or named twice (a set has no repeats, and a
+    bitmap could not say so)."""
+    where = positions(order)
+    bits = bytearray((len(order) + 7) // 8)
+    for name in members:
+        i = where.get(name)
+        if i is None:
+            raise ValueError(f"{name[:40]!r} is not in the order")
+        mask = 0x80 >> (i & 7)
+        if bits[i >> 3] & mask:
+            raise ValueError(f"{name!r} is named twice")
+        bits[i >> 3] |= mask
+    return bytes(bits)
+
+
+def bitmap_members(data: bytes, order: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """The members of ``bitmap`` ``data`` over ``order``, in that order; ValueError naming
+    ``what`` unless it is exactly ⌈len(order)/8⌉ bytes with its spare bits 0 (a bit past
+    the order would name nobody: refused rather than ignored, so that one set has exactly
+    one bitmap, as signatures over it need)."""
+    size = (len(order) + 7) // 8
+    if len(data) != size:
+        raise ValueError(
+            f"{what} must be a bitmap of {size} bytes over {len(order)} names, got {len(data)}"
+        )
+    bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8))
+    if bits[len(order) :].any():
+        raise ValueError(f"{what} sets a bit past the {len(order)} names of its order")
+    return tuple(order[i] for i in np.flatnonzero(bits))
+
+
+@lru_cache(maxsize=8)
+def order_digest(order: tuple[str, ...]) -> bytes:
+    """SHA-256 of the binding of ``order``: what a signature over a bitmap binds, so that
+    the same bits cannot be read over another order."""
+    return hashlib.sha256(binding(*order)).digest()

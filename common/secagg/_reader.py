@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from ldpem.common.secagg._encoding import b64decode, b64encode
+from ldpem.common.secagg._encoding import b64decode, b64encode, bitmap_members
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import check_holder_name
 
@@ -87,6 +87,30 @@ class Reader:
             except ValueError as error:
                 raise refuse(self.kind, str(error)) from None
         return frozen(out)
+
+    def members(self, field: str, order: tuple[str, ...]) -> tuple[str, ...]:
+        """The names of the bitmap in ``field`` over ``order`` (``_encoding.bitmap``)."""
+        data = self.blob(field, None)
+        try:
+            return bitmap_members(data, order, f"field {field!r}")
+        except ValueError as error:
+            raise refuse(self.kind, str(error)) from None
+
+    def entries(self, field: str, length: int) -> list[tuple[str, bytes, object]]:
+        """The entries ``[name, base64]`` or ``[name, base64, extra]`` in ``field``, each
+        value ``length`` bytes, with their extra (None when absent; the caller reads it).
+        A list, not an object: a JSON object with a repeated name keeps the last silently."""
+        out = []
+        for entry in self.items(field):
+            if not isinstance(entry, list) or len(entry) not in (2, 3):
+                raise refuse(self.kind, f"an entry of {field!r} must be [name, base64(, extra)]")
+            name = self._name(entry[0], f"a name in {field!r}")
+            try:
+                value = b64decode(entry[1], f"the entry {name!r} of {field!r}", length)
+            except ValueError as error:
+                raise refuse(self.kind, str(error)) from None
+            out.append((name, value, entry[2] if len(entry) == 3 else None))
+        return out
 
     def items(self, field: str) -> list[Any]:
         value = self.data[field]

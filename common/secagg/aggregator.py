@@ -81,6 +81,7 @@ class Aggregator(GraphRelay):
         self.responses: dict[str, messages.UnmaskResponse] = {}
         self.bundles: dict[str, messages.ShareBundle] = {}
         self._check: messages.ConsistencyCheck | None = None
+        self._check_bytes = b""  # what each survivor signs: survivor_set_bytes of the check
         self._request: messages.UnmaskRequest | None = None
         self._result: Vector | None = None
         #: Responders whose revealed share was not dealt to them (``result``): name → why.
@@ -217,7 +218,9 @@ class Aggregator(GraphRelay):
                 around = len(self._masked_with(survivor) & set(survivors)) + 1
                 self._enough(around, f"of {survivor!r}'s neighbourhood survived")
             p = self.parameters
-            self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors)
+            order = self.roster.names
+            self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors, order)
+            self._check_bytes = consistency.survivor_set_bytes(p.run_id, p.round, survivors, order)
             self.step = "consistency"
         return self._opened(self._check, "consistency check")
 
@@ -228,8 +231,7 @@ class Aggregator(GraphRelay):
         check = self._opened(self._check, "consistency check")  # opened by the last step
         if signature.holder not in check.survivors:
             raise SecAggRefused(f"a survivor signature from {signature.holder!r}, not a survivor")
-        message = consistency.survivor_set_bytes(check.run_id, check.round, check.survivors)
-        if not self.roster.verify(signature.holder, signature.signature, message):
+        if not self.roster.verify(signature.holder, signature.signature, self._check_bytes):
             raise SecAggRefused(
                 f"the survivor signature of {signature.holder!r} does not verify over the "
                 f"survivor set"
@@ -250,7 +252,7 @@ class Aggregator(GraphRelay):
             dropped = tuple(sorted(set(self.encrypted_shares) - set(check.survivors)))
             signatures = tuple(self.signatures[n] for n in sorted(self.signatures))
             self._request = messages.UnmaskRequest(
-                check.run_id, check.round, check.survivors, dropped, signatures
+                check.run_id, check.round, check.survivors, dropped, signatures, check.order
             )
             self.step = "unmask"
         return self._opened(self._request, "unmasking request")

@@ -3,10 +3,11 @@ messages and the checks a holder makes on them (docs/SECAGG.md, "The consistency
 
 Between the masked inputs and the unmasking, the aggregator tells every survivor the set S
 of holders whose masked inputs it will sum (``ConsistencyCheck``). A survivor signs
-(domain tag, run, round, sorted S) with its roster key (``SurvivorSignature``) only when S
-lies inside the set it masked with, holds itself and has at least t_min members; it signs
-one set per round. The ``UnmaskRequest`` then carries at least t_min of these signatures,
-by distinct members of S, all over the request's own S; a holder answers it only then.
+(domain tag, run, round, S as a bitmap over the roster's names) with its roster key
+(``SurvivorSignature``) only when S lies inside the set it masked with, holds itself and
+has at least t_min members; it signs one set per round. The ``UnmaskRequest`` then
+carries at least t_min of these signatures, by distinct members of S, all over the
+request's own S; a holder answers it only then.
 
 Why it holds. To learn one holder's input x_u the aggregator needs t_min shares of its
 self-mask seed b_u (from holders told u survived) and t_min shares of its masking key
@@ -21,13 +22,14 @@ colluder at all).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ldpem.common.secagg._encoding import b64encode, binding
+from ldpem.common.secagg._encoding import b64encode, binding, bitmap, order_digest, positions
 from ldpem.common.secagg._reader import Reader, refuse
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster
@@ -39,40 +41,86 @@ __all__ = [
     "check_signatures",
     "check_signed_set",
     "sign_survivors",
+    "survivor_bitmap",
     "survivor_set_bytes",
 ]
 
 SIGNATURE_BYTES = 64
-_SURVIVORS = "ldpem secagg survivor set v1"
+_SURVIVORS = "ldpem secagg survivor set v2"
 
 
-def survivor_set_bytes(run_id: str, round_: int, survivors: Iterable[str]) -> bytes:
-    """What a survivor signature covers: the domain tag, the run, the round and the sorted
-    survivor set (so one signature can never be replayed for another set, run or round)."""
-    return binding(_SURVIVORS, run_id, round_, *sorted(survivors))
+@lru_cache(maxsize=4)
+def _set_bitmap(members: tuple[str, ...], order: tuple[str, ...]) -> bytes:
+    """``bitmap``, once per set: on the graph the aggregator encodes one unmasking request
+    per holder, each with the same S (O(K) each, O(K²) uncached)."""
+    return bitmap(members, order)
+
+
+def _order(order: Sequence[str], kind: str) -> tuple[str, ...]:
+    if not order:
+        raise ValueError(
+            f"a {kind} is encoded over its public order, the roster's names: none given"
+        )
+    return tuple(order)
+
+
+def survivor_bitmap(survivors: Iterable[str], order: Sequence[str]) -> bytes:
+    """S as a bitmap over the public ``order`` (the roster's names, ``Roster.names``):
+    SecAggRefused for a name outside it or named twice."""
+    try:
+        return bitmap(survivors, tuple(order))
+    except ValueError as error:
+        raise SecAggRefused(
+            f"the survivor set cannot be a bitmap over the roster: {error}"
+        ) from None
+
+
+def survivor_set_bytes(
+    run_id: str, round_: int, survivors: Iterable[str], order: Sequence[str]
+) -> bytes:
+    """What a survivor signature covers: the domain tag, the run, the round, the digest of
+    the public ``order`` and S as a bitmap over it (so one signature can never be replayed
+    for another set, run, round or order; K/8 bytes to hash, not S's names)."""
+    ordered = tuple(order)
+    return binding(
+        _SURVIVORS, run_id, round_, order_digest(ordered), survivor_bitmap(survivors, ordered)
+    )
 
 
 @dataclass(frozen=True)
 class ConsistencyCheck:
     """The aggregator's survivor set S (sent a masked input, every pair masked with each
-    other), as it asks every member of S to sign it."""
+    other), as it asks every member of S to sign it.
+
+    On the wire S is a bitmap over ``order``, the roster's names (``Roster.names``), which
+    the aggregator sets and ``from_dict`` takes from the holder's own roster; ``order``
+    takes no part in equality (it is the public frame, not the message)."""
 
     run_id: str
     round: int
     survivors: tuple[str, ...]
+    order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "round": self.round, "survivors": list(self.survivors)}
+        order = _order(self.order, "consistency check")
+        return {
+            "run_id": self.run_id,
+            "round": self.round,
+            "survivors": b64encode(_set_bitmap(tuple(self.survivors), order)),
+        }
 
     @classmethod
-    def from_dict(cls, data: object) -> ConsistencyCheck:
+    def from_dict(cls, data: object, order: Sequence[str]) -> ConsistencyCheck:
+        """The check in ``data``, its survivors read over ``order`` (the roster's names)."""
+        ordered = _order(order, "consistency check")
         r = Reader(data, "consistency check", ("run_id", "round", "survivors"))
-        return cls(r.text("run_id"), r.integer("round"), r.names("survivors"))
+        return cls(r.text("run_id"), r.integer("round"), r.members("survivors", ordered), ordered)
 
 
 @dataclass(frozen=True)
 class SurvivorSignature:
-    """A survivor's Ed25519 signature, by its roster key, over (run, round, sorted S)."""
+    """A survivor's Ed25519 signature, by its roster key, over (run, round, S)
+    (``survivor_set_bytes``)."""
 
     holder: str
     run_id: str
@@ -99,44 +147,73 @@ class SurvivorSignature:
 
 
 def sign_survivors(
-    signing_key: Ed25519PrivateKey, holder: str, run_id: str, round_: int, survivors: Iterable[str]
+    signing_key: Ed25519PrivateKey,
+    holder: str,
+    run_id: str,
+    round_: int,
+    survivors: Iterable[str],
+    order: Sequence[str],
 ) -> SurvivorSignature:
-    """``holder``'s signature of the survivor set of run ``run_id`` round ``round_``."""
-    message = survivor_set_bytes(run_id, round_, survivors)
+    """``holder``'s signature of the survivor set of run ``run_id`` round ``round_``, a
+    bitmap over ``order`` (the roster's names)."""
+    message = survivor_set_bytes(run_id, round_, survivors, order)
     return SurvivorSignature(holder, run_id, round_, signing_key.sign(message))
 
 
 @dataclass(frozen=True)
 class UnmaskRequest:
     """The aggregator's account of the round: who sent a masked input (survivors, S) and who
-    shared keys but is left out (dropped), with at least t_min survivors' signatures of S."""
+    shared keys but is left out (dropped), with at least t_min survivors' signatures of S.
+
+    On the wire S and the signers are bitmaps over ``order`` (the roster's names, as in
+    ``ConsistencyCheck``), the signatures 64 bytes each in that order, without the run and
+    round each would repeat (a signature is read as the request's run and round: over
+    another's bytes it does not verify); the dropped holders, at most k on the graph, by
+    name."""
 
     run_id: str
     round: int
     survivors: tuple[str, ...]
     dropped: tuple[str, ...]
     signatures: tuple[SurvivorSignature, ...] = ()
+    order: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
+        order = _order(self.order, "unmasking request")
+        if stray := [s.holder for s in self.signatures if (s.run_id, s.round) != self._round]:
+            raise ValueError(f"the signature of {stray[0]!r} is for another round")
+        where = positions(order)
+        ordered = sorted(self.signatures, key=lambda s: where.get(s.holder, -1))
         return {
             "run_id": self.run_id,
             "round": self.round,
-            "survivors": list(self.survivors),
+            "survivors": b64encode(_set_bitmap(tuple(self.survivors), order)),
             "dropped": list(self.dropped),
-            "signatures": [s.to_dict() for s in self.signatures],
+            "signers": b64encode(bitmap((s.holder for s in ordered), order)),
+            "signatures": b64encode(b"".join(s.signature for s in ordered)),
         }
 
+    @property
+    def _round(self) -> tuple[str, int]:
+        return self.run_id, self.round
+
     @classmethod
-    def from_dict(cls, data: object) -> UnmaskRequest:
-        fields = ("run_id", "round", "survivors", "dropped", "signatures")
+    def from_dict(cls, data: object, order: Sequence[str]) -> UnmaskRequest:
+        """The request in ``data``, its sets read over ``order`` (the roster's names)."""
+        ordered = _order(order, "unmasking request")
+        fields = ("run_id", "round", "survivors", "dropped", "signers", "signatures")
         r = Reader(data, "unmasking request", fields)
-        signatures = tuple(SurvivorSignature.from_dict(s) for s in r.items("signatures"))
+        run_id, round_ = r.text("run_id"), r.integer("round")
+        signers = r.members("signers", ordered)
+        blob = r.blob("signatures", SIGNATURE_BYTES * len(signers))
+        signatures = tuple(
+            SurvivorSignature(
+                name, run_id, round_, blob[i * SIGNATURE_BYTES : (i + 1) * SIGNATURE_BYTES]
+            )
+            for i, name in enumerate(signers)
+        )
         return cls(
-            r.text("run_id"),
-            r.integer("round"),
-            r.names("survivors"),
-            r.names("dropped"),
-            signatures,
+            run_id, round_, r.members("survivors", ordered), r.names("dropped"), signatures, ordered
         )
 
 
@@ -176,10 +253,10 @@ def check_signed_set(
 def check_signatures(request: UnmaskRequest, roster: Roster, *, t_min: int) -> None:
     """SecAggRefused unless ``request`` carries at least t_min signatures, by distinct
     members of its survivor set, each valid under the signer's roster key over exactly that
-    set, this run and this round. Every signature must verify: a request with one bad
-    signature is a lying aggregator's, refused whole."""
+    set (a bitmap over the roster's names), this run and this round. Every signature must
+    verify: a request with one bad signature is a lying aggregator's, refused whole."""
     survivors = set(request.survivors)
-    message = survivor_set_bytes(request.run_id, request.round, request.survivors)
+    message = survivor_set_bytes(request.run_id, request.round, request.survivors, roster.names)
     signers: set[str] = set()
     for signature in request.signatures:
         name = signature.holder

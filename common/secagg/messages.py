@@ -11,21 +11,25 @@ In the order of the round (H: a holder, A: the aggregator)::
     H → A  KeyAdvertisement   fresh c_pk, s_pk; a commitment to b; run, round, K, t_min,
                               bits, roster digest; Ed25519 signature by the holder's
                               roster key
-    A → H  ParticipantList    the advertisements received (U1)
+    A → H  ParticipantList    the advertisements received (U1), the round's fields once
+                              in a header
     H → A  EncryptedShares    for every other participant, its shares of b and s_sk, each
                               signed by the holder (``dealing.py``), sealed
     A → H  ShareBundle        the ciphertexts addressed to one holder (senders: U2)
     H → A  MaskedInput        y = x + PRG(b) + Σ ±PRG(s_uv) mod 2^bits; the peers of its
                               bundle whose shares did not open (not masked with)
-    A → H  ConsistencyCheck   the survivor set S (``consistency.py``)
+    A → H  ConsistencyCheck   the survivor set S, a bitmap over the roster's names
+                              (``consistency.py``)
     H → A  SurvivorSignature  Ed25519 signature by the roster key over (run, round, S)
-    A → H  UnmaskRequest      survivors S and dropped (U2 \\ S), ≥ t_min signatures of S
+    A → H  UnmaskRequest      survivors S (a bitmap) and dropped (U2 \\ S), ≥ t_min
+                              signatures of S (their signers a bitmap)
     H → A  UnmaskResponse     shares of b for survivors, of s_sk for dropped holders, each
                               with its dealer's signature
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Self
@@ -34,7 +38,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ldpem.common.secagg._encoding import b64encode, binding
-from ldpem.common.secagg._reader import MAX_RUN_ID, Reader, encoded, frozen, refuse
+from ldpem.common.secagg._reader import Reader, encoded, frozen, refuse
 from ldpem.common.secagg.channel import NONCE_BYTES, TAG_BYTES
 from ldpem.common.secagg.consistency import (
     SIGNATURE_BYTES,
@@ -44,10 +48,18 @@ from ldpem.common.secagg.consistency import (
 )
 from ldpem.common.secagg.dealing import COMMITMENT_BYTES, SIGNED_SHARE_BYTES
 from ldpem.common.secagg.errors import SecAggRefused
-from ldpem.common.secagg.masks import MAX_BITS, X25519_KEY_BYTES, Vector
+from ldpem.common.secagg.masks import X25519_KEY_BYTES, Vector
+from ldpem.common.secagg.parameters import (
+    GRAPH_FIELDS,
+    PARAMETER_FIELDS,
+    RoundParameters,
+    minimum_t_min,
+    most_colluders,
+)
 
 __all__ = [
     "CIPHERTEXT_BYTES",
+    "PACKED_ADVERTISEMENT_BYTES",
     "SIGNATURE_BYTES",
     "ConsistencyCheck",
     "EncryptedShares",
@@ -68,134 +80,6 @@ __all__ = [
 #: its dealer's signature, Poly1305 tag.
 CIPHERTEXT_BYTES = NONCE_BYTES + 2 * SIGNED_SHARE_BYTES + TAG_BYTES
 _ADVERTISEMENT = "ldpem secagg key advertisement v2"
-
-
-def minimum_t_min(k: int) -> int:
-    """The smallest t_min secure aggregation accepts for K ≥ 2 holders: ⌊K/2⌋ + 1 (and 2:
-    the sum of a single survivor would be its input), the least with c = 0 colluders.
-
-    To unmask one holder a lying aggregator needs shares of both its seeds, from two
-    different survivor sets each signed by t_min holders in the consistency round
-    (``consistency.py``); an honest holder signs one set, so with c holders colluding it
-    takes 2·(t_min − c) ≤ K − c honest ones: impossible when c < 2·t_min − K
-    (``most_colluders``; docs/SECAGG.md, "The threshold").
-    """
-    return max(2, k // 2 + 1)
-
-
-def most_colluders(k: int, t_min: int) -> int:
-    """The most holders that may collude with the aggregator while no holder's input can
-    be unmasked: the largest c with c < 2·t_min − K (−1 when none, t_min ≤ K/2)."""
-    return 2 * t_min - k - 1
-
-
-@dataclass(frozen=True)
-class RoundParameters:
-    """The public parameters of one round, which every holder binds and signs.
-
-    ``k``: the run's number of holders (K); ``t_min``: the Shamir threshold and the fewest
-    participants and survivors any holder accepts, more than K/2 (``minimum_t_min``);
-    ``bits``: the inputs and the sum are residues modulo 2^bits; ``colluders``: c, the
-    most holders the run declares may collude with the aggregator, 0 ≤ c < 2·t_min − K
-    (``most_colluders``): the noise of the t_min − c honest survivors is what is charged.
-    """
-
-    run_id: str
-    round: int
-    k: int
-    t_min: int
-    bits: int
-    colluders: int = 0
-    #: SecAgg+ (docs/SECAGG_GRAPH.md; 0: the full mesh): the degree k of the round's
-    #: public graph, the committee (m, τ) that certifies S, and h, the least honest noise
-    #: shares in any sum the aggregator can learn. Then ``t_min`` is t_k, the threshold
-    #: over a holder and its k neighbours, and the rule t_min > K/2 gives way to the
-    #: committee's certificate (``graph_rules``).
-    neighbours: int = 0
-    committee: int = 0
-    committee_threshold: int = 0
-    honest: int = 0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.run_id, str) or not 0 < len(self.run_id) <= MAX_RUN_ID:
-            raise refuse("round parameters", f"the run id must be 1 to {MAX_RUN_ID} chars")
-        for name in _PARAMETER_FIELDS[1:] + _GRAPH_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise refuse("round parameters", f"{name} must be an integer")
-        if self.round < 0:
-            raise refuse("round parameters", f"round must be at least 0, got {self.round}")
-        if not 1 <= self.bits <= MAX_BITS:
-            raise refuse("round parameters", f"bits must be in [1, {MAX_BITS}], got {self.bits}")
-        if self.k < 2:
-            raise refuse("round parameters", f"K must be at least 2, got {self.k}")
-        if self.graph and (problem := graph_rules(self)):
-            raise refuse("round parameters", problem)
-        if not self.graph and (self.committee or self.committee_threshold or self.honest):
-            raise refuse("round parameters", "committee, its threshold and h need neighbours")
-        if self.graph:
-            return
-        if not minimum_t_min(self.k) <= self.t_min <= self.k:
-            raise refuse(
-                "round parameters",
-                f"t_min must be in [{minimum_t_min(self.k)}, K = {self.k}] (more than half "
-                f"of K, or one aggregator could collect both seeds of a holder), got "
-                f"{self.t_min}",
-            )
-        if not 0 <= self.colluders <= most_colluders(self.k, self.t_min):
-            raise refuse(
-                "round parameters",
-                f"colluders must be in [0, 2·t_min − K − 1 = "
-                f"{most_colluders(self.k, self.t_min)}] (more and a coordinator with that "
-                f"many holders could unmask one), got {self.colluders}",
-            )
-
-    @property
-    def graph(self) -> bool:
-        """Whether the round runs on the SecAgg+ graph (k < K − 1) rather than the mesh."""
-        return self.neighbours != 0
-
-    @property
-    def honest_shares(self) -> int:
-        """The honest noise shares the run promises: h on the graph, t_min − c on the mesh."""
-        return self.honest if self.graph else self.t_min - self.colluders
-
-    def same_round(self, run_id: str, round_: int) -> bool:
-        return run_id == self.run_id and round_ == self.round
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields this round's messages carry (the graph's only on the graph)."""
-        return _PARAMETER_FIELDS + (_GRAPH_FIELDS if self.graph else ())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.fields()}
-
-
-_PARAMETER_FIELDS = ("run_id", "round", "k", "t_min", "bits", "colluders")
-_GRAPH_FIELDS = ("neighbours", "committee", "committee_threshold", "honest")
-
-
-def graph_rules(p: RoundParameters) -> str | None:
-    """What is wrong with the graph parameters of ``p`` (None: nothing): an even degree
-    2 ≤ k < K − 1, 2 ≤ t_k ≤ k + 1, 1 ≤ h ≤ t_k − 1 (at least one honest neighbour in any
-    masking set), 0 ≤ c < K, and a committee with m/2 < τ ≤ m ≤ K (two certified sets
-    share a signer)."""
-    if not 2 <= p.neighbours < p.k - 1 or p.neighbours % 2:
-        return f"neighbours must be even in [2, K - 2 = {p.k - 2}], got {p.neighbours}"
-    if not 2 <= p.t_min <= p.neighbours + 1:
-        return f"t_min (t_k) must be in [2, k + 1 = {p.neighbours + 1}], got {p.t_min}"
-    if not 1 <= p.honest < p.t_min:
-        return f"honest must be in [1, t_k - 1 = {p.t_min - 1}], got {p.honest}"
-    if not 0 <= p.colluders < p.k:
-        return f"colluders must be in [0, K - 1 = {p.k - 1}], got {p.colluders}"
-    if not 1 <= p.committee <= p.k or not p.committee < 2 * p.committee_threshold:
-        return (
-            f"the committee (m, tau) = ({p.committee}, {p.committee_threshold}) must have "
-            f"m/2 < tau <= m <= K = {p.k}"
-        )
-    if p.committee_threshold > p.committee:
-        return f"tau must be at most m = {p.committee}, got {p.committee_threshold}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -239,16 +123,8 @@ class KeyAdvertisement:
     def from_dict(cls, data: object) -> KeyAdvertisement:
         kind = "key advertisement"
         graph = isinstance(data, dict) and "neighbours" in data
-        r = Reader(data, kind, _ADVERTISEMENT_FIELDS + (_GRAPH_FIELDS if graph else ()))
-        digest = r.text("roster_digest")
-        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise refuse(kind, "field 'roster_digest' must be 64 lowercase hex digits")
-        run_id = r.text("run_id")
-        numbers = [r.integer(f) for f in _PARAMETER_FIELDS[1:] + (_GRAPH_FIELDS if graph else ())]
-        try:
-            parameters = RoundParameters(run_id, *numbers)
-        except SecAggRefused as error:
-            raise refuse(kind, str(error)) from None
+        r = Reader(data, kind, _ADVERTISEMENT_FIELDS + (GRAPH_FIELDS if graph else ()))
+        parameters, digest = _read_round(r, graph=graph)
         return cls(
             holder=r.name("holder"),
             parameters=parameters,
@@ -259,10 +135,53 @@ class KeyAdvertisement:
             signature=r.blob("signature", SIGNATURE_BYTES),
         )
 
+    def packed(self) -> bytes:
+        """The advertisement's own bytes, as a participant list carries them under its
+        header: c_pk ‖ s_pk ‖ seed commitment ‖ signature (PACKED_ADVERTISEMENT_BYTES)."""
+        return self.encryption_key + self.masking_key + self.seed_commitment + self.signature
+
+    @classmethod
+    def unpacked(
+        cls, holder: str, parameters: RoundParameters, roster_digest: str, packed: bytes
+    ) -> KeyAdvertisement:
+        """The advertisement of ``holder`` from its ``packed`` bytes and the round's fields
+        (a participant list's header): its signature then covers these fields, so a header
+        the aggregator altered fails every advertisement's signature check."""
+        if len(packed) != PACKED_ADVERTISEMENT_BYTES:
+            raise refuse(
+                "participant list", f"an advertisement is {PACKED_ADVERTISEMENT_BYTES} bytes"
+            )
+        key_bytes, commitment_end = X25519_KEY_BYTES, 2 * X25519_KEY_BYTES + COMMITMENT_BYTES
+        return cls(
+            holder,
+            parameters,
+            roster_digest,
+            encryption_key=packed[:key_bytes],
+            masking_key=packed[key_bytes : 2 * key_bytes],
+            seed_commitment=packed[2 * key_bytes : commitment_end],
+            signature=packed[commitment_end:],
+        )
+
+
+def _read_round(r: Reader, *, graph: bool) -> tuple[RoundParameters, str]:
+    """The round parameters and roster digest among the fields of ``r``."""
+    digest = r.text("roster_digest")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise refuse(r.kind, "field 'roster_digest' must be 64 lowercase hex digits")
+    run_id = r.text("run_id")
+    numbers = [r.integer(f) for f in PARAMETER_FIELDS[1:] + (GRAPH_FIELDS if graph else ())]
+    try:
+        return RoundParameters(run_id, *numbers), digest
+    except SecAggRefused as error:
+        raise refuse(r.kind, str(error)) from None
+
+
+#: An advertisement in a participant list, under its header: c_pk, s_pk, commitment, signature.
+PACKED_ADVERTISEMENT_BYTES = 2 * X25519_KEY_BYTES + COMMITMENT_BYTES + SIGNATURE_BYTES
 
 _ADVERTISEMENT_FIELDS = (
     "holder",
-    *_PARAMETER_FIELDS,
+    *PARAMETER_FIELDS,
     "roster_digest",
     "encryption_key",
     "masking_key",
@@ -290,24 +209,63 @@ def sign_advertisement(
 
 @dataclass(frozen=True)
 class ParticipantList:
-    """The key advertisements the aggregator received in a round (U1), in name order."""
+    """The key advertisements the aggregator received in a round (U1), in name order.
+
+    On the wire the fields every advertisement of the round repeats (its RoundParameters
+    and roster digest) come once, as the list's ``header``, and each advertisement is
+    [holder, base64 of ``KeyAdvertisement.packed``]; an advertisement of another round or
+    roster (never in an honest list: the aggregator checks each against its round) carries
+    its own header as a third element, so that every list stays expressible and the
+    holder's checks, not the encoding, refuse it. ``from_dict`` rebuilds each
+    advertisement from its header, so its signature is checked over the header's values
+    (``checks.check_advertisement``): a header the aggregator altered fails them all."""
 
     run_id: str
     round: int
     advertisements: tuple[KeyAdvertisement, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "round": self.round,
-            "advertisements": [a.to_dict() for a in self.advertisements],
-        }
+        out: dict[str, Any] = {"run_id": self.run_id, "round": self.round}
+        headers = Counter((a.parameters, a.roster_digest) for a in self.advertisements)
+        common = headers.most_common(1)[0][0] if headers else None
+        if common is not None:
+            out["header"] = _header(*common)
+        entries = []
+        for a in self.advertisements:
+            entry: list[Any] = [a.holder, b64encode(a.packed())]
+            if (a.parameters, a.roster_digest) != common:
+                entry.append(_header(a.parameters, a.roster_digest))
+            entries.append(entry)
+        out["advertisements"] = entries
+        return out
 
     @classmethod
     def from_dict(cls, data: object) -> ParticipantList:
-        r = Reader(data, "participant list", ("run_id", "round", "advertisements"))
-        adverts = tuple(KeyAdvertisement.from_dict(a) for a in r.items("advertisements"))
-        return cls(r.text("run_id"), r.integer("round"), adverts)
+        kind = "participant list"
+        headed = isinstance(data, dict) and "header" in data
+        r = Reader(data, kind, ("run_id", "round", "advertisements", "header")[: 3 + headed])
+        entries = r.entries("advertisements", PACKED_ADVERTISEMENT_BYTES)
+        if entries and not headed:
+            raise refuse(kind, "missing field 'header'")
+        if headed and not entries:
+            raise refuse(kind, "field 'header' without advertisements")
+        adverts = []
+        if headed:
+            common = _read_header(r.data["header"], f"{kind} header")
+            for name, packed, own in entries:
+                header = common if own is None else _read_header(own, f"{kind} entry {name!r}")
+                adverts.append(KeyAdvertisement.unpacked(name, *header, packed))
+        return cls(r.text("run_id"), r.integer("round"), tuple(adverts))
+
+
+def _header(parameters: RoundParameters, roster_digest: str) -> dict[str, Any]:
+    return {**parameters.to_dict(), "roster_digest": roster_digest}
+
+
+def _read_header(data: object, kind: str) -> tuple[RoundParameters, str]:
+    graph = isinstance(data, dict) and "neighbours" in data
+    fields = (*PARAMETER_FIELDS, "roster_digest") + (GRAPH_FIELDS if graph else ())
+    return _read_round(Reader(data, kind, fields), graph=graph)
 
 
 _HEAD = ("holder", "run_id", "round")

@@ -370,7 +370,7 @@ class Holder:
         )
         self._signed = tuple(sorted(check.survivors))
         return consistency.sign_survivors(
-            self._signing_key, self.name, p.run_id, p.round, check.survivors
+            self._signing_key, self.name, p.run_id, p.round, check.survivors, self.roster.names
         )
 
     # Step 5

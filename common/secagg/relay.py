@@ -58,21 +58,27 @@ class GraphRelay:
 
     def unmask_requests(self: _Closing) -> dict[str, messages.UnmaskRequest]:
         """Close step 4 (``unmask_request``): each signer's request. On the graph only the
-        committee's signatures and those of the signer's masking neighbours go with it, and
-        only its neighbours are named as dropped, so that it stays O(k + τ) long but S."""
+        signatures of the signer's masking neighbours and of τ committee members (the
+        fewest that certify S, those neighbours counted) go with it, and only its
+        neighbours are named as dropped, so that it stays O(k + τ) long but S's bitmap."""
         request = self.unmask_request()
         if self.graph is None:
             return dict.fromkeys(sorted(self.signatures), request)
-        committee = self.graph.committee
+        by_signer = {s.holder: s for s in request.signatures}
+        committee = sorted(self.graph.committee & by_signer.keys())
         out = {}
         for name in sorted(self.signatures):
-            wanted = committee | self._masked_with(name)
+            masking = self._masked_with(name) & by_signer.keys()
+            certifying = len(masking.intersection(committee))
+            more = [n for n in committee if n not in masking]
+            wanted = masking.union(more[: max(self.graph.threshold - certifying, 0)])
             out[name] = messages.UnmaskRequest(
                 request.run_id,
                 request.round,
                 request.survivors,
                 tuple(n for n in request.dropped if n in self.bundles[name].ciphertexts),
-                tuple(s for s in request.signatures if s.holder in wanted),
+                tuple(by_signer[n] for n in sorted(wanted)),
+                request.order,
             )
         return out
 

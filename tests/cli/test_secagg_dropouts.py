@@ -80,7 +80,8 @@ def test_twenty_agents_three_killed_mid_round(procs: Processes, tmp_path: Path) 
     assert bits is not None
     for t in range(ROUNDS):
         rows = messages[t]
-        request = UnmaskRequest.from_dict(next(b for k, _, b in rows if k == "unmask_request"))
+        unmask_request = next(b for k, _, b in rows if k == "unmask_request")
+        request = UnmaskRequest.from_dict(unmask_request, roster.names)
         if t == KILLED_ROUND:
             # h17 advertised only, h18 shared keys but never masked: dropped; h19 masked:
             # a survivor that never answered the unmasking request.

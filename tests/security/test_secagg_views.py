@@ -84,10 +84,11 @@ class ViewsFake(Fake):
             shown = {n: c for n, c in full.ciphertexts.items() if n in PEERS}
             return ShareBundle("h0", RUN, r.t, shown)
         if what == "consistency-check":
-            return ConsistencyCheck(RUN, r.t, story("h0"))
+            return ConsistencyCheck(RUN, r.t, story("h0"), self.consortium.roster.names)
         if what == "unmask-request":
             signed = tuple(self.signatures.get(story("h0"), []))
-            return UnmaskRequest(RUN, r.t, story("h0"), (), signed)
+            order = self.consortium.roster.names
+            return UnmaskRequest(RUN, r.t, story("h0"), (), signed, order)
         return super().answer(r, what)
 
 

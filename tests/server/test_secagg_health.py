@@ -104,10 +104,12 @@ class Run:
             bundle = ShareBundle.from_dict(self.fetch(t, n, "bundle"))
             assert self.post(t, n, "masked", h.masked_input(bundle, inputs[n])) == 200
         for n, h in holders.items():
-            check = ConsistencyCheck.from_dict(self.fetch(t, n, "consistency-check"))
+            check = ConsistencyCheck.from_dict(
+                self.fetch(t, n, "consistency-check"), h.roster.names
+            )
             assert self.post(t, n, "signature", h.sign_survivors(check)) == 200
         for n, h in holders.items():
-            request = UnmaskRequest.from_dict(self.fetch(t, n, "unmask-request"))
+            request = UnmaskRequest.from_dict(self.fetch(t, n, "unmask-request"), h.roster.names)
             assert self.post(t, n, "unmask", h.unmask(request)) == 200
 
     def get(self, what: str = "") -> Any:

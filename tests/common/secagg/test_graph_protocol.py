@@ -141,7 +141,9 @@ def test_the_isolation_attack_on_the_graph_is_refused(consortium: Consortium) ->
     assert graph is not None
     lonely = tuple(sorted(set(consortium.names) - graph.neighbours(other)))
     with pytest.raises(SecAggRefused, match="neighbourhood, fewer than t_min"):
-        holders[other].sign_survivors(wire(ConsistencyCheck(RUN, 0, lonely)))
+        holders[other].sign_survivors(
+            wire(ConsistencyCheck(RUN, 0, lonely, consortium.roster.names))
+        )
 
 
 def test_inconsistent_views_get_no_second_set_certified(consortium: Consortium) -> None:

@@ -128,7 +128,7 @@ class Attack:
             for colluder in sorted(self.colluders & set(story)):
                 key = self.consortium.keys[colluder]
                 signatures.setdefault(story, []).append(
-                    sign_survivors(key, colluder, RUN, 0, story)
+                    sign_survivors(key, colluder, RUN, 0, story, self.consortium.roster.names)
                 )
         for name in self.honest:
             if name in self.refused:

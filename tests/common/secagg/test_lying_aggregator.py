@@ -83,7 +83,8 @@ class Stage:
         beyond the signatures."""
         keys = self.consortium.keys
         names = survivors if signers is None else signers
-        signatures = tuple(sign_survivors(keys[n], n, RUN, 0, survivors) for n in names)
+        order = self.consortium.roster.names
+        signatures = tuple(sign_survivors(keys[n], n, RUN, 0, survivors, order) for n in names)
         return UnmaskRequest(RUN, 0, survivors, dropped, signatures)
 
 
@@ -355,12 +356,16 @@ def test_an_unmasking_request_without_t_min_signatures_of_its_set_is_refused(
     survivors = NAMES[:4]
     holder = stage.holders["h00"]
     holder.sign_survivors(check(survivors))
-    keys = stage.consortium.keys
-    good = {n: sign_survivors(keys[n], n, RUN, 0, survivors) for n in survivors}
+    keys, order = stage.consortium.keys, stage.consortium.roster.names
+    good = {n: sign_survivors(keys[n], n, RUN, 0, survivors, order) for n in survivors}
     signatures = {
-        "other set": (sign_survivors(keys["h01"], "h01", RUN, 0, NAMES),),
+        "other set": (sign_survivors(keys["h01"], "h01", RUN, 0, NAMES, order),),
         "duplicated": (good["h00"], good["h01"], good["h01"]),
-        "outsider": (good["h00"], good["h01"], sign_survivors(keys["h04"], "h04", RUN, 0, NAMES)),
+        "outsider": (
+            good["h00"],
+            good["h01"],
+            sign_survivors(keys["h04"], "h04", RUN, 0, NAMES, order),
+        ),
         "too few": (good["h00"], good["h01"]),
         "forged": (good["h00"], good["h01"], dataclasses.replace(good["h03"], holder="h02")),
         "other round": (good["h00"], dataclasses.replace(good["h01"], round=1), good["h02"]),

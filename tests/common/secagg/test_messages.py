@@ -19,7 +19,7 @@ from ldpem.common.secagg import (
     UnmaskResponse,
 )
 from ldpem.common.secagg.messages import CIPHERTEXT_BYTES
-from tests.common.secagg.kit import Consortium, Round, run_round
+from tests.common.secagg.kit import Consortium, Round, run_round, wire
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_every_message_survives_json(done: Round) -> None:
     for message in every_message(done):
         data = message.to_dict()
         text = json.dumps(data)
-        assert type(message).from_dict(json.loads(text)) == message
+        assert wire(message) == message
         assert json.loads(text) == data  # JSON types only
 
 
@@ -69,9 +69,9 @@ def changed(data: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {**data, **fields}
 
 
-def refused(cls: Any, data: object, message: str) -> None:
+def refused(cls: Any, data: object, message: str, *order: tuple[str, ...]) -> None:
     with pytest.raises(SecAggRefused) as caught:
-        cls.from_dict(data)
+        cls.from_dict(data, *order)
     assert str(caught.value).startswith(message), str(caught.value)
     assert "\n" not in str(caught.value)
 
@@ -93,12 +93,15 @@ def test_malformed_key_advertisements_are_refused(done: Round) -> None:
 
 
 def test_malformed_lists_and_maps_are_refused(done: Round) -> None:
-    request = done.request.to_dict()
-    refused(UnmaskRequest, changed(request, survivors="h00"), "unmasking request: field 'survivors")
+    request, order = done.request.to_dict(), done.request.order
+    kind = "unmasking request: field "
+    refused(UnmaskRequest, changed(request, survivors="h00"), kind + "'survivors' is not", order)
+    refused(UnmaskRequest, changed(request, survivors=["h00"]), kind + "'survivors' is not", order)
     refused(
         UnmaskRequest,
-        changed(request, survivors=["h00", "h00", "h01"]),
-        "unmasking request: field 'survivors' names a holder twice",
+        changed(request, dropped=["h03", "h03"]),
+        kind + "'dropped' names a holder twice",
+        order,
     )
     bundle = done.bundles["h00"].to_dict()
     some = next(iter(bundle["ciphertexts"]))
