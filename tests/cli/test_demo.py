@@ -18,9 +18,14 @@ import pytest
 from ldpem.commands.demo import print_summary
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
-from ldpem.common.planning.confidence import DEFAULT_DRAWS
 from ldpem.common.planning.study import Dataset
-from ldpem.demo import DEMO_FORECAST_SEEDS, DemoConfig, _baselines, demo_hospital_sizes
+from ldpem.demo import (
+    DEMO_CONFIDENCE_DRAWS,
+    DEMO_FORECAST_SEEDS,
+    DemoConfig,
+    _baselines,
+    demo_hospital_sizes,
+)
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -154,9 +159,9 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert forecast["seeds"] == DEMO_FORECAST_SEEDS
     assert forecast["mean"] == payload["expected_error"]
     assert forecast["low"] <= forecast["mean"] <= forecast["high"]
-    # The coordinator's confidence region of the estimate (its default draws).
+    # The coordinator's confidence region of the estimate, from the demo's draws.
     confidence = payload["confidence"]
-    assert confidence["draws"] == DEFAULT_DRAWS and confidence["radius"] > 0
+    assert confidence["draws"] == DEMO_CONFIDENCE_DRAWS and confidence["radius"] > 0
     assert len(confidence["low"]) == len(confidence["high"]) == 10
     assert json.loads((workdir / "result.json").read_text())["confidence"] == confidence
     assert (workdir / "convergence.png").stat().st_size > 1000
