@@ -138,6 +138,7 @@ def _child(log: int, command: list[str], environment: dict[str, str], cwd: Path 
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
+        _fresh_streams_and_logging()
         os.environ.clear()
         os.environ.update(environment)
         if cwd is not None:
@@ -155,6 +156,21 @@ def _child(log: int, command: list[str], environment: dict[str, str], cwd: Path 
             sys.stdout.flush()
             sys.stderr.flush()
     return code
+
+
+def _fresh_streams_and_logging() -> None:
+    """``sys.stdout`` and ``sys.stderr`` on file descriptors 1 and 2, and no logging set
+    up, as in a fresh interpreter (the parent may have replaced its streams or set up
+    logging: a test's capture, for one)."""
+    encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
+    sys.stdout = open(1, "w", encoding=encoding, closefd=False)  # noqa: SIM115
+    sys.stderr = open(  # noqa: SIM115
+        2, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=False
+    )
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
 
 
 def fork_coordinator(

@@ -44,6 +44,22 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def in_sessions(sessions: set[int]) -> list[int]:
+    """Pids of live processes in any of ``sessions`` (whatever their command line: a
+    coordinator's pool workers and their fork server too)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[4]) in sessions:
+            found.append(int(entry.name))
+    return found
+
+
 def test_hospital_sizes_are_unequal_and_cover_every_record() -> None:
     sizes = demo_hospital_sizes(10_000, 4, 10, np.random.default_rng(0))
     assert sum(sizes) == 10_000
@@ -199,7 +215,11 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
                 break
             assert demo.poll() is None, demo.communicate()[1]
             time.sleep(0.1)
-        assert len(processes_mentioning(str(workdir))) >= 4
+        children = set(processes_mentioning(str(workdir))) - {demo.pid}
+        assert len(children) >= 4
+        # Each child leads a session of its own, with what it started.
+        sessions = {os.getsid(pid) for pid in children} - {os.getsid(demo.pid)}
+        assert len(sessions) >= 4
         demo.send_signal(signal.SIGINT)
         _, stderr = demo.communicate(timeout=60)
     finally:
@@ -210,6 +230,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     time.sleep(0.5)
     assert processes_mentioning(str(workdir)) == []
+    assert in_sessions(sessions) == []
 
 
 @pytest.mark.parametrize(
