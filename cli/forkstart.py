@@ -20,6 +20,7 @@ status, so nothing of the parent's (its ``finally`` blocks, ``atexit``) runs in 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import select
@@ -143,9 +144,9 @@ def _child(log: int, command: list[str], environment: dict[str, str], cwd: Path 
         os.environ.update(environment)
         if cwd is not None:
             os.chdir(cwd)
-        from ldpem.cli import main
-
-        code = main(command)
+        # The program by name, as ``python -m ldpem`` finds it: the command line that runs
+        # the demo is what runs each child, not a layer below the demo.
+        code = importlib.import_module("ldpem.cli").main(command)
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BaseException:  # reported in the log, as an interpreter would
