@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any
 
 import httpx
 import numpy as np
@@ -33,20 +33,32 @@ from ldpem.common.models import get_model
 from ldpem.common.planning.simulation import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
+from ldpem.demo_follow import await_forecast, follow
 from ldpem.demo_plot import plot_convergence, prewarm_plotting
-from ldpem.processes import Processes, ProcessFailed, start_agent, start_coordinator
+from ldpem.forkstart import fork_agent, fork_coordinator
+from ldpem.processes import Processes, ProcessFailed
 from ldpem.run_estimate import final_region
 
-__all__ = ["BASELINES", "DEMO_FORECAST_SEEDS", "DemoConfig", "demo_hospital_sizes", "run_demo"]
+__all__ = [
+    "BASELINES",
+    "DEMO_CONFIDENCE_DRAWS",
+    "DEMO_FORECAST_SEEDS",
+    "DemoConfig",
+    "demo_hospital_sizes",
+    "run_demo",
+]
 
 #: Seconds the demo waits for the coordinator to create the run.
 CREATE_TIMEOUT = 60.0
-#: Seconds the demo waits, once the run finished, for the forecast the coordinator computes
-#: in the background (usually ready long before).
-FORECAST_TIMEOUT = 300.0
 #: Seeds of the demo coordinator's forecast: a real one's 200 are ~8 s of CPU at 2·10⁵
 #: records; 20 make a band that covers 80% ± 9% of runs instead of ± 2.8% (and says so).
 DEMO_FORECAST_SEEDS = 20
+#: Bootstrap draws of the demo coordinator's confidence region: a real one's 99 are ~7 s of
+#: CPU at 2·10⁵ records, the largest part of the demo's. Any B ≥ 19 is calibrated at level
+#: 0.9 (``common.planning.confidence``); at 39 the radius is the 36th of 39 distances and
+#: an interval's ends the 2nd from either side, less steady than at 99 (and the demo says
+#: how many draws made it).
+DEMO_CONFIDENCE_DRAWS = 39
 #: The in-process baselines the federated run is compared with, in the order shown: each
 #: mechanism's name and how the summary and the plot name it.
 BASELINES = (
@@ -103,6 +115,13 @@ def _terminate_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _import_agent() -> None:
+    """Import what ``ldpem client`` imports to run, so that each forked agent finds it
+    loaded instead of importing it again."""
+    import ldpem.client.agent
+    import ldpem.client.sources  # noqa: F401
+
+
 def _write_data(
     config: DemoConfig, workdir: Path, rng: np.random.Generator
 ) -> tuple[list[Path], Dataset]:
@@ -122,36 +141,6 @@ def _write_data(
     return paths, Dataset(records, beta_star, tuple(sizes))
 
 
-class _Progress:
-    """One line per closed round on a non-TTY; a redrawn bar on a TTY."""
-
-    def __init__(self, stream: TextIO, rounds: int, names: list[str], quiet: bool) -> None:
-        self.stream, self.rounds, self.names, self.quiet = stream, rounds, names, quiet
-        self.shown = 0
-        self.tty = stream.isatty()
-
-    def update(self, closed: list[dict[str, Any]], open_round: dict[str, Any] | None) -> None:
-        if self.quiet:
-            return
-        for summary in closed[self.shown :]:
-            self._line(summary["round"] + 1, summary["reporters"], final=True)
-            self.shown += 1
-        if self.tty and open_round is not None:
-            self._line(open_round["round"] + 1, open_round["reporters"], final=False)
-
-    def _line(self, number: int, reporters: list[str], *, final: bool) -> None:
-        width = 20
-        filled = round(width * (number - (0 if final else 1)) / self.rounds)
-        bar = "#" * filled + "-" * (width - filled)
-        marks = " ".join(f"{name}{'✓' if name in reporters else '·'}" for name in self.names)
-        text = f"round {number:>3}/{self.rounds} [{bar}] {marks}"
-        if self.tty:
-            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
-        elif final:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-
 def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     """Run the demo; returns the JSON-able result (also written to workdir/result.json)."""
     if config.hospitals < 1:
@@ -169,7 +158,6 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     logs = workdir / "logs"
     logs.mkdir()
     rng = np.random.default_rng(config.seed)
-    prewarm_plotting()
     names = [f"h{i + 1}" for i in range(config.hospitals)]
     tokens = [secrets.token_urlsafe(24) for _ in names]
     admin = secrets.token_urlsafe(24)
@@ -180,7 +168,10 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             print(text, file=sys.stderr)
 
     processes = Processes(logs)
-    forecast_env = {"LDPEM_FORECAST_SEEDS": str(DEMO_FORECAST_SEEDS)}
+    derived_env = {
+        "LDPEM_FORECAST_SEEDS": str(DEMO_FORECAST_SEEDS),
+        "LDPEM_CONFIDENCE_DRAWS": str(DEMO_CONFIDENCE_DRAWS),
+    }
     try:
         with _terminate_on_sigterm():
             say(
@@ -188,23 +179,25 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 f"records (d={config.d}), {config.mechanism} mechanism, ε={config.epsilon}, "
                 f"workdir {workdir}"
             )
-            coordinator, url = start_coordinator(
+            # Forked from this interpreter, which imported numpy and the rest already.
+            coordinator, url = fork_coordinator(
                 processes,
                 state=workdir / "coordinator.sqlite",
                 # A demo on 127.0.0.1 with throw-away data: its status page opens as is.
                 args=["--public-status"],
-                # The coordinator's own forecast, as a real run gets, from fewer seeds.
-                env={"LDPEM_ADMIN_TOKEN": admin, "LDPEM_TICK": "0.05", **forecast_env},
-                wait=False,
+                # The coordinator's own forecast and confidence region, as a real run gets
+                # them, from fewer simulated runs.
+                env={"LDPEM_ADMIN_TOKEN": admin, "LDPEM_TICK": "0.05", **derived_env},
             )
-            # The records are written while the coordinator starts (its imports take seconds).
+            # While the coordinator imports its server: what the agents will need
+            # imported, and the records.
+            _import_agent()
             paths, data = _write_data(config, workdir, rng)
             assert data.sizes is not None and data.beta_star is not None
             try:
                 processes.wait_healthy(coordinator, url, timeout=60.0)
             except ProcessFailed as error:
                 raise UserError(str(error)) from None
-            client = httpx.Client(base_url=url, timeout=30.0)
             request = {
                 "model": config.model,
                 "d": config.d,
@@ -220,12 +213,12 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                     for n, size, t in zip(names, data.sizes, tokens, strict=True)
                 ],
             }
-            response = client.post(
-                "/v1/runs",
-                json=request,
-                headers={"Authorization": f"Bearer {admin}"},
-                timeout=CREATE_TIMEOUT,
-            )
+            # A client of its own, closed before the agents are forked (they would
+            # inherit its connection).
+            with httpx.Client(base_url=url, timeout=CREATE_TIMEOUT) as creator:
+                response = creator.post(
+                    "/v1/runs", json=request, headers={"Authorization": f"Bearer {admin}"}
+                )
             if response.status_code != 201:
                 raise UserError(f"the coordinator refused the run: {response.text}")
             created = response.json()
@@ -238,7 +231,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                     "twice it)"
                 )
             for i, (name, path, token) in enumerate(zip(names, paths, tokens, strict=True)):
-                start_agent(
+                fork_agent(
                     processes,
                     name,
                     url=url,
@@ -258,60 +251,58 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                         str(config.seed + i + 1),
                     ],
                 )
-            summary = _follow(client, run_id, config, names, processes, quiet)
-            trajectory = client.get(f"/v1/runs/{run_id}/trajectory").json()["betas"]
-            # The in-process baselines while the coordinator may still be forecasting.
-            baselines = _baselines(config, data, np.array(trajectory[0]), delta)
-            summary = _forecast(client, run_id, summary)
-            forecast = summary.get("forecast")
-            if forecast is not None:
-                say(
-                    f"coordinator forecast: error ≈ {forecast['mean']:.3f}, 10–90% of "
-                    f"{forecast['seeds']} simulated runs in [{forecast['low']:.3f}, "
-                    f"{forecast['high']:.3f}] (β = 0 would give {forecast['trivial_error']:.3f})"
+            # No more forks: threads may start now.
+            prewarm_plotting()
+            with httpx.Client(base_url=url, timeout=30.0) as client:
+                summary = follow(
+                    client,
+                    run_id,
+                    rounds=config.rounds,
+                    names=names,
+                    processes=processes,
+                    quiet=quiet,
+                    timeout=config.timeout,
                 )
-            if summary.get("warning"):
-                say(f"warning: {summary['warning']}")
-            # Agents exit 0 once they have seen the end of the run.
-            processes.wait(names, timeout=30)
-            problem = processes.failed()
-            if problem is not None:
-                raise UserError(problem)
-            confidence = final_region(lambda: client.get(f"/v1/runs/{run_id}").json())
+                trajectory = client.get(f"/v1/runs/{run_id}/trajectory").json()["betas"]
+                # The baselines and the plot while the coordinator forecasts and
+                # bootstraps (neither is drawn in the plot).
+                baselines = _baselines(config, data, np.array(trajectory[0]), delta)
+                result = _result(config, data, trajectory, baselines, delta)
+                plot = plot_convergence(result, workdir / "convergence.png", BASELINES)
+                summary = await_forecast(client, run_id, summary)
+                forecast = summary.get("forecast")
+                if forecast is not None:
+                    say(
+                        f"coordinator forecast: error ≈ {forecast['mean']:.3f}, 10–90% of "
+                        f"{forecast['seeds']} simulated runs in [{forecast['low']:.3f}, "
+                        f"{forecast['high']:.3f}] (β = 0 would give "
+                        f"{forecast['trivial_error']:.3f})"
+                    )
+                if summary.get("warning"):
+                    say(f"warning: {summary['warning']}")
+                # Agents exit 0 once they have seen the end of the run.
+                processes.wait(names, timeout=30)
+                problem = processes.failed()
+                if problem is not None:
+                    raise UserError(problem)
+                region = final_region(lambda: client.get(f"/v1/runs/{run_id}").json(), 0.05)
+            # Nothing more to ask: it shuts down while the results are written.
+            coordinator.terminate()
     finally:
         processes.stop()
 
-    model = get_model(config.model)
-    beta_star = data.beta_star
-    betas = [np.array(b) for b in trajectory]
-    errors = [model.error(b, beta_star) for b in betas[1:]]
-    hospitals = _hospital_spend(names, data.sizes, paths, delta)
-    result: dict[str, Any] = {
+    result = {
         "run_id": run_id,
-        "model": config.model,
-        "mechanism": config.mechanism,
-        "n": config.records,
-        "d": config.d,
-        "rounds": config.rounds,
-        "epsilon": config.epsilon,
-        "delta": delta,
+        **result,
         "status": summary["status"],
-        "beta": betas[-1].tolist(),
-        "beta_star": beta_star.tolist(),
-        "errors": errors,
-        "error": errors[-1] if errors else None,
-        "trivial_error": float(np.linalg.norm(beta_star)),
         "expected_error": summary.get("expected_error"),
         "forecast": summary.get("forecast"),
-        "confidence": confidence,
-        "baselines": {name: b["error"] for name, b in baselines.items()},
-        "baseline_errors": {name: b["errors"] for name, b in baselines.items()},
-        "hospitals": hospitals,
+        "confidence": region,
+        "hospitals": _hospital_spend(names, data.sizes, paths, delta),
         "workdir": str(workdir),
+        "plot": plot,
         "seconds": time.perf_counter() - started,
     }
-    (workdir / "result.json").write_text(json.dumps(result, indent=2))
-    result["plot"] = plot_convergence(result, workdir / "convergence.png", BASELINES)
     (workdir / "result.json").write_text(json.dumps(result, indent=2))
     if config.workdir is None:
         # Keep the results, drop the bulky records and process state.
@@ -320,42 +311,35 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     return result
 
 
-def _follow(
-    client: httpx.Client,
-    run_id: str,
+def _result(
     config: DemoConfig,
-    names: list[str],
-    processes: Processes,
-    quiet: bool,
+    data: Dataset,
+    trajectory: list[list[float]],
+    baselines: dict[str, dict[str, Any]],
+    delta: float,
 ) -> dict[str, Any]:
-    """Show rounds as they close until the run ends; fail fast if a process dies."""
-    progress = _Progress(sys.stderr, config.rounds, names, quiet)
-    deadline = time.monotonic() + config.timeout
-    while True:
-        summary = client.get(f"/v1/runs/{run_id}").json()
-        rounds = client.get(f"/v1/runs/{run_id}/rounds").json()
-        closed = [r for r in rounds if r["status"] == "closed"]
-        open_rounds = [r for r in rounds if r["status"] == "open"]
-        progress.update(closed, open_rounds[0] if open_rounds else None)
-        if summary["status"] == "finished":
-            return dict(summary)
-        if summary["status"] in ("failed", "cancelled"):  # cancelled from another shell
-            raise UserError(f"the run {summary['status']}: {summary.get('reason')}")
-        problem = processes.failed()
-        if problem is not None:
-            raise UserError(problem)
-        if time.monotonic() > deadline:
-            raise UserError(f"the run did not finish within {config.timeout:.0f} s")
-        time.sleep(0.1)
-
-
-def _forecast(client: httpx.Client, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """The run's summary once its background forecast is stored (or FORECAST_TIMEOUT)."""
-    deadline = time.monotonic() + FORECAST_TIMEOUT
-    while "forecast" in summary.get("pending", []) and time.monotonic() < deadline:
-        time.sleep(0.05)
-        summary = client.get(f"/v1/runs/{run_id}").json()
-    return summary
+    """What the demo found, before the coordinator's forecast and confidence region: the
+    run's parameters, its estimates' errors per round and the baselines'."""
+    model = get_model(config.model)
+    assert data.beta_star is not None
+    betas = [np.array(b) for b in trajectory]
+    errors = [model.error(b, data.beta_star) for b in betas[1:]]
+    return {
+        "model": config.model,
+        "mechanism": config.mechanism,
+        "n": config.records,
+        "d": config.d,
+        "rounds": config.rounds,
+        "epsilon": config.epsilon,
+        "delta": delta,
+        "beta": betas[-1].tolist(),
+        "beta_star": data.beta_star.tolist(),
+        "errors": errors,
+        "error": errors[-1] if errors else None,
+        "trivial_error": float(np.linalg.norm(data.beta_star)),
+        "baselines": {name: b["error"] for name, b in baselines.items()},
+        "baseline_errors": {name: b["errors"] for name, b in baselines.items()},
+    }
 
 
 def _baselines(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -30,6 +30,9 @@ __all__ = [
     "HOST",
     "ProcessFailed",
     "Processes",
+    "Running",
+    "agent_command",
+    "coordinator_command",
     "free_port",
     "start_agent",
     "start_coordinator",
@@ -38,6 +41,22 @@ __all__ = [
 
 HOST = "127.0.0.1"
 Child = subprocess.Popen[bytes]
+
+
+class Running(Protocol):
+    """What the manager needs of a child: a ``Child``, or one started otherwise (the
+    demo forks its coordinator and agents from its own interpreter, ``ldpem.forkstart``)."""
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 class ProcessFailed(RuntimeError):
@@ -81,8 +100,8 @@ class Processes:
         logs.mkdir(parents=True, exist_ok=True)
         self.env = dict(env or {})
         self.cwd = cwd
-        self.children: list[tuple[str, Child]] = []
-        self._log_paths: dict[Child, Path] = {}
+        self.children: list[tuple[str, Running]] = []
+        self._log_paths: dict[Running, Path] = {}
         #: Token files of the agents (``start_agent``), removed by ``stop``.
         self.secrets: list[Path] = []
 
@@ -100,12 +119,7 @@ class Processes:
     def start(self, name: str, *args: str, env: Mapping[str, str | None] | None = None) -> Child:
         """Start ``python -m ldpem ARGS`` as ``name`` (its log: ``<logs>/<name>.log``);
         ``env`` is laid over the manager's (None removes a variable)."""
-        environment = dict(os.environ)
-        for key, value in {**self.env, **(env or {})}.items():
-            if value is None:
-                environment.pop(key, None)
-            else:
-                environment[key] = value
+        environment = self.environment(env)
         path = self.logs / f"{name}.log"
         with path.open("ab") as log:
             child = subprocess.Popen(
@@ -116,11 +130,27 @@ class Processes:
                 cwd=self.cwd,
                 start_new_session=True,
             )
-        self.children.append((name, child))
-        self._log_paths[child] = path
+        self.adopt(name, child, path)
         return child
 
-    def log(self, child: Child) -> str:
+    def environment(self, env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+        """A child's environment: this process's, with the manager's ``env`` and then
+        ``env`` laid over it (None removes a variable)."""
+        environment = dict(os.environ)
+        for key, value in {**self.env, **(env or {})}.items():
+            if value is None:
+                environment.pop(key, None)
+            else:
+                environment[key] = value
+        return environment
+
+    def adopt(self, name: str, child: Running, log: Path) -> None:
+        """Manage ``child``, started otherwise, as ``name`` logging to ``log``: it is
+        checked, waited for and stopped like the children ``start`` starts."""
+        self.children.append((name, child))
+        self._log_paths[child] = log
+
+    def log(self, child: Running) -> str:
         """Everything the child (and earlier children of the same name) wrote."""
         return self._log_paths[child].read_text(errors="replace")
 
@@ -143,7 +173,7 @@ class Processes:
                     child.wait(max(0.1, deadline - time.monotonic()))
         return all(child.poll() is not None for name, child in self.children if name in names)
 
-    def wait_healthy(self, child: Child, url: str, *, timeout: float, **client: Any) -> None:
+    def wait_healthy(self, child: Running, url: str, *, timeout: float, **client: Any) -> None:
         """Poll ``GET url/healthz`` until it answers 200; ``ProcessFailed`` if ``child``
         exits first (with its last log line) or after ``timeout`` seconds. ``client``:
         options of ``httpx.Client`` (``verify`` for TLS)."""
@@ -193,24 +223,27 @@ def start_coordinator(
     ``state`` and the extra ``args``; returns (process, base URL) once it is healthy, or at
     once with ``wait=False`` (then call ``Processes.wait_healthy`` before using it).
     ``client``: options of ``httpx.Client`` for the health check (``verify`` for TLS)."""
-    port = free_port() if port is None else port
-    tls = "--tls-cert" in args
-    url = f"{'https' if tls else 'http'}://{HOST}:{port}"
-    child = processes.start(
-        name,
-        "coordinator",
-        "--port",
-        str(port),
-        "--state",
-        str(state),
-        "--log-level",
-        log_level,
-        *args,
-        env=env,
-    )
+    command, url = coordinator_command(state=state, port=port, args=args, log_level=log_level)
+    child = processes.start(name, *command, env=env)
     if wait:
         processes.wait_healthy(child, url, timeout=timeout, **client)
     return child, url
+
+
+def coordinator_command(
+    *,
+    state: Path,
+    port: int | None = None,
+    args: Collection[str] = (),
+    log_level: str = "warning",
+) -> tuple[list[str], str]:
+    """The arguments of ``ldpem coordinator`` on ``port`` (default: a free one) with its
+    state in ``state`` and the extra ``args``, and its base URL."""
+    port = free_port() if port is None else port
+    tls = "--tls-cert" in args
+    url = f"{'https' if tls else 'http'}://{HOST}:{port}"
+    command = ["coordinator", "--port", str(port), "--state", str(state)]
+    return [*command, "--log-level", log_level, *args], url
 
 
 def start_agent(
@@ -231,27 +264,40 @@ def start_agent(
     (budget, seed, …). The token goes in a file only this user can read,
     ``<logs>/<name>.token``, not on the command line, as a hospital would keep it; ``stop``
     removes it."""
+    command = agent_command(
+        processes,
+        name,
+        url=url,
+        token=token,
+        model=model,
+        data=data,
+        state=state,
+        args=args,
+        log_level=log_level,
+    )
+    return processes.start(name, *command, env=env)
+
+
+def agent_command(
+    processes: Processes,
+    name: str,
+    *,
+    url: str,
+    token: str,
+    model: str,
+    data: Path | str,
+    state: Path | str,
+    args: Collection[str] = (),
+    log_level: str = "warning",
+) -> list[str]:
+    """The arguments of ``ldpem client`` as ``start_agent`` starts it, once its token is in
+    ``<logs>/<name>.token`` (mode 600; ``processes.stop`` removes it)."""
     token_file = (processes.logs / f"{name}.token").absolute()
     token_file.unlink(missing_ok=True)
     descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:
         out.write(token)
     processes.secrets.append(token_file)
-    return processes.start(
-        name,
-        "client",
-        "--coordinator",
-        url,
-        "--token-file",
-        str(token_file),
-        "--model",
-        model,
-        "--data",
-        str(data),
-        "--state",
-        str(state),
-        "--log-level",
-        log_level,
-        *args,
-        env=env,
-    )
+    command = ["client", "--coordinator", url, "--token-file", str(token_file)]
+    command += ["--model", model, "--data", str(data), "--state", str(state)]
+    return [*command, "--log-level", log_level, *args]

@@ -184,6 +184,7 @@ def test_bench_predictions_quick() -> None:
     assert {"forecast", "floor", "forecast_ready"} <= result["create"]["wall_s"].keys()
     assert result["plan"]["values"] > 0 and result["plan"]["floor_s"] > 0
     assert result["demo"]["demo_over_floor"] > 0
+    assert result["demo"]["demo_over_floor_shown"] > 0
 
 
 def test_bench_secagg_graph_round_quick() -> None:

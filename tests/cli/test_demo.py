@@ -18,9 +18,14 @@ import pytest
 from ldpem.commands.demo import print_summary
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
-from ldpem.common.planning.confidence import DEFAULT_DRAWS
 from ldpem.common.planning.study import Dataset
-from ldpem.demo import DEMO_FORECAST_SEEDS, DemoConfig, _baselines, demo_hospital_sizes
+from ldpem.demo import (
+    DEMO_CONFIDENCE_DRAWS,
+    DEMO_FORECAST_SEEDS,
+    DemoConfig,
+    _baselines,
+    demo_hospital_sizes,
+)
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -35,6 +40,22 @@ def processes_mentioning(text: str) -> list[int]:
         except OSError:
             continue
         if text in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def in_sessions(sessions: set[int]) -> list[int]:
+    """Pids of live processes in any of ``sessions`` (whatever their command line: a
+    coordinator's pool workers and their fork server too)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[4]) in sessions:
             found.append(int(entry.name))
     return found
 
@@ -154,9 +175,9 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert forecast["seeds"] == DEMO_FORECAST_SEEDS
     assert forecast["mean"] == payload["expected_error"]
     assert forecast["low"] <= forecast["mean"] <= forecast["high"]
-    # The coordinator's confidence region of the estimate (its default draws).
+    # The coordinator's confidence region of the estimate, from the demo's draws.
     confidence = payload["confidence"]
-    assert confidence["draws"] == DEFAULT_DRAWS and confidence["radius"] > 0
+    assert confidence["draws"] == DEMO_CONFIDENCE_DRAWS and confidence["radius"] > 0
     assert len(confidence["low"]) == len(confidence["high"]) == 10
     assert json.loads((workdir / "result.json").read_text())["confidence"] == confidence
     assert (workdir / "convergence.png").stat().st_size > 1000
@@ -194,7 +215,11 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
                 break
             assert demo.poll() is None, demo.communicate()[1]
             time.sleep(0.1)
-        assert len(processes_mentioning(str(workdir))) >= 4
+        children = set(processes_mentioning(str(workdir))) - {demo.pid}
+        assert len(children) >= 4
+        # Each child leads a session of its own, with what it started.
+        sessions = {os.getsid(pid) for pid in children} - {os.getsid(demo.pid)}
+        assert len(sessions) >= 4
         demo.send_signal(signal.SIGINT)
         _, stderr = demo.communicate(timeout=60)
     finally:
@@ -205,6 +230,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     time.sleep(0.5)
     assert processes_mentioning(str(workdir)) == []
+    assert in_sessions(sessions) == []
 
 
 @pytest.mark.parametrize(
