@@ -18,7 +18,9 @@ so K = 1000 costs seconds, not the 1000 holders' minutes.
 
 cpu_s is time.process_time() of the holder's four calls only (median of --repeats);
 sent/received are the bytes of the messages' JSON (to_dict, compact), as the
-coordinator's HTTP API will carry them, without HTTP overhead. No timing is asserted
+coordinator's HTTP API will carry them, without HTTP overhead; received_gzip_bytes are
+the same responses as they travel to a client that accepts gzip (the coordinator gzips a
+response of at least GZIP_MINIMUM_BYTES at GZIP_LEVEL, ldpem.server.app). No timing is asserted
 anywhere; the issue's goal is under 1 s of CPU per holder and round at K = 1000.
 
 --graph K … (``graph_row``): one holder under SecAgg+ (docs/SECAGG_GRAPH.md) at the default
@@ -31,8 +33,9 @@ in proportion drop before their masked input; the consistency check names S over
 (a bitmap), and the unmasking request carries what ``Aggregator.unmask_requests`` gives
 a holder: the signatures of its masking neighbours and of τ committee members, and its
 dropped neighbours. Bytes are the messages' compact JSON, each message also on its own
-(``sent_by_message``, ``received_by_message``). The roster's lookups are built before the
-timing (once per agent process; ``roster_warm_up_cpu_s``). Not measured: the
+(``sent_by_message``, ``received_by_message``, ``received_gzip_by_message``). The
+roster's lookups are built before the timing (once per agent process;
+``roster_warm_up_cpu_s``). Not measured: the
 coordinator's side, and any HTTP overhead.
 
 --processes K (``processes_round``): a real ``ldpem coordinator`` and K ``ldpem client``
@@ -48,6 +51,7 @@ the opening of round 1 (per later round), and the agents' from their launch to t
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -95,6 +99,7 @@ from ldpem.common.secagg.graph_parameters import graph_parameters
 from ldpem.common.secagg.messages import KeyAdvertisement, sign_advertisement
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
 from ldpem.processes import start_agent
+from ldpem.server.app import GZIP_LEVEL, GZIP_MINIMUM_BYTES
 
 RUN = "bench"
 ME = "h000000"
@@ -108,6 +113,16 @@ def _x25519() -> tuple[X25519PrivateKey, bytes]:
 
 def _size(message: Any) -> int:
     return len(json.dumps(message.to_dict(), separators=(",", ":")))
+
+
+def _gzip_size(message: Any) -> int:
+    """The bytes of ``message``'s compact JSON as the coordinator's responses carry it:
+    gzip at the app's level when at least GZIP_MINIMUM_BYTES (ldpem.server.app), else as
+    it is."""
+    body = json.dumps(message.to_dict(), separators=(",", ":")).encode()
+    if len(body) < GZIP_MINIMUM_BYTES:
+        return len(body)
+    return len(gzip.compress(body, compresslevel=GZIP_LEVEL))
 
 
 def _timed(call: Callable[[], T]) -> tuple[T, float]:
@@ -199,6 +214,7 @@ def holder_round_cost(
         },
         "sent_bytes": sum(_size(m) for m in (own, shares, masked, signature, response)),
         "received_bytes": sum(_size(m) for m in (participants, bundle, check, request)),
+        "received_gzip_bytes": sum(_gzip_size(m) for m in (participants, bundle, check, request)),
     }
 
 
@@ -340,6 +356,8 @@ def graph_holder_round_cost(
         "received_bytes": sum(_size(m) for m in received.values()),
         "sent_by_message": {name: _size(m) for name, m in sent.items()},
         "received_by_message": {name: _size(m) for name, m in received.items()},
+        "received_gzip_bytes": sum(_gzip_size(m) for m in received.values()),
+        "received_gzip_by_message": {name: _gzip_size(m) for name, m in received.items()},
     }
 
 
@@ -525,7 +543,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"cpu {cpu['total']:6.3f}s (share {cpu['share_keys']:.3f}, mask "
                     f"{cpu['masked_input']:.3f}, unmask {cpu['unmask']:.3f})  "
                     f"sent {result['sent_bytes'] / 1024:8.1f} KiB  "
-                    f"received {result['received_bytes'] / 1024:8.1f} KiB",
+                    f"received {result['received_bytes'] / 1024:8.1f} KiB "
+                    f"(gzip {result['received_gzip_bytes'] / 1024:.1f})",
                     flush=True,
                 )
     for holders in args.graph:
@@ -534,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             cpu = result["cpu_s"]
             parts = result["received_by_message"].items()
+            zipped = result["received_gzip_by_message"].items()
             print(
                 f"K={holders:>6} graph k={result['neighbours']} t_k={result['t_min']} "
                 f"(m, tau)={tuple(result['committee'])} dropped={result['dropped']:>3}  cpu "
@@ -541,7 +561,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{cpu['share_keys']:.3f}, mask {cpu['masked_input']:.3f}, unmask "
                 f"{cpu['unmask']:.3f})  sent {result['sent_bytes'] / 1024:6.1f} KiB  "
                 f"received {result['received_bytes'] / 1024:6.1f} KiB "
-                f"({', '.join(f'{k} {v / 1024:.1f}' for k, v in parts)})",
+                f"({', '.join(f'{k} {v / 1024:.1f}' for k, v in parts)}); gzip "
+                f"{result['received_gzip_bytes'] / 1024:6.1f} KiB "
+                f"({', '.join(f'{k} {v / 1024:.1f}' for k, v in zipped)})",
                 flush=True,
             )
     if args.json:

@@ -391,7 +391,8 @@ class Aggregator(GraphRelay):
 
     def _combine(self, owner: str, kind: dealing.Kind, responders: list[str]) -> bytes | None:
         """The secret the shares of ``responders`` give if it matches ``owner``'s
-        commitment (seed commitment for b, s_pk for s_sk), else None."""
+        commitment (seed commitment for b, s_pk for s_sk), else None; for s_sk, the
+        X25519 private key's bytes (``dealing.masking_key_from_secret``)."""
         p = self.parameters
         try:
             shares = [
@@ -408,6 +409,10 @@ class Aggregator(GraphRelay):
             )
             matches = commitment == advertisement.seed_commitment
         else:
+            try:
+                secret = dealing.masking_key_from_secret(secret)
+            except ValueError:  # more than a clamped key's 251 bits: not a dealt key
+                return None
             private = X25519PrivateKey.from_private_bytes(secret)
             matches = x25519_public(private) == advertisement.masking_key
         return secret if matches else None

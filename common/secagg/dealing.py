@@ -20,13 +20,29 @@ The aggregator checks each reconstructed secret against its commitment; t_min sh
 all carry the dealer's valid signature yet give another secret were dealt wrong by the
 dealer, who is then named.
 
-b is 32 uniformly random bytes, so its commitment hides it (SHA-256 preimage resistance),
-and the signatures carry nothing about the share beyond what the share itself does.
+**What is dealt.** Shares live in GF(p), p = 2^255 − 19 (``shamir.py``), so each secret
+is dealt as a field element below p, 32 big-endian bytes:
+
+* the seed b is drawn uniformly below p (``new_seed``: ``secrets.randbelow(p)``), so it
+  carries log2(p) ≈ 255 bits of entropy (2^255 − 19 values, against 2^256 for 32 free
+  bytes: one bit less). It keys the self-mask's PRG through HKDF-SHA-256 (``masks.py``),
+  whose key is 256 bits: the PRG's security rests on the seed being unpredictable, and
+  255 bits is far beyond any search. Its commitment hides it (SHA-256 preimage
+  resistance) as before.
+* the masking key s_sk is an X25519 private key: any 32 bytes, which X25519 clamps
+  (RFC 7748 §5) to the scalar 2^254 + 8·k with k the 251 bits 3 … 253 of the
+  little-endian bytes; the other five bits are fixed and carry no secret. k < 2^251 < p is
+  what is dealt (``masking_key_secret``), and the rebuilt key 2^254 | k << 3
+  (``masking_key_from_secret``) is the clamped key, whose public key is the original's: X25519
+  keys have 251 bits of secret whichever way they are stored.
+
+The signatures carry nothing about a share beyond what the share itself does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,7 +50,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ldpem.common.secagg._encoding import binding
 from ldpem.common.secagg.keys import Roster
-from ldpem.common.secagg.shamir import SHARE_BYTES, Share, split_secret
+from ldpem.common.secagg.shamir import PRIME, SECRET_BYTES, SHARE_BYTES, Share, split_secret
 
 __all__ = [
     "COMMITMENT_BYTES",
@@ -43,6 +59,9 @@ __all__ = [
     "Kind",
     "ShareLabel",
     "deal",
+    "masking_key_from_secret",
+    "masking_key_secret",
+    "new_seed",
     "open_pair",
     "seed_commitment",
     "share_value",
@@ -59,8 +78,37 @@ _SIGNATURE_BYTES = 64
 SIGNED_SHARE_BYTES = SHARE_BYTES + _SIGNATURE_BYTES
 #: A seed commitment (SHA-256).
 COMMITMENT_BYTES = 32
+#: The free bits of a clamped X25519 scalar 2^254 + 8·k (RFC 7748 §5).
+_KEY_BITS = 251
+#: The length of an X25519 private key.
+_KEY_BYTES = 32
 _SHARE = "ldpem secagg dealt share v1"
 _COMMITMENT = "ldpem secagg seed commitment v1"
+
+
+def new_seed() -> bytes:
+    """A fresh self-mask seed b: uniform below the field's prime, SECRET_BYTES big-endian
+    bytes (from ``secrets``)."""
+    return secrets.randbelow(PRIME).to_bytes(SECRET_BYTES, "big")
+
+
+def masking_key_secret(private_key: bytes) -> bytes:
+    """The secret dealt for the X25519 private key ``private_key`` (32 bytes): its clamped
+    scalar's free bits k = (key >> 3) mod 2^251 (key read little-endian), as SECRET_BYTES
+    big-endian bytes."""
+    if len(private_key) != _KEY_BYTES:
+        raise ValueError(f"an X25519 private key is {_KEY_BYTES} bytes, got {len(private_key)}")
+    k = (int.from_bytes(private_key, "little") >> 3) % (1 << _KEY_BITS)
+    return k.to_bytes(SECRET_BYTES, "big")
+
+
+def masking_key_from_secret(secret: bytes) -> bytes:
+    """The clamped X25519 private key 2^254 | k << 3 (32 bytes, little-endian) of the
+    dealt secret k; ValueError unless ``secret`` is SECRET_BYTES bytes holding k < 2^251."""
+    k = int.from_bytes(secret, "big")
+    if len(secret) != SECRET_BYTES or k >> _KEY_BITS:
+        raise ValueError(f"a dealt masking key is {_KEY_BITS} bits in {SECRET_BYTES} bytes")
+    return ((1 << 254) | k << 3).to_bytes(_KEY_BYTES, "little")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,14 +173,16 @@ def deal(
     round_: int,
     dealer: str,
 ) -> dict[str, bytes]:
-    """``dealer``'s fresh ``threshold``-of-n Shamir shares of its seed b and its masking
-    key s_sk at the x-coordinates ``xs`` (name → roster position): for each name, its
-    signed share of b then of s_sk (2 · SIGNED_SHARE_BYTES), what is sealed to it."""
+    """``dealer``'s fresh ``threshold``-of-n Shamir shares of its seed b (below the prime,
+    ``new_seed``) and its masking key s_sk (the raw X25519 private key, dealt as
+    ``masking_key_secret``) at the x-coordinates ``xs`` (name → roster position): for
+    each name, its signed share of b then of s_sk (2 · SIGNED_SHARE_BYTES), what is
+    sealed to it."""
     commitment = seed_commitment(seed, run_id=run_id, round_=round_, holder=dealer)
     names = list(xs)
     points = [xs[n] for n in names]
     seeds = split_secret(seed, threshold, points)
-    keys = split_secret(masking_key, threshold, points)
+    keys = split_secret(masking_key_secret(masking_key), threshold, points)
     out = {}
     for name, *pair in zip(names, seeds, keys, strict=True):
         out[name] = b"".join(

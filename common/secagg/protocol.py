@@ -10,7 +10,7 @@ them. One ``Holder`` and one ``Aggregator`` serve one round; every round draws f
 Phases (U1 ⊇ U2 ⊇ S: holders still present at each step)::
 
     1 advertise keys  holder: fresh X25519 pairs c (encryption) and s (masking), a fresh
-                      32-byte self-mask seed b; KeyAdvertisement(c_pk, s_pk, H(b), run,
+                      self-mask seed b < 2^255 − 19; KeyAdvertisement(c_pk, s_pk, H(b), run,
                       round, K, t_min, bits, roster digest) signed with its roster key.
                       aggregator: ParticipantList of the advertisements (U1, ≥ t_min).
     2 share keys      holder: checks every advertisement (below); t_min-of-|U1| Shamir
@@ -145,7 +145,7 @@ class Holder:
         self._neighbours = None if self.graph is None else self.graph.neighbours(name)
         self._encryption, _ = _new_x25519_key()
         self._masking, self._masking_raw = _new_x25519_key()
-        self._seed = secrets.token_bytes(32)
+        self._seed = dealing.new_seed()  # below the field's prime: dealt as it is
         self._signing_key = signing_key  # also signs every share it deals (dealing.py)
         self._advertisement = messages.sign_advertisement(
             signing_key,

@@ -1,4 +1,4 @@
-"""t-of-n Shamir secret sharing over the prime field GF(2^521 − 1).
+"""t-of-n Shamir secret sharing over the prime field GF(2^255 − 19).
 
 A secret s is the constant term of a random polynomial f of degree t − 1 over the field;
 share i is (x_i, f(x_i)). Any t shares determine f, hence s = f(0) (Lagrange interpolation
@@ -8,9 +8,13 @@ small field).
 
 Why this field and this code rather than a library:
 
-* The secrets are 32 bytes (a self-mask seed, an X25519 private key), so the field must
-  hold every 256-bit number as one element. 2^521 − 1 is a Mersenne prime, known prime
-  without a primality test of our own, and large enough; a share is 66 bytes.
+* The secrets (a self-mask seed, an X25519 private key) have at most 255 bits of entropy
+  and are encoded as field elements below the prime (``common/secagg/dealing.py``: the
+  seed is drawn uniformly below it, the key's 251 free bits are shared). p = 2^255 − 19
+  is Curve25519's field prime, known prime without a primality test of our own, and a
+  share is 32 bytes: half the 66 bytes of the Mersenne prime 2^521 − 1 used before, which
+  held any 256-bit string (every holder receives and reveals a share per neighbour and
+  kind: the field sets most of a holder's bytes per round, docs/SECAGG_GRAPH.md).
 * pycryptodome's ``Shamir`` works in GF(2^128), i.e. on 16-byte secrets: a 32-byte secret
   would be split in two halves shared separately, it produces shares at x = 1..n only
   (our x-coordinates are roster positions, a subset of them), and it would add a
@@ -41,9 +45,10 @@ __all__ = [
     "split_secret",
 ]
 
-#: The field's modulus: the Mersenne prime 2^521 − 1.
-PRIME = (1 << 521) - 1
-#: The secrets shared here (seeds and X25519 private keys).
+#: The field's modulus: Curve25519's field prime 2^255 − 19.
+PRIME = (1 << 255) - 19
+#: The secrets shared here (seeds and encoded X25519 private keys): big-endian field
+#: elements, below PRIME.
 SECRET_BYTES = 32
 #: A share's value, big-endian: enough bytes for any field element.
 SHARE_BYTES = (PRIME.bit_length() + 7) // 8
@@ -168,16 +173,14 @@ def combine(shares: Sequence[Share], threshold: int, *, prime: int = PRIME) -> i
 
 
 def split_secret(secret: bytes, threshold: int, xs: Sequence[int]) -> list[Share]:
-    """Shares of a SECRET_BYTES-byte secret (as a big-endian field element)."""
+    """Shares of a SECRET_BYTES-byte secret, a big-endian field element (ShamirError if
+    it is PRIME or more)."""
     if len(secret) != SECRET_BYTES:
         raise ShamirError(f"a secret is {SECRET_BYTES} bytes, got {len(secret)}")
     return split(int.from_bytes(secret, "big"), threshold, xs)
 
 
 def combine_secret(shares: Sequence[Share], threshold: int) -> bytes:
-    """The SECRET_BYTES-byte secret of ``shares`` (ShamirError if they give a field
-    element that is not one: wrong shares)."""
-    value = combine(shares, threshold)
-    if value >> (8 * SECRET_BYTES):
-        raise ShamirError(f"the shares do not give a {SECRET_BYTES}-byte secret")
-    return value.to_bytes(SECRET_BYTES, "big")
+    """The SECRET_BYTES-byte secret of ``shares`` (every field element is one: whether it
+    is the dealer's is for its commitment to say, ``dealing.py``)."""
+    return combine(shares, threshold).to_bytes(SECRET_BYTES, "big")

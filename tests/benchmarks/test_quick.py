@@ -87,6 +87,8 @@ def test_bench_secagg_quick() -> None:
     for row in result["rows"]:
         assert {"advertise", "share_keys", "masked_input", "unmask", "total"} <= row["cpu_s"].keys()
         assert row["sent_bytes"] > 0 and row["received_bytes"] > 0
+        # gzip gives back most of base64's third (the coordinator's responses, app.py).
+        assert 0.6 * row["received_bytes"] < row["received_gzip_bytes"] < row["received_bytes"]
         assert row["t_min"] > row["holders"] // 2
 
 
@@ -107,6 +109,10 @@ def test_bench_secagg_graph_quick() -> None:
     assert sum(received.values()) == graph["received_bytes"] > 0
     assert sum(graph["sent_by_message"].values()) == graph["sent_bytes"] > 0
     assert received["consistency_check"] < 120  # S as ⌈300/8⌉ bytes, not ~270 names
+    zipped = graph["received_gzip_by_message"]
+    assert sum(zipped.values()) == graph["received_gzip_bytes"] < graph["received_bytes"]
+    assert zipped["consistency_check"] == received["consistency_check"]  # under the minimum
+    assert zipped["share_bundle"] < 0.85 * received["share_bundle"]  # base64 of ciphertexts
 
 
 def test_bench_secagg_http_quick() -> None:

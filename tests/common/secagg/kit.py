@@ -32,7 +32,7 @@ from ldpem.common.secagg import (
     minimum_t_min,
     public_key_bytes,
 )
-from ldpem.common.secagg.dealing import Kind
+from ldpem.common.secagg.dealing import Kind, masking_key_secret
 from ldpem.common.secagg.shamir import PRIME, split_secret
 
 RUN = "run-7f3a"
@@ -210,7 +210,7 @@ def dealing_wrong(monkeypatch: pytest.MonkeyPatch, holder: Holder, kind: Kind) -
     values of its shares to the first two holders in name order are moved (signed as
     usual, so no responder can be blamed for them)."""
     honest = split_secret
-    secret = holder._seed if kind == "b" else holder._masking_raw
+    secret = holder._seed if kind == "b" else masking_key_secret(holder._masking_raw)
 
     def split(value: bytes, threshold: int, xs: Any) -> Any:
         shares = honest(value, threshold, xs)

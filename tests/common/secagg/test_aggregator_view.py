@@ -29,6 +29,7 @@ from ldpem.common.secagg import (
     UnmaskResponse,
 )
 from ldpem.common.secagg.channel import channel_secret, open_sealed
+from ldpem.common.secagg.dealing import masking_key_from_secret
 from ldpem.common.secagg.keys import encode_public_key
 from ldpem.common.secagg.masks import (
     Vector,
@@ -105,7 +106,8 @@ class View:
             if kind == "b":
                 self.seeds[owner] = secret
             else:
-                self.keys[owner] = X25519PrivateKey.from_private_bytes(secret)
+                raw = masking_key_from_secret(secret)  # the 251 bits dealt: a clamped key
+                self.keys[owner] = X25519PrivateKey.from_private_bytes(raw)
 
     def pair_mask(self, target: str, peer: str) -> Vector | None:
         """±PRG(s_uv) as ``target`` added it, if the attacker holds either private key."""

@@ -35,6 +35,7 @@ from ldpem.common.secagg import (
     UnmaskResponse,
 )
 from ldpem.common.secagg.consistency import sign_survivors
+from ldpem.common.secagg.dealing import masking_key_from_secret
 from ldpem.common.secagg.masks import Vector, pairwise_mask, self_mask, subtract
 from ldpem.common.secagg.shamir import SHARE_BYTES, Share, combine_secret
 from tests.common.secagg.kit import RUN, Consortium
@@ -164,7 +165,8 @@ class Attack:
                 )
         if len(found) < self.parameters.t_min:
             return None
-        return combine_secret(list(found.values()), self.parameters.t_min)
+        secret = combine_secret(list(found.values()), self.parameters.t_min)
+        return secret if kind == "b" else masking_key_from_secret(secret)
 
     def unmasked(self) -> list[int] | None:
         """x_u from y_u and the gathered secrets, or None when they do not suffice."""

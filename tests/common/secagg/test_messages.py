@@ -51,7 +51,9 @@ def test_every_message_survives_json(done: Round) -> None:
 def test_the_sizes_are_fixed_by_k(done: Round) -> None:
     shares = done.aggregator.encrypted_shares["h00"]
     assert set(shares.ciphertexts) == {"h01", "h02", "h03", "h04"}
-    assert all(len(c) == CIPHERTEXT_BYTES == 288 for c in shares.ciphertexts.values())
+    # Nonce, two signed shares (a 32-byte value of GF(2^255 − 19) and a 64-byte signature
+    # each), tag.
+    assert all(len(c) == CIPHERTEXT_BYTES == 220 for c in shares.ciphertexts.values())
     response = done.responses["h00"]
     assert set(response.self_mask_shares) == {"h00", "h01", "h02", "h04"}
     assert set(response.key_shares) == {"h03"}
@@ -109,7 +111,7 @@ def test_malformed_lists_and_maps_are_refused(done: Round) -> None:
     refused(
         ShareBundle,
         changed(bundle, ciphertexts={some: bundle["ciphertexts"][some][:-4]}),
-        f"share bundle: the entry '{some}' of 'ciphertexts' is not base64 text of 288 bytes",
+        f"share bundle: the entry '{some}' of 'ciphertexts' is not base64 text of 220 bytes",
     )
     refused(
         ShareBundle,
@@ -124,7 +126,7 @@ def test_malformed_lists_and_maps_are_refused(done: Round) -> None:
     refused(
         UnmaskResponse,
         changed(response, key_shares={"h03": "AAAA"}),
-        "unmasking response: the entry 'h03' of 'key_shares' is not base64 text of 130 bytes",
+        "unmasking response: the entry 'h03' of 'key_shares' is not base64 text of 96 bytes",
     )
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ldpem.common.secagg.shamir import (
     PRIME,
+    SECRET_BYTES,
     SHARE_BYTES,
     ShamirError,
     Share,
@@ -24,17 +25,17 @@ from ldpem.common.secagg.shamir import (
 )
 
 
-def test_the_field_is_the_mersenne_prime_2_521_minus_1() -> None:
-    assert PRIME == 2**521 - 1
-    assert SHARE_BYTES == 66
-    # Fermat's test for a few bases: a sanity check of the constant, not a proof (M521 is
-    # a known Mersenne prime).
+def test_the_field_is_curve25519s_prime_2_255_minus_19() -> None:
+    assert PRIME == 2**255 - 19
+    assert SHARE_BYTES == SECRET_BYTES == 32
+    # Fermat's test for a few bases: a sanity check of the constant, not a proof (2^255 − 19
+    # is Curve25519's field prime, RFC 7748).
     assert all(pow(a, PRIME - 1, PRIME) == 1 for a in (2, 3, 5, 7, 11))
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    secret=st.binary(min_size=32, max_size=32),
+    secret=st.integers(0, PRIME - 1).map(lambda v: v.to_bytes(32, "big")),
     threshold=st.integers(1, 6),
     extra=st.integers(0, 5),
     data=st.data(),
@@ -132,11 +133,15 @@ def test_malformed_shares_are_refused(bad: Share) -> None:
         combine([bad, good[0]], 2)
 
 
-def test_share_bytes_must_have_their_length() -> None:
-    with pytest.raises(ShamirError, match="66 bytes, got 65"):
-        Share.from_bytes(1, bytes(65))
-    with pytest.raises(ShamirError):
-        Share.from_bytes(1, b"\xff" * 66)  # ≥ PRIME
+def test_share_bytes_must_have_their_length_and_be_below_the_prime() -> None:
+    with pytest.raises(ShamirError, match="32 bytes, got 31"):
+        Share.from_bytes(1, bytes(31))
+    with pytest.raises(ShamirError, match="32 bytes, got 66"):
+        Share.from_bytes(1, bytes(66))  # a share of the former field GF(2^521 − 1)
+    for too_large in (PRIME, PRIME + 1, 2**256 - 1):
+        with pytest.raises(ShamirError, match=r"in \[0, prime\)"):
+            Share.from_bytes(1, too_large.to_bytes(32, "big"))
+    assert Share.from_bytes(1, (PRIME - 1).to_bytes(32, "big")).y == PRIME - 1
     share = split(42, 1, [9])[0]
     assert Share.from_bytes(9, share.y_bytes()) == share
 
@@ -151,10 +156,12 @@ def test_an_altered_extra_share_is_detected() -> None:
         combine([*shares[:3], foreign], 3)
 
 
-def test_wrong_shares_do_not_pass_as_a_32_byte_secret() -> None:
-    shares = split(PRIME - 1, 2, [1, 2])
-    with pytest.raises(ShamirError, match="do not give a 32-byte secret"):
-        combine_secret(shares, 2)
+def test_a_secret_must_be_32_bytes_below_the_prime() -> None:
+    largest = (PRIME - 1).to_bytes(32, "big")
+    assert combine_secret(split_secret(largest, 2, [1, 2]), 2) == largest
+    for outside in (PRIME, 2**256 - 1):
+        with pytest.raises(ShamirError, match="the secret must be a field element"):
+            split_secret(outside.to_bytes(32, "big"), 2, [1, 2])
     with pytest.raises(ShamirError, match="a secret is 32 bytes"):
         split_secret(bytes(31), 2, [1, 2])
 

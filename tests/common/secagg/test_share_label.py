@@ -3,7 +3,9 @@ the code of cee17d4 (``dealing._signed_bytes`` and ``dealing.sign_share`` taking
 six fields one by one) and pinned here, so that a change in how the label is passed cannot
 change what is signed. A share signed by an agent of one version must verify at an
 aggregator of the other (Ed25519 signatures are deterministic, RFC 8032: the same key and
-message give the same signature)."""
+message give the same signature). The pinned value is 66 bytes, a share of the old field
+GF(2^521 − 1); shares are now 32 bytes (GF(2^255 − 19)) and are signed with the same
+binding, which the second test spells out part by part."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from ldpem.common.secagg import Roster, dealing, public_key_bytes
 from ldpem.common.secagg.shamir import SHARE_BYTES
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
-VALUE = bytes(range(100, 100 + SHARE_BYTES))
+#: A 66-byte value, as the shares of cee17d4's field were.
+VALUE = bytes(range(100, 166))
 LABEL = dealing.ShareLabel(
     run_id="run-7",
     round_=3,
@@ -44,10 +47,20 @@ SIGNED_SHARE = (
 
 def test_the_signed_bytes_of_a_share_are_those_of_cee17d4() -> None:
     assert LABEL.signed_bytes(VALUE).hex() == SIGNED_BYTES
+    assert (VALUE + KEY.sign(LABEL.signed_bytes(VALUE))).hex() == SIGNED_SHARE
 
 
-def test_a_share_is_signed_and_opened_as_by_cee17d4() -> None:
-    signed = dealing.sign_share(KEY, VALUE, LABEL)
-    assert signed.hex() == SIGNED_SHARE
+def _part(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data
+
+
+def test_a_share_of_todays_field_is_signed_over_the_same_binding() -> None:
+    value = bytes(range(200, 200 + SHARE_BYTES))
+    parts = (b"ldpem secagg dealt share v1", b"run-7", b"3", b"h00", b"h01", b"s")
+    expected = b"".join(map(_part, (*parts, LABEL.commitment, value)))
+    assert LABEL.signed_bytes(VALUE) == b"".join(map(_part, (*parts, LABEL.commitment, VALUE)))
+    assert LABEL.signed_bytes(value) == expected
+    signed = dealing.sign_share(KEY, value, LABEL)
+    assert signed == value + KEY.sign(expected)
     roster = Roster({"h00": public_key_bytes(KEY)})
-    assert dealing.share_value(roster, bytes.fromhex(SIGNED_SHARE), LABEL) == VALUE
+    assert dealing.share_value(roster, signed, LABEL) == value
