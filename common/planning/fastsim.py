@@ -71,7 +71,16 @@ from ldpem.common.protocol import (
     study_tau,
 )
 
-__all__ = ["BATCH", "FastRun", "fast_path", "final_errors", "final_estimates", "runs", "simulate"]
+__all__ = [
+    "BATCH",
+    "FastRun",
+    "fast_path",
+    "final_errors",
+    "final_errors_by_rule",
+    "final_estimates",
+    "runs",
+    "simulate",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -194,6 +203,19 @@ def simulate(
     model = get_model(study.model)
     if not fast_path(study):
         return _reference(study, model, beta_star, beta0)
+    betas, variances, star = _trajectory(study, model, beta_star, beta0)
+    final = final_estimate(
+        betas, variances, final=study.final, sign_invariant=model.sign_invariant
+    ).beta
+    return FastRun(final, star, _error(model, final, star))
+
+
+def _trajectory(
+    study: Study, model: Model, beta_star: ArrayLike | None, beta0: ArrayLike | None
+) -> tuple[list[FloatArray], list[float], FloatArray]:
+    """The iterates β⁰ … β^T of a fast-path run of ``study`` (``simulate``), each round's
+    noise variance v_t and β*: everything a reported estimate (``final_estimate``) is
+    computed from, whatever ``study.final`` is (it draws nothing)."""
     rng = study_rng(study.seed)
     d = study.d
     missing = study.missing if study.missing is not None else _model_missing(model)
@@ -217,7 +239,7 @@ def simulate(
     plans = study_mechanisms(study, sizes, d=d, delta=delta, tau=tau)
     per_round = np.array([round_sizes(size, study.rounds, study.schedule) for size in sizes]).T
     betas = [beta]
-    variances = []
+    variances: list[float] = []
     for plan, counts in zip(plans, per_round, strict=True):
         if not np.all(np.isfinite(beta)):
             raise ValueError("beta must be finite, got NaN or inf")
@@ -230,10 +252,7 @@ def simulate(
         declared = [report_noise_std(m) for m in plan.holders]
         variances.append(round_noise_variance(plan.holders[0], counts, declared, plan.central))
         betas.append(beta)
-    final = final_estimate(
-        betas, variances, final=study.final, sign_invariant=model.sign_invariant
-    ).beta
-    return FastRun(final, star, _error(model, final, star))
+    return betas, variances, star
 
 
 def _model_missing(model: Model) -> float:
@@ -332,3 +351,27 @@ def final_errors(study: Study, seeds: Sequence[int]) -> FloatArray:
     sign symmetry; +inf for a run that diverged), shape (len(seeds),), the runs in this
     process at each seed's own β* (``runs`` takes an executor, β* or β⁰ when needed)."""
     return np.array([run.error for run in runs(study, seeds)], dtype=np.float64)
+
+
+def final_errors_by_rule(study: Study, seeds: Sequence[int], finals: Sequence[str]) -> FloatArray:
+    """``final_errors`` of ``study`` with each reported estimate of ``finals`` in its place,
+    shape (len(finals), len(seeds)): row j is ``final_errors(replace(study, final=finals[j]),
+    seeds)`` number for number. On the fast path each seed's run is simulated once and
+    every final rule computed from its iterates (the rule draws nothing and does not change
+    the run); off it, each rule's runs are ``run_study``'s."""
+    for final in finals:
+        check_study(replace(study, final=final), synthetic=True)
+    model = get_model(study.model)
+    if not fast_path(study):
+        rows = [final_errors(replace(study, final=final), seeds) for final in finals]
+        return np.array(rows, dtype=np.float64).reshape(len(finals), len(seeds))
+    check_study(study, synthetic=True)
+    errors = np.empty((len(finals), len(seeds)))
+    for column, seed in enumerate(seeds):
+        betas, variances, star = _trajectory(replace(study, seed=int(seed)), model, None, None)
+        for row, final in enumerate(finals):
+            estimate = final_estimate(
+                betas, variances, final=final, sign_invariant=model.sign_invariant
+            ).beta
+            errors[row, column] = _error(model, estimate, star)
+    return errors

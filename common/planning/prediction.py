@@ -45,7 +45,8 @@ from ldpem.common.core._validation import check_count, check_positive
 from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.models import get_model
 from ldpem.common.planning.executor import Executor, make_executor
-from ldpem.common.planning.fastsim import final_errors
+from ldpem.common.planning.fastsim import final_errors_by_rule
+from ldpem.common.planning.simulation_cache import SimulationCache, SimulationKey
 from ldpem.common.planning.study import Study
 from ldpem.common.protocol import (
     EQUAL,
@@ -292,17 +293,24 @@ def prediction_seeds(problem: Problem, count: int) -> range:
     return range(first, first + check_count("seeds", count))
 
 
-def _final_errors(task: tuple[Problem, str, tuple[int, ...]]) -> list[float]:
-    """A batch of simulations: the errors of the reported estimate (β^T, or the average
-    the problem's ``final`` asks) of ``problem``'s study with ``mechanism`` at each seed
-    (+inf when it diverged). Module level: a process pool runs it."""
-    problem, mechanism, seeds = task
-    errors = final_errors(problem.study(mechanism, seeds[0]), seeds)
-    return [float(e) if math.isfinite(e) else math.inf for e in errors]
+def _final_errors(task: tuple[Problem, str, tuple[int, ...], tuple[str, ...]]) -> list[list[float]]:
+    """A batch of simulations: for each reported estimate of ``finals`` (β^T, or an
+    average of the last iterates), the errors of ``problem``'s study with ``mechanism`` at
+    each seed (+inf when it diverged), each seed's run simulated once. Module level: a
+    process pool runs it."""
+    problem, mechanism, seeds, finals = task
+    errors = final_errors_by_rule(problem.study(mechanism, seeds[0]), seeds, finals)
+    return [[float(e) if math.isfinite(e) else math.inf for e in row] for row in errors]
 
 
 #: Seeds in one task of the executor: fewer, larger tasks cost less to send.
 _BATCH = 10
+
+
+def _batches(seeds: Sequence[int]) -> list[tuple[int, ...]]:
+    """``seeds`` in tasks of ``_BATCH``, in order."""
+    chosen = list(seeds)
+    return [tuple(chosen[i : i + _BATCH]) for i in range(0, len(chosen), _BATCH)]
 
 
 def predict_many(
@@ -311,9 +319,14 @@ def predict_many(
     seeds: int | Sequence[int] = DEFAULT_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
+    cache: SimulationCache | None = None,
 ) -> list[Prediction]:
     """A prediction for each (problem, mechanism) of ``cases``, all their simulations
     mapped as one batch of tasks (so that every worker stays busy across cases).
+
+    Cases that differ only in their reported estimate share their runs, and ``cache``
+    keeps runs for later calls (``ldpem.common.planning.simulation_cache``): the
+    predictions are the same numbers as without it.
 
     Parameters
     ----------
@@ -326,6 +339,9 @@ def predict_many(
         the prediction pessimistic) and the mechanisms calibrated for the smaller run.
     executor : Executor, optional
         Where the simulations run; default: a pool of this machine's cores, closed after.
+    cache : SimulationCache, optional
+        Runs already simulated, taken from it, and where new ones are recorded (default:
+        this call's own).
 
     Returns
     -------
@@ -339,21 +355,43 @@ def predict_many(
         (p.with_records(max_records) if max_records is not None and p.n > max_records else p, m)
         for p, m in cases
     ]
-    tasks = []
+    memo = cache if cache is not None else SimulationCache()
+    # The runs to simulate: per SimulationKey, the most seeds and every rule asked.
+    wanted: dict[SimulationKey, tuple[Problem, int, list[str]]] = {}
     for (p, m), count in zip(simulated, counts, strict=True):
-        chosen = list(prediction_seeds(p, count))
-        tasks += [(p, m, tuple(chosen[i : i + _BATCH])) for i in range(0, count, _BATCH)]
+        check_count("seeds", count)
+        if memo.lookup(p, m, count) is not None:
+            continue
+        key = memo.key(p, m)
+        _, most, finals = wanted.get(key, (p, 0, []))
+        wanted[key] = (p, max(most, count), [*finals, p.final])
+    groups = [
+        (p, m, count, tuple(memo.finals_for(p, m, asked)))
+        for (_, m), (p, count, asked) in wanted.items()
+    ]
+    tasks = [
+        (p, m, chunk, finals)
+        for p, m, count, finals in groups
+        for chunk in _batches(prediction_seeds(p, count))
+    ]
     if executor is None:
         with make_executor() as own:
             batches = own.map(_final_errors, tasks)
     else:
         batches = executor.map(_final_errors, tasks)
-    errors = [e for batch in batches for e in batch]
-    found = []
     start = 0
+    for p, m, count, finals in groups:
+        parts = batches[start : start + len(_batches(range(count)))]
+        start += len(parts)
+        by_rule = {
+            rule: tuple(e for part in parts for e in part[j]) for j, rule in enumerate(finals)
+        }
+        memo.store(p, m, by_rule)
+    found = []
     for (p, m), count in zip(simulated, counts, strict=True):
-        found.append(Prediction(m, p, tuple(errors[start : start + count]), first_seed(p)))
-        start += count
+        errors = memo.lookup(p, m, count)
+        assert errors is not None  # simulated above
+        found.append(Prediction(m, p, errors, first_seed(p)))
     return found
 
 
@@ -364,10 +402,14 @@ def predict(
     seeds: int = DEFAULT_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
+    cache: SimulationCache | None = None,
 ) -> Prediction:
     """The prediction for one problem and mechanism (``predict_many``)."""
     cases = [(problem, mechanism)]
-    return predict_many(cases, seeds=seeds, max_records=max_records, executor=executor)[0]
+    found = predict_many(
+        cases, seeds=seeds, max_records=max_records, executor=executor, cache=cache
+    )
+    return found[0]
 
 
 def outlooks(
@@ -378,15 +420,18 @@ def outlooks(
     sensitivity_seeds: int = SENSITIVITY_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
+    cache: SimulationCache | None = None,
 ) -> list[Outlook]:
     """Each mechanism's prediction at the problem's SNR (``seeds`` simulations) and at
     ``SNR_FACTORS`` times it (``Problem.at_snr``; ``sensitivity_seeds`` each, at most
-    ``seeds``), as one batch."""
+    ``seeds``), as one batch (``cache`` as in ``predict_many``)."""
     variants = [problem, *(problem.at_snr(f * problem.snr) for f in SNR_FACTORS)]
     cases = [(v, m) for m in mechanisms for v in variants]
     side = min(seeds, sensitivity_seeds)
     counts = [seeds if v is problem else side for _ in mechanisms for v in variants]
-    found = predict_many(cases, seeds=counts, max_records=max_records, executor=executor)
+    found = predict_many(
+        cases, seeds=counts, max_records=max_records, executor=executor, cache=cache
+    )
     width = len(variants)
     return [
         Outlook(found[i * width], tuple(found[i * width + 1 : (i + 1) * width]))
