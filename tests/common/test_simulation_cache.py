@@ -1,0 +1,88 @@
+"""Runs shared between predictions (``SimulationCache``, ``final_errors_by_rule``) give the
+numbers the same predictions give simulated afresh, and are actually shared."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TypeVar
+
+import numpy as np
+
+from ldpem.common.planning.executor import SerialExecutor
+from ldpem.common.planning.fastsim import final_errors, final_errors_by_rule
+from ldpem.common.planning.plan import make_plan
+from ldpem.common.planning.prediction import Problem, predict, predict_many
+from ldpem.common.planning.schedule_search import DEFAULT_GRID, search_schedule
+from ldpem.common.planning.simulation_cache import SimulationCache
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Small enough that every simulation takes milliseconds.
+PROBLEM = Problem(model="gmm", d=3, sizes=(300, 500, 700))
+FINALS = ("last", "average:3")
+
+
+class CountingExecutor(SerialExecutor):
+    """Serial, counting the seeds it simulates (each task: problem, mechanism, seeds, …)."""
+
+    def __init__(self) -> None:
+        self.seeds = 0
+
+    def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
+        self.seeds += sum(len(task[2]) for task in tasks)  # type: ignore[index]
+        return super().map(fn, tasks)
+
+
+def test_each_rule_from_one_run_is_the_rule_run_on_its_own() -> None:
+    study = PROBLEM.study("local", 0)
+    seeds = [11, 12, 13]
+    together = final_errors_by_rule(study, seeds, FINALS)
+    assert together.shape == (2, 3)
+    for row, final in zip(together, FINALS, strict=True):
+        np.testing.assert_array_equal(row, final_errors(replace(study, final=final), seeds))
+    # The rules differ (else the test could not tell them apart).
+    assert not np.array_equal(together[0], together[1])
+
+
+def test_the_search_on_the_plans_runs_equals_the_search_afresh() -> None:
+    cache = SimulationCache(finals=FINALS)
+    shared = CountingExecutor()
+    plan = make_plan(PROBLEM, seeds=6, crossover_limit=2000, executor=shared, cache=cache)
+    after_plan = shared.seeds
+    reused = search_schedule(PROBLEM, "hospital", seeds=6, executor=shared, cache=cache)
+    fresh_executor = CountingExecutor()
+    fresh = search_schedule(PROBLEM, "hospital", seeds=6, executor=fresh_executor)
+    assert [p for _, p in reused.table] == [p for _, p in fresh.table]
+    assert reused.as_dict() == fresh.as_dict()
+    # The first setting is the plan's hospital row; the other 7 settings are 3 runs a seed.
+    first = {p.mechanism: p for p in plan.predictions}["hospital"]
+    assert reused.table[0][1] == first
+    assert shared.seeds - after_plan == 3 * 6
+    # Afresh, the final rules still share their runs: 4 (T, schedule) pairs.
+    assert fresh_executor.seeds == 4 * 6
+    assert len(DEFAULT_GRID) == 8
+
+
+def test_a_prediction_from_fewer_seeds_is_the_prefix_of_a_cached_one() -> None:
+    cache = SimulationCache()
+    long = predict(PROBLEM, "local", seeds=8, executor=SerialExecutor(), cache=cache)
+    counting = CountingExecutor()
+    short = predict(PROBLEM, "local", seeds=5, executor=counting, cache=cache)
+    assert counting.seeds == 0
+    assert short == predict(PROBLEM, "local", seeds=5, executor=SerialExecutor())
+    assert short.errors == long.errors[:5]
+
+
+def test_cases_that_differ_in_their_rule_or_seeds_simulate_each_seed_once() -> None:
+    averaged = replace(PROBLEM, final="average:3")
+    cases = [(PROBLEM, "central"), (averaged, "central"), (PROBLEM, "central")]
+    counting = CountingExecutor()
+    found = predict_many(cases, seeds=[4, 4, 7], executor=counting)
+    assert counting.seeds == 7
+    alone = [
+        predict(p, m, seeds=s, executor=SerialExecutor())
+        for (p, m), s in zip(cases, [4, 4, 7], strict=True)
+    ]
+    assert found == alone
