@@ -45,8 +45,7 @@ from ldpem.common.core._validation import check_count, check_positive
 from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.models import get_model
 from ldpem.common.planning.executor import Executor, make_executor
-from ldpem.common.planning.fastsim import final_errors_by_rule
-from ldpem.common.planning.simulation_cache import SimulationCache, SimulationKey
+from ldpem.common.planning.simulation_cache import SimulationCache
 from ldpem.common.planning.study import Study
 from ldpem.common.protocol import (
     EQUAL,
@@ -293,26 +292,6 @@ def prediction_seeds(problem: Problem, count: int) -> range:
     return range(first, first + check_count("seeds", count))
 
 
-def _final_errors(task: tuple[Problem, str, tuple[int, ...], tuple[str, ...]]) -> list[list[float]]:
-    """A batch of simulations: for each reported estimate of ``finals`` (β^T, or an
-    average of the last iterates), the errors of ``problem``'s study with ``mechanism`` at
-    each seed (+inf when it diverged), each seed's run simulated once. Module level: a
-    process pool runs it."""
-    problem, mechanism, seeds, finals = task
-    errors = final_errors_by_rule(problem.study(mechanism, seeds[0]), seeds, finals)
-    return [[float(e) if math.isfinite(e) else math.inf for e in row] for row in errors]
-
-
-#: Seeds in one task of the executor: fewer, larger tasks cost less to send.
-_BATCH = 10
-
-
-def _batches(seeds: Sequence[int]) -> list[tuple[int, ...]]:
-    """``seeds`` in tasks of ``_BATCH``, in order."""
-    chosen = list(seeds)
-    return [tuple(chosen[i : i + _BATCH]) for i in range(0, len(chosen), _BATCH)]
-
-
 def predict_many(
     cases: Sequence[tuple[Problem, str]],
     *,
@@ -356,37 +335,12 @@ def predict_many(
         for p, m in cases
     ]
     memo = cache if cache is not None else SimulationCache()
-    # The runs to simulate: per SimulationKey, the most seeds and every rule asked.
-    wanted: dict[SimulationKey, tuple[Problem, int, list[str]]] = {}
-    for (p, m), count in zip(simulated, counts, strict=True):
-        check_count("seeds", count)
-        if memo.lookup(p, m, count) is not None:
-            continue
-        key = memo.key(p, m)
-        _, most, finals = wanted.get(key, (p, 0, []))
-        wanted[key] = (p, max(most, count), [*finals, p.final])
-    groups = [
-        (p, m, count, tuple(memo.finals_for(p, m, asked)))
-        for (_, m), (p, count, asked) in wanted.items()
-    ]
-    tasks = [
-        (p, m, chunk, finals)
-        for p, m, count, finals in groups
-        for chunk in _batches(prediction_seeds(p, count))
-    ]
+    runs = [(p, m, check_count("seeds", c)) for (p, m), c in zip(simulated, counts, strict=True)]
     if executor is None:
         with make_executor() as own:
-            batches = own.map(_final_errors, tasks)
+            memo.fill(runs, prediction_seeds, own)
     else:
-        batches = executor.map(_final_errors, tasks)
-    start = 0
-    for p, m, count, finals in groups:
-        parts = batches[start : start + len(_batches(range(count)))]
-        start += len(parts)
-        by_rule = {
-            rule: tuple(e for part in parts for e in part[j]) for j, rule in enumerate(finals)
-        }
-        memo.store(p, m, by_rule)
+        memo.fill(runs, prediction_seeds, executor)
     found = []
     for (p, m), count in zip(simulated, counts, strict=True):
         errors = memo.lookup(p, m, count)

@@ -24,10 +24,14 @@ figures.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from ldpem.common.planning.executor import Executor
+from ldpem.common.planning.fastsim import shared_final_errors
 from ldpem.common.protocol import LAST, check_final, check_noise_shares
 
 if TYPE_CHECKING:
@@ -35,9 +39,30 @@ if TYPE_CHECKING:
 
 __all__ = ["SimulationCache", "SimulationKey"]
 
+#: Seeds in one task of the executor: fewer, larger tasks cost less to send; more, smaller
+#: ones keep every worker busy to the end.
+BATCH = 5
+
 #: What a simulated run depends on: the problem (its reported estimate set to ``last``,
 #: which does not change the run) and the mechanism.
 SimulationKey = tuple["Problem", str]
+#: One executor task: the (problem, mechanism, reported estimates) that share their
+#: records, and the seeds to run them at.
+_Task = tuple[tuple[tuple["Problem", str, tuple[str, ...]], ...], tuple[int, ...]]
+
+
+def _final_errors(task: _Task) -> list[list[list[float]]]:
+    """A batch of simulations: for each (problem, mechanism, rules) of the task, the
+    errors of each reported estimate of ``rules`` at each seed (+inf when it diverged);
+    each seed's records drawn once for all, each run simulated once for all its rules
+    (``fastsim.shared_final_errors``). Module level: a process pool runs it."""
+    cases, seeds = task
+    studies = [(p.study(m, seeds[0]), finals) for p, m, finals in cases]
+    found = shared_final_errors(studies, seeds)
+    return [
+        [[float(e) if math.isfinite(e) else math.inf for e in row] for row in errors]
+        for errors in found
+    ]
 
 
 @dataclass
@@ -91,3 +116,45 @@ class SimulationCache:
         for final, found in errors.items():
             if len(found) >= len(known.get(final, ())):
                 known[final] = found
+
+    def fill(
+        self,
+        cases: Sequence[tuple[Problem, str, int]],
+        seeds: Callable[[Problem, int], Sequence[int]],
+        executor: Executor,
+    ) -> None:
+        """Simulate on ``executor`` what ``lookup`` lacks for each (problem, mechanism,
+        count) of ``cases``, at ``seeds(problem, count)``: once per ``SimulationKey`` (the
+        most seeds and every rule asked), and the keys of one ``seed_key`` (rounds,
+        schedule, rules and mechanisms on the same records) in the same tasks, which draw
+        each seed's records once (``fastsim.shared_final_errors``)."""
+        wanted: dict[SimulationKey, tuple[Problem, int, list[str]]] = {}
+        for p, m, count in cases:
+            if self.lookup(p, m, count) is None:
+                _, most, asked = wanted.get(self.key(p, m), (p, 0, []))
+                wanted[self.key(p, m)] = (p, max(most, count), [*asked, p.final])
+        groups = [
+            (p, m, count, tuple(self.finals_for(p, m, asked)))
+            for (_, m), (p, count, asked) in wanted.items()
+        ]
+        shared: dict[str, list[int]] = {}
+        for i, (p, _, _, _) in enumerate(groups):
+            shared.setdefault(p.seed_key, []).append(i)
+        tasks: list[_Task] = []
+        members: list[tuple[int, ...]] = []
+        for indices in shared.values():
+            most = max(groups[i][2] for i in indices)
+            chosen = list(seeds(groups[indices[0]][0], most))
+            ends = sorted({*range(0, most, BATCH), *(groups[i][2] for i in indices), most})
+            for low, high in itertools.pairwise(ends):
+                running = tuple(i for i in indices if groups[i][2] >= high)
+                task = tuple((groups[i][0], groups[i][1], groups[i][3]) for i in running)
+                tasks.append((task, tuple(chosen[low:high])))
+                members.append(running)
+        collected: list[list[list[float]]] = [[[] for _ in g[3]] for g in groups]
+        for running, batch in zip(members, executor.map(_final_errors, tasks), strict=True):
+            for i, rows in zip(running, batch, strict=True):
+                for j, row in enumerate(rows):
+                    collected[i][j].extend(row)
+        for (p, m, _, finals), rows in zip(groups, collected, strict=True):
+            self.store(p, m, {rule: tuple(row) for rule, row in zip(finals, rows, strict=True)})

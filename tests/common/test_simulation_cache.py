@@ -25,13 +25,17 @@ FINALS = ("last", "average:3")
 
 
 class CountingExecutor(SerialExecutor):
-    """Serial, counting the seeds it simulates (each task: problem, mechanism, seeds, …)."""
+    """Serial, counting the runs it simulates (``runs``) and the seeds whose records it
+    draws (``draws``); each task is (its cases, their seeds)."""
 
     def __init__(self) -> None:
-        self.seeds = 0
+        self.runs = 0
+        self.draws = 0
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
-        self.seeds += sum(len(task[2]) for task in tasks)  # type: ignore[index]
+        for cases, seeds in tasks:  # type: ignore[misc]
+            self.runs += len(cases) * len(seeds)
+            self.draws += len(seeds)
         return super().map(fn, tasks)
 
 
@@ -50,7 +54,7 @@ def test_the_search_on_the_plans_runs_equals_the_search_afresh() -> None:
     cache = SimulationCache(finals=FINALS)
     shared = CountingExecutor()
     plan = make_plan(PROBLEM, seeds=6, crossover_limit=2000, executor=shared, cache=cache)
-    after_plan = shared.seeds
+    after_plan, drawn_by_plan = shared.runs, shared.draws
     reused = search_schedule(PROBLEM, "hospital", seeds=6, executor=shared, cache=cache)
     fresh_executor = CountingExecutor()
     fresh = search_schedule(PROBLEM, "hospital", seeds=6, executor=fresh_executor)
@@ -59,9 +63,11 @@ def test_the_search_on_the_plans_runs_equals_the_search_afresh() -> None:
     # The first setting is the plan's hospital row; the other 7 settings are 3 runs a seed.
     first = {p.mechanism: p for p in plan.predictions}["hospital"]
     assert reused.table[0][1] == first
-    assert shared.seeds - after_plan == 3 * 6
-    # Afresh, the final rules still share their runs: 4 (T, schedule) pairs.
-    assert fresh_executor.seeds == 4 * 6
+    assert shared.runs - after_plan == 3 * 6
+    # Afresh, the final rules still share their runs: 4 (T, schedule) pairs, all on one
+    # draw of each seed's records.
+    assert fresh_executor.runs == 4 * 6
+    assert fresh_executor.draws == shared.draws - drawn_by_plan == 6
     assert len(DEFAULT_GRID) == 8
 
 
@@ -70,7 +76,7 @@ def test_a_prediction_from_fewer_seeds_is_the_prefix_of_a_cached_one() -> None:
     long = predict(PROBLEM, "local", seeds=8, executor=SerialExecutor(), cache=cache)
     counting = CountingExecutor()
     short = predict(PROBLEM, "local", seeds=5, executor=counting, cache=cache)
-    assert counting.seeds == 0
+    assert counting.runs == 0
     assert short == predict(PROBLEM, "local", seeds=5, executor=SerialExecutor())
     assert short.errors == long.errors[:5]
 
@@ -80,9 +86,23 @@ def test_cases_that_differ_in_their_rule_or_seeds_simulate_each_seed_once() -> N
     cases = [(PROBLEM, "central"), (averaged, "central"), (PROBLEM, "central")]
     counting = CountingExecutor()
     found = predict_many(cases, seeds=[4, 4, 7], executor=counting)
-    assert counting.seeds == 7
+    assert counting.runs == 7
     alone = [
         predict(p, m, seeds=s, executor=SerialExecutor())
         for (p, m), s in zip(cases, [4, 4, 7], strict=True)
     ]
     assert found == alone
+
+
+def test_mechanisms_and_schedules_on_one_problem_share_each_seeds_records() -> None:
+    geometric = replace(PROBLEM, rounds=12, schedule="geometric:1.3")
+    cases = [(PROBLEM, "local"), (PROBLEM, "hospital"), (geometric, "none")]
+    counting = CountingExecutor()
+    found = predict_many(cases, seeds=[5, 3, 5], executor=counting)
+    assert (counting.runs, counting.draws) == (13, 5)
+    for (p, m), s, prediction in zip(cases, [5, 3, 5], found, strict=True):
+        assert prediction == predict(p, m, seeds=s, executor=SerialExecutor())
+    # Another SNR is other data, drawn apart.
+    other = CountingExecutor()
+    predict_many([(PROBLEM, "local"), (PROBLEM.at_snr(6.0), "local")], seeds=2, executor=other)
+    assert other.draws == 4
