@@ -28,14 +28,11 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from ldpem.common.planning.executor import Executor
 from ldpem.common.planning.fastsim import shared_final_errors
+from ldpem.common.planning.problem import Problem
 from ldpem.common.protocol import LAST, check_final, check_noise_shares
-
-if TYPE_CHECKING:
-    from ldpem.common.planning.prediction import Problem
 
 __all__ = ["SimulationCache", "SimulationKey"]
 
@@ -45,10 +42,10 @@ BATCH = 5
 
 #: What a simulated run depends on: the problem (its reported estimate set to ``last``,
 #: which does not change the run) and the mechanism.
-SimulationKey = tuple["Problem", str]
+SimulationKey = tuple[Problem, str]
 #: One executor task: the (problem, mechanism, reported estimates) that share their
 #: records, and the seeds to run them at.
-_Task = tuple[tuple[tuple["Problem", str, tuple[str, ...]], ...], tuple[int, ...]]
+_Task = tuple[tuple[tuple[Problem, str, tuple[str, ...]], ...], tuple[int, ...]]
 
 
 def _final_errors(task: _Task) -> list[list[list[float]]]:
