@@ -60,7 +60,13 @@ from ldpem.common.models.base import Draw, Records
 from ldpem.common.planning.executor import Executor, SerialExecutor
 from ldpem.common.planning.holder_sum import holder_total
 from ldpem.common.planning.simulation import random_holder_sizes
-from ldpem.common.planning.study import Dataset, Study, run_study, study_mechanisms
+from ldpem.common.planning.study import (
+    Dataset,
+    RoundMechanisms,
+    Study,
+    run_study,
+    study_mechanisms,
+)
 from ldpem.common.planning.study_checks import check_size, check_study, given_sizes, per_hospital
 from ldpem.common.protocol import (
     final_estimate,
@@ -208,20 +214,34 @@ def _draw(
     return _Data(star, beta, tuple(sizes), records, noise)
 
 
-def _trajectory(study: Study, model: Model, data: _Data) -> tuple[list[FloatArray], list[float]]:
-    """The iterates β⁰ … β^T of ``study`` run on ``data`` (each round's records the next
-    rows of each hospital's, as the schedule deals them) and each round's noise variance
-    v_t: everything a reported estimate (``final_estimate``) is computed from, whatever
-    ``study.final`` is (it draws nothing)."""
-    rng = copy.deepcopy(data.noise)
+#: A study's rounds on given sizes (``_setup``): each round's mechanisms, each hospital's
+#: records in each round (K, T) and the row where each starts (K, T + 1).
+_Setup = tuple[tuple[RoundMechanisms, ...], NDArray[np.int64], NDArray[np.int64]]
+
+
+def _setup(study: Study, model: Model, sizes: tuple[int, ...]) -> _Setup:
+    """What ``_trajectory`` needs of ``study`` besides its seed's data, for hospitals of
+    ``sizes``: its mechanisms (``study_mechanisms``, calibrated once for all its seeds)
+    and its schedule's rows."""
     d = study.d
     delta = study_delta(study.delta, study.n)
     bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
     tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
-    plans = study_mechanisms(study, data.sizes, d=d, delta=delta, tau=tau)
-    per_round = np.array([round_sizes(size, study.rounds, study.schedule) for size in data.sizes])
-    # Row where each hospital's round t starts, (K, T + 1).
+    plans = study_mechanisms(study, sizes, d=d, delta=delta, tau=tau)
+    per_round = np.array([round_sizes(size, study.rounds, study.schedule) for size in sizes])
     starts = np.cumsum(np.pad(per_round, ((0, 0), (1, 0))), axis=1)
+    return plans, per_round, starts
+
+
+def _trajectory(
+    study: Study, model: Model, data: _Data, setup: _Setup | None = None
+) -> tuple[list[FloatArray], list[float]]:
+    """The iterates β⁰ … β^T of ``study`` run on ``data`` (each round's records the next
+    rows of each hospital's, as the schedule deals them) and each round's noise variance
+    v_t: everything a reported estimate (``final_estimate``) is computed from, whatever
+    ``study.final`` is (it draws nothing). ``setup``: ``_setup`` for ``data.sizes``."""
+    rng = copy.deepcopy(data.noise)
+    plans, per_round, starts = setup if setup is not None else _setup(study, model, data.sizes)
     beta = data.beta0
     betas = [beta]
     variances: list[float] = []
@@ -377,6 +397,7 @@ def shared_final_errors(
         if j not in fast:
             rows = [final_errors(replace(study, final=final), seeds) for final in finals]
             found[j][:] = np.array(rows, dtype=np.float64).reshape(len(finals), len(seeds))
+    setups: dict[tuple[int, tuple[int, ...]], _Setup] = {}
     for column, seed in enumerate(seeds):
         data = None
         for j in fast:
@@ -384,7 +405,9 @@ def shared_final_errors(
             seeded = replace(study, seed=int(seed))
             model = get_model(study.model)
             data = data if data is not None else _draw(seeded, model, None, None)
-            betas, variances = _trajectory(seeded, model, data)
+            if (j, data.sizes) not in setups:
+                setups[(j, data.sizes)] = _setup(study, model, data.sizes)
+            betas, variances = _trajectory(seeded, model, data, setups[(j, data.sizes)])
             for row, final in enumerate(finals):
                 sign_invariant = model.sign_invariant
                 estimate = final_estimate(

@@ -29,7 +29,11 @@ with its own finite S allowed for. The share one band covers still varies with i
 crossover and schedule searches only compare means: they use ``SEARCH_SEEDS``, and the
 what-ifs at other SNRs ``SENSITIVITY_SEEDS``.
 The seeds run in batches on an ``ldpem.common.planning.executor`` (this machine's cores by
-default); each seed's result depends on the seed alone, not on the executor.
+default); each seed's result depends on the seed alone, not on the executor. Predictions
+made together share their runs (``ldpem.common.planning.simulation_cache``): a seed's
+records are drawn once for every mechanism and schedule of one problem, and a run serves
+all its reported estimates; the figures are those of each prediction made alone, and
+the mechanisms and settings of one problem are compared on the same records.
 """
 
 from __future__ import annotations
