@@ -18,6 +18,7 @@ from ldpem.common.core.truncation import smoothed_truncation
 from ldpem.common.mechanisms import Mechanism, SharedNoise, sum_arithmetic
 from ldpem.common.mechanisms.local import LocalTruncation
 from ldpem.common.mechanisms.secagg import SecAggSkellam
+from ldpem.common.mechanisms.shares import FloatSum
 from ldpem.common.models import Model
 from ldpem.common.models.base import Records
 from ldpem.common.planning.truncation_sum import truncated_sum
@@ -56,10 +57,15 @@ def _holder_sum(mechanism: Mechanism, gradients: FloatArray) -> NDArray[Any]:
     from the table; for noise shares it is then put on their fine grid
     (``secagg.quantize.fine_sum``'s integers, here rint of the float sum in fine units
     instead of the sum of each record's rint: they differ by at most m/2 fine units,
-    m·γ·2⁻³¹, far below the grid γ the sum is rounded to); any other mechanism sums with
-    its own arithmetic's ``partial_sum``."""
+    m·γ·2⁻³¹, far below the grid γ the sum is rounded to); any other mechanism's
+    contributions are summed in floats (a product with ones: a sum over rows is slow) or
+    with its own arithmetic's ``partial_sum``."""
     arithmetic = sum_arithmetic(mechanism)
     if not _tabled(mechanism):
+        if isinstance(arithmetic, FloatSum):
+            contributions = mechanism.contributions(gradients)
+            summed: FloatArray = np.ones(contributions.shape[0]) @ contributions
+            return summed
         return arithmetic.partial_sum(gradients)
     assert isinstance(mechanism, LocalTruncation)
     total = truncated_sum(gradients, mechanism.scale, mechanism.smoothing)
