@@ -23,6 +23,7 @@ from ldpem.common.planning.prediction import (
     Prediction,
     Problem,
     predict,
+    predict_many,
 )
 from ldpem.common.planning.schedule_search import DEFAULT_GRID, ScheduleSearch, search_schedule
 from ldpem.common.planning.simulation_cache import SimulationCache
@@ -299,6 +300,11 @@ def handle(args: argparse.Namespace) -> int:
         if args.search_schedule:
             # The mechanism the plan recommends, unless told: the search is advice for it.
             searched = args.search_mechanism or plan.mechanism or SEARCH_MECHANISM
+            # The comparison row at every setting, in the search's batch: on the records the
+            # search draws for each seed, a few ms a run, whichever setting is recommended.
+            fitting = [s.applied(problem) for s in DEFAULT_GRID if s.fits(problem, searched)]
+            cases = [(p, m) for p in fitting for m in (searched, COMPARED)]
+            predict_many(cases, seeds=compared_seeds, executor=executor, cache=cache)
             search = search_schedule(
                 problem, searched, seeds=compared_seeds, executor=executor, cache=cache
             )

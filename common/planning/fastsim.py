@@ -59,14 +59,8 @@ from ldpem.common.models._synthetic import true_parameter
 from ldpem.common.models.base import Draw, Records
 from ldpem.common.planning.executor import Executor, SerialExecutor
 from ldpem.common.planning.holder_sum import holder_total
-from ldpem.common.planning.simulation import random_holder_sizes
-from ldpem.common.planning.study import (
-    Dataset,
-    RoundMechanisms,
-    Study,
-    run_study,
-    study_mechanisms,
-)
+from ldpem.common.planning.simulation import RoundMechanisms, random_holder_sizes
+from ldpem.common.planning.study import Dataset, Study, run_study, study_mechanisms
 from ldpem.common.planning.study_checks import check_size, check_study, given_sizes, per_hospital
 from ldpem.common.protocol import (
     final_estimate,
@@ -260,8 +254,8 @@ def _trajectory(
             )
             for k, mechanism in enumerate(plan.holders)
         ]
-        counts = per_round[:, t]
-        step = m_step(beta, totals, counts.tolist(), eta=study.eta, central=plan.central, rng=rng)
+        counts: list[int] = per_round[:, t].tolist()
+        step = m_step(beta, totals, counts, eta=study.eta, central=plan.central, rng=rng)
         beta = step.beta
         declared = [report_noise_std(m) for m in plan.holders]
         variances.append(round_noise_variance(plan.holders[0], counts, declared, plan.central))

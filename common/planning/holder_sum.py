@@ -17,6 +17,7 @@ from ldpem.common.core.secagg_quantize import FINE_BITS
 from ldpem.common.core.truncation import smoothed_truncation
 from ldpem.common.mechanisms import Mechanism, SharedNoise, sum_arithmetic
 from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.mechanisms.local_clip import LocalClipped
 from ldpem.common.mechanisms.secagg import SecAggSkellam
 from ldpem.common.mechanisms.shares import FloatSum
 from ldpem.common.models import Model
@@ -63,6 +64,9 @@ def _holder_sum(mechanism: Mechanism, gradients: FloatArray) -> NDArray[Any]:
     arithmetic = sum_arithmetic(mechanism)
     if not _tabled(mechanism):
         if isinstance(arithmetic, FloatSum):
+            clipped = _clipped_sum(mechanism, gradients)
+            if clipped is not None:
+                return clipped
             contributions = mechanism.contributions(gradients)
             summed: FloatArray = np.ones(contributions.shape[0]) @ contributions
             return summed
@@ -75,6 +79,28 @@ def _holder_sum(mechanism: Mechanism, gradients: FloatArray) -> NDArray[Any]:
     if isinstance(mechanism, SharedNoise):
         return arithmetic.partial_sum(gradients)
     return total
+
+
+#: Rows whose squared norm reaches this are summed by ``clip_rows`` itself (``_clipped_sum``).
+_SQUARES_LIMIT = 1e300
+
+
+def _clipped_sum(mechanism: Mechanism, gradients: FloatArray) -> FloatArray | None:
+    """Σ_i of ``clip_rows(g_i, C)`` for a mechanism whose contributions are those of
+    ``LocalClipped`` (local-clip, central-clip): each row's factor min(1, C/‖g_i‖) times
+    the rows, one product, the same function as ``clip_rows`` to rounding (~1e-16 of each
+    row); None when a squared norm is NaN, infinite or near the float range (``clip_rows``'
+    careful form then sums them)."""
+    if not isinstance(mechanism, LocalClipped):
+        return None
+    if type(mechanism).contributions is not LocalClipped.contributions:
+        return None
+    squares = np.einsum("ij,ij->i", gradients, gradients)
+    if not squares.max() < _SQUARES_LIMIT:
+        return None
+    factors = mechanism.clip / np.maximum(np.sqrt(squares), mechanism.clip)
+    summed: FloatArray = factors @ gradients
+    return summed
 
 
 def holder_total(

@@ -4,8 +4,9 @@ For a ``Problem`` and one mechanism, each setting of the grid (T rounds, a round
 ``ldpem.common.protocol.schedule``, a final rule of ``ldpem.common.protocol.estimate``) is
 predicted with the problem's prediction seeds
 (``ldpem.common.planning.prediction.predict_many``, one batch on the executor; every
-setting sees the same seeds, hence the same β*, start and
-split over hospitals, so settings are compared seed by seed; ``SEARCH_SEEDS`` of them by
+setting sees the same seeds, hence the same β*, start, split over hospitals, records and
+noise stream (``ldpem.common.planning.fastsim``: shared draws), so settings are compared
+seed by seed; ``SEARCH_SEEDS`` of them by
 default). The recommendation is
 the grid's first setting (the simplest: equal rounds and the last iterate) unless another
 setting beats it *clearly*: its mean per-seed gain over the first, on the same seeds,

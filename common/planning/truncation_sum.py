@@ -119,7 +119,7 @@ def _block_sum(
     |x| = ∞, where u = 1; its rounding, ~1e-16·CELLS in u, is far below the table's error),
     interpolated and the sign restored. NaN in ``x`` makes the sum NaN."""
     m = x.shape[0]
-    u, index, part, ones = (array[:m] for array in scratch)
+    u, index, part, ones = scratch[0][:m], scratch[1][:m], scratch[2][:m], scratch[3][:m]
     np.abs(x, out=u)
     u += s
     np.divide(-CELLS * s, u, out=u)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -33,7 +33,8 @@ class CountingExecutor(SerialExecutor):
         self.draws = 0
 
     def map(self, fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
-        for cases, seeds in tasks:  # type: ignore[misc]
+        for task in tasks:
+            cases, seeds = cast(tuple[Sequence[object], Sequence[int]], task)
             self.runs += len(cases) * len(seeds)
             self.draws += len(seeds)
         return super().map(fn, tasks)
