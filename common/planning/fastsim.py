@@ -385,6 +385,7 @@ def shared_final_errors(
     for study, finals in cases:
         for final in (study.final, *finals):
             check_study(replace(study, final=final), synthetic=True)
+        check_size(study.n, study, given_sizes(study, None))
     found = [np.empty((len(finals), len(seeds))) for _, finals in cases]
     fast = [j for j, (study, _) in enumerate(cases) if fast_path(study)]
     for j, (study, finals) in enumerate(cases):
@@ -403,9 +404,8 @@ def shared_final_errors(
                 setups[(j, data.sizes)] = _setup(study, model, data.sizes)
             betas, variances = _trajectory(seeded, model, data, setups[(j, data.sizes)])
             for row, final in enumerate(finals):
-                sign_invariant = model.sign_invariant
-                estimate = final_estimate(
-                    betas, variances, final=final, sign_invariant=sign_invariant
-                ).beta
-                found[j][row, column] = _error(model, estimate, data.star)
+                reported = final_estimate(
+                    betas, variances, final=final, sign_invariant=model.sign_invariant
+                )
+                found[j][row, column] = _error(model, reported.beta, data.star)
     return found

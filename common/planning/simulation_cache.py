@@ -2,17 +2,21 @@
 
 A prediction (``ldpem.common.planning.prediction``) of a problem and a mechanism is the final
 errors of the runs at the problem's seeds ``first_seed(problem)``, …, and those seeds do
-not depend on the problem's rounds, schedule or reported estimate (``Problem.seed_key``).
-So two predictions share runs in two ways, and ``ldpem plan --search-schedule`` asks for
-both:
+not depend on the mechanism, nor on the problem's rounds, schedule or reported estimate
+(``Problem.seed_key``). So predictions share work in three ways, and ``ldpem plan
+--search-schedule`` asks for all three:
 
+* **The same records, another mechanism or schedule.** A seed's records come from the
+  seed alone (``fastsim``: shared draws), so every (mechanism, rounds, schedule) of one
+  ``seed_key`` runs in the same tasks, on one draw of each seed's records
+  (``fastsim.shared_final_errors``): the plan's six mechanisms, the search's settings.
 * **The same run, another reported estimate.** The reported estimate (``final``: β^T or
   the average of the last iterates) is computed from the run's iterates and draws
   nothing, so the errors of ``last`` and ``average:3`` come from one simulation of each
-  seed (``fastsim.final_errors_by_rule``): the search's 8 settings are 4 runs per seed.
+  seed: the search's 8 settings are 4 runs per seed.
 * **The same prediction asked twice.** The search's first setting (T = 10, equal rounds,
-  the last iterate, on the same seeds) is the plan's row for its mechanism; its
-  comparison row, at the default setting, is the plan's row for non-private EM.
+  the last iterate, on the same seeds) is the plan's row for its mechanism, and the
+  comparison row at that setting is the plan's row for non-private EM.
 
 ``SimulationCache`` keeps, for each (problem without its reported estimate, mechanism),
 the errors of the first S seeds under each rule computed so far, and records ``finals``
