@@ -10,9 +10,9 @@ distribution of every random quantity, by three changes that do not alter it:
 
 * **No dealing.** Synthetic records are i.i.d. given β*, so any fixed split of them into
   hospitals and rounds has the distribution of ``run_study``'s random permutations. Each
-  hospital's records are drawn whole with the model's own ``sample_records``, from a
-  generator of their own (``_draw``), and round t takes the next rows of each: no
-  permutation, no gather.
+  hospital's records are drawn in blocks with the model's own ``sample_records``, from a
+  generator of their own (``ldpem.common.planning.seed_records``), and round t takes the
+  next rows of each: no permutation, no gather.
 * **Gradients by chunks of rows**, each chunk's arrays in the cache
   (``ldpem.common.planning.holder_sum``).
 * **Truncated sums by a table** (``ldpem.common.planning.truncation_sum``): the same function T to
@@ -56,9 +56,10 @@ from numpy.typing import ArrayLike, NDArray
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import Model, get_model
 from ldpem.common.models._synthetic import true_parameter
-from ldpem.common.models.base import Draw, Records
+from ldpem.common.models.base import Draw
 from ldpem.common.planning.executor import Executor, SerialExecutor
 from ldpem.common.planning.holder_sum import holder_total
+from ldpem.common.planning.seed_records import SeedRecords
 from ldpem.common.planning.simulation import RoundMechanisms, random_holder_sizes
 from ldpem.common.planning.study import Dataset, Study, run_study, study_mechanisms
 from ldpem.common.planning.study_checks import check_size, check_study, given_sizes, per_hospital
@@ -155,7 +156,7 @@ class _Data:
     star: FloatArray
     beta0: FloatArray
     sizes: tuple[int, ...]
-    records: tuple[Records, ...]
+    records: SeedRecords
     noise: np.random.Generator
 
 
@@ -179,8 +180,8 @@ def _draw(
 ) -> _Data:
     """``study``'s data at its seed: β* (``true_parameter``, the first draw of the seed's
     generator, as ``run_study``'s), β⁰, the sizes (given, or ``random_holder_sizes``),
-    then two generators spawned from the seed's: the records', which draws each
-    hospital's records whole, one hospital after the other, and the noise's."""
+    then two generators spawned from the seed's: the records' (one child per hospital,
+    ``SeedRecords``) and the noise's."""
     rng = study_rng(study.seed)
     d = study.d
     missing = study.missing if study.missing is not None else _model_missing(model)
@@ -199,12 +200,8 @@ def _draw(
             minimum = per_hospital(study)
             sizes = tuple(random_holder_sizes(study.n, study.hospitals, minimum, rng))
     draws, noise = rng.spawn(2)
-    records = tuple(
-        model.sample_records(
-            Draw(n=size, beta_star=star, sigma=study.sigma, missing=missing, rng=draws)
-        )
-        for size in sizes
-    )
+    generators = draws.spawn(len(sizes))
+    records = SeedRecords(model, generators, sizes, star=star, sigma=study.sigma, missing=missing)
     return _Data(star, beta, tuple(sizes), records, noise)
 
 
@@ -236,6 +233,7 @@ def _trajectory(
     ``study.final`` is (it draws nothing). ``setup``: ``_setup`` for ``data.sizes``."""
     rng = copy.deepcopy(data.noise)
     plans, per_round, starts = setup if setup is not None else _setup(study, model, data.sizes)
+    reader = data.records.reader()
     beta = data.beta0
     betas = [beta]
     variances: list[float] = []
@@ -247,8 +245,7 @@ def _trajectory(
                 model,
                 mechanism,
                 beta,
-                data.records[k],
-                slice(int(starts[k, t]), int(starts[k, t + 1])),
+                reader.chunks(k, int(starts[k, t]), int(starts[k, t + 1])),
                 study.sigma,
                 rng,
             )

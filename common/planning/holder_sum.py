@@ -8,6 +8,7 @@ an agent, never on real records.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -107,22 +108,19 @@ def holder_total(
     model: Model,
     mechanism: Mechanism,
     beta: FloatArray,
-    records: Records,
-    rows: slice,
+    chunks: Iterable[Records],
     sigma: float,
     rng: np.random.Generator,
 ) -> FloatArray:
-    """What one holder sends in a round: the gradients at β of its ``records[rows]``,
-    chunk by chunk (each chunk's arrays stay in the cache), summed as the mechanism sums
-    them, then ``finish_sum`` (its noise, from ``rng``)."""
-    d = records.d
-    step = max(1, CHUNK // d)
+    """What one holder sends in a round: the gradients at β of its round's records, given
+    as ``chunks`` (each of at most ``CHUNK`` values: its arrays stay in the cache), summed
+    as the mechanism sums them, then ``finish_sum`` (its noise, from ``rng``)."""
     arithmetic = sum_arithmetic(mechanism)
-    total = arithmetic.empty_sum(d)
-    first, stop = rows.start, rows.stop
-    for start in range(first, stop, step):
-        chunk = records.take(slice(start, min(start + step, stop)))
+    total = arithmetic.empty_sum(beta.size)
+    count = 0
+    for chunk in chunks:
         with np.errstate(all="ignore"):  # as holder_round: the mechanism bounds ±inf and NaN
             gradients = model.gradients(beta, chunk, sigma)
         total = total + _holder_sum(mechanism, gradients)
-    return arithmetic.finish_sum(total, stop - first, rng)
+        count += chunk.n
+    return arithmetic.finish_sum(total, count, rng)

@@ -8,7 +8,10 @@ from dataclasses import replace
 from typing import TypeVar, cast
 
 import numpy as np
+import pytest
 
+from ldpem.common.models import get_model
+from ldpem.common.planning import seed_records
 from ldpem.common.planning.executor import SerialExecutor
 from ldpem.common.planning.fastsim import final_errors, final_errors_by_rule
 from ldpem.common.planning.plan import make_plan
@@ -107,3 +110,29 @@ def test_mechanisms_and_schedules_on_one_problem_share_each_seeds_records() -> N
     other = CountingExecutor()
     predict_many([(PROBLEM, "local"), (PROBLEM.at_snr(6.0), "local")], seeds=2, executor=other)
     assert other.draws == 4
+
+
+@pytest.mark.parametrize("schedule", ["equal", "geometric:1.3"])
+def test_records_drawn_as_read_are_the_kept_ones(
+    monkeypatch: pytest.MonkeyPatch, schedule: str
+) -> None:
+    """Above KEEP_LIMIT a study draws its seed's blocks again as it reads them: the same
+    records, hence the same errors (blocks of 21 rows here, so rounds cross blocks)."""
+    monkeypatch.setattr(seed_records, "CHUNK", 64)
+    study = replace(PROBLEM, schedule=schedule).study("hospital", 0)
+    kept = final_errors_by_rule(study, [3, 4], FINALS)
+    monkeypatch.setattr(seed_records, "KEEP_LIMIT", 0)
+    assert np.array_equal(final_errors_by_rule(study, [3, 4], FINALS), kept)
+    drawn = seed_records.SeedRecords(
+        get_model("gmm"),
+        np.random.default_rng(1).spawn(2),
+        (50, 30),
+        star=np.ones(3),
+        sigma=1.0,
+        missing=0.0,
+    )
+    assert drawn.kept is None and drawn.rows == 21
+    reader = drawn.reader()
+    assert sum(c.n for c in reader.chunks(0, 0, 45)) == 45
+    with pytest.raises(ValueError, match="read in order"):
+        list(reader.chunks(0, 0, 5))
