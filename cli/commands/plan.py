@@ -23,8 +23,10 @@ from ldpem.common.planning.prediction import (
     Prediction,
     Problem,
     predict,
+    predict_many,
 )
 from ldpem.common.planning.schedule_search import DEFAULT_GRID, ScheduleSearch, search_schedule
+from ldpem.common.planning.simulation_cache import SimulationCache
 
 __all__ = [
     "add_arguments",
@@ -283,20 +285,36 @@ def handle(args: argparse.Namespace) -> int:
     compared_seeds = SEARCH_SEEDS if args.seeds is None else args.seeds
     search: ScheduleSearch | None = None
     compared: Prediction | None = None
+    # One run per seed for the whole command: the search's first setting is the plan's row
+    # of its mechanism, and the plan's runs also record the grid's other reported estimates.
+    finals = tuple(dict.fromkeys(s.final for s in DEFAULT_GRID)) if args.search_schedule else ()
+    cache = SimulationCache(finals=finals)
     with make_executor(args.scheduler, workers=args.workers) as executor:
         plan = make_plan(
             problem,
             seeds=seeds,
             crossover_limit=args.crossover_limit,
             executor=executor,
+            cache=cache,
         )
         if args.search_schedule:
             # The mechanism the plan recommends, unless told: the search is advice for it.
             searched = args.search_mechanism or plan.mechanism or SEARCH_MECHANISM
-            search = search_schedule(problem, searched, seeds=compared_seeds, executor=executor)
+            # The comparison row at every setting, in the search's batch: on the records the
+            # search draws for each seed, a few ms a run, whichever setting is recommended.
+            fitting = [s.applied(problem) for s in DEFAULT_GRID if s.fits(problem, searched)]
+            cases = [(p, m) for p in fitting for m in (searched, COMPARED)]
+            predict_many(cases, seeds=compared_seeds, executor=executor, cache=cache)
+            search = search_schedule(
+                problem, searched, seeds=compared_seeds, executor=executor, cache=cache
+            )
             # Non-private EM with the same setting: the row the recommendation is read against.
             compared = predict(
-                search.setting.applied(problem), COMPARED, seeds=search.seeds, executor=executor
+                search.setting.applied(problem),
+                COMPARED,
+                seeds=search.seeds,
+                executor=executor,
+                cache=cache,
             )
     if args.json:
         payload = plan.as_dict()

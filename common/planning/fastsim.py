@@ -10,13 +10,14 @@ distribution of every random quantity, by three changes that do not alter it:
 
 * **No dealing.** Synthetic records are i.i.d. given β*, so any fixed split of them into
   hospitals and rounds has the distribution of ``run_study``'s random permutations. Each
-  round's records (every hospital's round-t group, one after the other) are drawn when the
-  round starts, with the model's own ``sample_records``: no copy, no gather, and only one
-  round's records in memory.
-* **One gradient call per round**, the hospitals' rows as slices of it.
+  hospital's records are drawn in blocks with the model's own ``sample_records``, from a
+  generator of their own (``ldpem.common.planning.seed_records``), and round t takes the
+  next rows of each: no permutation, no gather.
+* **Gradients by chunks of rows**, each chunk's arrays in the cache
+  (``ldpem.common.planning.holder_sum``).
 * **Truncated sums by a table** (``ldpem.common.planning.truncation_sum``): the same function T to
   ~1e-8·s, without the constant-time evaluation real records need (noise shares: the sum
-  then put on their fine grid, ``_holder_sum``).
+  then put on their fine grid, ``holder_sum``).
 
 What stays ``run_study``'s own: β* (``true_parameter``, the first draw of the seed's
 generator, so the same β* as ``run_study`` for a seed), β⁰, the hospitals' sizes (given,
@@ -25,10 +26,18 @@ or ``random_holder_sizes``), the round sizes of the schedule, the mechanisms
 the central noise (``protocol.m_step``) and the reported estimate
 (``protocol.final_estimate``). The numbers differ from ``run_study``'s for the same seed
 (other draws); their distribution is the same, which tests/common/test_fastsim.py checks on
-a grid of models and mechanisms. A mechanism other than the truncations (clipping, none)
-sums its holders' contributions with its own ``partial_sum``. Studies it
+a grid of models and mechanisms. Studies it
 does not cover — records reused every round, gross outliers, dropouts — run through
 ``run_study`` itself, so every study is accepted.
+
+**Shared draws.** A seed's records and the generator of its noise come from the seed
+alone, not from the mechanism, rounds, schedule or reported estimate run on them, and the
+reported estimate draws nothing. So ``shared_final_errors`` runs several studies of the
+same data (the plan's mechanisms; the schedule search's settings) on one draw of each
+seed's records, and each study once for all its reported estimates: every study's errors
+are those it has run alone, number for number, at the cost of the records' draw once
+(common random numbers: the studies' errors are correlated seed by seed, each one's
+distribution unchanged).
 
 Seeds are mapped in batches (``BATCH`` seeds a task) on an ``ldpem.common.planning.executor``; each
 seed's result depends on the seed alone, not on the executor.
@@ -36,28 +45,24 @@ seed's result depends on the seed alone, not on the executor.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ldpem.common.core.errors import UserError
-from ldpem.common.core.secagg_quantize import FINE_BITS
-from ldpem.common.core.truncation import smoothed_truncation
-from ldpem.common.mechanisms import Mechanism, SharedNoise, sum_arithmetic
-from ldpem.common.mechanisms.local import LocalTruncation
-from ldpem.common.mechanisms.secagg import SecAggSkellam
 from ldpem.common.models import Model, get_model
 from ldpem.common.models._synthetic import true_parameter
 from ldpem.common.models.base import Draw
 from ldpem.common.planning.executor import Executor, SerialExecutor
-from ldpem.common.planning.simulation import random_holder_sizes
+from ldpem.common.planning.holder_sum import holder_total
+from ldpem.common.planning.seed_records import SeedRecords
+from ldpem.common.planning.simulation import RoundMechanisms, random_holder_sizes
 from ldpem.common.planning.study import Dataset, Study, run_study, study_mechanisms
 from ldpem.common.planning.study_checks import check_size, check_study, given_sizes, per_hospital
-from ldpem.common.planning.truncation_sum import truncated_sum
 from ldpem.common.protocol import (
     final_estimate,
     initial_beta,
@@ -71,13 +76,20 @@ from ldpem.common.protocol import (
     study_tau,
 )
 
-__all__ = ["BATCH", "FastRun", "fast_path", "final_errors", "final_estimates", "runs", "simulate"]
+__all__ = [
+    "BATCH",
+    "FastRun",
+    "fast_path",
+    "final_errors",
+    "final_errors_by_rule",
+    "final_estimates",
+    "runs",
+    "shared_final_errors",
+    "simulate",
+]
 
 FloatArray = NDArray[np.float64]
 
-#: Values (records × d) drawn and truncated at once: the arrays of one chunk stay in the
-#: cache, and the per-chunk overhead is small against its work.
-CHUNK = 1 << 15
 #: Seeds one task of the executor runs (fewer, larger tasks: less pickling and start-up).
 BATCH = 5
 
@@ -95,73 +107,6 @@ def fast_path(study: Study) -> bool:
     """Whether ``study`` runs on the fast path (module docstring); otherwise ``simulate``
     runs ``run_study`` itself."""
     return not study.reuse and study.outliers == 0.0 and study.dropout == 0.0
-
-
-#: Values a mechanism's contributions are probed at (``_tabled``): zero, tiny, moderate,
-#: large and huge, both signs.
-_PROBE = np.array([[0.0, 1e-9, 0.3, -0.7, 2.5, -40.0, 1e6, -1e300]])
-_TABLED: dict[type[Mechanism], bool] = {}
-
-
-def _tabled(mechanism: Mechanism) -> bool:
-    """Whether ``mechanism`` contributes the smoothed truncation of each gradient at its
-    scale and smoothing (local, hospital, central, noise shares), which the table sums:
-    its class's ``contributions`` are probed once against ``smoothed_truncation``."""
-    if not isinstance(mechanism, LocalTruncation):
-        return False
-    kind = type(mechanism)
-    if kind not in _TABLED:
-        expected = smoothed_truncation(_PROBE, mechanism.scale, mechanism.smoothing)
-        _TABLED[kind] = bool(np.array_equal(mechanism.contributions(_PROBE.copy()), expected))
-    return _TABLED[kind]
-
-
-def _holder_sum(mechanism: Mechanism, gradients: FloatArray) -> NDArray[Any]:
-    """Σ of a holder's contributions before its noise, (m, d) → (d,), in the mechanism's
-    arithmetic (``sum_arithmetic``); ``gradients`` is scratch. A truncation's sum comes
-    from the table; for noise shares it is then put on their fine grid
-    (``secagg.quantize.fine_sum``'s integers, here rint of the float sum in fine units
-    instead of the sum of each record's rint: they differ by at most m/2 fine units,
-    m·γ·2⁻³¹, far below the grid γ the sum is rounded to); any other mechanism sums with
-    its own arithmetic's ``partial_sum``."""
-    arithmetic = sum_arithmetic(mechanism)
-    if not _tabled(mechanism):
-        return arithmetic.partial_sum(gradients)
-    assert isinstance(mechanism, LocalTruncation)
-    total = truncated_sum(gradients, mechanism.scale, mechanism.smoothing)
-    if isinstance(mechanism, SecAggSkellam):
-        fine = np.rint(total / (mechanism.grid * 2.0**-FINE_BITS))
-        return np.array([int(v) for v in fine], dtype=object)
-    if isinstance(mechanism, SharedNoise):
-        return arithmetic.partial_sum(gradients)
-    return total
-
-
-def _holder_total(
-    model: Model,
-    mechanism: Mechanism,
-    beta: FloatArray,
-    count: int,
-    star: FloatArray,
-    sigma: float,
-    missing: float,
-    rng: np.random.Generator,
-) -> FloatArray:
-    """What one holder sends in a round of ``count`` records: its records drawn at β*
-    chunk by chunk (each chunk's arrays stay in the cache), their gradients at β summed as
-    the mechanism sums them, then ``finish_sum`` (its noise)."""
-    d = star.size
-    rows = max(1, CHUNK // d)
-    arithmetic = sum_arithmetic(mechanism)
-    total = arithmetic.empty_sum(d)
-    for start in range(0, count, rows):
-        size = min(rows, count - start)
-        draw = Draw(n=size, beta_star=star, sigma=sigma, missing=missing, rng=rng)
-        records = model.sample_records(draw)
-        with np.errstate(all="ignore"):  # as holder_round: the mechanism bounds ±inf and NaN
-            gradients = model.gradients(beta, records, sigma)
-        total = total + _holder_sum(mechanism, gradients)
-    return arithmetic.finish_sum(total, count, rng)
 
 
 def simulate(
@@ -194,6 +139,49 @@ def simulate(
     model = get_model(study.model)
     if not fast_path(study):
         return _reference(study, model, beta_star, beta0)
+    data = _draw(study, model, beta_star, beta0)
+    betas, variances = _trajectory(study, model, data)
+    final = final_estimate(
+        betas, variances, final=study.final, sign_invariant=model.sign_invariant
+    ).beta
+    return FastRun(final, data.star, _error(model, final, data.star))
+
+
+@dataclass(frozen=True)
+class _Data:
+    """One seed's draws that do not depend on the mechanism or the rounds: β*, β⁰, the
+    hospitals' sizes and every hospital's records, and the generator of the run's noise
+    (copied for each study run on them, so that each run's noise is its seed's alone)."""
+
+    star: FloatArray
+    beta0: FloatArray
+    sizes: tuple[int, ...]
+    records: SeedRecords
+    noise: np.random.Generator
+
+
+def _data_key(study: Study) -> tuple[object, ...]:
+    """What ``_draw`` reads of a study besides its seed: studies with equal keys run on the
+    same records for the same seed."""
+    return (
+        study.model,
+        study.d,
+        study.sigma,
+        study.snr,
+        study.missing,
+        study.n,
+        study.sizes,
+        study.hospitals,
+    )
+
+
+def _draw(
+    study: Study, model: Model, beta_star: ArrayLike | None, beta0: ArrayLike | None
+) -> _Data:
+    """``study``'s data at its seed: β* (``true_parameter``, the first draw of the seed's
+    generator, as ``run_study``'s), β⁰, the sizes (given, or ``random_holder_sizes``),
+    then two generators spawned from the seed's: the records' (one child per hospital,
+    ``SeedRecords``) and the noise's."""
     rng = study_rng(study.seed)
     d = study.d
     missing = study.missing if study.missing is not None else _model_missing(model)
@@ -204,9 +192,6 @@ def simulate(
     else:
         star = _vector("beta_star", beta_star, d)
     check_size(study.n, study, given_sizes(study, None))
-    delta = study_delta(study.delta, study.n)
-    bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
-    tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
     beta = initial_beta(d, study.sigma, rng) if beta0 is None else _vector("beta0", beta0, d)
     sizes = study.sizes
     if sizes is None:
@@ -214,26 +199,65 @@ def simulate(
         if study.hospitals > 1:
             minimum = per_hospital(study)
             sizes = tuple(random_holder_sizes(study.n, study.hospitals, minimum, rng))
+    draws, noise = rng.spawn(2)
+    generators = draws.spawn(len(sizes))
+    records = SeedRecords(model, generators, sizes, star=star, sigma=study.sigma, missing=missing)
+    return _Data(star, beta, tuple(sizes), records, noise)
+
+
+#: A study's rounds on given sizes (``_setup``): each round's mechanisms, each hospital's
+#: records in each round (K, T) and the row where each starts (K, T + 1).
+_Setup = tuple[tuple[RoundMechanisms, ...], NDArray[np.int64], NDArray[np.int64]]
+
+
+def _setup(study: Study, model: Model, sizes: tuple[int, ...]) -> _Setup:
+    """What ``_trajectory`` needs of ``study`` besides its seed's data, for hospitals of
+    ``sizes``: its mechanisms (``study_mechanisms``, calibrated once for all its seeds)
+    and its schedule's rows."""
+    d = study.d
+    delta = study_delta(study.delta, study.n)
+    bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
+    tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
     plans = study_mechanisms(study, sizes, d=d, delta=delta, tau=tau)
-    per_round = np.array([round_sizes(size, study.rounds, study.schedule) for size in sizes]).T
+    per_round = np.array([round_sizes(size, study.rounds, study.schedule) for size in sizes])
+    starts = np.cumsum(np.pad(per_round, ((0, 0), (1, 0))), axis=1)
+    return plans, per_round, starts
+
+
+def _trajectory(
+    study: Study, model: Model, data: _Data, setup: _Setup | None = None
+) -> tuple[list[FloatArray], list[float]]:
+    """The iterates β⁰ … β^T of ``study`` run on ``data`` (each round's records the next
+    rows of each hospital's, as the schedule deals them) and each round's noise variance
+    v_t: everything a reported estimate (``final_estimate``) is computed from, whatever
+    ``study.final`` is (it draws nothing). ``setup``: ``_setup`` for ``data.sizes``."""
+    rng = copy.deepcopy(data.noise)
+    plans, per_round, starts = setup if setup is not None else _setup(study, model, data.sizes)
+    reader = data.records.reader()
+    beta = data.beta0
     betas = [beta]
-    variances = []
-    for plan, counts in zip(plans, per_round, strict=True):
+    variances: list[float] = []
+    for t, plan in enumerate(plans):
         if not np.all(np.isfinite(beta)):
             raise ValueError("beta must be finite, got NaN or inf")
         totals = [
-            _holder_total(model, mechanism, beta, int(count), star, study.sigma, missing, rng)
-            for mechanism, count in zip(plan.holders, counts, strict=True)
+            holder_total(
+                model,
+                mechanism,
+                beta,
+                reader.chunks(k, int(starts[k, t]), int(starts[k, t + 1])),
+                study.sigma,
+                rng,
+            )
+            for k, mechanism in enumerate(plan.holders)
         ]
-        step = m_step(beta, totals, counts.tolist(), eta=study.eta, central=plan.central, rng=rng)
+        counts: list[int] = per_round[:, t].tolist()
+        step = m_step(beta, totals, counts, eta=study.eta, central=plan.central, rng=rng)
         beta = step.beta
         declared = [report_noise_std(m) for m in plan.holders]
         variances.append(round_noise_variance(plan.holders[0], counts, declared, plan.central))
         betas.append(beta)
-    final = final_estimate(
-        betas, variances, final=study.final, sign_invariant=model.sign_invariant
-    ).beta
-    return FastRun(final, star, _error(model, final, star))
+    return betas, variances
 
 
 def _model_missing(model: Model) -> float:
@@ -332,3 +356,53 @@ def final_errors(study: Study, seeds: Sequence[int]) -> FloatArray:
     sign symmetry; +inf for a run that diverged), shape (len(seeds),), the runs in this
     process at each seed's own β* (``runs`` takes an executor, β* or β⁰ when needed)."""
     return np.array([run.error for run in runs(study, seeds)], dtype=np.float64)
+
+
+def final_errors_by_rule(study: Study, seeds: Sequence[int], finals: Sequence[str]) -> FloatArray:
+    """``final_errors`` of ``study`` under each reported estimate of ``finals``, shape
+    (len(finals), len(seeds)) (``shared_final_errors`` of one study)."""
+    return shared_final_errors([(study, finals)], seeds)[0]
+
+
+def shared_final_errors(
+    cases: Sequence[tuple[Study, Sequence[str]]], seeds: Sequence[int]
+) -> list[FloatArray]:
+    """For studies of the same data (model, d, σ, snr, sizes: ``_data_key``; their own
+    seeds ignored), each study's errors under each of its reported estimates at each seed:
+    one array per case, of shape (len(finals), len(seeds)), whose row i is
+    ``final_errors(replace(study, final=finals[i]), seeds)`` number for number.
+
+    On the fast path each seed's records are drawn once for every study and each study
+    simulated once for all its rules: a seed's records and noise do not depend on the
+    mechanism, rounds or schedule run on them, nor a run on its final rule. Off the fast
+    path each rule is ``run_study``'s own runs. ValueError when the studies' data differ."""
+    keys = {_data_key(study) for study, _ in cases}
+    if len(keys) > 1:
+        raise ValueError("shared_final_errors needs studies of the same data")
+    for study, finals in cases:
+        for final in (study.final, *finals):
+            check_study(replace(study, final=final), synthetic=True)
+        check_size(study.n, study, given_sizes(study, None))
+    found = [np.empty((len(finals), len(seeds))) for _, finals in cases]
+    fast = [j for j, (study, _) in enumerate(cases) if fast_path(study)]
+    for j, (study, finals) in enumerate(cases):
+        if j not in fast:
+            rows = [final_errors(replace(study, final=final), seeds) for final in finals]
+            found[j][:] = np.array(rows, dtype=np.float64).reshape(len(finals), len(seeds))
+    setups: dict[tuple[int, tuple[int, ...]], _Setup] = {}
+    for column, seed in enumerate(seeds):
+        data = None
+        for j in fast:
+            study, finals = cases[j]
+            seeded = replace(study, seed=int(seed))
+            model = get_model(study.model)
+            data = data if data is not None else _draw(seeded, model, None, None)
+            if (j, data.sizes) not in setups:
+                setups[(j, data.sizes)] = _setup(study, model, data.sizes)
+            betas, variances = _trajectory(seeded, model, data, setups[(j, data.sizes)])
+            for row, final in enumerate(finals):
+                reported = final_estimate(
+                    betas, variances, final=final, sign_invariant=model.sign_invariant
+                )
+                found[j][row, column] = _error(model, reported.beta, data.star)
+    return found

@@ -28,6 +28,7 @@ from ldpem.common.planning.prediction import (
     outlooks,
     predict,
 )
+from ldpem.common.planning.simulation_cache import SimulationCache
 from ldpem.common.planning.study import StudyResult
 
 __all__ = [
@@ -213,12 +214,14 @@ def make_plan(
     seeds: int = DEFAULT_SEEDS,
     crossover_limit: int = DEFAULT_CROSSOVER_LIMIT,
     executor: Executor | None = None,
+    cache: SimulationCache | None = None,
 ) -> Plan:
     """Outlooks for ``mechanisms`` (default: every mechanism a federated run may use, from
     the registry), local DP's crossover and the recommendation, on ``executor`` (default:
     this machine's cores): ``seeds`` simulations behind each band at the planned n and
     assumed SNR, at most ``SENSITIVITY_SEEDS`` at half and twice the SNR and at most
-    ``SEARCH_SEEDS`` at the crossover's other sizes (means that are only compared)."""
+    ``SEARCH_SEEDS`` at the crossover's other sizes (means that are only compared);
+    ``cache``: runs to share with later predictions (``predict_many``)."""
     if mechanisms is None:
         mechanisms = mechanism_names(federated=True)
     if executor is None:
@@ -229,8 +232,9 @@ def make_plan(
                 seeds=seeds,
                 crossover_limit=crossover_limit,
                 executor=own,
+                cache=cache,
             )
-    found = tuple(outlooks(problem, mechanisms, seeds=seeds, executor=executor))
+    found = tuple(outlooks(problem, mechanisms, seeds=seeds, executor=executor, cache=cache))
     crossover = find_crossover(
         problem,
         crossover_mechanism(mechanisms),

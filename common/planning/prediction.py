@@ -29,7 +29,11 @@ with its own finite S allowed for. The share one band covers still varies with i
 crossover and schedule searches only compare means: they use ``SEARCH_SEEDS``, and the
 what-ifs at other SNRs ``SENSITIVITY_SEEDS``.
 The seeds run in batches on an ``ldpem.common.planning.executor`` (this machine's cores by
-default); each seed's result depends on the seed alone, not on the executor.
+default); each seed's result depends on the seed alone, not on the executor. Predictions
+made together share their runs (``ldpem.common.planning.simulation_cache``): a seed's
+records are drawn once for every mechanism and schedule of one problem, and a run serves
+all its reported estimates; the figures are those of each prediction made alone, and
+the mechanisms and settings of one problem are compared on the same records.
 """
 
 from __future__ import annotations
@@ -37,24 +41,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from ldpem.common.core._validation import check_count, check_positive
-from ldpem.common.core.calibration import DEFAULT_ZETA
-from ldpem.common.models import get_model
+from ldpem.common.core._validation import check_count
 from ldpem.common.planning.executor import Executor, make_executor
-from ldpem.common.planning.fastsim import final_errors
-from ldpem.common.planning.study import Study
-from ldpem.common.protocol import (
-    EQUAL,
-    LAST,
-    least_records,
-    study_beta_bound,
-    study_delta,
-    study_tau,
-)
+from ldpem.common.planning.problem import BEAT_FRACTION, Problem
+from ldpem.common.planning.simulation_cache import SimulationCache
 
 __all__ = [
     "BAND",
@@ -93,117 +87,9 @@ SEARCH_SEEDS = 20
 SENSITIVITY_SEEDS = 10
 #: The band's quantiles.
 BAND = (0.1, 0.9)
-#: A mean final error at most this fraction of ‖β*‖ counts as beating β = 0. Not ‖β*‖
-#: itself: runs start at a random β⁰ of norm σ, as the coordinator's do, whose error is
-#: already about ‖β*‖, so an error just below it only says the EM did not move. At half,
-#: the estimate points within ~30° of β*.
-BEAT_FRACTION = 0.5
 #: The planner and the forecast also simulate ‖β*‖/σ at these multiples of the assumed
 #: value: the SNR is an assumption, and the error depends on it.
 SNR_FACTORS = (0.5, 2.0)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """The public description of a run. ``delta`` None: n^-1.1; ``tau`` None: the default
-    of the model's ``default_tau`` for the bound B = ``beta_bound`` (None: snr·σ), as
-    ``protocol.study_delta`` and ``protocol.study_tau`` resolve them;
-    ``missing`` None: 0.1 for rmc, else 0; ``scale`` overrides Algorithm 2's s;
-    ``schedule`` and ``final``: the run's round schedule and reported estimate."""
-
-    model: str
-    d: int
-    sizes: tuple[int, ...]
-    sigma: float = 1.0
-    epsilon: float = 1.0
-    delta: float | None = None
-    rounds: int = 10
-    snr: float = 3.0
-    tau: float | None = None
-    beta_bound: float | None = None
-    zeta: float = DEFAULT_ZETA
-    accounting: str = "exact"
-    missing: float | None = None
-    clip: float = 1.0
-    eta: float = 1.0
-    scale: float | None = None
-    schedule: str | tuple[float, ...] = EQUAL
-    final: str = LAST
-    #: Noise shares (secagg): the fewest holders of a sum (None: ``protocol.study_t_min``)
-    #: and c, the most of them that may collude (None: ``protocol.study_colluders``).
-    t_min: int | None = None
-    colluders: int | None = None
-
-    def __post_init__(self) -> None:
-        get_model(self.model)
-        check_count("d", self.d)
-        check_count("rounds", self.rounds)
-        check_positive("sigma", self.sigma)
-        check_positive("epsilon", self.epsilon)
-        check_positive("snr", self.snr)
-        if not self.sizes:
-            raise ValueError("sizes must list at least one hospital")
-        for size in self.sizes:
-            if size < self.rounds:
-                raise ValueError(
-                    f"every hospital needs at least rounds = {self.rounds} records, got {size}"
-                )
-
-    @property
-    def n(self) -> int:
-        return sum(self.sizes)
-
-    @property
-    def resolved_delta(self) -> float:
-        return study_delta(self.delta, self.n)
-
-    @property
-    def resolved_bound(self) -> float:
-        """The declared bound B on ‖β‖₂: ``beta_bound``, else snr·σ."""
-        return study_beta_bound(self.beta_bound, snr=self.snr, sigma=self.sigma)
-
-    @property
-    def resolved_tau(self) -> float:
-        return study_tau(
-            self.model, tau=self.tau, beta_bound=self.resolved_bound, sigma=self.sigma, d=self.d
-        )
-
-    @property
-    def trivial_error(self) -> float:
-        """Error of the estimate β = 0: ‖β*‖ = snr·σ."""
-        return self.snr * self.sigma
-
-    @property
-    def useful_error(self) -> float:
-        """The mean error below which a mechanism beats β = 0 (``BEAT_FRACTION``·‖β*‖)."""
-        return BEAT_FRACTION * self.trivial_error
-
-    @property
-    def seed_key(self) -> str:
-        """What the prediction seeds are drawn from: every field but those a schedule
-        search varies (rounds, schedule, final), as text."""
-        skip = {"rounds", "schedule", "final"}
-        return repr([(f.name, getattr(self, f.name)) for f in fields(self) if f.name not in skip])
-
-    def study(self, mechanism: str, seed: int) -> Study:
-        """The simulated study of this problem with ``mechanism`` and ``seed``: synthetic
-        data of the model with ‖β*‖ = snr·σ, dealt to hospitals of ``sizes`` records.
-        Every field of a problem is one of a study's."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return Study(mechanism=mechanism, n=self.n, seed=seed, **values)
-
-    def with_records(self, n: int) -> Problem:
-        """The same problem with ``n`` records split in the same proportions."""
-        total = self.n
-        least = least_records(self.rounds, self.schedule)
-        sizes = [max(least, round(s * n / total)) for s in self.sizes]
-        return replace(self, sizes=tuple(sizes))
-
-    def at_snr(self, snr: float) -> Problem:
-        """The same run if ‖β*‖/σ were ``snr``: the data change, the run's public
-        parameters do not (its bound B, hence τ and the scale, stay those of the assumed
-        SNR, as a run created under that assumption publishes them)."""
-        return replace(self, snr=snr, beta_bound=self.resolved_bound)
 
 
 def quantile(errors: Sequence[float], p: float) -> float:
@@ -292,28 +178,20 @@ def prediction_seeds(problem: Problem, count: int) -> range:
     return range(first, first + check_count("seeds", count))
 
 
-def _final_errors(task: tuple[Problem, str, tuple[int, ...]]) -> list[float]:
-    """A batch of simulations: the errors of the reported estimate (β^T, or the average
-    the problem's ``final`` asks) of ``problem``'s study with ``mechanism`` at each seed
-    (+inf when it diverged). Module level: a process pool runs it."""
-    problem, mechanism, seeds = task
-    errors = final_errors(problem.study(mechanism, seeds[0]), seeds)
-    return [float(e) if math.isfinite(e) else math.inf for e in errors]
-
-
-#: Seeds in one task of the executor: fewer, larger tasks cost less to send.
-_BATCH = 10
-
-
 def predict_many(
     cases: Sequence[tuple[Problem, str]],
     *,
     seeds: int | Sequence[int] = DEFAULT_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
+    cache: SimulationCache | None = None,
 ) -> list[Prediction]:
     """A prediction for each (problem, mechanism) of ``cases``, all their simulations
     mapped as one batch of tasks (so that every worker stays busy across cases).
+
+    Cases that differ only in their reported estimate share their runs, and ``cache``
+    keeps runs for later calls (``ldpem.common.planning.simulation_cache``): the
+    predictions are the same numbers as without it.
 
     Parameters
     ----------
@@ -326,6 +204,9 @@ def predict_many(
         the prediction pessimistic) and the mechanisms calibrated for the smaller run.
     executor : Executor, optional
         Where the simulations run; default: a pool of this machine's cores, closed after.
+    cache : SimulationCache, optional
+        Runs already simulated, taken from it, and where new ones are recorded (default:
+        this call's own).
 
     Returns
     -------
@@ -339,21 +220,18 @@ def predict_many(
         (p.with_records(max_records) if max_records is not None and p.n > max_records else p, m)
         for p, m in cases
     ]
-    tasks = []
-    for (p, m), count in zip(simulated, counts, strict=True):
-        chosen = list(prediction_seeds(p, count))
-        tasks += [(p, m, tuple(chosen[i : i + _BATCH])) for i in range(0, count, _BATCH)]
+    memo = cache if cache is not None else SimulationCache()
+    runs = [(p, m, check_count("seeds", c)) for (p, m), c in zip(simulated, counts, strict=True)]
     if executor is None:
         with make_executor() as own:
-            batches = own.map(_final_errors, tasks)
+            memo.fill(runs, prediction_seeds, own)
     else:
-        batches = executor.map(_final_errors, tasks)
-    errors = [e for batch in batches for e in batch]
+        memo.fill(runs, prediction_seeds, executor)
     found = []
-    start = 0
     for (p, m), count in zip(simulated, counts, strict=True):
-        found.append(Prediction(m, p, tuple(errors[start : start + count]), first_seed(p)))
-        start += count
+        errors = memo.lookup(p, m, count)
+        assert errors is not None  # simulated above
+        found.append(Prediction(m, p, errors, first_seed(p)))
     return found
 
 
@@ -364,10 +242,14 @@ def predict(
     seeds: int = DEFAULT_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
+    cache: SimulationCache | None = None,
 ) -> Prediction:
     """The prediction for one problem and mechanism (``predict_many``)."""
     cases = [(problem, mechanism)]
-    return predict_many(cases, seeds=seeds, max_records=max_records, executor=executor)[0]
+    found = predict_many(
+        cases, seeds=seeds, max_records=max_records, executor=executor, cache=cache
+    )
+    return found[0]
 
 
 def outlooks(
@@ -378,15 +260,18 @@ def outlooks(
     sensitivity_seeds: int = SENSITIVITY_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
+    cache: SimulationCache | None = None,
 ) -> list[Outlook]:
     """Each mechanism's prediction at the problem's SNR (``seeds`` simulations) and at
     ``SNR_FACTORS`` times it (``Problem.at_snr``; ``sensitivity_seeds`` each, at most
-    ``seeds``), as one batch."""
+    ``seeds``), as one batch (``cache`` as in ``predict_many``)."""
     variants = [problem, *(problem.at_snr(f * problem.snr) for f in SNR_FACTORS)]
     cases = [(v, m) for m in mechanisms for v in variants]
     side = min(seeds, sensitivity_seeds)
     counts = [seeds if v is problem else side for _ in mechanisms for v in variants]
-    found = predict_many(cases, seeds=counts, max_records=max_records, executor=executor)
+    found = predict_many(
+        cases, seeds=counts, max_records=max_records, executor=executor, cache=cache
+    )
     width = len(variants)
     return [
         Outlook(found[i * width], tuple(found[i * width + 1 : (i + 1) * width]))

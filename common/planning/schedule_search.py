@@ -4,8 +4,9 @@ For a ``Problem`` and one mechanism, each setting of the grid (T rounds, a round
 ``ldpem.common.protocol.schedule``, a final rule of ``ldpem.common.protocol.estimate``) is
 predicted with the problem's prediction seeds
 (``ldpem.common.planning.prediction.predict_many``, one batch on the executor; every
-setting sees the same seeds, hence the same β*, start and
-split over hospitals, so settings are compared seed by seed; ``SEARCH_SEEDS`` of them by
+setting sees the same seeds, hence the same β*, start, split over hospitals, records and
+noise stream (``ldpem.common.planning.fastsim``: shared draws), so settings are compared
+seed by seed; ``SEARCH_SEEDS`` of them by
 default). The recommendation is
 the grid's first setting (the simplest: equal rounds and the last iterate) unless another
 setting beats it *clearly*: its mean per-seed gain over the first, on the same seeds,
@@ -26,6 +27,7 @@ from itertools import product
 
 from ldpem.common.planning.executor import Executor
 from ldpem.common.planning.prediction import SEARCH_SEEDS, Prediction, Problem, predict_many
+from ldpem.common.planning.simulation_cache import SimulationCache
 from ldpem.common.protocol import (
     EQUAL,
     LAST,
@@ -247,11 +249,15 @@ def search_schedule(
     seeds: int = SEARCH_SEEDS,
     max_records: int | None = None,
     executor: Executor | None = None,
+    cache: SimulationCache | None = None,
 ) -> ScheduleSearch:
     """Predict ``mechanism`` on ``problem`` at every setting of ``grid`` that its hospitals'
     records and rules allow (``Setting.fits``), as one batch of ``seeds`` simulations per setting on
     ``executor`` (default: this machine's cores); ``max_records`` as in ``predict_many``.
-    The problem's own rounds, schedule and final rule are replaced by each setting's."""
+    The problem's own rounds, schedule and final rule are replaced by each setting's.
+    Settings that differ only in their final rule share their runs, and ``cache`` holds
+    runs already simulated (the plan's, whose row is the first setting's): the same
+    numbers as simulated afresh (``ldpem.common.planning.simulation_cache``)."""
     fitting = [s for s in grid if s.fits(problem, mechanism)]
     if not fitting:
         raise ValueError(
@@ -259,5 +265,7 @@ def search_schedule(
             f"{min(problem.sizes)} records or more"
         )
     cases = [(s.applied(problem), mechanism) for s in fitting]
-    found = predict_many(cases, seeds=seeds, max_records=max_records, executor=executor)
+    found = predict_many(
+        cases, seeds=seeds, max_records=max_records, executor=executor, cache=cache
+    )
     return ScheduleSearch(problem, mechanism, tuple(zip(fitting, found, strict=True)))

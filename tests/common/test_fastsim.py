@@ -10,11 +10,12 @@ through ``fastsim.final_errors`` (other seeds, so that no β* is shared), at a s
   p-quantile, against p, with the standard error √(p(1−p)·(1/R + 1/R)) (the quantile's
   own sampling error and the share's).
 
-The cases: gmm/mrm/rmc × local/hospital/central, and gmm with noise shares (secagg). 30
-comparisons at |z| ≤ 2 would fail one of them ~75% of the time for identical
+The cases: gmm/mrm/rmc × local/hospital/central, and gmm with noise shares (secagg), with
+clipping (local-clip) and without noise (none), whose contributions the fast path sums in
+floats. 36 comparisons at |z| ≤ 2 would fail one of them ~80% of the time for identical
 distributions; each is held to the Bonferroni bound for a 1% family-wise false alarm,
-|z| ≤ Φ⁻¹(1 − 0.01/60) ≈ 3.59, and the ten mean z's together to Σ z² ≤ χ²₁₀(0.99) = 23.2,
-which catches a shift of ~1 standard error shared by every case.
+|z| ≤ Φ⁻¹(1 − 0.01/72) ≈ 3.64, and the twelve mean z's together to Σ z² ≤ χ²₁₂(0.99) =
+26.2, which catches a shift of ~1 standard error shared by every case.
 """
 
 from __future__ import annotations
@@ -34,8 +35,13 @@ pytestmark = pytest.mark.slow
 RUNS = 200
 MODELS = ("gmm", "mrm", "rmc")
 MECHANISMS = ("local", "hospital", "central")
-#: The issue's grid, and noise shares (their fine-grid sum, ``fastsim._holder_sum``).
-CASES = [(m, k) for m in MODELS for k in MECHANISMS] + [("gmm", "secagg")]
+#: The issue's grid, noise shares (their fine-grid sum, ``holder_sum._holder_sum``) and the
+#: float sums of clipping and of no noise.
+CASES = [(m, k) for m in MODELS for k in MECHANISMS] + [
+    ("gmm", "secagg"),
+    ("gmm", "local-clip"),
+    ("gmm", "none"),
+]
 COMPARISONS = len(CASES) * 3
 Z_LIMIT = float(norm.ppf(1 - 0.01 / (2 * COMPARISONS)))
 CHI2_LIMIT = float(chi2.ppf(0.99, len(CASES)))
