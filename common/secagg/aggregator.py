@@ -166,17 +166,13 @@ class Aggregator(GraphRelay):
             self._enough(len(self.encrypted_shares), "shared keys")
             self.step = "mask"
         p = self.parameters
+        sealed: dict[str, dict[str, bytes]] = {name: {} for name in self.encrypted_shares}
+        for sender, message in self.encrypted_shares.items():  # O(K·k), not a scan per recipient
+            for recipient, ciphertext in message.ciphertexts.items():
+                if recipient in sealed:  # not a holder that advertised but sent no shares
+                    sealed[recipient][sender] = ciphertext
         self.bundles = {
-            recipient: messages.ShareBundle(
-                recipient,
-                p.run_id,
-                p.round,
-                {
-                    sender: message.ciphertexts[recipient]
-                    for sender, message in self.encrypted_shares.items()
-                    if recipient in message.ciphertexts
-                },
-            )
+            recipient: messages.ShareBundle(recipient, p.run_id, p.round, sealed[recipient])
             for recipient in sorted(self.encrypted_shares)
         }
         return self.bundles

@@ -83,6 +83,9 @@ class Share:
 
 
 def _checked(share: Share, prime: int = PRIME) -> Share:
+    x, y = share.x, share.y
+    if type(x) is int and type(y) is int and 0 < x < prime and 0 <= y < prime:
+        return share  # the common case, in two comparisons (an aggregator checks ~10⁵)
     if isinstance(share.x, bool) or not isinstance(share.x, int) or not 0 < share.x < prime:
         raise ShamirError("a share's x-coordinate must be an integer in [1, prime)")
     if isinstance(share.y, bool) or not isinstance(share.y, int) or not 0 <= share.y < prime:
@@ -218,10 +221,16 @@ def lagrange_at(
 @lru_cache(maxsize=64)
 def lagrange_at_zero(xs: tuple[int, ...], prime: int = PRIME) -> tuple[int, ...]:
     """The Lagrange coefficients λ_i with f(0) = Σ λ_i f(x_i) for every polynomial of
-    degree < len(xs), i.e. λ_i = Π_{j≠i} x_j / (x_j − x_i), computed from the barycentric
-    weights (``lagrange_at``). Cached: the full mesh combines many secrets from the same
-    holders."""
-    return tuple(lagrange_at(xs, 0, prime))
+    degree < len(xs), i.e. λ_i = Π_{j≠i} x_j / (x_j − x_i) = w_i Π_{j≠i} (−x_j), with w_i
+    the barycentric weights and Π_{j≠i} x_j = (Π_j x_j) / x_i, an exact integer division
+    (t modular products besides the weights' 3t). Cached: the full mesh combines many
+    secrets from the same holders."""
+    if 0 in xs:  # f(0) is a given value: λ is 1 there, 0 elsewhere
+        return tuple(lagrange_at(xs, 0, prime))
+    weights = barycentric_weights(xs, prime)
+    product = math.prod(xs)
+    sign = -1 if (len(xs) - 1) % 2 else 1
+    return tuple(sign * (product // x) * w % prime for x, w in zip(xs, weights, strict=True))
 
 
 def _dot(coefficients: Sequence[int], shares: Sequence[Share], prime: int) -> int:

@@ -226,9 +226,10 @@ def test_the_fast_weights_in_a_small_field() -> None:
                     assert lagrange_at(xs, at, prime) == textbook_lagrange(xs, at, prime)
 
 
-def test_lagrange_weights_need_distinct_x_coordinates() -> None:
+def test_lagrange_weights_need_distinct_x_coordinates_and_take_zero() -> None:
     with pytest.raises(ShamirError, match="duplicate"):
         lagrange_at_zero((3, 5, 3))
+    assert list(lagrange_at_zero((0, 3, 5))) == textbook_lagrange((0, 3, 5), 0) == [1, 0, 0]
     with pytest.raises(ShamirError, match="not distinct in the field"):
         lagrange_at((1, 6), 0, 5)  # 6 ≡ 1 (mod 5)
 
