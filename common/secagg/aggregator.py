@@ -81,7 +81,6 @@ class Aggregator(GraphRelay):
         self.responses: dict[str, messages.UnmaskResponse] = {}
         self.bundles: dict[str, messages.ShareBundle] = {}
         self._check: messages.ConsistencyCheck | None = None
-        self._signed_set = b""  # what a survivor signs: the check's bytes, once it exists
         self._request: messages.UnmaskRequest | None = None
         self._result: Vector | None = None
         #: Responders whose revealed share was not dealt to them (``result``): name → why.
@@ -218,10 +217,6 @@ class Aggregator(GraphRelay):
                 self._enough(around, f"of {survivor!r}'s neighbourhood survived")
             p = self.parameters
             self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors)
-            check = self._check  # the bytes each survivor signature must verify over
-            self._signed_set = consistency.survivor_set_bytes(
-                check.run_id, check.round, check.survivors
-            )
             self.step = "consistency"
         return self._opened(self._check, "consistency check")
 
@@ -232,7 +227,8 @@ class Aggregator(GraphRelay):
         check = self._opened(self._check, "consistency check")  # opened by the last step
         if signature.holder not in check.survivors:
             raise SecAggRefused(f"a survivor signature from {signature.holder!r}, not a survivor")
-        if not self.roster.verify(signature.holder, signature.signature, self._signed_set):
+        message = consistency.survivor_set_bytes(check.run_id, check.round, check.survivors)
+        if not self.roster.verify(signature.holder, signature.signature, message):
             raise SecAggRefused(
                 f"the survivor signature of {signature.holder!r} does not verify over the "
                 f"survivor set"
