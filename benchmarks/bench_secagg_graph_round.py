@@ -2,9 +2,11 @@
 real aggregator at the default graph parameters for K; the aggregator's CPU per step.
 
     python benchmarks/bench_secagg_graph_round.py [--holders 1000] [--dropped 0.1]
-                                                  [--dimension 11] [--json] [--quick]
+                                                  [--dimension 11] [--mesh] [--json] [--quick]
 
 ``graph_parameters(K)`` (docs/SECAGG_GRAPH.md) gives k, t_k, the committee (m, τ) and h;
+with ``--mesh`` the round is the full mesh at the study defaults t_min = K − ⌊K/10⌋ and c
+(``study_t_min``, ``study_colluders``), every holder sharing with the K − 1 others;
 every holder (``ldpem.common.secagg.Holder``) advertises, shares with its neighbours,
 masks, signs S and answers its own unmasking request; ⌊dropped·K⌋ holders stop before
 their masked input. The round's sum is checked against the survivors' inputs. cpu_s is
@@ -25,6 +27,7 @@ from typing import Any
 
 from _fedkit import machine
 
+from ldpem.common.protocol.defaults import study_colluders, study_t_min
 from ldpem.common.secagg import (
     Aggregator,
     Holder,
@@ -38,15 +41,25 @@ from ldpem.common.secagg.graph_parameters import graph_parameters
 RUN = "bench-graph"
 
 
-def graph_round(holders: int, dropped_fraction: float, dimension: int) -> dict[str, Any]:
+def round_parameters(holders: int, *, mesh: bool) -> RoundParameters:
+    """The graph's derived parameters for K, or the full mesh's study defaults."""
+    if mesh:
+        t_min = study_t_min(None, holders)
+        return RoundParameters(RUN, 0, holders, t_min, 48, study_colluders(None, holders, t_min))
     g = graph_parameters(holders)
     if g.full_mesh:
-        raise SystemExit(f"K = {holders} gives the full mesh; take a larger K")
-    parameters = RoundParameters(
+        raise SystemExit(f"K = {holders} gives the full mesh; take a larger K or --mesh")
+    return RoundParameters(
         RUN, 0, holders, g.threshold, 48, g.colluders, neighbours=g.k,
         committee=g.committee_size, committee_threshold=g.committee_threshold,
         honest=g.honest_shares,
     )  # fmt: skip
+
+
+def graph_round(
+    holders: int, dropped_fraction: float, dimension: int, *, mesh: bool = False
+) -> dict[str, Any]:
+    parameters = round_parameters(holders, mesh=mesh)
     keys = {f"h{i:05d}": generate_signing_key() for i in range(holders)}
     roster = Roster({name: public_key_bytes(key) for name, key in keys.items()})
     started_all = time.process_time()
@@ -87,10 +100,11 @@ def graph_round(holders: int, dropped_fraction: float, dimension: int) -> dict[s
     expected = [sum(inputs[n][j] for n in check.survivors) % 2**48 for j in range(dimension)]
     return {
         "holders": holders,
-        "neighbours": g.k,
-        "t_k": g.threshold,
-        "committee": [g.committee_size, g.committee_threshold],
-        "honest_shares": g.honest_shares,
+        "mesh": mesh,
+        "neighbours": parameters.neighbours if parameters.graph else holders - 1,
+        "t_k": parameters.t_min,
+        "committee": [parameters.committee, parameters.committee_threshold],
+        "honest_shares": parameters.honest_shares,
         "dropped": len(dropped),
         "survivors": len(check.survivors),
         "sum_ok": total == expected,
@@ -105,17 +119,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--holders", type=int, default=1000)
     parser.add_argument("--dropped", type=float, default=0.1)
     parser.add_argument("--dimension", type=int, default=11)
+    parser.add_argument("--mesh", action="store_true", help="the full mesh, study defaults")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="K = 100 (smoke)")
     args = parser.parse_args(argv)
     holders = 100 if args.quick else args.holders
-    result = {"machine": machine(), **graph_round(holders, args.dropped, args.dimension)}
+    result = {
+        "machine": machine(),
+        **graph_round(holders, args.dropped, args.dimension, mesh=args.mesh),
+    }
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         print()
         return 0
     print(
-        f"K={holders} k={result['neighbours']} t_k={result['t_k']} (m, tau)="
+        f"K={holders} {'mesh' if args.mesh else 'graph'} k={result['neighbours']} "
+        f"t={result['t_k']} (m, tau)="
         f"{tuple(result['committee'])} h={result['honest_shares']} dropped={result['dropped']}: "
         f"sum ok {result['sum_ok']}; aggregator CPU {result['aggregator_cpu_s']:.2f}s "
         f"({', '.join(f'{k} {v:.2f}' for k, v in result['cpu_s'].items())}); all "

@@ -86,6 +86,7 @@ class Aggregator(GraphRelay):
         self._result: Vector | None = None
         #: Responders whose revealed share was not dealt to them (``result``): name → why.
         self.faulty: dict[str, str] = {}
+        self._peers: dict[str, frozenset[str]] = {}
 
     # Helpers
 
@@ -165,17 +166,13 @@ class Aggregator(GraphRelay):
             self._enough(len(self.encrypted_shares), "shared keys")
             self.step = "mask"
         p = self.parameters
+        sealed: dict[str, dict[str, bytes]] = {name: {} for name in self.encrypted_shares}
+        for sender, message in self.encrypted_shares.items():  # O(K·k), not a scan per recipient
+            for recipient, ciphertext in message.ciphertexts.items():
+                if recipient in sealed:  # not a holder that advertised but sent no shares
+                    sealed[recipient][sender] = ciphertext
         self.bundles = {
-            recipient: messages.ShareBundle(
-                recipient,
-                p.run_id,
-                p.round,
-                {
-                    sender: message.ciphertexts[recipient]
-                    for sender, message in self.encrypted_shares.items()
-                    if recipient in message.ciphertexts
-                },
-            )
+            recipient: messages.ShareBundle(recipient, p.run_id, p.round, sealed[recipient])
             for recipient in sorted(self.encrypted_shares)
         }
         return self.bundles
@@ -211,11 +208,13 @@ class Aggregator(GraphRelay):
             excluded = {peer for m in self.masked_inputs.values() for peer in m.excluded}
             survivors = tuple(sorted(set(self.masked_inputs) - excluded))
             self._enough(len(survivors), "sent a masked input that every other one masked with")
+            holding = self._holding(survivors)
             for gone in sorted(set(self.encrypted_shares) - set(survivors)):
-                holding = [s for s in survivors if gone in self._masked_with(s)]
-                self._enough(len(holding), f"of the survivors hold a share of {gone!r}'s key")
+                count = len(holding.get(gone, ()))
+                self._enough(count, f"of the survivors hold a share of {gone!r}'s key")
+            alive = set(survivors)
             for survivor in survivors if self.graph is not None else ():
-                around = len(self._masked_with(survivor) & set(survivors)) + 1
+                around = len(self._masked_with(survivor) & alive) + 1
                 self._enough(around, f"of {survivor!r}'s neighbourhood survived")
             p = self.parameters
             order = self.roster.names
@@ -294,11 +293,11 @@ class Aggregator(GraphRelay):
             self._enough(len(self.responses), "answered the unmasking request")
         p = self.parameters
         responders = sorted(self.responses, key=self.roster.index)
+        holding = self._holding(responders)
         total = np.zeros(self.dimension, dtype=np.uint64)
         for survivor in request.survivors:
             total = add(total, self.masked_inputs[survivor].vector(), p.bits)
-            holders = [r for r in responders if r == survivor or survivor in self._masked_with(r)]
-            seed = self._secret(survivor, "b", holders)
+            seed = self._secret(survivor, "b", holding.get(survivor, []))
             mask = self_mask(
                 seed,
                 run_id=p.run_id,
@@ -309,17 +308,28 @@ class Aggregator(GraphRelay):
             )
             total = subtract(total, mask, p.bits)
         for gone in request.dropped:
-            holding = [r for r in responders if gone in self._masked_with(r)]
-            if len(holding) < p.t_min:
+            holders = holding.get(gone, [])
+            if len(holders) < p.t_min:
                 raise SecAggError(
-                    f"only {len(holding)} responders hold a share of {gone!r}'s key; "
+                    f"only {len(holders)} responders hold a share of {gone!r}'s key; "
                     f"t_min = {p.t_min}"
                 )
-            private = X25519PrivateKey.from_private_bytes(self._secret(gone, "s", holding))
+            private = X25519PrivateKey.from_private_bytes(self._secret(gone, "s", holders))
             total = self._remove_masks_of(gone, private, request.survivors, total)
         self.step = "done"
         self._result = total
         return total.copy()
+
+    def _holding(self, holders: list[str] | tuple[str, ...]) -> dict[str, list[str]]:
+        """For every holder, the members of ``holders`` that hold shares of its secrets
+        (those that masked with it, and itself if it is one of them), in the order of
+        ``holders``: one pass over their neighbourhoods (O(K·k)) rather than a scan of
+        ``holders`` per holder (O(K²))."""
+        out: dict[str, list[str]] = {}
+        for holder in holders:
+            for peer in (*self._masked_with(holder), holder):
+                out.setdefault(peer, []).append(holder)
+        return out
 
     def _excluded_by(self, holder: str) -> tuple[str, ...]:
         """The peers ``holder`` did not mask with (their shares did not open there)."""

@@ -34,9 +34,15 @@ class RoundGraph:
         self.graph = NeighbourGraph(roster.names, parameters.neighbours, seed)
         self.committee = committee(roster.names, parameters.committee, seed)
         self.threshold = parameters.committee_threshold
+        self._neighbours: dict[str, frozenset[str]] = {}
 
     def neighbours(self, name: str) -> frozenset[str]:
-        return self.graph.neighbours(name)
+        """``name``'s neighbours, computed once (the aggregator asks for each holder's at
+        every step)."""
+        found = self._neighbours.get(name)
+        if found is None:
+            found = self._neighbours[name] = self.graph.neighbours(name)
+        return found
 
 
 def round_graph(roster: Roster, parameters: messages.RoundParameters) -> RoundGraph | None:

@@ -22,7 +22,7 @@ class _Closing(Protocol):
     def participants(self) -> messages.ParticipantList: ...
     def unmask_request(self) -> messages.UnmaskRequest: ...
     def _around(self, name: str) -> frozenset[str]: ...
-    def _masked_with(self, holder: str) -> set[str]: ...
+    def _masked_with(self, holder: str) -> frozenset[str]: ...
 
 
 class GraphRelay:
@@ -32,6 +32,8 @@ class GraphRelay:
     advertisements: dict[str, messages.KeyAdvertisement]
     bundles: dict[str, messages.ShareBundle]
     masked_inputs: dict[str, messages.MaskedInput]
+    #: ``_masked_with`` per holder, once computed.
+    _peers: dict[str, frozenset[str]]
 
     def participant_lists(self: _Closing) -> dict[str, messages.ParticipantList]:
         """Close step 1 (``participants``): each participant's list, on the graph only its
@@ -82,7 +84,17 @@ class GraphRelay:
             )
         return out
 
-    def _masked_with(self, holder: str) -> set[str]:
+    def _masked_with(self, holder: str) -> frozenset[str]:
         """The peers a survivor ``holder`` masked with: the senders of its bundle less the
-        ones it excluded (on the full mesh every other holder that shared keys)."""
-        return set(self.bundles[holder].ciphertexts) - set(self.masked_inputs[holder].excluded)
+        ones it excluded (on the full mesh every other holder that shared keys).
+
+        Cached: both are fixed once they exist (the bundles are cut from the share step's
+        messages, closed before any bundle is made; a second, different masked input is
+        refused), and the closing steps ask it for every pair of holders they relate
+        (O(K²) lookups at K = 1000, each a set of k names when rebuilt)."""
+        peers = self._peers.get(holder)
+        if peers is None:
+            bundle, masked = self.bundles[holder], self.masked_inputs[holder]
+            peers = frozenset(bundle.ciphertexts).difference(masked.excluded)
+            self._peers[holder] = peers
+        return peers

@@ -25,6 +25,7 @@ Why this field and this code rather than a library:
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,8 +39,10 @@ __all__ = [
     "SHARE_BYTES",
     "ShamirError",
     "Share",
+    "barycentric_weights",
     "combine",
     "combine_secret",
+    "lagrange_at",
     "lagrange_at_zero",
     "split",
     "split_secret",
@@ -57,6 +60,8 @@ SHARE_BYTES = (PRIME.bit_length() + 7) // 8
 #: steps is cheaper than one per step (a holder shares two secrets with each of up to
 #: ~1000 participants: this loop is its largest cost).
 _LAZY_STEPS = 6
+#: Bits of a product of x-coordinate differences computed in int64 (``_difference_products``).
+_GROUP_BITS = 62
 
 
 class ShamirError(ValueError):
@@ -83,6 +88,9 @@ class Share:
 
 
 def _checked(share: Share, prime: int = PRIME) -> Share:
+    x, y = share.x, share.y
+    if type(x) is int and type(y) is int and 0 < x < prime and 0 <= y < prime:
+        return share  # the common case, in two comparisons (an aggregator checks ~10⁵)
     if isinstance(share.x, bool) or not isinstance(share.x, int) or not 0 < share.x < prime:
         raise ShamirError("a share's x-coordinate must be an integer in [1, prime)")
     if isinstance(share.y, bool) or not isinstance(share.y, int) or not 0 <= share.y < prime:
@@ -125,38 +133,120 @@ def split(secret: int, threshold: int, xs: Sequence[int], *, prime: int = PRIME)
     return [Share(x, y) for x, y in zip(xs, _evaluate(coefficients, xs, prime), strict=True)]
 
 
+def _difference_products(xs: Sequence[int], prime: int) -> list[int]:
+    """D_i = Π_{j≠i} (x_i − x_j) mod prime for every i: the barycentric denominators.
+
+    t(t − 1) exact products of small integers (roster positions, or their shifts): numpy
+    multiplies the |differences| of each row in int64 groups of as many as fit in
+    _GROUP_BITS bits, then ``math.prod`` (a C loop) the row's t/g group products; the sign
+    is the parity of the negative differences. t²/g big-integer steps in C instead of t²
+    modular steps in Python. x-coordinates too far apart for groups of two (no roster has
+    them) take the plain loop."""
+    low = min(xs)
+    width = (max(xs) - low).bit_length()
+    group = _GROUP_BITS // max(width, 1)
+    if group < 2:
+        products = []
+        for i, xi in enumerate(xs):
+            product = 1
+            for j, xj in enumerate(xs):
+                if j != i:
+                    product = product * (xi - xj) % prime
+            products.append(product)
+        return products
+    t = len(xs)
+    points = np.array([x - low for x in xs], dtype=np.int64)  # 0 ≤ x − low < 2^width
+    differences = points[:, None] - points[None, :]
+    np.fill_diagonal(differences, 1)
+    negatives = (differences < 0).sum(axis=1).tolist()
+    columns = -(-t // group) * group
+    padded = np.ones((t, columns), dtype=np.int64)
+    padded[:, :t] = np.abs(differences)
+    groups = padded.reshape(t, columns // group, group).prod(axis=2).tolist()
+    return [
+        (-1 if odd % 2 else 1) * math.prod(row) % prime
+        for row, odd in zip(groups, negatives, strict=True)
+    ]
+
+
+def _inverses(values: Sequence[int], prime: int) -> list[int]:
+    """v⁻¹ mod prime for every v of ``values`` with one modular inversion (Montgomery's
+    trick: the prefix products, the inverse of their last, then back down, 3(n − 1)
+    products). ShamirError if one is 0 mod prime."""
+    prefixes = []
+    running = 1
+    for value in values:
+        prefixes.append(running)  # the product of the values before this one
+        running = running * value % prime
+    try:
+        inverse = pow(running, -1, prime)
+    except ValueError:
+        raise ShamirError("the x-coordinates are not distinct in the field") from None
+    out = [0] * len(values)
+    for i in range(len(values) - 1, -1, -1):
+        out[i] = inverse * prefixes[i] % prime
+        inverse = inverse * values[i] % prime
+    return out
+
+
+@lru_cache(maxsize=64)
+def barycentric_weights(xs: tuple[int, ...], prime: int = PRIME) -> tuple[int, ...]:
+    """w_i = 1 / Π_{j≠i} (x_i − x_j) mod prime: with them the Lagrange coefficient of x_i at
+    any point a is λ_i(a) = w_i Π_{j≠i} (a − x_j) (``lagrange_at``), O(t) per point.
+    O(t²) small-integer products and one modular inversion for all t (``_difference_products``,
+    ``_inverses``). Cached per x-set (the full mesh combines every secret from the same
+    responders; on the SecAgg+ graph each neighbourhood has its own)."""
+    if len(set(xs)) != len(xs):
+        raise ShamirError("duplicate x-coordinates")
+    return tuple(_inverses(_difference_products(xs, prime), prime))
+
+
+def lagrange_at(
+    xs: tuple[int, ...], at: int, prime: int = PRIME, *, weights: Sequence[int] | None = None
+) -> list[int]:
+    """The Lagrange coefficients λ_i(at) with f(at) = Σ λ_i f(x_i) for every polynomial of
+    degree < len(xs): λ_i(at) = w_i Π_{j≠i} (at − x_j) (``barycentric_weights``), the
+    products from prefix and suffix products, about 4t modular products."""
+    if weights is None:
+        weights = barycentric_weights(xs, prime)
+    factors = [(at - x) % prime for x in xs]
+    prefixes = []
+    running = 1
+    for factor in factors:
+        prefixes.append(running)  # Π_{j<i} (at − x_j)
+        running = running * factor % prime
+    out = [0] * len(xs)
+    suffix = 1  # Π_{j>i} (at − x_j)
+    for i in range(len(xs) - 1, -1, -1):
+        out[i] = weights[i] * prefixes[i] % prime * suffix % prime
+        suffix = suffix * factors[i] % prime
+    return out
+
+
 @lru_cache(maxsize=64)
 def lagrange_at_zero(xs: tuple[int, ...], prime: int = PRIME) -> tuple[int, ...]:
     """The Lagrange coefficients λ_i with f(0) = Σ λ_i f(x_i) for every polynomial of
-    degree < len(xs). Cached: an aggregator combines many secrets from the same holders.
-
-    λ_i = Π_{j≠i} x_j / (x_j − x_i): O(t²) products, one modular inverse per coefficient.
-    """
-    if len(set(xs)) != len(xs):
-        raise ShamirError("duplicate x-coordinates")
-    coefficients = []
-    for i, xi in enumerate(xs):
-        numerator = 1
-        denominator = 1
-        for j, xj in enumerate(xs):
-            if j != i:
-                numerator = numerator * xj % prime
-                denominator = denominator * (xj - xi) % prime
-        coefficients.append(numerator * pow(denominator, -1, prime) % prime)
-    return tuple(coefficients)
+    degree < len(xs), i.e. λ_i = Π_{j≠i} x_j / (x_j − x_i) = w_i Π_{j≠i} (−x_j), with w_i
+    the barycentric weights and Π_{j≠i} x_j = (Π_j x_j) / x_i, an exact integer division
+    (t modular products besides the weights' 3t). Cached: the full mesh combines many
+    secrets from the same holders."""
+    if 0 in xs:  # f(0) is a given value: λ is 1 there, 0 elsewhere
+        return tuple(lagrange_at(xs, 0, prime))
+    weights = barycentric_weights(xs, prime)
+    product = math.prod(xs)
+    sign = -1 if (len(xs) - 1) % 2 else 1
+    return tuple(sign * (product // x) * w % prime for x, w in zip(xs, weights, strict=True))
 
 
-def _interpolate(shares: Sequence[Share], at: int, prime: int) -> int:
-    """f(at) for the polynomial of degree < len(shares) through ``shares``."""
-    shifted = tuple(s.x - at for s in shares)  # f(at) = g(0) with g(x) = f(x + at)
-    weights = lagrange_at_zero(shifted, prime)
-    return sum(w * s.y for w, s in zip(weights, shares, strict=True)) % prime
+def _dot(coefficients: Sequence[int], shares: Sequence[Share], prime: int) -> int:
+    return sum(c * s.y for c, s in zip(coefficients, shares, strict=True)) % prime
 
 
 def combine(shares: Sequence[Share], threshold: int, *, prime: int = PRIME) -> int:
     """The secret of ``shares``: from the first ``threshold`` of them in x order; any
     further share must lie on the same polynomial (else ShamirError: a share was altered,
-    or belongs to another secret)."""
+    or belongs to another secret). The basis's barycentric weights serve both the secret
+    (at 0) and each further share's check (at its x)."""
     _check_threshold(threshold)
     for share in shares:
         _checked(share, prime)
@@ -166,10 +256,11 @@ def combine(shares: Sequence[Share], threshold: int, *, prime: int = PRIME) -> i
     if len(ordered) < threshold:
         raise ShamirError(f"{len(ordered)} shares are fewer than the threshold {threshold}")
     basis, extra = ordered[:threshold], ordered[threshold:]
+    xs = tuple(s.x for s in basis)
     for share in extra:
-        if _interpolate(basis, share.x, prime) != share.y:
+        if _dot(lagrange_at(xs, share.x, prime), basis, prime) != share.y:
             raise ShamirError("the shares are not of one secret (an altered or foreign share)")
-    return _interpolate(basis, 0, prime)
+    return _dot(lagrange_at_zero(xs, prime), basis, prime)
 
 
 def split_secret(secret: bytes, threshold: int, xs: Sequence[int]) -> list[Share]:

@@ -199,3 +199,10 @@ def test_bench_secagg_graph_round_quick() -> None:
     assert (result["holders"], result["neighbours"], result["dropped"]) == (100, 44, 10)
     assert result["sum_ok"] and result["survivors"] == 90
     assert result["aggregator_cpu_s"] > 0 and "result" in result["cpu_s"]
+
+
+def test_bench_secagg_graph_round_quick_mesh() -> None:
+    """The same round on the full mesh at the study defaults: t_min = 90 of K = 100."""
+    result = run("bench_secagg_graph_round.py", "--mesh")
+    assert (result["mesh"], result["neighbours"], result["t_k"]) == (True, 99, 90)
+    assert result["sum_ok"] and result["survivors"] == 90

@@ -4,6 +4,8 @@ and duplicate, malformed or altered shares are errors."""
 from __future__ import annotations
 
 import itertools
+import math
+import random
 import secrets
 from collections import Counter
 from collections.abc import Iterator
@@ -18,8 +20,11 @@ from ldpem.common.secagg.shamir import (
     SHARE_BYTES,
     ShamirError,
     Share,
+    barycentric_weights,
     combine,
     combine_secret,
+    lagrange_at,
+    lagrange_at_zero,
     split,
     split_secret,
 )
@@ -170,3 +175,87 @@ def test_threshold_must_be_a_positive_integer() -> None:
     for bad in (0, -1, True):
         with pytest.raises(ShamirError, match="threshold"):
             split(1, bad, [1, 2])
+
+
+def textbook_lagrange(xs: tuple[int, ...], at: int, prime: int = PRIME) -> list[int]:
+    """λ_i(at) = Π_{j≠i} (at − x_j) / (x_i − x_j) mod prime, one inverse per coefficient:
+    the definition the fast weights (barycentric, one batched inversion) must reproduce."""
+    out = []
+    for i, xi in enumerate(xs):
+        numerator = denominator = 1
+        for j, xj in enumerate(xs):
+            if j != i:
+                numerator = numerator * (at - xj) % prime
+                denominator = denominator * (xi - xj) % prime
+        out.append(numerator * pow(denominator, -1, prime) % prime)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    xs=st.one_of(
+        st.lists(st.integers(1, 1000), min_size=1, max_size=40, unique=True),
+        st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=12, unique=True),
+        st.lists(st.integers(1, PRIME - 1), min_size=1, max_size=8, unique=True),
+    ),
+    at=st.integers(-(2**20), 2**20),
+)
+def test_the_fast_lagrange_weights_are_the_textbook_ones(xs: list[int], at: int) -> None:
+    """Small roster positions (the int64 groups), spreads past 62 bits and whole-field
+    x-coordinates (the plain loop), negative ones (shifted points), at 0, at any point and
+    at a point of the set."""
+    points = tuple(xs)
+    assert list(lagrange_at_zero(points)) == textbook_lagrange(points, 0)
+    assert lagrange_at(points, at) == textbook_lagrange(points, at)
+    assert lagrange_at(points, points[-1]) == textbook_lagrange(points, points[-1])
+    weights = barycentric_weights(points)
+    assert all(w * math.prod(xi - xj for xj in points if xj != xi) % PRIME == 1
+               for w, xi in zip(weights, points, strict=True))  # fmt: skip
+
+
+@pytest.mark.parametrize(("roster", "t"), [(1000, 87), (10_000, 109), (2**31, 40), (2**32, 40)])
+def test_the_fast_weights_at_neighbourhood_sizes(roster: int, t: int) -> None:
+    """The graph's (K, t_k) of docs/SECAGG_GRAPH.md, and spreads of 31 and 32 bits (the
+    last that int64 groups of two hold, and the first that takes the plain loop)."""
+    rng = random.Random(roster)
+    for _ in range(3):
+        xs = tuple(sorted({1, roster, *rng.sample(range(2, roster), t - 2)}))
+        assert list(lagrange_at_zero(xs)) == textbook_lagrange(xs, 0)
+        at = rng.randrange(1, roster + 1)
+        assert lagrange_at(xs, at) == textbook_lagrange(xs, at)
+
+
+def test_the_fast_weights_in_a_small_field() -> None:
+    for prime in (5, 7, 13):
+        for size in range(1, prime):
+            for xs in itertools.combinations(range(1, prime), size):
+                for at in range(prime):
+                    assert lagrange_at(xs, at, prime) == textbook_lagrange(xs, at, prime)
+
+
+def test_lagrange_weights_need_distinct_x_coordinates_and_take_zero() -> None:
+    with pytest.raises(ShamirError, match="duplicate"):
+        lagrange_at_zero((3, 5, 3))
+    assert list(lagrange_at_zero((0, 3, 5))) == textbook_lagrange((0, 3, 5), 0) == [1, 0, 0]
+    with pytest.raises(ShamirError, match="not distinct in the field"):
+        lagrange_at((1, 6), 0, 5)  # 6 ≡ 1 (mod 5)
+
+
+def test_any_altered_share_of_a_neighbourhood_is_caught() -> None:
+    """A graph neighbourhood at K = 1000 (t_k = 87 of k + 1 = 131 shares): with redundant
+    shares, a share altered anywhere (in the basis or among the extras) is detected; the
+    untouched shares give the secret."""
+    rng = random.Random(29)
+    xs = rng.sample(range(1, 1001), 131)
+    secret = secrets.token_bytes(32)
+    shares = split_secret(secret, 87, xs)
+    assert combine_secret(shares, 87) == secret
+    ordered = sorted(shares, key=lambda s: s.x)
+    for position in (0, 40, 86, 87, 130):
+        altered = list(ordered)
+        victim = altered[position]
+        altered[position] = Share(victim.x, (victim.y + rng.randrange(1, PRIME)) % PRIME)
+        with pytest.raises(ShamirError, match="not of one secret"):
+            combine(altered, 87)
+    with pytest.raises(ShamirError, match="86 shares are fewer than the threshold 87"):
+        combine(ordered[:86], 87)
