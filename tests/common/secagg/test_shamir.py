@@ -247,7 +247,7 @@ def test_any_altered_share_of_a_neighbourhood_is_caught() -> None:
     untouched shares give the secret."""
     rng = random.Random(29)
     xs = rng.sample(range(1, 1001), 131)
-    secret = secrets.token_bytes(32)
+    secret = secrets.randbelow(PRIME).to_bytes(32, "big")  # a field element, as dealt seeds are
     shares = split_secret(secret, 87, xs)
     assert combine_secret(shares, 87) == secret
     ordered = sorted(shares, key=lambda s: s.x)
