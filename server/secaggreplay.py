@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ldpem.common.secagg import (
     EncryptedShares,
@@ -28,11 +28,9 @@ from ldpem.common.secagg import (
 )
 from ldpem.server import secaggpolicy as policy
 from ldpem.server.refusals import Conflict
+from ldpem.server.store import Store
 
-if TYPE_CHECKING:
-    from ldpem.server.secagg import SecAggRounds, _Round
-
-__all__ = ["CLOSED_BY", "READERS", "recover", "replay"]
+__all__ = ["CLOSED_BY", "READERS", "SecAggRounds", "recover", "replay"]
 
 log = logging.getLogger("ldpem.server")
 
@@ -54,6 +52,31 @@ READERS: dict[str, Callable[[object], Any]] = {
     "signature": SurvivorSignature.from_dict,
     "unmask": UnmaskResponse.from_dict,
 }
+
+
+class _Round(Protocol):
+    """What the replay reads and sets of ``secagg._Round``."""
+
+    run_id: str
+    t: int
+    step: str
+    answered: set[str]
+    expected: set[str]
+    aggregator: Any
+
+
+class SecAggRounds(Protocol):
+    """What the replay uses of ``secagg.SecAggRounds`` (declared here: that module imports
+    this one)."""
+
+    store: Store
+    _rounds: dict[tuple[str, int], Any]
+
+    def _round(self, run_id: str, t: int, hospital: str, hospital_run: str) -> Any: ...
+    def _accept(self, r: Any, step: str, message: Any) -> None: ...
+    def _close(self, r: Any, *, replay: bool = False, by: str = "everyone") -> None: ...
+    def _settle(self, r: Any, *, at_deadline: bool = False) -> bool: ...
+    def _fail(self, run_id: str, t: int, problem: str) -> None: ...
 
 
 def replay(rounds: SecAggRounds, r: _Round) -> None:
