@@ -152,6 +152,33 @@ def test_the_run_publishes_the_derived_graph(coordinator: Coordinator) -> None:
     assert run_shares_mechanism(params).noise_shares == graph.honest_shares  # type: ignore[attr-defined]
 
 
+def test_the_forecast_of_a_graph_run_simulates_its_graph(coordinator: Coordinator) -> None:
+    """The run's forecast simulates the graph's t_k and h (the mesh's t_min and c would be
+    refused: c = 2 ≥ 2·t_k − K)."""
+    from ldpem.common.planning.study import shares_threshold
+    from ldpem.common.wire import HospitalEnrolment, RunCreate
+    from ldpem.server.forecast import run_problem
+
+    _, params = create(coordinator)
+    request = RunCreate(
+        model="gmm",
+        d=D,
+        sigma=1.0,
+        rounds=2,
+        mechanism="secagg",
+        epsilon=1.0,
+        secagg_topology="graph",
+        colluders=C,
+        dropout_share=DROPOUT,
+        roster=json.loads(ROSTER.to_json()),
+        hospitals=[HospitalEnrolment(name=n, records=100, token=TOKENS[n]) for n in NAMES],
+    )
+    study = run_problem(request, params).study("secagg", 0)
+    assert params.t_min is not None and params.honest_shares is not None
+    expected = (params.t_min, params.t_min - params.honest_shares)
+    assert shares_threshold(study, K) == expected
+
+
 @pytest.mark.parametrize(
     "change",
     [
