@@ -269,8 +269,8 @@ class SecAggRounds:
             if aggregator.graph is None:
                 output("advertise", "participants", "", participants.to_dict())
             else:  # each holder's list holds its neighbours only (``GraphRelay``)
-                for name, own in aggregator.participant_lists().items():
-                    output(f"advertise:{name}", "participants", name, own.to_dict())
+                for name, listed in aggregator.participant_lists().items():
+                    output(f"advertise:{name}", "participants", name, listed.to_dict())
             r.step, r.expected = "shares", {a.holder for a in participants.advertisements}
         elif r.step == "shares":
             bundles = aggregator.share_bundles()
@@ -286,8 +286,8 @@ class SecAggRounds:
             if aggregator.graph is None:
                 output("signature", "unmask_request", "", request.to_dict())
             else:  # each signer's request: its neighbourhood's part (``GraphRelay``)
-                for name, own in aggregator.unmask_requests().items():
-                    output(f"signature:{name}", "unmask_request", name, own.to_dict())
+                for name, asked in aggregator.unmask_requests().items():
+                    output(f"signature:{name}", "unmask_request", name, asked.to_dict())
             # Only a holder that signed the survivor set can answer the unmasking.
             r.step, r.expected = "unmask", {s.holder for s in request.signatures}
         elif r.step == "unmask":

@@ -169,8 +169,7 @@ def threshold_values(request: SharesRequest, t_min: int) -> dict[str, Any]:
         }
     if request.t_min is None:
         t_min = max(t_min, minimum_t_min(k))
-    colluders = request.colluders
-    return {"t_min": t_min, "colluders": study_colluders(colluders, k, t_min)}
+    return {"t_min": t_min, "colluders": study_colluders(request.colluders, k, t_min)}
 
 
 def _check_graph(request: SharesRequest, roster: list[str]) -> None:

@@ -59,7 +59,9 @@ def test_a_graph_run_of_agent_processes_finishes_with_one_holder_dropped(
     assert params.t_min == graph.threshold
     agents = {}
     for i, path in enumerate(paths):
-        fault = {"LDPEM_AGENT_FAULT": f"kill-after-mask:{ROUNDS - 1}"} if i == GONE else None
+        fault: dict[str, str | None] | None = None
+        if i == GONE:
+            fault = {"LDPEM_AGENT_FAULT": f"kill-after-mask:{ROUNDS - 1}"}
         agents[i] = start_agent(
             procs,
             tmp_path,
