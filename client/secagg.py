@@ -123,9 +123,10 @@ def load_secagg(
 ) -> SecAggSession:
     """Refuse (AgentError, one line) a secagg run this agent cannot join: no key or roster
     given, a roster whose digest differs from the run's, a key not the roster's for this
-    hospital, t_min − c (the honest noise shares) below --min-honest, c ≥ 2·t_min − K (the
-    check of ``RoundParameters``), a noise share larger than the run's modulus was
-    sized for."""
+    hospital, SecAgg+ graph values that are not the agent's own recomputation
+    (``check_graph``), honest noise shares (t_min − c, or h on the graph) below
+    --min-honest, c ≥ 2·t_min − K on the mesh (the check of ``RoundParameters``), a noise
+    share larger than the run's modulus was sized for."""
     if config is None:
         raise AgentError(
             f"run of mechanism {params.mechanism} needs --signing-key, --roster and --min-honest"
