@@ -98,6 +98,8 @@ class GraphFake:
     list_lie: bool = False
     #: Changes to the published params (``graph`` fields by name, or t_min).
     params_change: dict[str, Any] = field(default_factory=dict)
+    #: Changes to the ``graph`` of the params the round endpoint sends in round 1 only.
+    round1_change: dict[str, Any] = field(default_factory=dict)
     posts: list[tuple[int, str]] = field(default_factory=list)
     rounds: dict[int, GraphRound] = field(default_factory=dict)
 
@@ -125,6 +127,7 @@ class GraphFake:
     def app(self) -> FastAPI:
         app = FastAPI()
         params = self.params()
+        changed = {**params, "graph": {**params["graph"], **self.round1_change}}
 
         @app.get("/v1/me")
         def me() -> dict[str, Any]:
@@ -139,7 +142,7 @@ class GraphFake:
                 "round": t,
                 "beta": [0.5, -0.5, 0.25],
                 "deadline": None,
-                "params": params,
+                "params": changed if t == 1 else params,
             }
 
         @app.post("/v1/runs/{run}/rounds/{t}/secagg/{step}")
@@ -292,3 +295,17 @@ def test_a_participant_list_naming_a_non_neighbour_is_refused_before_the_shares(
     assert "secure aggregation refused" in outcome.log and "neighbour" in outcome.log
     assert "Traceback" not in outcome.log
     assert outcome.posts == [(0, "advertise")]
+
+
+def test_a_graph_value_changed_during_the_run_is_refused(
+    tmp_path: Path, consortium: GraphConsortium
+) -> None:
+    """The graph's values are bound at the first contact like t_min and c: round 1's
+    params with another k (even one the agent would recompute for other inputs) end the
+    agent before anything of round 1 is sent."""
+    fake = GraphFake(consortium, round1_change={"neighbours": 8})
+    outcome = attack(tmp_path, fake)
+    assert outcome.code == 2, outcome.log[-3000:]
+    assert "changed its parameters" in outcome.log and "graph" in outcome.log
+    assert "Traceback" not in outcome.log
+    assert all(t == 0 for t, _ in outcome.posts) and len(outcome.posts) == 5
