@@ -4,7 +4,8 @@ status the holders saw (a 5xx must never occur).
 
     python benchmarks/bench_secagg_http.py [--holders 100 200] [--dropped 0 0.1]
                                            [--rounds 3] [--workers 2] [--deadline 20]
-                                           [--dimension 10] [--json] [--quick]
+                                           [--dimension 10] [--topology mesh|graph]
+                                           [--json] [--quick]
 
 For each K and each dropped fraction, a fresh ``ldpem coordinator`` (``_fedkit``, on
 127.0.0.1) gets a secagg run of K hospitals with a roster of K signing keys (t_min, the
@@ -285,12 +286,17 @@ def run_setting(
         "forecast": False,
         "mechanism": "secagg",
         "round_deadline": args.deadline,
-        # ⌊K/2⌋ + 1, as docs/PERFORMANCE.md's figures were taken (the run's default,
-        # K − ⌊K/10⌋, would leave a round with more dropped short).
-        "t_min": holders // 2 + 1,
         "roster": json.loads(roster.to_json()),
         "hospitals": [{"name": n, "records": 100, "token": tokens[n]} for n in names],
     }
+    if args.topology == "graph":
+        # The SecAgg+ graph at the run's defaults (c = ⌊K/3⌋, 10% dropouts, h ≥ 2):
+        # k, t_k and the committee derived by the coordinator, checked by every holder.
+        request["secagg_topology"] = "graph"
+    else:
+        # ⌊K/2⌋ + 1, as docs/PERFORMANCE.md's figures were taken (the run's default,
+        # K − ⌊K/10⌋, would leave a round with more dropped short).
+        request["t_min"] = holders // 2 + 1
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     with Processes(workdir / "logs") as processes:
@@ -383,6 +389,8 @@ def run_setting(
     return {
         "holders": holders,
         "dropped": len(dropped),
+        "topology": args.topology,
+        "graph": created["params"].get("graph"),
         "t_min": created["params"]["t_min"],
         "modulus_bits": created["params"]["modulus_bits"],
         "dimension": args.dimension,
@@ -408,11 +416,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=20.0, help="the run's round_deadline")
     parser.add_argument("--dimension", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    parser.add_argument(
+        "--topology",
+        choices=("mesh", "graph"),
+        default="mesh",
+        help="the run's secagg_topology (graph: docs/SECAGG_GRAPH.md, at the run's defaults)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.holders, args.dropped, args.rounds, args.deadline = [6], [0.0, 0.1], 2, 5.0
+        # The graph needs K = 16 to be sparser than the mesh at its defaults.
+        smallest = 16 if args.topology == "graph" else 6
+        args.holders, args.dropped, args.rounds, args.deadline = [smallest], [0.0, 0.1], 2, 5.0
     before = machine()
     rows = []
     for holders in args.holders:
@@ -423,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.json:
                 wall, cpu = result["round_wall_s"], result["coordinator_cpu_per_round_s"]
                 print(
-                    f"K={holders} dropped={result['dropped']} t_min={result['t_min']} "
+                    f"K={holders} {args.topology} dropped={result['dropped']} "
+                    f"t_min={result['t_min']} "
                     f"({result['status']}): round wall median {wall.get('median', math.nan):.2f}s "
                     f"(max {wall.get('max', math.nan):.2f}); coordinator CPU per round median "
                     f"{cpu.get('median', math.nan):.2f}s, peak RSS "

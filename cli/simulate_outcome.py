@@ -95,8 +95,11 @@ def _share_fields(result: StudyResult) -> dict[str, Any]:
         d=d,
     )
     return {
+        "secagg_topology": study.secagg_topology,
+        # On the graph t_min is t_k and the mechanism's c is t_k − h (``shares_threshold``).
         "t_min": mechanism.t_min,
         "colluders": mechanism.colluders,
+        "honest_shares": mechanism.noise_shares,
         "dropout": study.dropout,
         "grid": mechanism.grid,
         "share_mean": mechanism.share_mean,

@@ -57,6 +57,7 @@ from ldpem.client.secagg import (
     SecAggSession,
     aggregate,
     charged_ratio,
+    check_graph,
     load_secagg,
 )
 from ldpem.client.trust import (
@@ -236,6 +237,7 @@ class Agent:
         params = me.params
         epsilon, delta = self.budget(params)
         budget = Budget(epsilon=epsilon, delta=delta, accounting=cfg.accounting)
+        check_graph(params)  # hostile values: checked before any calibration uses them
         mechanisms = agent_mechanisms(params, records=me.records, **budget)
         # Noise shares: the ledger charges the μ of the budget the round's SUM is calibrated
         # for (``charged_ratio``); every other mechanism's μ as it is.
@@ -267,11 +269,10 @@ class Agent:
             first = mechanisms[0][0]
             shares = load_secagg(cfg.secagg, params, me.hospital, first)
             log.info(
-                "charged: epsilon %g with at least t_min - c = %d - %d honest holders; "
+                "charged: epsilon %g with at least %s honest holders; "
                 "fallback epsilon %.4g if all others collude (both in the ledger)",
                 epsilon,
-                shares.t_min,
-                shares.colluders,
+                shares.describe(),
                 shares.fallback_epsilon,
             )
         return _Session(

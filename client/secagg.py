@@ -1,5 +1,7 @@
 """The agent's side of secure aggregation (docs/FEDERATED.md): pin the roster, bind K,
-t_min and the modulus of the run, and run one ``Holder`` per round over HTTP.
+t_min, c and the modulus of the run (on the SecAgg+ graph also k, m, τ and h, each
+recomputed here from K, c, the dropout share and h: ``check_graph``), and run one
+``Holder`` per round over HTTP.
 
 The report of a round is made, charged and persisted in the ledger exactly as any other
 (client/agent.py); here it is converted to integers (÷γ, mod 2^bits) and masked. The
@@ -41,7 +43,13 @@ from ldpem.common.secagg import (
     UnmaskRequest,
     signing_key_from_pem,
 )
-from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, to_residues
+from ldpem.common.secagg.runvalues import (
+    graph_problem,
+    grid_of,
+    round_parameters,
+    run_shares_mechanism,
+    to_residues,
+)
 from ldpem.common.wire import API_PREFIX, PublicParameters
 
 __all__ = [
@@ -51,6 +59,7 @@ __all__ = [
     "SecAggSession",
     "aggregate",
     "charged_ratio",
+    "check_graph",
     "check_share",
     "fallback",
     "load_secagg",
@@ -92,6 +101,21 @@ class SecAggSession:
     #: The run's δ and accounting (the μ of a round charged at its fallback ε).
     delta: float
     accounting: str
+    #: The run's public values as checked at the first contact (``round_parameters``; on
+    #: the SecAgg+ graph with its k, m, τ and h, recomputed by ``check_graph``).
+    run: PublicParameters
+    #: The honest noise shares the charged ε assumes: t_min − c, or h on the graph.
+    honest_shares: int
+
+    def describe(self) -> str:
+        """How many honest holders the charged ε assumes, for the agent's log."""
+        if self.run.graph is None:
+            return f"t_min - c = {self.t_min} - {self.colluders}"
+        g = self.run.graph
+        return (
+            f"h = {g.honest} (SecAgg+ graph: k = {g.neighbours}, t_k = {self.t_min}, "
+            f"committee {g.committee_threshold} of {g.committee}, c = {self.colluders})"
+        )
 
 
 def load_secagg(
@@ -99,9 +123,10 @@ def load_secagg(
 ) -> SecAggSession:
     """Refuse (AgentError, one line) a secagg run this agent cannot join: no key or roster
     given, a roster whose digest differs from the run's, a key not the roster's for this
-    hospital, t_min − c (the honest noise shares) below --min-honest, c ≥ 2·t_min − K (the
-    check of ``RoundParameters``), a noise share larger than the run's modulus was
-    sized for."""
+    hospital, SecAgg+ graph values that are not the agent's own recomputation
+    (``check_graph``), honest noise shares (t_min − c, or h on the graph) below
+    --min-honest, c ≥ 2·t_min − K on the mesh (the check of ``RoundParameters``), a noise
+    share larger than the run's modulus was sized for."""
     if config is None:
         raise AgentError(
             f"run of mechanism {params.mechanism} needs --signing-key, --roster and --min-honest"
@@ -119,10 +144,14 @@ def load_secagg(
             f"({roster.digest}): refusing the run"
         )
     colluders = params.colluders or 0
-    if params.t_min - colluders < config.min_honest:
+    check_graph(params)
+    honest = params.honest_shares
+    assert honest is not None  # a shares run publishes t_min
+    if honest < config.min_honest:
+        promised = f"h = {honest}" if params.graph else f"t_min - c = {params.t_min} - {colluders}"
         raise AgentError(
-            f"the run promises t_min - c = {params.t_min} - {colluders} honest noise shares, "
-            f"below this agent's --min-honest {config.min_honest}: refusing the run"
+            f"the run promises {promised} honest noise shares, below this agent's "
+            f"--min-honest {config.min_honest}: refusing the run"
         )
     check_share(mechanism, params)
     session = SecAggSession(
@@ -138,12 +167,27 @@ def load_secagg(
         fallback_epsilon=fallback(mechanism, params),
         delta=params.delta,
         accounting=params.accounting,
+        run=params,
+        honest_shares=honest,
     )
     try:
         Holder(name, roster, key, _parameters(session, "check", 0), min_honest=config.min_honest)
     except (SecAggRefused, SecAggError) as error:
         raise AgentError(f"secure aggregation: {error}") from None
     return session
+
+
+def check_graph(params: PublicParameters) -> None:
+    """Refuse (AgentError, one line) a run whose published SecAgg+ graph values are not
+    what K, c, the dropout share and h give (``runvalues.graph_problem``): a coordinator
+    that published a sparser graph, a smaller committee or a larger h than the derivation
+    allows could unmask an input, or make the shares too small for the charged ε."""
+    problem = graph_problem(params)
+    if problem is not None:
+        raise AgentError(
+            f"the run's SecAgg+ graph does not check: {problem}; refusing the run before "
+            "sending anything"
+        )
 
 
 def check_share(mechanism: Mechanism, params: PublicParameters) -> None:
@@ -180,7 +224,7 @@ def fallback(mechanism: Mechanism, params: PublicParameters) -> float:
 
 
 def _parameters(session: SecAggSession, run_id: str, t: int) -> RoundParameters:
-    return RoundParameters(run_id, t, session.k, session.t_min, session.bits, session.colluders)
+    return round_parameters(session.run, run_id, t)
 
 
 class _Exchange:

@@ -18,6 +18,7 @@ the estimate it reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ldpem.common.planning.executor import make_executor
 from ldpem.common.planning.prediction import SENSITIVITY_SEEDS, Prediction, Problem, outlooks
@@ -83,10 +84,23 @@ def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
         scale=request.scale,
         schedule=params.schedule if isinstance(params.schedule, str) else tuple(params.schedule),
         final=params.final,
-        # A run of noise shares publishes its t_min and c; its forecast simulates those.
-        t_min=params.t_min,
-        colluders=params.colluders,
+        # A run of noise shares publishes its t_min and c (on the graph: t_k, derived
+        # again from c, δ and h by the study); its forecast simulates those.
+        **_shares(params),
     )
+
+
+def _shares(params: PublicParameters) -> dict[str, Any]:
+    """The study's noise-share values of a run: t_min and c on the mesh; on the SecAgg+
+    graph c, δ and h, from which the study derives t_k as the run did."""
+    if params.graph is None:
+        return {"t_min": params.t_min, "colluders": params.colluders}
+    return {
+        "colluders": params.colluders,
+        "secagg_topology": "graph",
+        "dropout_share": params.graph.dropout_share,
+        "min_honest_shares": params.graph.min_honest_shares,
+    }
 
 
 def _band(prediction: Prediction) -> ErrorBand:

@@ -14,8 +14,14 @@ Every message received or produced is stored, in order (``Store.insert_secagg``;
 outputs in one transaction), before the holder is answered; none holds anything from which
 one holder's sum can be computed (tests/cli/test_secagg_federated.py tries). The
 in-memory aggregator is deterministic given its messages and when each step closed, so a
-restarted coordinator replays them into a fresh ``Aggregator`` (``_replay``, docs/SECAGG.md
-"The round"); the sum and the M-step are one transaction: no round is finished twice.
+restarted coordinator replays them into a fresh ``Aggregator`` (``secaggreplay``,
+docs/SECAGG.md "The round"); the sum and the M-step are one transaction: no round is
+finished twice.
+
+On the SecAgg+ graph (a run whose ``graph`` is published, docs/SECAGG_GRAPH.md) the round's
+``RoundParameters`` carry k, m, τ and h (``runvalues.round_parameters``), and the
+participant list and the unmasking request are per holder, like the bundles
+(``GraphRelay``): each holder fetches its own, cut to its neighbourhood.
 
 A holder's fault costs its run a round at most (``_settle``): a step that cannot close
 (short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
@@ -36,26 +42,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldpem.common.secagg import (
-    Aggregator,
-    EncryptedShares,
-    KeyAdvertisement,
-    MaskedInput,
-    Roster,
-    RoundParameters,
-    SecAggError,
-    SecAggRefused,
-    SurvivorSignature,
-    UnmaskResponse,
-)
+from ldpem.common.secagg import Aggregator, Roster, SecAggError, SecAggRefused
 from ldpem.common.secagg.errors import FaultyDealer
-from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
+from ldpem.common.secagg.runvalues import (
+    grid_of,
+    round_parameters,
+    run_shares_mechanism,
+    signed_sum,
+)
 from ldpem.common.wire import expected_round_count
 from ldpem.server import secaggpolicy as policy
 from ldpem.server.machine import Note, close_round
 from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
 from ldpem.server.secaggpolicy import Faults, Row
+from ldpem.server.secaggreplay import READERS, recover, replay
 from ldpem.server.store import ReportRow, Store
 
 __all__ = ["STEPS", "SecAggRounds"]
@@ -64,18 +65,6 @@ log = logging.getLogger("ldpem.server")
 
 #: The steps of a round, in order; "done" once the round's sum is known (or it failed).
 STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
-
-#: The stored kind of the aggregator's output that closed each step (``_close``).
-_CLOSED_BY = dict(participants="advertise", bundle="shares", unmask_request="signature")
-_CLOSED_BY["consistency_check"] = "masked"
-
-_READERS: dict[str, Callable[[object], Any]] = {
-    "advertise": KeyAdvertisement.from_dict,
-    "shares": EncryptedShares.from_dict,
-    "masked": MaskedInput.from_dict,
-    "signature": SurvivorSignature.from_dict,
-    "unmask": UnmaskResponse.from_dict,
-}
 
 _encoded = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))  # stored, sent
 
@@ -130,9 +119,7 @@ class SecAggRounds:
         request = request_of(run)
         assert request.roster is not None  # a shares run (wire_shares.check_shares)
         roster = Roster.from_json(json.dumps(request.roster))
-        parameters = RoundParameters(
-            run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0
-        )
+        parameters = round_parameters(params, run_id, t)  # on the graph with k, m, τ, h
         period = request.round_deadline
         enrolled = [h.name for h in self.store.hospitals(run_id)]  # any may advertise
         created = _Round(
@@ -161,49 +148,12 @@ class SecAggRounds:
         return created
 
     def _replay(self, r: _Round) -> None:
-        """Feed round ``r``'s stored messages, in order, to its fresh aggregator, closing
-        each step where a stored output says it closed; then close the open step if every
-        holder it expects has answered (the coordinator stopped before closing it)."""
-        stored = self.store.secagg_messages(r.run_id, r.t)
-        for kind, holder, body in stored:
-            if kind in _READERS:
-                self._accept(r, kind, _READERS[kind](json.loads(body)))
-                r.answered.add(holder)
-            elif _CLOSED_BY.get(kind) == r.step:
-                self._close(r, replay=True)
-        if stored:
-            log.info(
-                "run %s round %d: secure aggregation rebuilt from %d stored messages, at the "
-                "%s step",
-                r.run_id,
-                r.t,
-                len(stored),
-                r.step,
-            )
-        if r.answered and policy.complete(r.step, r.answered, r.expected, r.aggregator):
-            self._settle(r)
+        """Round ``r`` rebuilt from its stored messages (``secaggreplay.replay``)."""
+        replay(self, r)
 
     def recover(self) -> None:
-        """Rebuild the open secagg rounds that have stored messages (at start-up, so their
-        deadlines run even before a holder calls again)."""
-        for row in self.store.open_rounds():
-            if (row.run_id, row.t) in self._rounds or not self.store.secagg_messages(
-                row.run_id, row.t
-            ):
-                continue
-            try:
-                self._round(row.run_id, row.t, "", row.run_id)
-            except Conflict:
-                continue  # closed or failed by its replay (``_round`` logged why)
-            except Exception as error:  # one run's state never stops start-up or another run
-                log.exception("run %s round %d: the rebuild failed", row.run_id, row.t)
-                self._rounds.pop((row.run_id, row.t), None)
-                try:
-                    self._fail(
-                        row.run_id, row.t, f"its state could not be rebuilt ({error!r:.200})"
-                    )
-                except Exception:  # its failure not even stored: the others still start
-                    log.exception("run %s: could not be marked failed", row.run_id)
+        """Rebuild the open rounds with stored messages (``secaggreplay.recover``)."""
+        recover(self)
 
     def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
         self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))
@@ -241,7 +191,7 @@ class SecAggRounds:
         Conflict when the step is not open for it. The same message again is accepted."""
         r = self._round(run_id, t, hospital, hospital_run)
         try:
-            message = _READERS[step](body)
+            message = READERS[step](body)
         except SecAggRefused as error:
             raise Invalid(str(error)) from None
         if message.holder != hospital:
@@ -280,7 +230,9 @@ class SecAggRounds:
         r = self._round(run_id, t, hospital, hospital_run)
         if STEPS.index(r.step) <= STEPS.index(step):
             return None
-        answer = r.outputs.get(step if step != "shares" else f"bundle:{hospital}")
+        # One answer for all, or one per holder (bundles; on the graph participant lists
+        # and unmasking requests too: each holder fetches its own, never another's).
+        answer = r.outputs.get(step) or r.outputs.get(f"{step}:{hospital}")
         if answer is None:
             raise Conflict(f"hospital {hospital} is not part of round {t} after the {step} step")
         return answer
@@ -314,12 +266,16 @@ class SecAggRounds:
 
         if r.step == "advertise":
             participants = aggregator.participants()
-            output("advertise", "participants", "", participants.to_dict())
+            if aggregator.graph is None:
+                output("advertise", "participants", "", participants.to_dict())
+            else:  # each holder's list holds its neighbours only (``GraphRelay``)
+                for name, listed in aggregator.participant_lists().items():
+                    output(f"advertise:{name}", "participants", name, listed.to_dict())
             r.step, r.expected = "shares", {a.holder for a in participants.advertisements}
         elif r.step == "shares":
             bundles = aggregator.share_bundles()
             for name, bundle in bundles.items():
-                output(f"bundle:{name}", "bundle", name, bundle.to_dict())
+                output(f"shares:{name}", "bundle", name, bundle.to_dict())
             r.step, r.expected = "masked", set(bundles)
         elif r.step == "masked":
             check = aggregator.consistency_check()
@@ -327,7 +283,11 @@ class SecAggRounds:
             r.step, r.expected = "signature", set(check.survivors)
         elif r.step == "signature":
             request = aggregator.unmask_request()
-            output("signature", "unmask_request", "", request.to_dict())
+            if aggregator.graph is None:
+                output("signature", "unmask_request", "", request.to_dict())
+            else:  # each signer's request: its neighbourhood's part (``GraphRelay``)
+                for name, asked in aggregator.unmask_requests().items():
+                    output(f"signature:{name}", "unmask_request", name, asked.to_dict())
             # Only a holder that signed the survivor set can answer the unmasking.
             r.step, r.expected = "unmask", {s.holder for s in request.signatures}
         elif r.step == "unmask":

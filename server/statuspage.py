@@ -185,6 +185,14 @@ def _quorum(run: RunSummary, params: PublicParameters) -> str:
     through every step, with the collusion bound c."""
     if params.t_min is None:
         return f"quorum {run.quorum}"
+    if params.graph is not None:
+        g = params.graph
+        return (
+            f"secure aggregation on the SecAgg+ graph: k = {g.neighbours} neighbours, "
+            f"t_k = {params.t_min}, committee {g.committee_threshold} of {g.committee}, "
+            f"collusion bound c = {params.colluders or 0} (noise sized for h = {g.honest} "
+            "honest holders)"
+        )
     return (
         f"secure aggregation: t_min = {params.t_min} holders per step, collusion bound c = "
         f"{params.colluders or 0} (noise sized for t_min − c = "

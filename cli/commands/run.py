@@ -1,6 +1,7 @@
 """ldpem run: operator commands against a running coordinator.
 
     ldpem run create --coordinator URL --config run.json [--roster FILE] [--tokens-dir DIR]
+                     [--secagg-topology mesh|graph]
                      [--admin-token-file FILE] [--ca-cert PEM] [--plan [--plan-seeds S]]
     ldpem run status --coordinator URL [RUN_ID] [--wait] [--beta-star FILE]
                      [--token-file FILE | --admin-token-file FILE] [--ca-cert PEM]
@@ -156,6 +157,13 @@ def _create_options(create: argparse.ArgumentParser) -> None:
         "relative to the request file)",
     )
     create.add_argument(
+        "--secagg-topology",
+        choices=("mesh", "graph"),
+        default=None,
+        help="secagg runs: the full mesh, or the SecAgg+ graph (docs/SECAGG_GRAPH.md), put "
+        'into the request as its "secagg_topology" (default: the request\'s own, else mesh)',
+    )
+    create.add_argument(
         "--tokens-dir",
         type=Path,
         metavar="DIR",
@@ -230,6 +238,8 @@ def create_run(args: argparse.Namespace) -> int:
     from ldpem.client.link import tls_context
 
     request = read_request(args.config, args.roster)
+    if args.secagg_topology is not None:
+        request["secagg_topology"] = args.secagg_topology
     planned: dict[str, Any] | None = None
     if args.plan:
         from ldpem.run_plan import planned_request

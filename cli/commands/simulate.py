@@ -153,6 +153,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "c < 2 t-min - K)",
     )
     add(
+        "--secagg-topology",
+        choices=("mesh", "graph"),
+        default="mesh",
+        help="secagg: the full mesh (default), or the SecAgg+ graph (docs/SECAGG_GRAPH.md), "
+        "whose noise is sized for its h honest shares as in a federated run on the graph",
+    )
+    add(
+        "--dropout-share",
+        type=float,
+        default=None,
+        help="secagg graph: the share of hospitals that may drop out of a round, which the "
+        "graph's degree tolerates (default 0.1)",
+    )
+    add(
+        "--min-honest-shares",
+        type=int,
+        default=None,
+        help="secagg graph: h, the least honest noise shares in any sum the coordinator can "
+        "learn (default 2; a larger h buys accuracy with more neighbours)",
+    )
+    add(
         "--dropout",
         type=float,
         default=0.0,
@@ -257,8 +278,9 @@ def summary(outcome: dict[str, Any]) -> str:
         lines.insert(1, f"{len(sizes)} hospitals of {', '.join(map(str, sizes))} records ({how})")
     if "t_min" in outcome:
         lines.append(
-            f"noise shares: a sum holds at least {outcome['t_min']} hospitals, of whom "
-            f"{outcome['t_min'] - outcome['colluders']} honest ones make its noise "
+            f"noise shares ({outcome['secagg_topology']}): a sum holds at least "
+            f"{outcome['t_min']} hospitals, of whom {outcome['honest_shares']} honest ones "
+            "make its noise "
             f"(ε = {outcome['sum_epsilon']:.4g}); one hospital's own share alone gives "
             f"ε = {outcome['fallback_epsilon']:.4g} (fallback); {outcome['modulus_bits']}-bit "
             "aggregation"

@@ -61,6 +61,10 @@ class Problem:
     #: and c, the most of them that may collude (None: ``protocol.study_colluders``).
     t_min: int | None = None
     colluders: int | None = None
+    #: Noise shares: the mesh or the SecAgg+ graph, with the graph's δ and h (``Study``).
+    secagg_topology: str = "mesh"
+    dropout_share: float | None = None
+    min_honest_shares: int | None = None
 
     def __post_init__(self) -> None:
         get_model(self.model)

@@ -73,6 +73,7 @@ __all__ = [
     "StudyResult",
     "add_outliers",
     "run_study",
+    "shares_threshold",
     "study_mechanisms",
 ]
 
@@ -197,6 +198,35 @@ def _deal(
     return split_holders(records, sizes, rng)
 
 
+def shares_threshold(study: Study, holders: int) -> tuple[int, int]:
+    """(t_min, c) of the noise shares' mechanism of ``study`` with K = ``holders``: on the
+    full mesh the study's t_min and c (``study_t_min``, ``study_colluders``), t_min − c
+    honest shares; on the SecAgg+ graph t_k and t_k − h, so that its noise is sized for the
+    h honest shares of a federated run on that graph (``runvalues.run_graph`` with c =
+    ``colluders`` or ⌊K/3⌋). UserError when the graph cannot be met or is the full mesh."""
+    if study.secagg_topology != "graph":
+        t_min = study_t_min(study.t_min, holders)
+        return t_min, study_colluders(study.colluders, holders, t_min)
+    from ldpem.common.secagg.runvalues import (
+        DEFAULT_DROPOUT_SHARE,
+        DEFAULT_HONEST_SHARES,
+        run_graph,
+    )
+
+    colluders = holders // 3 if study.colluders is None else study.colluders
+    dropout = DEFAULT_DROPOUT_SHARE if study.dropout_share is None else study.dropout_share
+    honest = study.min_honest_shares or DEFAULT_HONEST_SHARES
+    try:
+        graph = run_graph(holders, colluders, dropout, honest)
+    except ValueError as error:
+        raise UserError(f"secagg-topology graph: {error}") from None
+    if graph.full_mesh:
+        raise UserError(
+            f"secagg-topology graph: at K = {holders} the graph is the full mesh (k = K - 1)"
+        )
+    return graph.threshold, graph.threshold - graph.honest_shares
+
+
 def study_mechanisms(
     study: Study, sizes: Sequence[int], *, d: int, delta: float, tau: float
 ) -> tuple[RoundMechanisms, ...]:
@@ -229,7 +259,7 @@ def study_mechanisms(
     """
     participations = study.rounds if study.reuse else 1
 
-    t_min = study_t_min(study.t_min, len(sizes))
+    t_min, colluders = shares_threshold(study, len(sizes))
 
     @cache
     def build(m: int) -> Mechanism:
@@ -246,7 +276,7 @@ def study_mechanisms(
             accounting=study.accounting,
             scale=study.scale,
             t_min=t_min,
-            colluders=study_colluders(study.colluders, len(sizes), t_min),
+            colluders=colluders,
         )
 
     @cache

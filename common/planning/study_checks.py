@@ -73,6 +73,12 @@ class Study:
     #: most of them that may collude with the coordinator (None: study_colluders).
     t_min: int | None = None
     colluders: int | None = None
+    #: Noise shares: the full mesh, or the SecAgg+ graph (docs/SECAGG_GRAPH.md) with its
+    #: dropout share δ and least honest shares h (None: ``runvalues`` defaults), whose
+    #: t_k and h size the noise as in a federated run of that topology.
+    secagg_topology: str = "mesh"
+    dropout_share: float | None = None
+    min_honest_shares: int | None = None
     #: Each holder misses each round with this probability (``run_gradient_em``).
     dropout: float = 0.0
 
@@ -123,6 +129,16 @@ def check_study(study: Study, *, synthetic: bool) -> None:
         raise UserError(f"t-min is only meaningful for noise shares, not {study.mechanism}")
     if study.colluders is not None and get_mechanism(study.mechanism).noise_site != "shares":
         raise UserError(f"colluders is only meaningful for noise shares, not {study.mechanism}")
+    graph_values = (study.dropout_share, study.min_honest_shares)
+    if study.secagg_topology not in ("mesh", "graph"):
+        raise _fail("secagg-topology", "mesh or graph", study.secagg_topology)
+    if study.secagg_topology == "graph":
+        if get_mechanism(study.mechanism).noise_site != "shares":
+            raise UserError(f"secagg-topology graph needs noise shares, not {study.mechanism}")
+        if study.t_min is not None:
+            raise UserError("t-min is derived on the graph (t_k): give --dropout-share instead")
+    elif graph_values != (None, None):
+        raise UserError("--dropout-share and --min-honest-shares need --secagg-topology graph")
     if not 0.0 <= study.outliers <= 0.5:
         raise _fail("outliers", "in [0, 0.5]", study.outliers)
     try:

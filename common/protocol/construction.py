@@ -349,7 +349,10 @@ def holder_contribution(
     smoothing = smoothing_precision(params.d, params.zeta) if scaled else None
     shares = kind.noise_site == "shares"
     t_min = params.t_min if shares else None
-    colluders = (params.colluders or 0) if shares else 0
+    # The mechanism's c is t_min − (the honest shares the run promises): c on the mesh,
+    # t_k − h on the graph, where any learnable sum holds h honest shares.
+    honest = params.honest_shares
+    colluders = t_min - honest if t_min is not None and honest is not None else 0
     return _shape(
         kind,
         scale=scale,

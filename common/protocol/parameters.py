@@ -63,6 +63,11 @@ class PublicValues(_RunChoices, Protocol):
     def scales(self) -> Sequence[float] | None: ...
     @property
     def start(self) -> str: ...
+    @property
+    def honest_shares(self) -> int | None:
+        """Noise shares: the honest shares the run's noise is sized for (t_min − c on the
+        full mesh, h on the SecAgg+ graph); None for other mechanisms."""
+        ...
 
 
 class Enrolment(Protocol):
@@ -89,3 +94,7 @@ class RunRequest(_RunChoices, Protocol):
     def hospitals(self) -> Sequence[Enrolment]: ...
     @property
     def beta0(self) -> Sequence[float] | None: ...
+    @property
+    def secagg_topology(self) -> str:
+        """Noise shares: "mesh" (docs/SECAGG.md) or "graph" (docs/SECAGG_GRAPH.md)."""
+        ...

@@ -81,7 +81,9 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
     t_min = colluders = None
     if kind.noise_site == "shares":
         t_min = study_t_min(request.t_min, len(request.hospitals))
-        colluders = study_colluders(request.colluders, len(request.hospitals), t_min)
+        # On the graph t_min is t_k and c may exceed 2·t_min − K (wire.public_parameters).
+        if request.secagg_topology == "mesh":
+            colluders = study_colluders(request.colluders, len(request.hospitals), t_min)
     return {
         "model": request.model,
         "d": request.d,

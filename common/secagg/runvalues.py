@@ -4,13 +4,19 @@ public values only, so that the coordinator and every agent compute the same num
 * K, the enrolled holders, and t_min (more than K/2: ``messages.minimum_t_min``);
 * the modulus bits, from the most records a round can sum (m + K: Σ_k ⌈n_k/T⌉ ≤ m + K),
   the record bound, the grid γ and the share mean λ_s at the run's own budget;
-* the roster digest (SHA-256 of its canonical JSON), pinned by every agent.
+* the roster digest (SHA-256 of its canonical JSON), pinned by every agent;
+* on the SecAgg+ graph (docs/SECAGG_GRAPH.md), the degree k, the threshold t_k, the
+  committee (m, τ) and h, from K, c, the dropout share δ and the least honest shares asked
+  for (``run_graph``): the coordinator publishes them, every agent recomputes them
+  (``graph_problem``), and both build each round's ``RoundParameters`` the same way
+  (``round_parameters``).
 
 And the conversions between a holder's float report γ·(Q + Z) and the integers it masks.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -22,10 +28,18 @@ from ldpem.common.core.secagg_quantize import modulus_bits
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.protocol import holder_mechanism
 from ldpem.common.protocol.parameters import PublicValues
+from ldpem.common.secagg.graph_parameters import GraphParameters, graph_parameters
+from ldpem.common.secagg.messages import RoundParameters
 
 __all__ = [
+    "DEFAULT_DROPOUT_SHARE",
+    "DEFAULT_HONEST_SHARES",
+    "graph_problem",
+    "graph_values",
     "grid_of",
     "is_shared",
+    "round_parameters",
+    "run_graph",
     "run_modulus_bits",
     "run_shares_mechanism",
     "shares_values",
@@ -102,3 +116,96 @@ def shares_values(params: Any, *, holders: int, roster_digest: str) -> dict[str,
         "modulus_bits": run_modulus_bits(params, holders),
         "roster_digest": roster_digest,
     }
+
+
+#: The graph's defaults (docs/SECAGG_GRAPH.md): 10% of the holders may drop out of a round,
+#: and any sum the coordinator can learn holds at least 2 honest noise shares (the least
+#: that protects an input; a larger h costs neighbours, and buys accuracy).
+DEFAULT_DROPOUT_SHARE = 0.1
+DEFAULT_HONEST_SHARES = 2
+
+
+@functools.lru_cache(maxsize=64)
+def run_graph(holders: int, colluders: int, dropout_share: float, honest: int) -> GraphParameters:
+    """``graph_parameters`` for K = ``holders`` of which exactly c = ``colluders`` may
+    collude (γ = (c + ½)/K, whose ⌊γK⌋ is c whatever the float rounding), a share δ of them
+    dropping out and at least h = ``honest`` honest shares in any learnable sum, at the
+    failure probability 2⁻⁴⁰. ValueError (one line) for values it cannot meet. Cached: a
+    process checks the same run's values at every join, creation and forecast (≈ 0.2 s
+    of exact tails at K = 1000), and the result is a frozen value."""
+    if not 0 <= colluders < holders:
+        raise ValueError(f"colluders must be in [0, K - 1 = {holders - 1}], got {colluders}")
+    return graph_parameters(
+        holders,
+        colluder_fraction=(colluders + 0.5) / holders,
+        dropout_fraction=dropout_share,
+        min_honest_shares=honest,
+    )
+
+
+def graph_values(graph: GraphParameters, *, dropout_share: float, honest: int) -> dict[str, Any]:
+    """What a graph run publishes beside t_min = t_k: its inputs δ and h, and the derived
+    (k, m, τ, h) that every agent recomputes (``graph_problem``)."""
+    return {
+        "dropout_share": dropout_share,
+        "min_honest_shares": honest,
+        "neighbours": graph.k,
+        "committee": graph.committee_size,
+        "committee_threshold": graph.committee_threshold,
+        "honest": graph.honest_shares,
+    }
+
+
+def graph_problem(params: Any) -> str | None:
+    """What is wrong with the graph values a run publishes (``params.graph``; None: a mesh
+    run, or nothing): recomputed from K, c, δ and h with ``run_graph``, each of k, t_k, m,
+    τ and h must be the published one, and the graph must not be the full mesh. The
+    published values are hostile input: never trusted, only compared."""
+    published = params.graph
+    if published is None:
+        return None
+    if params.holders is None or params.t_min is None:
+        return "it publishes graph values for a run without secure aggregation"
+    try:
+        graph = run_graph(
+            params.holders,
+            params.colluders or 0,
+            published.dropout_share,
+            published.min_honest_shares,
+        )
+    except ValueError as error:
+        return f"its graph inputs are not valid: {error}"
+    if graph.full_mesh:
+        return f"its graph at K = {params.holders} is the full mesh (k = K - 1)"
+    expected = {
+        "t_min": graph.threshold,
+        **graph_values(
+            graph, dropout_share=published.dropout_share, honest=published.min_honest_shares
+        ),
+    }
+    now = {"t_min": params.t_min, **published.model_dump()}
+    for name, value in expected.items():
+        if now.get(name) != value:
+            return (
+                f"it publishes {name} = {now.get(name)!r} where K = {params.holders}, "
+                f"c = {params.colluders or 0}, dropout share {published.dropout_share!r} and "
+                f"h >= {published.min_honest_shares} give {value!r}"
+            )
+    return None
+
+
+def round_parameters(params: Any, run_id: str, t: int) -> RoundParameters:
+    """Round t's ``RoundParameters`` of a secagg run (on the graph with its k, m, τ, h),
+    as the coordinator and every agent build them from the run's public values."""
+    graph = params.graph
+    extra: dict[str, int] = {}
+    if graph is not None:
+        extra = {
+            "neighbours": graph.neighbours,
+            "committee": graph.committee,
+            "committee_threshold": graph.committee_threshold,
+            "honest": graph.honest,
+        }
+    return RoundParameters(
+        run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0, **extra
+    )

@@ -36,7 +36,6 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import get_model, model_names
@@ -51,14 +50,13 @@ from ldpem.common.protocol import (
     derive_public_values,
     round_size,
     round_sizes,
-    study_colluders,
 )
 from ldpem.common.wire.base import Schema
 from ldpem.common.wire.confidence import ConfidenceRegion
 from ldpem.common.wire.errors import describe_errors
 from ldpem.common.wire.forecast import ErrorBand, Forecast
 from ldpem.common.wire.reads import HospitalParticipation, RoundSummary, Trajectory
-from ldpem.common.wire.shares import check_shares
+from ldpem.common.wire.shares import SecAggGraph, check_shares, roster_inlined, threshold_values
 
 __all__ = [
     "API_PREFIX",
@@ -206,21 +204,17 @@ class RunCreate(_Schema):
     #: 0 ≤ c < 2·t_min − K; the noise is sized for t_min − c honest shares. Default: the
     #: largest c ≤ ⌊K/3⌋ that the run's t_min allows (``study_colluders``).
     colluders: int | None = Field(default=None, ge=0, le=1000)
+    #: Noise shares only: the full mesh, or the SecAgg+ graph (docs/SECAGG_GRAPH.md) with
+    #: the share of holders that may drop out (default 0.1) and h, the least honest noise
+    #: shares in any sum the coordinator can learn (default 2; c defaults to ⌊K/3⌋).
+    secagg_topology: Literal["mesh", "graph"] = "mesh"
+    dropout_share: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
+    min_honest_shares: int | None = Field(default=None, ge=2, le=1000)
     #: Noise shares only: the consortium's roster of holders' public keys (the JSON of
     #: ``ldpem keys roster``); every enrolled hospital must be on it.
     roster: dict[str, Any] | None = None
 
-    @field_validator("roster", mode="before")
-    @classmethod
-    def _roster_inlined(cls, value: Any) -> Any:
-        if isinstance(value, str):  # a file name: the coordinator never reads one
-            raise PydanticCustomError(
-                "roster_file",
-                "must be the roster's JSON object, not a file name: inline the content of "
-                "roster.json, or let ldpem run create read it (--roster FILE, or a file name "
-                "in the request file)",
-            )
-        return value
+    _roster_inlined = field_validator("roster", mode="before")(roster_inlined)
 
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
@@ -299,6 +293,8 @@ class PublicParameters(_Schema):
     #: Noise shares (secagg): c, the most holders that may collude with the coordinator
     #: (the noise is sized for t_min − c honest shares); None for every other mechanism.
     colluders: int | None = None
+    #: Noise shares on the SecAgg+ graph: its inputs and derived values (t_min is t_k).
+    graph: SecAggGraph | None = None
     #: Noise shares (secagg): K, the enrolled holders; the modulus bits of the masked sums;
     #: the roster's digest (each agent's pinned roster must have it). None otherwise.
     holders: int | None = None
@@ -307,6 +303,13 @@ class PublicParameters(_Schema):
     #: How β⁰ was made: the model's public start rule (``Model.start_rule``), or "given"
     #: (the operator's beta0).
     start: str = DEFAULT_START
+
+    @property
+    def honest_shares(self) -> int | None:
+        """The honest noise shares the run's noise is sized for (``PublicValues``)."""
+        if self.t_min is None:
+            return None
+        return self.graph.honest if self.graph else self.t_min - (self.colluders or 0)
 
     @model_validator(mode="after")
     def _consistent(self) -> PublicParameters:
@@ -434,14 +437,13 @@ def public_parameters(request: RunCreate) -> PublicParameters:
     (``protocol.derive_public_values``)."""
     values = derive_public_values(request)
     if request.roster is not None:  # noise shares (``wire_shares.check_shares``)
-        from ldpem.common.secagg import Roster, minimum_t_min
+        values.update(threshold_values(request, values["t_min"]))
+        from ldpem.common.secagg import Roster
         from ldpem.common.secagg.runvalues import shares_values
 
-        k = len(request.hospitals)
-        if request.t_min is None:
-            values["t_min"] = max(values["t_min"], minimum_t_min(k))
-        if request.colluders is None:
-            values["colluders"] = study_colluders(None, k, values["t_min"])
         digest = Roster.from_json(json.dumps(request.roster)).digest
-        values.update(shares_values(PublicParameters(**values), holders=k, roster_digest=digest))
+        holders = len(request.hospitals)
+        values.update(
+            shares_values(PublicParameters(**values), holders=holders, roster_digest=digest)
+        )
     return PublicParameters(**values)

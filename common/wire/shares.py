@@ -1,5 +1,6 @@
 """The wire's rules for a run of noise shares (secure aggregation, docs/SECAGG.md): what
-its request must hold beyond the schema (``check_shares``, run by ``wire.RunCreate``)."""
+its request must hold beyond the schema (``check_shares``, run by ``wire.RunCreate``), and
+the published values of a run on the SecAgg+ graph (``SecAggGraph``, docs/SECAGG_GRAPH.md)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,28 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ldpem.common.mechanisms import get_mechanism
+from pydantic import Field
+from pydantic_core import PydanticCustomError
 
-__all__ = ["SharesRequest", "check_shares"]
+from ldpem.common.mechanisms import get_mechanism
+from ldpem.common.wire.base import Schema
+
+__all__ = ["SecAggGraph", "SharesRequest", "check_shares", "roster_inlined", "threshold_values"]
+
+
+class SecAggGraph(Schema):
+    """What a run on the SecAgg+ graph publishes beside K, t_min (= t_k) and c: its inputs,
+    the dropout share δ and the least honest shares h asked for, and what
+    ``runvalues.run_graph`` derives from K, c, δ and h at 2⁻⁴⁰: the degree k, the committee
+    (m, τ) and h, the honest noise shares in any sum the coordinator can learn (the noise
+    is sized for them). Every agent recomputes them (``runvalues.graph_problem``)."""
+
+    dropout_share: float = Field(ge=0, lt=1)
+    min_honest_shares: int = Field(ge=2, le=1000)
+    neighbours: int = Field(ge=2, le=1000)
+    committee: int = Field(ge=1, le=1000)
+    committee_threshold: int = Field(ge=1, le=1000)
+    honest: int = Field(ge=1, le=1000)
 
 
 class _Named(Protocol):
@@ -30,7 +50,26 @@ class SharesRequest(Protocol):
     @property
     def roster(self) -> dict[str, Any] | None: ...
     @property
+    def secagg_topology(self) -> str: ...
+    @property
+    def dropout_share(self) -> float | None: ...
+    @property
+    def min_honest_shares(self) -> int | None: ...
+    @property
     def hospitals(self) -> Sequence[_Named]: ...
+
+
+def roster_inlined(cls: type, value: Any) -> Any:
+    """RunCreate's roster before validation: a file name is refused (the coordinator never
+    reads one)."""
+    if isinstance(value, str):
+        raise PydanticCustomError(
+            "roster_file",
+            "must be the roster's JSON object, not a file name: inline the content of "
+            "roster.json, or let ldpem run create read it (--roster FILE, or a file name "
+            "in the request file)",
+        )
+    return value
 
 
 def check_shares(request: SharesRequest) -> None:
@@ -39,6 +78,13 @@ def check_shares(request: SharesRequest) -> None:
     a roster, a t_min or a c.
     ValueError otherwise."""
     shares = get_mechanism(request.mechanism).noise_site == "shares"
+    graph = request.secagg_topology == "graph"
+    if not graph and (request.dropout_share, request.min_honest_shares) != (None, None):
+        raise ValueError("dropout_share and min_honest_shares need secagg_topology graph")
+    if graph and not shares:
+        raise ValueError(
+            f"secagg_topology graph is only meaningful for noise shares, not {request.mechanism}"
+        )
     if request.colluders is not None and not shares:
         raise ValueError(
             f"colluders is only meaningful for a mechanism whose noise is shared, not "
@@ -74,6 +120,9 @@ def check_shares(request: SharesRequest) -> None:
     missing = [h.name for h in request.hospitals if h.name not in roster]
     if missing:
         raise ValueError(f"hospitals not on the roster: {', '.join(missing[:5])}")
+    if graph:
+        _check_graph(request, sorted(roster.names))
+        return
     if request.t_min is not None and request.t_min < minimum_t_min(k):
         raise ValueError(
             f"t_min {request.t_min} must be more than half the {k} hospitals "
@@ -84,3 +133,62 @@ def check_shares(request: SharesRequest) -> None:
 
         t_min = max(study_t_min(request.t_min, k), minimum_t_min(k))
         study_colluders(request.colluders, k, t_min)  # ValueError: c ≥ 2·t_min − K
+
+
+def _graph(request: SharesRequest, k: int) -> tuple[Any, int, float, int]:
+    """The graph of a graph run's request (``runvalues.run_graph``) with its c, δ and h,
+    defaults filled in (c = ⌊K/3⌋, ``runvalues.DEFAULT_DROPOUT_SHARE``,
+    ``DEFAULT_HONEST_SHARES``); ValueError for settings it cannot meet."""
+    from ldpem.common.secagg.runvalues import (
+        DEFAULT_DROPOUT_SHARE,
+        DEFAULT_HONEST_SHARES,
+        run_graph,
+    )
+
+    colluders = k // 3 if request.colluders is None else request.colluders
+    dropout = DEFAULT_DROPOUT_SHARE if request.dropout_share is None else request.dropout_share
+    honest = request.min_honest_shares or DEFAULT_HONEST_SHARES
+    return run_graph(k, colluders, dropout, honest), colluders, dropout, honest
+
+
+def threshold_values(request: SharesRequest, t_min: int) -> dict[str, Any]:
+    """t_min, c and (on the graph) ``graph`` of a shares run, defaults filled in: on the
+    mesh t_min (the study's ``t_min``, at least ``minimum_t_min``) and c (``study_colluders``);
+    on the graph t_min = t_k, c and ``SecAggGraph``'s fields (``runvalues.graph_values``)."""
+    from ldpem.common.protocol import study_colluders
+    from ldpem.common.secagg import minimum_t_min
+    from ldpem.common.secagg.runvalues import graph_values
+
+    k = len(request.hospitals)
+    if request.secagg_topology == "graph":
+        graph, colluders, dropout, honest = _graph(request, k)
+        return {
+            "t_min": graph.threshold,
+            "colluders": colluders,
+            "graph": graph_values(graph, dropout_share=dropout, honest=honest),
+        }
+    if request.t_min is None:
+        t_min = max(t_min, minimum_t_min(k))
+    return {"t_min": t_min, "colluders": study_colluders(request.colluders, k, t_min)}
+
+
+def _check_graph(request: SharesRequest, roster: list[str]) -> None:
+    """A graph run: the graph is over the roster's names, so the roster holds exactly the
+    enrolled hospitals; t_min is derived (t_k), never given; K, c, δ and h must give a
+    graph sparser than the full mesh (``runvalues.run_graph``)."""
+    names = sorted(h.name for h in request.hospitals)
+    if roster != names:
+        extra = sorted(set(roster) - set(names))
+        raise ValueError(
+            f"on the graph the roster must hold exactly the {len(names)} enrolled hospitals; "
+            f"it also names {', '.join(extra[:5])}"
+        )
+    if request.t_min is not None:
+        raise ValueError("t_min is derived on the graph (t_k); give dropout_share instead")
+    graph, colluders, dropout, honest = _graph(request, len(names))
+    if graph.full_mesh:
+        raise ValueError(
+            f"at K = {len(names)}, c = {colluders}, dropout_share {dropout} and "
+            f"min_honest_shares {honest} the graph is the full mesh (k = K - 1): use "
+            "secagg_topology mesh"
+        )

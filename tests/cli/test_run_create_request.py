@@ -115,3 +115,29 @@ def test_plan_states_its_setting_in_the_created_line(
         ", with the planner's setting: rounds 4, schedule geometric:1.5, final average:2"
     )
     assert first.startswith("run ") and " created: gmm, d = 4, 4 rounds" in first
+
+
+def test_secagg_topology_graph_from_the_command_line(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--secagg-topology graph`` puts the SecAgg+ graph into the request: the run
+    publishes its derived values (K = 16, c = 2: k = 6, docs/SECAGG_GRAPH.md); without it
+    the same request runs the full mesh."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    _, roster_file, _ = keys_and_roster(keys, 16)
+    request = run_request(hospitals=0, d=2, rounds=2, mechanism="secagg", colluders=2)
+    request["hospitals"] = [
+        {"name": f"h{i}", "records": 100, "token": f"graph-cli-token-{i:02d}-abcdefgh"}
+        for i in range(16)
+    ]
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({**request, "delta": 1e-6}))
+    assert create(server, config, "--roster", str(roster_file), "--secagg-topology", "graph") == 0
+    params = json.loads(capsys.readouterr().out)["params"]
+    assert params["graph"]["neighbours"] == 6 and params["t_min"] == 5
+    request["hospitals"] = [{**h, "token": h["token"] + "x"} for h in request["hospitals"]]
+    config.write_text(json.dumps({**request, "delta": 1e-6}))
+    assert create(server, config, "--roster", str(roster_file)) == 0
+    params = json.loads(capsys.readouterr().out)["params"]
+    assert params["graph"] is None and params["t_min"] == 15
