@@ -13,7 +13,7 @@ of 10/20/30/40% of the records.
 
 Usage: python benchmarks/confidence_coverage.py [--n 20000 200000] [--runs 200]
        [--draws 19] [--cases gmm:local gmm:hospital gmm:central] [--nonprivate] [--json]
-       [--quick]
+       [--quick] [--intervals basic|shrinkage]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
 
-from ldpem.common.planning.coverage import coverage_runs
+from ldpem.common.planning.coverage import REGIONS, coverage_runs
 from ldpem.common.planning.executor import make_executor
 from ldpem.common.planning.study import Study
 
@@ -68,14 +68,28 @@ def case_study(model: str, mechanism: str, n: int, seed: int) -> Study:
 
 
 def coverage(
-    model: str, mechanism: str, n: int, *, runs: int, draws: int, level: float, workers: int
+    model: str,
+    mechanism: str,
+    n: int,
+    *,
+    runs: int,
+    draws: int,
+    level: float,
+    workers: int,
+    intervals: str = "basic",
 ) -> Coverage:
     started = time.process_time()
     children = _children_cpu()
     study = case_study(model, mechanism, n, SEED_BASE)
     with make_executor(workers=workers) as executor:
         found = coverage_runs(
-            study, runs=runs, seed_base=SEED_BASE, draws=draws, level=level, executor=executor
+            study,
+            runs=runs,
+            seed_base=SEED_BASE,
+            draws=draws,
+            level=level,
+            intervals=intervals,
+            executor=executor,
         )
     inside = [run.inside for run in found]
     covered = [run.coordinates for run in found]
@@ -130,6 +144,9 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=["gmm:local", "gmm:hospital", "gmm:central"])
     parser.add_argument("--nonprivate", action="store_true", help="add mechanism none's width")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--intervals", choices=sorted(REGIONS), default="basic", help="how intervals are made"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="n = 2000, 20 runs")
     args = parser.parse_args()
@@ -150,6 +167,7 @@ def main() -> None:
                 draws=args.draws,
                 level=args.level,
                 workers=args.workers,
+                intervals=args.intervals,
             )
             rows.append(row)
             print(row, file=sys.stderr, flush=True)

@@ -24,12 +24,13 @@ from ldpem.common.planning.confidence import (
     bootstrap_seeds,
     region,
     resolved_missing,
+    shrinkage_region,
 )
 from ldpem.common.planning.executor import Executor, SerialExecutor
 from ldpem.common.planning.fastsim import simulate
 from ldpem.common.planning.study import Study
 
-__all__ = ["Covered", "coverage_runs", "synthetic_bootstrap_study"]
+__all__ = ["REGIONS", "Covered", "coverage_runs", "synthetic_bootstrap_study"]
 
 
 @dataclass(frozen=True)
@@ -60,19 +61,24 @@ def synthetic_bootstrap_study(study: Study) -> Study:
     return replace(study, missing=missing, outliers=0.0)
 
 
-_Task = tuple[Study, int, int, float]
+#: How a region's intervals are made from its draws: ``confidence.region``'s basic
+#: intervals (the product's), or ``confidence.shrinkage_region``'s.
+REGIONS = {"basic": region, "shrinkage": shrinkage_region}
+
+_Task = tuple[Study, int, int, float, str]
 
 
 def _covered(task: _Task) -> Covered:
     """One executor task: run ``index`` of the study and its region (module docstring).
     Module level: a process pool runs it."""
-    study, index, draws, level = task
+    study, index, draws, level, intervals = task
     run = simulate(study)
     found = bootstrap_estimates(
         synthetic_bootstrap_study(study), run.estimate, bootstrap_seeds(draws, index)
     )
     sign_invariant = get_model(study.model).sign_invariant
-    confidence = region(run.estimate, found, level=level, sign_invariant=sign_invariant)
+    made = REGIONS[intervals]
+    confidence = made(run.estimate, found, level=level, sign_invariant=sign_invariant)
     star = run.beta_star
     if sign_invariant and star @ run.estimate < 0:
         star = -star
@@ -94,17 +100,21 @@ def coverage_runs(
     seed_base: int,
     draws: int,
     level: float = DEFAULT_LEVEL,
+    intervals: str = "basic",
     executor: Executor | None = None,
 ) -> Sequence[Covered]:
     """``runs`` independent runs of ``study`` (seeds ``seed_base`` … ``seed_base + runs −
     1``), each with its region at ``level`` from ``draws`` bootstrap draws seeded from its
-    index (module docstring), one task each on ``executor`` (default: this process).
+    index (module docstring), its intervals made as ``intervals`` says (``REGIONS``), one
+    task each on ``executor`` (default: this process).
 
     Returns
     -------
     sequence of Covered
         One per run, in the runs' order.
     """
-    tasks = [(replace(study, seed=seed_base + i), i, draws, level) for i in range(runs)]
+    if intervals not in REGIONS:
+        raise ValueError(f"intervals must be one of {sorted(REGIONS)}, got {intervals!r}")
+    tasks = [(replace(study, seed=seed_base + i), i, draws, level, intervals) for i in range(runs)]
     chosen = executor if executor is not None else SerialExecutor()
     return chosen.map(_covered, tasks)
