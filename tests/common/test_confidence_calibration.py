@@ -30,7 +30,7 @@ import pytest
 from scipy.stats import norm
 
 from ldpem.common.planning.coverage import coverage_runs
-from ldpem.common.planning.executor import PoolExecutor
+from ldpem.common.planning.executor import Executor, PoolExecutor
 from ldpem.common.planning.study import Study
 
 pytestmark = pytest.mark.slow
@@ -50,16 +50,14 @@ def case_study(mechanism: str, n: int) -> Study:
 
 
 @pytest.fixture(scope="module")
-def pool() -> Iterator[PoolExecutor]:
+def pool() -> Iterator[Executor]:
     with PoolExecutor(2) as executor:
         yield executor
 
 
 @pytest.mark.parametrize("n", [20_000, 200_000])
 @pytest.mark.parametrize("mechanism", ["local", "hospital", "central"])
-def test_regions_hold_the_true_beta_at_their_level(
-    mechanism: str, n: int, pool: PoolExecutor
-) -> None:
+def test_regions_hold_the_true_beta_at_their_level(mechanism: str, n: int, pool: Executor) -> None:
     found = coverage_runs(
         case_study(mechanism, n),
         runs=RUNS,
