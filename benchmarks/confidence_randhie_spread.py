@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _fedkit import machine
 from confidence_randhie import SHARES, load
 
+from ldpem.common.mechanisms.local import LocalTruncation
 from ldpem.common.models import get_model
 from ldpem.common.models.base import Records
 from ldpem.common.planning.study import Dataset, Study, run_study
@@ -127,9 +128,11 @@ def main() -> None:
     rows = []
     for mechanism in ("hospital", "central"):
         base = study(mechanism, n, d, sigma, bound)
-        scale = run_study(replace(base, seed=0), data=data).mechanism.scale
+        truncation = run_study(replace(base, seed=0), data=data).mechanism
+        assert isinstance(truncation, LocalTruncation)  # hospital and central truncate
+        scale = truncation.scale
         for name, chosen in sets.items():
-            row = {"mechanism": mechanism, "data": name, "scale": scale}
+            row: dict[str, object] = {"mechanism": mechanism, "data": name, "scale": scale}
             row |= offsets(base, chosen, args.runs)
             row |= truncated(chosen, sigma, scale)
             rows.append(row)

@@ -23,6 +23,7 @@ from ldpem.common.planning.confidence import (
     shrinkage,
     shrinkage_region,
 )
+from ldpem.common.planning.coverage import coverage_runs, synthetic_bootstrap_study
 from ldpem.common.planning.executor import PoolExecutor, SerialExecutor
 from ldpem.common.planning.study import Study, run_study
 
@@ -232,3 +233,23 @@ def test_a_region_is_replayed_by_its_seed_on_any_executor() -> None:
     assert all(lo < hi for lo, hi in zip(serial.low, serial.high, strict=True))
     assert 0 < serial.radius < math.inf
     assert confidence_region(result, draws=19).radius != serial.radius  # OS seeds
+
+
+def test_coverage_runs_judge_each_region_against_its_own_runs_beta_star() -> None:
+    study = Study(n=2000, d=3, rounds=5, sizes=(500, 1500))
+    found = coverage_runs(study, runs=3, seed_base=7, draws=19, intervals="shrinkage")
+    again = coverage_runs(study, runs=3, seed_base=7, draws=19)
+    assert len(found) == 3 and len({run.error for run in found}) == 3
+    for shrunk, basic in zip(found, again, strict=True):
+        assert shrunk.error == basic.error and shrunk.radius == basic.radius  # same draws
+        assert shrunk.inside == (shrunk.error <= shrunk.radius)
+        assert 0.0 <= shrunk.coordinates <= 1.0 and shrunk.width > 0.0
+    with pytest.raises(ValueError, match="intervals must be one of"):
+        coverage_runs(study, runs=1, seed_base=7, draws=19, intervals="percentile")
+
+
+def test_a_synthetic_bootstrap_needs_the_hospitals_sizes() -> None:
+    with pytest.raises(ValueError, match="sizes must be given for 3 hospitals"):
+        synthetic_bootstrap_study(Study(model="rmc", hospitals=3))
+    fixed = synthetic_bootstrap_study(Study(model="rmc", sizes=(100, 200), outliers=0.1))
+    assert fixed.missing == 0.1 and fixed.outliers == 0.0 and fixed.sizes == (100, 200)
