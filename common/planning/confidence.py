@@ -174,9 +174,10 @@ def region(
 
 def shrinkage(estimate: FloatArray, draws: FloatArray) -> float:
     """The slope c of the bootstrap's mean along β̂: ⟨β̄, β̂⟩/‖β̂‖², β̄ the mean of the
-    finite draws β̂_b (B, d) (aligned to β̂ for the symmetric models); NaN when no draw is
-    finite or β̂ = 0. Truncation pulls the estimator toward 0, E_β[β̂] ≈ c·β with c < 1
-    when it pulls hard (``shrinkage_region``)."""
+    finite draws β̂_b (B, d) as given (``shrinkage_region`` first aligns them to β̂ for the
+    symmetric models); NaN when no draw is finite or β̂ = 0 (or not finite). Truncation
+    pulls the estimator toward 0, E_β[β̂] ≈ c·β with c < 1 when it pulls hard
+    (``shrinkage_region``)."""
     finite = draws[np.all(np.isfinite(draws), axis=1)]
     norm2 = float(estimate @ estimate)
     if finite.shape[0] == 0 or norm2 == 0.0:

@@ -6,8 +6,8 @@ derive from the study's index, never the study's (``coverage.coverage_runs``).
 
 The runs are on the fast path (``fastsim.simulate``), whose estimate has ``run_study``'s
 distribution (tests/common/test_fastsim.py), and each run with its 19 draws is one task of
-a pool of two: about 0.9 s of CPU per run at 2·10⁵, ~9 minutes of CPU for the six cases,
-~4.5 minutes of wall time on two cores.
+a pool of two: about 1 s of CPU per run at 2·10⁵; measured 614 s of CPU for the six cases
+(2026-11-26), ~5 minutes of wall time on two free cores (docs/RESULTS.md).
 
 B = 19 is the fewest draws at level 0.9 (``least_draws``): when the pivot holds, the order
 statistics make the coverage exactly (B + 1 − 2k)/(B + 1) = 0.9 per interval and
