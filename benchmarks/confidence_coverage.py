@@ -13,7 +13,7 @@ of 10/20/30/40% of the records.
 
 Usage: python benchmarks/confidence_coverage.py [--n 20000 200000] [--runs 200]
        [--draws 19] [--cases gmm:local gmm:hospital gmm:central] [--nonprivate] [--json]
-       [--quick] [--intervals basic|shrinkage]
+       [--quick] [--intervals shrinkage|basic]
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def coverage(
     draws: int,
     level: float,
     workers: int,
-    intervals: str = "basic",
+    intervals: str = "shrinkage",
 ) -> Coverage:
     started = time.process_time()
     children = _children_cpu()
@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--nonprivate", action="store_true", help="add mechanism none's width")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
-        "--intervals", choices=sorted(REGIONS), default="basic", help="how intervals are made"
+        "--intervals", choices=sorted(REGIONS), default="shrinkage", help="how intervals are made"
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="n = 2000, 20 runs")

@@ -8,11 +8,13 @@ generator with β* := β̂), B times. Each draw b gives an estimate β̂_b, and 
 
 - the radius r is the ⌈level·(B + 1)⌉-th smallest of ‖β̂_b − β̂‖₂, so that
   {β : ‖β − β̂‖₂ ≤ r} holds β* at the stated level;
-- coordinate j's interval is the *basic* (pivotal) bootstrap interval
-  [2β̂_j − q_hi, 2β̂_j − q_lo], q_lo and q_hi the k-th smallest and k-th largest of the
-  β̂_b,j with k = ⌊(1 − level)/2·(B + 1)⌋. It reflects the draws about β̂, so it corrects
-  a bias of the private estimator (truncation pulls estimates toward 0) instead of
-  doubling it, as the percentile interval [q_lo, q_hi] would.
+- coordinate j's interval inverts the estimator's pull toward 0 (``shrinkage_region``):
+  [(β̂_j − (q_hi − β̄_j))/c, (β̂_j − (q_lo − β̄_j))/c], q_lo and q_hi the k-th smallest and
+  k-th largest of the β̂_b,j with k = ⌊(1 − level)/2·(B + 1)⌋, β̄ the draws' mean and
+  c = ⟨β̄, β̂⟩/‖β̂‖² (``shrinkage``). With c = 1 it is the *basic* (pivotal) interval
+  [2β̂_j − q_hi, 2β̂_j − q_lo] (``region``), which corrects a bias that does not depend
+  on β* but falls short when truncation pulls hard (c well below 1: local DP for mrm and
+  rmc, docs/RESULTS.md); the percentile interval [q_lo, q_hi] would double the bias.
 
 With these order statistics the coverage is at least ``level`` for any B when β̂ − β* and
 the β̂_b − β̂ have one distribution (the pivot): β̂ − β* is then one more exchangeable draw
@@ -53,10 +55,10 @@ from ldpem.common.planning.fastsim import final_estimates, runs
 from ldpem.common.planning.study import Study, StudyResult
 
 __all__ = [
+    "BASIC_METHOD",
     "DEFAULT_DRAWS",
     "DEFAULT_LEVEL",
     "METHOD",
-    "SHRINKAGE_METHOD",
     "Bootstrap",
     "Confidence",
     "RegionDraws",
@@ -84,10 +86,10 @@ DEFAULT_LEVEL = 0.9
 #: either side) by about 13% of its half-width (normal approximation of an order statistic),
 #: and the draws cost 99 runs (docs/RESULTS.md, docs/PERFORMANCE.md).
 DEFAULT_DRAWS = 99
-#: What ``Confidence.method`` says.
-METHOD = "parametric bootstrap (basic intervals)"
-#: What ``Confidence.method`` says of ``shrinkage_region``'s intervals.
-SHRINKAGE_METHOD = "parametric bootstrap (shrinkage-corrected intervals)"
+#: What ``Confidence.method`` says of the product's regions (``shrinkage_region``).
+METHOD = "parametric bootstrap (shrinkage-corrected intervals)"
+#: What it says of ``region``'s basic intervals.
+BASIC_METHOD = "parametric bootstrap (basic intervals)"
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ def region(
         high=tuple(float(v) for v in high),
         radius=_radius(estimate, draws, level),
         draws=draws.shape[0],
+        method=BASIC_METHOD,
     )
 
 
@@ -216,7 +219,7 @@ def shrinkage_region(
         high=tuple(float(v) for v in high),
         radius=_radius(estimate, draws, level),
         draws=draws.shape[0],
-        method=SHRINKAGE_METHOD,
+        method=METHOD,
     )
 
 
@@ -356,7 +359,7 @@ def study_region(
     seeds = bootstrap_seeds(asked.draws, asked.seed)
     found = bootstrap_estimates(study, estimate, seeds, executor=executor)
     sign_invariant = get_model(study.model).sign_invariant
-    return region(estimate, found, level=level, sign_invariant=sign_invariant)
+    return shrinkage_region(estimate, found, level=level, sign_invariant=sign_invariant)
 
 
 def confidence_region(

@@ -61,8 +61,8 @@ def synthetic_bootstrap_study(study: Study) -> Study:
     return replace(study, missing=missing, outliers=0.0)
 
 
-#: How a region's intervals are made from its draws: ``confidence.region``'s basic
-#: intervals (the product's), or ``confidence.shrinkage_region``'s.
+#: How a region's intervals are made from its draws: ``confidence.shrinkage_region``'s
+#: (the product's), or ``confidence.region``'s basic intervals.
 REGIONS = {"basic": region, "shrinkage": shrinkage_region}
 
 _Task = tuple[Study, int, int, float, str]
@@ -100,7 +100,7 @@ def coverage_runs(
     seed_base: int,
     draws: int,
     level: float = DEFAULT_LEVEL,
-    intervals: str = "basic",
+    intervals: str = "shrinkage",
     executor: Executor | None = None,
 ) -> Sequence[Covered]:
     """``runs`` independent runs of ``study`` (seeds ``seed_base`` … ``seed_base + runs −

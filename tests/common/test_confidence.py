@@ -238,7 +238,7 @@ def test_a_region_is_replayed_by_its_seed_on_any_executor() -> None:
 def test_coverage_runs_judge_each_region_against_its_own_runs_beta_star() -> None:
     study = Study(n=2000, d=3, rounds=5, sizes=(500, 1500))
     found = coverage_runs(study, runs=3, seed_base=7, draws=19, intervals="shrinkage")
-    again = coverage_runs(study, runs=3, seed_base=7, draws=19)
+    again = coverage_runs(study, runs=3, seed_base=7, draws=19, intervals="basic")
     assert len(found) == 3 and len({run.error for run in found}) == 3
     for shrunk, basic in zip(found, again, strict=True):
         assert shrunk.error == basic.error and shrunk.radius == basic.radius  # same draws

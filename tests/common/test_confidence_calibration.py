@@ -9,9 +9,12 @@ distribution (tests/common/test_fastsim.py), and each run with its 19 draws is o
 a pool of two: about 1 s of CPU per run at 2·10⁵; measured 614 s of CPU for the six cases
 (2026-11-26), ~5 minutes of wall time on two free cores (docs/RESULTS.md).
 
-B = 19 is the fewest draws at level 0.9 (``least_draws``): when the pivot holds, the order
-statistics make the coverage exactly (B + 1 − 2k)/(B + 1) = 0.9 per interval and
-⌈0.9·20⌉/20 = 0.9 for the radius, whatever B (a larger B only steadies the widths). Over
+The regions are the product's (``confidence.study_region``: shrinkage-corrected intervals
+and the basic radius). B = 19 is the fewest draws at level 0.9 (``least_draws``): when the
+pivot holds, the order statistics make the coverage 0.9 per interval (exactly for the
+basic interval, (B + 1 − 2k)/(B + 1); up to the draws' mean and slope for the shrinkage
+one, tests/common/test_confidence.py) and ⌈0.9·20⌉/20 = 0.9 for the radius, whatever B
+(a larger B only steadies the widths). Over
 R = 200 independent runs the radius's coverage is then Binomial(200, 0.9)/200, standard
 error √(0.9·0.1/200) = 0.0212; the per-coordinate share averages d correlated indicators
 of one run, whose variance is at most one indicator's, so its standard error is at most
