@@ -1,9 +1,10 @@
 """Coverage of the parametric bootstrap's confidence regions (docs/RESULTS.md, issue 31).
 
 For each case (model, mechanism, n): ``--runs`` independent studies (seeds 10⁴, 10⁴ + 1, …,
-synthetic data at a β* of norm 3σ, d = 10, ε = 1, T = 10), each with its region at
-``--level`` from ``--draws`` bootstrap draws (``common.planning.confidence.confidence_region``, its
-seeds derived from the run's index: runs it did not use). Prints, per case, the share of
+synthetic data at a β* of norm 3σ, d = 10, ε = 1, T = 10, on the fast path), each with its
+region at ``--level`` from ``--draws`` bootstrap draws, its seeds derived from the run's
+index: runs it did not use (``common.planning.coverage.coverage_runs``, as
+tests/common/test_confidence_calibration.py). Prints, per case, the share of
 runs whose region holds the true β* (the radius: ‖β* − β̂‖ ≤ r; per coordinate: the mean
 over coordinates of β*_j ∈ [low_j, high_j]; both up to sign for gmm and mrm), the mean
 error, radius and interval width, and the same study's non-private bootstrap width
@@ -12,7 +13,7 @@ of 10/20/30/40% of the records.
 
 Usage: python benchmarks/confidence_coverage.py [--n 20000 200000] [--runs 200]
        [--draws 19] [--cases gmm:local gmm:hospital gmm:central] [--nonprivate] [--json]
-       [--quick]
+       [--quick] [--intervals shrinkage|basic]
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
 
-from ldpem.common.models import get_model
-from ldpem.common.planning.confidence import confidence_region
+from ldpem.common.planning.coverage import REGIONS, coverage_runs
 from ldpem.common.planning.executor import make_executor
-from ldpem.common.planning.study import Study, run_study
+from ldpem.common.planning.study import Study
 
 #: The first study seed (the bootstrap's seeds are derived from the run's index).
 SEED_BASE = 10_000
@@ -68,27 +68,34 @@ def case_study(model: str, mechanism: str, n: int, seed: int) -> Study:
 
 
 def coverage(
-    model: str, mechanism: str, n: int, *, runs: int, draws: int, level: float, workers: int
+    model: str,
+    mechanism: str,
+    n: int,
+    *,
+    runs: int,
+    draws: int,
+    level: float,
+    workers: int,
+    intervals: str = "shrinkage",
 ) -> Coverage:
     started = time.process_time()
     children = _children_cpu()
-    sign_invariant = get_model(model).sign_invariant
-    inside, covered, errors, radii, widths = [], [], [], [], []
+    study = case_study(model, mechanism, n, SEED_BASE)
     with make_executor(workers=workers) as executor:
-        for i in range(runs):
-            result = run_study(case_study(model, mechanism, n, SEED_BASE + i))
-            region = confidence_region(result, level=level, draws=draws, seed=i, executor=executor)
-            assert result.beta_star is not None
-            beta_star = result.beta_star
-            if sign_invariant and beta_star @ result.estimate < 0:
-                beta_star = -beta_star
-            error = float(np.linalg.norm(beta_star - result.estimate))
-            low, high = np.array(region.low), np.array(region.high)
-            inside.append(error <= region.radius)
-            covered.append(float(np.mean((low <= beta_star) & (beta_star <= high))))
-            errors.append(error)
-            radii.append(region.radius)
-            widths.append(float(np.mean(high - low)))
+        found = coverage_runs(
+            study,
+            runs=runs,
+            seed_base=SEED_BASE,
+            draws=draws,
+            level=level,
+            intervals=intervals,
+            executor=executor,
+        )
+    inside = [run.inside for run in found]
+    covered = [run.coordinates for run in found]
+    errors = [run.error for run in found]
+    radii = [run.radius for run in found]
+    widths = [run.width for run in found]
     return Coverage(
         model=model,
         mechanism=mechanism,
@@ -137,6 +144,9 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", default=["gmm:local", "gmm:hospital", "gmm:central"])
     parser.add_argument("--nonprivate", action="store_true", help="add mechanism none's width")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--intervals", choices=sorted(REGIONS), default="shrinkage", help="how intervals are made"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="n = 2000, 20 runs")
     args = parser.parse_args()
@@ -157,6 +167,7 @@ def main() -> None:
                 draws=args.draws,
                 level=args.level,
                 workers=args.workers,
+                intervals=args.intervals,
             )
             rows.append(row)
             print(row, file=sys.stderr, flush=True)

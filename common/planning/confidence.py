@@ -8,11 +8,13 @@ generator with β* := β̂), B times. Each draw b gives an estimate β̂_b, and 
 
 - the radius r is the ⌈level·(B + 1)⌉-th smallest of ‖β̂_b − β̂‖₂, so that
   {β : ‖β − β̂‖₂ ≤ r} holds β* at the stated level;
-- coordinate j's interval is the *basic* (pivotal) bootstrap interval
-  [2β̂_j − q_hi, 2β̂_j − q_lo], q_lo and q_hi the k-th smallest and k-th largest of the
-  β̂_b,j with k = ⌊(1 − level)/2·(B + 1)⌋. It reflects the draws about β̂, so it corrects
-  a bias of the private estimator (truncation pulls estimates toward 0) instead of
-  doubling it, as the percentile interval [q_lo, q_hi] would.
+- coordinate j's interval inverts the estimator's pull toward 0 (``shrinkage_region``):
+  [(β̂_j − (q_hi − β̄_j))/c, (β̂_j − (q_lo − β̄_j))/c], q_lo and q_hi the k-th smallest and
+  k-th largest of the β̂_b,j with k = ⌊(1 − level)/2·(B + 1)⌋, β̄ the draws' mean and
+  c = ⟨β̄, β̂⟩/‖β̂‖² (``shrinkage``). With c = 1 it is the *basic* (pivotal) interval
+  [2β̂_j − q_hi, 2β̂_j − q_lo] (``region``), which corrects a bias that does not depend
+  on β* but falls short when truncation pulls hard (c well below 1: local DP for mrm and
+  rmc, docs/RESULTS.md); the percentile interval [q_lo, q_hi] would double the bias.
 
 With these order statistics the coverage is at least ``level`` for any B when β̂ − β* and
 the β̂_b − β̂ have one distribution (the pivot): β̂ − β* is then one more exchangeable draw
@@ -53,6 +55,7 @@ from ldpem.common.planning.fastsim import final_estimates, runs
 from ldpem.common.planning.study import Study, StudyResult
 
 __all__ = [
+    "BASIC_METHOD",
     "DEFAULT_DRAWS",
     "DEFAULT_LEVEL",
     "METHOD",
@@ -68,6 +71,8 @@ __all__ = [
     "region",
     "region_lines",
     "resolved_missing",
+    "shrinkage",
+    "shrinkage_region",
     "study_region",
 ]
 
@@ -81,8 +86,10 @@ DEFAULT_LEVEL = 0.9
 #: either side) by about 13% of its half-width (normal approximation of an order statistic),
 #: and the draws cost 99 runs (docs/RESULTS.md, docs/PERFORMANCE.md).
 DEFAULT_DRAWS = 99
-#: What ``Confidence.method`` says.
-METHOD = "parametric bootstrap (basic intervals)"
+#: What ``Confidence.method`` says of the product's regions (``shrinkage_region``).
+METHOD = "parametric bootstrap (shrinkage-corrected intervals)"
+#: What it says of ``region``'s basic intervals.
+BASIC_METHOD = "parametric bootstrap (basic intervals)"
 
 
 @dataclass(frozen=True)
@@ -153,22 +160,8 @@ def region(
     Confidence
         Per-coordinate basic intervals (d each) and the radius, with ``draws`` = B.
     """
-    estimate = np.asarray(estimate, dtype=np.float64)
-    draws = np.array(draws, dtype=np.float64).reshape(-1, estimate.size)
-    count = draws.shape[0]
-    check_bootstrap(level, count)
-    if sign_invariant:
-        with np.errstate(invalid="ignore"):
-            draws[np.nan_to_num(draws @ estimate) < 0.0] *= -1.0
-    with np.errstate(invalid="ignore"):
-        distances = np.linalg.norm(draws - estimate, axis=1)
-    distances = np.sort(np.where(np.isnan(distances), np.inf, distances))
-    radius = float(distances[math.ceil(level * (count + 1) - 1e-9) - 1])
-    # A diverged (NaN) coordinate counts as far on both sides: last when sorting for the
-    # k-th largest, first when sorting for the k-th smallest.
-    k = math.floor((1.0 - level) / 2.0 * (count + 1) + 1e-9)
-    largest = np.sort(np.where(np.isnan(draws), np.inf, draws), axis=0)[count - k]
-    smallest = np.sort(np.where(np.isnan(draws), -np.inf, draws), axis=0)[k - 1]
+    estimate, draws = _aligned(estimate, draws, level=level, sign_invariant=sign_invariant)
+    smallest, largest = _order_statistics(draws, level)
     with np.errstate(invalid="ignore"):
         low = np.where(np.isfinite(largest), 2.0 * estimate - largest, -np.inf)
         high = np.where(np.isfinite(smallest), 2.0 * estimate - smallest, np.inf)
@@ -176,9 +169,92 @@ def region(
         level=level,
         low=tuple(float(v) for v in low),
         high=tuple(float(v) for v in high),
-        radius=radius,
-        draws=count,
+        radius=_radius(estimate, draws, level),
+        draws=draws.shape[0],
+        method=BASIC_METHOD,
     )
+
+
+def shrinkage(estimate: FloatArray, draws: FloatArray) -> float:
+    """The slope c of the bootstrap's mean along β̂: ⟨β̄, β̂⟩/‖β̂‖², β̄ the mean of the
+    finite draws β̂_b (B, d) as given (``shrinkage_region`` first aligns them to β̂ for the
+    symmetric models); NaN when no draw is finite or β̂ = 0 (or not finite). Truncation
+    pulls the estimator toward 0, E_β[β̂] ≈ c·β with c < 1 when it pulls hard
+    (``shrinkage_region``)."""
+    finite = draws[np.all(np.isfinite(draws), axis=1)]
+    norm2 = float(estimate @ estimate)
+    if finite.shape[0] == 0 or norm2 == 0.0:
+        return math.nan
+    return float(finite.mean(axis=0) @ estimate) / norm2
+
+
+def shrinkage_region(
+    estimate: FloatArray, draws: FloatArray, *, level: float, sign_invariant: bool
+) -> Confidence:
+    """``region`` with intervals corrected for the estimator's shrinkage toward 0.
+
+    The basic interval assumes E_β[β̂] = β + a, a bias that does not depend on β, so that
+    β̂ − β* and β̂_b − β̂ share one distribution. Truncation instead pulls the estimate
+    toward 0 in proportion: E_β[β̂] ≈ c·β. Then β̂ = c·β* + e and β* = (β̂ − e)/c, e's
+    spread read from the draws about their mean β̄ (≈ c·β̂): coordinate j's interval is
+    [(β̂_j − (q_hi − β̄_j))/c, (β̂_j − (q_lo − β̄_j))/c], q_lo and q_hi ``region``'s
+    order statistics and c = ``shrinkage``. With c = 1 and no bias it is the basic
+    interval; when c is small the basic interval is (2 − c)-times the noise about a
+    centre (2 − c)·c·β* and falls short (docs/RESULTS.md). Unbounded when c ≤ 0 or not
+    finite (the draws do not follow β̂: no slope to invert). The radius is ``region``'s.
+    """
+    estimate, draws = _aligned(estimate, draws, level=level, sign_invariant=sign_invariant)
+    slope = shrinkage(estimate, draws)
+    d = estimate.size
+    low, high = np.full(d, -np.inf), np.full(d, np.inf)
+    if math.isfinite(slope) and slope > 0.0:
+        mean = draws[np.all(np.isfinite(draws), axis=1)].mean(axis=0)
+        smallest, largest = _order_statistics(draws, level)
+        with np.errstate(invalid="ignore"):
+            low = np.where(np.isfinite(largest), (estimate - largest + mean) / slope, -np.inf)
+            high = np.where(np.isfinite(smallest), (estimate - smallest + mean) / slope, np.inf)
+    return Confidence(
+        level=level,
+        low=tuple(float(v) for v in low),
+        high=tuple(float(v) for v in high),
+        radius=_radius(estimate, draws, level),
+        draws=draws.shape[0],
+        method=METHOD,
+    )
+
+
+def _aligned(
+    estimate: FloatArray, draws: FloatArray, *, level: float, sign_invariant: bool
+) -> tuple[FloatArray, FloatArray]:
+    """β̂ (d,) and a copy of the draws (B, d), each aligned to β̂ (negated when
+    ⟨β̂_b, β̂⟩ < 0) for the symmetric models; checks B against ``level``."""
+    estimate = np.asarray(estimate, dtype=np.float64)
+    draws = np.array(draws, dtype=np.float64).reshape(-1, estimate.size)
+    check_bootstrap(level, draws.shape[0])
+    if sign_invariant:
+        with np.errstate(invalid="ignore"):
+            draws[np.nan_to_num(draws @ estimate) < 0.0] *= -1.0
+    return estimate, draws
+
+
+def _radius(estimate: FloatArray, draws: FloatArray, level: float) -> float:
+    """The ⌈level·(B + 1)⌉-th smallest ‖β̂_b − β̂‖ (a non-finite one as +inf)."""
+    count = draws.shape[0]
+    with np.errstate(invalid="ignore"):
+        distances = np.linalg.norm(draws - estimate, axis=1)
+    distances = np.sort(np.where(np.isnan(distances), np.inf, distances))
+    return float(distances[math.ceil(level * (count + 1) - 1e-9) - 1])
+
+
+def _order_statistics(draws: FloatArray, level: float) -> tuple[FloatArray, FloatArray]:
+    """Per coordinate, the k-th smallest and k-th largest draw (d each), k =
+    ⌊(1 − level)/2·(B + 1)⌋. A diverged (NaN) coordinate counts as far on both sides:
+    last when sorting for the k-th largest, first when sorting for the k-th smallest."""
+    count = draws.shape[0]
+    k = math.floor((1.0 - level) / 2.0 * (count + 1) + 1e-9)
+    largest = np.sort(np.where(np.isnan(draws), np.inf, draws), axis=0)[count - k]
+    smallest = np.sort(np.where(np.isnan(draws), -np.inf, draws), axis=0)[k - 1]
+    return smallest, largest
 
 
 def bootstrap_study(result: StudyResult) -> Study:
@@ -283,7 +359,7 @@ def study_region(
     seeds = bootstrap_seeds(asked.draws, asked.seed)
     found = bootstrap_estimates(study, estimate, seeds, executor=executor)
     sign_invariant = get_model(study.model).sign_invariant
-    return region(estimate, found, level=level, sign_invariant=sign_invariant)
+    return shrinkage_region(estimate, found, level=level, sign_invariant=sign_invariant)
 
 
 def confidence_region(

@@ -20,7 +20,10 @@ from ldpem.common.planning.confidence import (
     least_draws,
     region,
     region_lines,
+    shrinkage,
+    shrinkage_region,
 )
+from ldpem.common.planning.coverage import coverage_runs, synthetic_bootstrap_study
 from ldpem.common.planning.executor import PoolExecutor, SerialExecutor
 from ldpem.common.planning.study import Study, run_study
 
@@ -95,6 +98,51 @@ def test_the_basic_interval_corrects_a_bias_the_percentile_would_double() -> Non
     assert abs(inside / runs - 0.9) < tolerance
     assert percentile[0] / runs < 0.8
     assert abs(percentile[2] / runs - 0.9) < tolerance  # unbiased: the two agree
+
+
+def test_the_shrinkage_interval_inverts_a_pull_toward_zero_the_basic_one_misses() -> None:
+    # An estimator pulled toward 0: β̂ = c·β* + e and, at β̂, β̂_b = c·β̂ + e_b, c = 0.5,
+    # e, e_b ~ N(0, 1). The shrinkage interval reads c and e's spread from the draws and
+    # inverts β* = (β̂ − e)/c: with c and the draws' mean known it would cover exactly
+    # 18/20; estimated from 19 draws, e_b − ē has variance 18/19 of e's, which costs ~0.01
+    # (P(|Z| ≤ 1.645·√(18/19)) = 0.890). Over 4000 regions, ±4·√(0.09/4000) = ±0.019 more.
+    # The basic interval covers β* iff (2 − c)·e − (1 − c)²·β* falls among the e_b: noise
+    # 1.5 times e_b's (0.75 at β*_j = 0) and a shift (1 − c)²·β*_j, far below 0.9.
+    rng = np.random.default_rng(13)
+    d, runs, slope = 3, 4000, 0.5
+    beta_star = np.array([4.0, -6.0, 0.0])
+    covered, basic = np.zeros(d), np.zeros(d)
+    slopes = []
+    for _ in range(runs):
+        estimate = slope * beta_star + rng.standard_normal(d)
+        draws = slope * estimate + rng.standard_normal((19, d))
+        found = shrinkage_region(estimate, draws, level=0.9, sign_invariant=False)
+        plain = region(estimate, draws, level=0.9, sign_invariant=False)
+        covered += (np.array(found.low) <= beta_star) & (beta_star <= np.array(found.high))
+        basic += (np.array(plain.low) <= beta_star) & (beta_star <= np.array(plain.high))
+        assert found.radius == plain.radius and found.draws == 19
+        slopes.append(shrinkage(estimate, draws))
+    tolerance = 4 * math.sqrt(0.09 / runs)
+    assert np.all(covered / runs >= 0.9 - 0.011 - tolerance), covered / runs
+    assert np.all(covered / runs <= 0.9 + tolerance), covered / runs
+    assert np.all(basic / runs < 0.8), basic / runs
+    assert abs(np.mean(slopes) - slope) < 0.01
+
+
+def test_the_shrinkage_interval_is_unbounded_without_a_slope_to_invert() -> None:
+    estimate = np.array([1.0, -2.0])
+    rng = np.random.default_rng(3)
+    opposite = -0.5 * estimate + 0.1 * rng.standard_normal((19, 2))  # c < 0
+    for draws in (opposite, np.full((19, 2), np.nan), np.zeros((19, 2))):
+        found = shrinkage_region(estimate, draws, level=0.9, sign_invariant=False)
+        assert found.low == (-math.inf, -math.inf) and found.high == (math.inf, math.inf)
+    assert math.isnan(shrinkage(np.zeros(2), opposite))
+    # One diverged draw: c from the finite ones, its coordinate unbounded on both sides.
+    near = estimate + 0.01 * rng.standard_normal((19, 2))
+    near[0, 0] = np.nan
+    found = shrinkage_region(estimate, near, level=0.9, sign_invariant=True)
+    assert found.low[0] == -math.inf and found.high[0] == math.inf
+    assert found.low[1] < -2.0 < found.high[1] and found.high[1] - found.low[1] < 0.1
 
 
 def test_draws_of_the_other_sign_are_aligned_for_a_symmetric_model() -> None:
@@ -185,3 +233,23 @@ def test_a_region_is_replayed_by_its_seed_on_any_executor() -> None:
     assert all(lo < hi for lo, hi in zip(serial.low, serial.high, strict=True))
     assert 0 < serial.radius < math.inf
     assert confidence_region(result, draws=19).radius != serial.radius  # OS seeds
+
+
+def test_coverage_runs_judge_each_region_against_its_own_runs_beta_star() -> None:
+    study = Study(n=2000, d=3, rounds=5, sizes=(500, 1500))
+    found = coverage_runs(study, runs=3, seed_base=7, draws=19, intervals="shrinkage")
+    again = coverage_runs(study, runs=3, seed_base=7, draws=19, intervals="basic")
+    assert len(found) == 3 and len({run.error for run in found}) == 3
+    for shrunk, basic in zip(found, again, strict=True):
+        assert shrunk.error == basic.error and shrunk.radius == basic.radius  # same draws
+        assert shrunk.inside == (shrunk.error <= shrunk.radius)
+        assert 0.0 <= shrunk.coordinates <= 1.0 and shrunk.width > 0.0
+    with pytest.raises(ValueError, match="intervals must be one of"):
+        coverage_runs(study, runs=1, seed_base=7, draws=19, intervals="percentile")
+
+
+def test_a_synthetic_bootstrap_needs_the_hospitals_sizes() -> None:
+    with pytest.raises(ValueError, match="sizes must be given for 3 hospitals"):
+        synthetic_bootstrap_study(Study(model="rmc", hospitals=3))
+    fixed = synthetic_bootstrap_study(Study(model="rmc", sizes=(100, 200), outliers=0.1))
+    assert fixed.missing == 0.1 and fixed.outliers == 0.0 and fixed.sizes == (100, 200)

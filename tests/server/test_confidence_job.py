@@ -47,7 +47,7 @@ def test_a_finished_run_gets_its_region_in_the_background(tmp_path: Path) -> Non
     region = finished["confidence"]
     assert region is not None
     assert region["draws"] == 19 and region["level"] == 0.9
-    assert region["method"] == "parametric bootstrap (basic intervals)"
+    assert region["method"] == "parametric bootstrap (shrinkage-corrected intervals)"
     d = len(finished["beta"])
     assert len(region["low"]) == len(region["high"]) == d
     assert all(lo < hi for lo, hi in zip(region["low"], region["high"], strict=True))
