@@ -75,8 +75,9 @@ from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes, 
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism
 from ldpem.common.wire import PublicParameters
 
-#: Seconds an agent long-polls a step's answer (the agent's own value, client/agent.py).
-WAIT = 5.0
+#: Seconds an agent long-polls a step's answer (the agent's default ``wait``,
+#: client/agent.py, which its secagg steps use too; they used 5 s before).
+WAIT = 30.0
 
 
 class _Dropped(Exception):

@@ -415,13 +415,13 @@ class Store:
         """Append (kind, holder, body) ``rows`` to round t's messages, in order, inside the
         caller's transaction (so that a step's outputs are stored all or none)."""
         with self._lock:
-            seq = self._db.execute(
-                "SELECT COUNT(*) FROM secagg_messages WHERE run_id = ? AND t = ?", (run_id, t)
-            ).fetchone()[0]
+            seq = self._db.execute(  # one lookup in the key (COUNT(*) read the round's rows)
+                "SELECT MAX(seq) + 1 FROM secagg_messages WHERE run_id = ? AND t = ?", (run_id, t)
+            ).fetchone()[0]  # NULL before the round's first message
             self._db.executemany(
                 "INSERT INTO secagg_messages (run_id, t, seq, kind, holder, body) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [(run_id, t, seq + i, *row) for i, row in enumerate(rows)],
+                [(run_id, t, (seq or 0) + i, *row) for i, row in enumerate(rows)],
             )
 
     def secagg_messages(self, run_id: str, t: int) -> list[tuple[str, str, str]]:
