@@ -94,7 +94,10 @@ def _clipped_sum(mechanism: Mechanism, gradients: FloatArray) -> FloatArray | No
     careful form then sums them)."""
     if not isinstance(mechanism, LocalClipped):
         return None
-    if type(mechanism).contributions is not LocalClipped.contributions:
+    # A subclass that defines its own contributions is not summed this way. The classes of
+    # the mechanism's MRO that are LocalClipped come first and end with LocalClipped itself.
+    below = [c for c in type(mechanism).__mro__ if issubclass(c, LocalClipped)][:-1]
+    if any("contributions" in vars(c) for c in below):
         return None
     squares = np.einsum("ij,ij->i", gradients, gradients)
     if not squares.max() < _SQUARES_LIMIT:

@@ -35,8 +35,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import hypergeom
-
 __all__ = ["DEFAULT_FAILURE", "GraphParameters", "graph_parameters", "tail_bound"]
 
 #: The round's failure probability: 2⁻⁴⁰, so that a coordinator grinding G run ids to
@@ -85,6 +83,10 @@ def _log_tail(count: int, population: int, successes: int, draws: int) -> float:
     ``count`` is at the support's top)."""
     if count >= min(successes, draws):
         return -math.inf
+    # Imported here: scipy.stats pulls in scipy.optimize, which an agent of a mesh run
+    # never needs (tests/common/test_brentq.py keeps it out of the agent's start-up).
+    from scipy.stats import hypergeom
+
     return float(hypergeom.logsf(count, population, successes, draws))
 
 

@@ -1,14 +1,21 @@
 """ldpem.forkstart: an ``ldpem`` command forked from this interpreter behaves as
 ``Processes.start`` runs it in a fresh one (log, exit status, environment, session), and
-stopping it ends what it started."""
+stopping it ends what it started.
+
+A fork is refused while the process runs other threads, and earlier tests of a whole run
+can leave some in pytest's process (Dask's event loop, for one): each test then runs in a
+fresh interpreter of its own, where its fork is allowed, and must pass there."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +25,25 @@ from ldpem.forkstart import fork_agent, fork_command, fork_coordinator
 from ldpem.processes import Processes
 
 
+def in_a_fresh_interpreter(test: Callable[..., None]) -> Callable[..., None]:
+    """``test`` here when this process runs no other thread, else in a new pytest process
+    (whose exit status and output are the result)."""
+
+    @functools.wraps(test)
+    def run(*args: object, **kwargs: object) -> None:
+        if threading.active_count() == 1:
+            test(*args, **kwargs)
+            return
+        node = f"{__file__}::{test.__name__}"
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+        assert "1 passed" in done.stdout, done.stdout[-4000:]
+
+    return run
+
+
+@in_a_fresh_interpreter
 def test_a_forked_command_logs_and_exits_as_a_started_one(tmp_path: Path) -> None:
     with Processes(tmp_path / "logs") as processes:
         fine = fork_command(processes, "fine", ["--version"])
@@ -32,6 +58,7 @@ def test_a_forked_command_logs_and_exits_as_a_started_one(tmp_path: Path) -> Non
         assert problem is not None and problem.startswith("broken exited with status 2: ")
 
 
+@in_a_fresh_interpreter
 def test_a_forked_child_has_its_environment_and_session(tmp_path: Path) -> None:
     processes = Processes(tmp_path, env={"LDPEM_FORK_A": "manager", "LDPEM_FORK_GONE": None})
     os.environ["LDPEM_FORK_GONE"] = "inherited"
@@ -61,6 +88,7 @@ def test_a_forked_child_has_its_environment_and_session(tmp_path: Path) -> None:
     assert not (tmp_path / "h1.token").exists()
 
 
+@in_a_fresh_interpreter
 def test_stop_ends_a_forked_coordinator_that_leads_its_own_session(tmp_path: Path) -> None:
     processes = Processes(tmp_path)
     child, url = fork_coordinator(processes, state=tmp_path / "c.sqlite", log_level="info")
@@ -76,6 +104,7 @@ def test_stop_ends_a_forked_coordinator_that_leads_its_own_session(tmp_path: Pat
     assert "Finished server process" in processes.log(child)
 
 
+@in_a_fresh_interpreter
 def test_a_wait_with_a_timeout_raises_and_a_fork_with_threads_is_refused(
     tmp_path: Path,
 ) -> None:

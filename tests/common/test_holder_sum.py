@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ldpem.common.mechanisms import LocalClipped, Mechanism, get_mechanism
+from ldpem.common.mechanisms.base import FloatArray
 from ldpem.common.planning import holder_sum
 from ldpem.common.planning.holder_sum import _clipped_sum, _holder_sum
 
@@ -47,3 +48,19 @@ def test_other_float_sums_are_their_contributions_summed() -> None:
         _holder_sum(none, gradients.copy()), gradients.sum(axis=0), rtol=1e-12, atol=1e-12
     )
     assert holder_sum.CHUNK >= 1024
+
+
+def test_a_subclass_with_its_own_contributions_is_summed_by_them() -> None:
+    class Halved(LocalClipped):
+        def contributions(self, gradients: FloatArray) -> FloatArray:
+            return 0.5 * super().contributions(gradients)
+
+    class Inherits(LocalClipped):
+        pass
+
+    mechanism = Halved(clip=1.0, noise_std=0.5)
+    gradients = np.random.default_rng(5).standard_normal((100, 3))
+    assert _clipped_sum(mechanism, gradients) is None
+    expected = mechanism.contributions(gradients.copy()).sum(axis=0)
+    np.testing.assert_allclose(_holder_sum(mechanism, gradients.copy()), expected, rtol=1e-12)
+    assert _clipped_sum(Inherits(clip=1.0, noise_std=0.5), gradients) is not None

@@ -295,7 +295,9 @@ def test_a_graph_round_serves_each_holder_its_own_messages_and_survives_restarts
         assert set(request.dropped) == graph.neighbours(n) & {GONE}, n
         signers = {s.holder for s in request.signatures}
         assert signers <= members | graph.neighbours(n), n
-        assert members & set(survivors) <= signers
+        # τ committee signatures certify S: the relay sends the fewest that do (the
+        # masking neighbours' first), never more than it needs.
+        assert len(signers & members) >= g.committee_threshold, n
         response = holders[n].unmask(request)
         assert coordinator.post(run_id, n, "unmask", response.to_dict()) == 200
     end = time.monotonic() + 30
