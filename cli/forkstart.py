@@ -32,8 +32,9 @@ import time
 import traceback
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Unpack
 
-from ldpem.processes import Processes, agent_command, coordinator_command
+from ldpem.processes import AgentOptions, Processes, agent_command, coordinator_command
 
 __all__ = ["ForkedChild", "fork_agent", "fork_command", "fork_coordinator"]
 
@@ -193,26 +194,9 @@ def fork_agent(
     processes: Processes,
     name: str,
     *,
-    url: str,
-    token: str,
-    model: str,
-    data: Path | str,
-    state: Path | str,
-    args: Collection[str] = (),
     env: Mapping[str, str | None] | None = None,
-    log_level: str = "warning",
+    **options: Unpack[AgentOptions],
 ) -> ForkedChild:
     """``ldpem.processes.start_agent``, forked: the token in its private file, never on a
     command line."""
-    command = agent_command(
-        processes,
-        name,
-        url=url,
-        token=token,
-        model=model,
-        data=data,
-        state=state,
-        args=args,
-        log_level=log_level,
-    )
-    return fork_command(processes, name, command, env=env)
+    return fork_command(processes, name, agent_command(processes, name, **options), env=env)

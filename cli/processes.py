@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict, Unpack
 
 import httpx
 
@@ -246,58 +246,43 @@ def coordinator_command(
     return [*command, "--log-level", log_level, *args], url
 
 
+class AgentOptions(TypedDict):
+    """What ``ldpem client`` is started with (``agent_command``): the coordinator's ``url``,
+    the hospital's ``token``, its ``model`` records ``data``, its ``state`` directory, the
+    extra ``args`` (budget, seed, …) and its ``log_level``."""
+
+    url: str
+    token: str
+    model: str
+    data: Path | str
+    state: Path | str
+    args: NotRequired[Collection[str]]
+    log_level: NotRequired[str]
+
+
 def start_agent(
     processes: Processes,
     name: str,
     *,
-    url: str,
-    token: str,
-    model: str,
-    data: Path | str,
-    state: Path | str,
-    args: Collection[str] = (),
     env: Mapping[str, str | None] | None = None,
-    log_level: str = "warning",
+    **options: Unpack[AgentOptions],
 ) -> Child:
-    """Start ``ldpem client`` as hospital ``name`` holding ``model`` records ``data``, against
-    ``url``, with the extra ``args``
-    (budget, seed, …). The token goes in a file only this user can read,
-    ``<logs>/<name>.token``, not on the command line, as a hospital would keep it; ``stop``
-    removes it."""
-    command = agent_command(
-        processes,
-        name,
-        url=url,
-        token=token,
-        model=model,
-        data=data,
-        state=state,
-        args=args,
-        log_level=log_level,
-    )
-    return processes.start(name, *command, env=env)
+    """Start ``ldpem client`` as hospital ``name`` with ``options`` (``AgentOptions``). The
+    token goes in a file only this user can read, ``<logs>/<name>.token``, not on the
+    command line, as a hospital would keep it; ``stop`` removes it."""
+    return processes.start(name, *agent_command(processes, name, **options), env=env)
 
 
-def agent_command(
-    processes: Processes,
-    name: str,
-    *,
-    url: str,
-    token: str,
-    model: str,
-    data: Path | str,
-    state: Path | str,
-    args: Collection[str] = (),
-    log_level: str = "warning",
-) -> list[str]:
+def agent_command(processes: Processes, name: str, **options: Unpack[AgentOptions]) -> list[str]:
     """The arguments of ``ldpem client`` as ``start_agent`` starts it, once its token is in
     ``<logs>/<name>.token`` (mode 600; ``processes.stop`` removes it)."""
     token_file = (processes.logs / f"{name}.token").absolute()
     token_file.unlink(missing_ok=True)
     descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:
-        out.write(token)
+        out.write(options["token"])
     processes.secrets.append(token_file)
-    command = ["client", "--coordinator", url, "--token-file", str(token_file)]
-    command += ["--model", model, "--data", str(data), "--state", str(state)]
-    return [*command, "--log-level", log_level, *args]
+    command = ["client", "--coordinator", options["url"], "--token-file", str(token_file)]
+    command += ["--model", options["model"], "--data", str(options["data"])]
+    command += ["--state", str(options["state"]), "--log-level"]
+    return [*command, options.get("log_level", "warning"), *options.get("args", ())]

@@ -165,13 +165,25 @@ def region(
     with np.errstate(invalid="ignore"):
         low = np.where(np.isfinite(largest), 2.0 * estimate - largest, -np.inf)
         high = np.where(np.isfinite(smallest), 2.0 * estimate - smallest, np.inf)
+    return _confidence(estimate, draws, level, (low, high), BASIC_METHOD)
+
+
+def _confidence(
+    estimate: FloatArray,
+    draws: FloatArray,
+    level: float,
+    bounds: tuple[FloatArray, FloatArray],
+    method: str,
+) -> Confidence:
+    """The region of the intervals ``bounds`` (low, high: d each) and ``region``'s radius."""
+    low, high = bounds
     return Confidence(
         level=level,
         low=tuple(float(v) for v in low),
         high=tuple(float(v) for v in high),
         radius=_radius(estimate, draws, level),
         draws=draws.shape[0],
-        method=BASIC_METHOD,
+        method=method,
     )
 
 
@@ -213,14 +225,7 @@ def shrinkage_region(
         with np.errstate(invalid="ignore"):
             low = np.where(np.isfinite(largest), (estimate - largest + mean) / slope, -np.inf)
             high = np.where(np.isfinite(smallest), (estimate - smallest + mean) / slope, np.inf)
-    return Confidence(
-        level=level,
-        low=tuple(float(v) for v in low),
-        high=tuple(float(v) for v in high),
-        radius=_radius(estimate, draws, level),
-        draws=draws.shape[0],
-        method=METHOD,
-    )
+    return _confidence(estimate, draws, level, (low, high), METHOD)
 
 
 def _aligned(
