@@ -207,17 +207,12 @@ def shares_threshold(study: Study, holders: int) -> tuple[int, int]:
     if study.secagg_topology != "graph":
         t_min = study_t_min(study.t_min, holders)
         return t_min, study_colluders(study.colluders, holders, t_min)
-    from ldpem.common.secagg.runvalues import (
-        DEFAULT_DROPOUT_SHARE,
-        DEFAULT_HONEST_SHARES,
-        run_graph,
-    )
+    from ldpem.common.secagg.runvalues import requested_graph
 
-    colluders = holders // 3 if study.colluders is None else study.colluders
-    dropout = DEFAULT_DROPOUT_SHARE if study.dropout_share is None else study.dropout_share
-    honest = study.min_honest_shares or DEFAULT_HONEST_SHARES
     try:
-        graph = run_graph(holders, colluders, dropout, honest)
+        graph, *_ = requested_graph(
+            holders, study.colluders, study.dropout_share, study.min_honest_shares
+        )
     except ValueError as error:
         raise UserError(f"secagg-topology graph: {error}") from None
     if graph.full_mesh:

@@ -143,6 +143,18 @@ def run_graph(holders: int, colluders: int, dropout_share: float, honest: int) -
     )
 
 
+def requested_graph(
+    holders: int, colluders: int | None, dropout_share: float | None, honest: int | None
+) -> tuple[GraphParameters, int, float, int]:
+    """``run_graph`` of a request's (or a study's) graph inputs, with the defaults filled in
+    (c = ⌊K/3⌋, ``DEFAULT_DROPOUT_SHARE``, ``DEFAULT_HONEST_SHARES``), and the c, δ and h
+    it used. ValueError (one line) for values it cannot meet."""
+    c = holders // 3 if colluders is None else colluders
+    dropout = DEFAULT_DROPOUT_SHARE if dropout_share is None else dropout_share
+    h = honest or DEFAULT_HONEST_SHARES
+    return run_graph(holders, c, dropout, h), c, dropout, h
+
+
 def graph_values(graph: GraphParameters, *, dropout_share: float, honest: int) -> dict[str, Any]:
     """What a graph run publishes beside t_min = t_k: its inputs δ and h, and the derived
     (k, m, τ, h) that every agent recomputes (``graph_problem``)."""

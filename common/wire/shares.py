@@ -139,16 +139,9 @@ def _graph(request: SharesRequest, k: int) -> tuple[Any, int, float, int]:
     """The graph of a graph run's request (``runvalues.run_graph``) with its c, δ and h,
     defaults filled in (c = ⌊K/3⌋, ``runvalues.DEFAULT_DROPOUT_SHARE``,
     ``DEFAULT_HONEST_SHARES``); ValueError for settings it cannot meet."""
-    from ldpem.common.secagg.runvalues import (
-        DEFAULT_DROPOUT_SHARE,
-        DEFAULT_HONEST_SHARES,
-        run_graph,
-    )
+    from ldpem.common.secagg.runvalues import requested_graph
 
-    colluders = k // 3 if request.colluders is None else request.colluders
-    dropout = DEFAULT_DROPOUT_SHARE if request.dropout_share is None else request.dropout_share
-    honest = request.min_honest_shares or DEFAULT_HONEST_SHARES
-    return run_graph(k, colluders, dropout, honest), colluders, dropout, honest
+    return requested_graph(k, request.colluders, request.dropout_share, request.min_honest_shares)
 
 
 def threshold_values(request: SharesRequest, t_min: int) -> dict[str, Any]:
