@@ -134,7 +134,8 @@ def test_run_status_waits_for_the_latest_run_and_prints_its_error(
     assert final.startswith(f"run {run_id}: final error ")
     assert "after 2 rounds (trivial error of beta = 0: 3.0000" in final
     assert lines[1] == "estimate β̂ and its confidence intervals:"
-    assert lines[2].startswith("90% confidence region (parametric bootstrap (basic intervals), 19")
+    method = "parametric bootstrap (shrinkage-corrected intervals)"
+    assert lines[2].startswith(f"90% confidence region ({method}, 19 draws)")
     assert lines[3].startswith("  β[0] = ") and lines[4].startswith("  β[1] = ")
     assert f"run {run_id}: finished, round 2/2" in err
 
