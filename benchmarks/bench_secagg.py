@@ -77,6 +77,7 @@ from _fedkit import (
     wait_finished,
     write_hospital_files,
 )
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ldpem.common.models import get_model
@@ -131,6 +132,34 @@ def _timed(call: Callable[[], T]) -> tuple[T, float]:
     return result, time.process_time() - start
 
 
+def _sealed_to_me(
+    dealer: str,
+    signing: Ed25519PrivateKey,
+    commitment: bytes,
+    encryption: X25519PrivateKey,
+    own: KeyAdvertisement,
+) -> bytes:
+    """What ``dealer`` seals to ME: its signed shares of random secrets, one of each kind,
+    under the channel of its ``encryption`` key and ME's advertised one."""
+    plaintext = b"".join(
+        sign_share(
+            signing,
+            secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big"),
+            ShareLabel(
+                run_id=RUN,
+                round_=0,
+                dealer=dealer,
+                recipient=ME,
+                kind=kind,
+                commitment=commitment,
+            ),
+        )
+        for kind in KINDS
+    )
+    secret = channel_secret(encryption, own.encryption_key)
+    return seal(secret, plaintext, run_id=RUN, round_=0, sender=dealer, recipient=ME)
+
+
 def holder_round_cost(
     k: int,
     t_min: int,
@@ -170,26 +199,8 @@ def holder_round_cost(
     participants = ParticipantList(RUN, 0, (own, *adverts))
     shares, t_share = _timed(lambda: holder.share_keys(participants))
 
-    def sealed_to_me(name: str) -> bytes:
-        plaintext = b"".join(
-            sign_share(
-                signing[name],
-                secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big"),
-                ShareLabel(
-                    run_id=RUN,
-                    round_=0,
-                    dealer=name,
-                    recipient=ME,
-                    kind=kind,
-                    commitment=commitments[name],
-                ),
-            )
-            for kind in KINDS
-        )
-        secret = channel_secret(peers[name], own.encryption_key)
-        return seal(secret, plaintext, run_id=RUN, round_=0, sender=name, recipient=ME)
-
-    bundle = ShareBundle(ME, RUN, 0, {name: sealed_to_me(name) for name in names[1:]})
+    sealed = {n: _sealed_to_me(n, signing[n], commitments[n], peers[n], own) for n in names[1:]}
+    bundle = ShareBundle(ME, RUN, 0, sealed)
     values = [secrets.randbelow(2**bits) for _ in range(dimension)]
     masked, t_mask = _timed(lambda: holder.masked_input(bundle, values))
     gone = names[k - dropped :]
@@ -289,26 +300,8 @@ def graph_holder_round_cost(
     participants = ParticipantList(RUN, 0, listed)
     shares, t_share = _timed(lambda: holder.share_keys(participants))
 
-    def sealed_to_me(name: str) -> bytes:
-        plaintext = b"".join(
-            sign_share(
-                signing[name],
-                secrets.randbelow(PRIME).to_bytes(SHARE_BYTES, "big"),
-                ShareLabel(
-                    run_id=RUN,
-                    round_=0,
-                    dealer=name,
-                    recipient=ME,
-                    kind=kind,
-                    commitment=commitments[name],
-                ),
-            )
-            for kind in KINDS
-        )
-        secret = channel_secret(channels[name], own.encryption_key)
-        return seal(secret, plaintext, run_id=RUN, round_=0, sender=name, recipient=ME)
-
-    bundle = ShareBundle(ME, RUN, 0, {name: sealed_to_me(name) for name in neighbours})
+    sealed = {n: _sealed_to_me(n, signing[n], commitments[n], channels[n], own) for n in neighbours}
+    bundle = ShareBundle(ME, RUN, 0, sealed)
     values = [secrets.randbelow(2**bits) for _ in range(dimension)]
     masked, t_mask = _timed(lambda: holder.masked_input(bundle, values))
 
