@@ -13,6 +13,7 @@ from ldpem.common.core._validation import check_count, check_positive
 from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.models import get_model
 from ldpem.common.planning.study import Study
+from ldpem.common.planning.study_checks import NoiseShareChoices
 from ldpem.common.protocol import (
     EQUAL,
     LAST,
@@ -32,12 +33,13 @@ BEAT_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
-class Problem:
+class Problem(NoiseShareChoices):
     """The public description of a run. ``delta`` None: n^-1.1; ``tau`` None: the default
     of the model's ``default_tau`` for the bound B = ``beta_bound`` (None: snr·σ), as
     ``protocol.study_delta`` and ``protocol.study_tau`` resolve them;
     ``missing`` None: 0.1 for rmc, else 0; ``scale`` overrides Algorithm 2's s;
-    ``schedule`` and ``final``: the run's round schedule and reported estimate."""
+    ``schedule`` and ``final``: the run's round schedule and reported estimate; how it
+    shares its noise (secagg), as a study does: ``NoiseShareChoices``."""
 
     model: str
     d: int
@@ -57,14 +59,6 @@ class Problem:
     scale: float | None = None
     schedule: str | tuple[float, ...] = EQUAL
     final: str = LAST
-    #: Noise shares (secagg): the fewest holders of a sum (None: ``protocol.study_t_min``)
-    #: and c, the most of them that may collude (None: ``protocol.study_colluders``).
-    t_min: int | None = None
-    colluders: int | None = None
-    #: Noise shares: the mesh or the SecAgg+ graph, with the graph's δ and h (``Study``).
-    secagg_topology: str = "mesh"
-    dropout_share: float | None = None
-    min_honest_shares: int | None = None
 
     def __post_init__(self) -> None:
         get_model(self.model)
@@ -113,9 +107,13 @@ class Problem:
     @property
     def seed_key(self) -> str:
         """What the prediction seeds are drawn from: every field but those a schedule
-        search varies (rounds, schedule, final), as text."""
+        search varies (rounds, schedule, final), as text: the problem's own fields, then
+        the noise shares' (``NoiseShareChoices``), the order the key had when they were
+        declared last here, so that predictions keep their seeds."""
         skip = {"rounds", "schedule", "final"}
-        return repr([(f.name, getattr(self, f.name)) for f in fields(self) if f.name not in skip])
+        shares = [f.name for f in fields(NoiseShareChoices)]
+        names = [f.name for f in fields(self) if f.name not in shares] + shares
+        return repr([(name, getattr(self, name)) for name in names if name not in skip])
 
     def study(self, mechanism: str, seed: int) -> Study:
         """The simulated study of this problem with ``mechanism`` and ``seed``: synthetic

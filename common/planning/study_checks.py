@@ -24,11 +24,38 @@ from ldpem.common.protocol import (
     round_sizes,
 )
 
-__all__ = ["Study", "check_size", "check_study", "given_sizes", "per_hospital"]
+__all__ = [
+    "NoiseShareChoices",
+    "Study",
+    "check_size",
+    "check_study",
+    "given_sizes",
+    "per_hospital",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoiseShareChoices:
+    """How a study or a predicted run (``problem.Problem``) shares its noise (secagg), the
+    fields both carry; keyword-only, so that each keeps its own positional fields first.
+
+    ``t_min``: the fewest holders of a sum (None: ``protocol.study_t_min``); ``colluders``:
+    c, the most of them that may collude with the coordinator (None:
+    ``protocol.study_colluders``); ``secagg_topology``: the full mesh, or the SecAgg+ graph
+    (docs/SECAGG_GRAPH.md) with its dropout share δ and least honest shares h (None:
+    ``runvalues`` defaults), whose t_k and h size the noise as in a federated run of that
+    topology.
+    """
+
+    t_min: int | None = None
+    colluders: int | None = None
+    secagg_topology: str = "mesh"
+    dropout_share: float | None = None
+    min_honest_shares: int | None = None
 
 
 @dataclass(frozen=True)
-class Study:
+class Study(NoiseShareChoices):
     """A simulated study. ``None`` means "the documented default":
 
     delta: n^-1.1 (at most 0.5); missing: 0.1 for a model that allows missing covariates
@@ -42,7 +69,8 @@ class Study:
     synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
     ``schedule``: records per round (``protocol.round_sizes``: ``"equal"``,
     ``"geometric:g"`` or T fractions); ``final``: the reported estimate (``"last"`` or
-    ``"average:k"``, ``protocol.final_estimate``).
+    ``"average:k"``, ``protocol.final_estimate``). How it shares its noise:
+    ``NoiseShareChoices``.
     """
 
     model: str = "gmm"
@@ -69,16 +97,6 @@ class Study:
     scale: float | None = None
     schedule: str | tuple[float, ...] = EQUAL
     final: str = LAST
-    #: Noise shares (secagg): the fewest holders of a sum (None: study_t_min) and c, the
-    #: most of them that may collude with the coordinator (None: study_colluders).
-    t_min: int | None = None
-    colluders: int | None = None
-    #: Noise shares: the full mesh, or the SecAgg+ graph (docs/SECAGG_GRAPH.md) with its
-    #: dropout share δ and least honest shares h (None: ``runvalues`` defaults), whose
-    #: t_k and h size the noise as in a federated run of that topology.
-    secagg_topology: str = "mesh"
-    dropout_share: float | None = None
-    min_honest_shares: int | None = None
     #: Each holder misses each round with this probability (``run_gradient_em``).
     dropout: float = 0.0
 

@@ -325,6 +325,70 @@ def test_prediction_seeds_are_the_problems_own() -> None:
     assert first_seed(same) == first_seed(problem)
 
 
+#: Problems and their ``seed_key`` and ``first_seed`` as computed before Problem took its
+#: noise-share fields from a shared base (commit 93cc0a4): a key that changed would move
+#: every prediction onto other seeds.
+PINNED_SEED_KEYS = [
+    (
+        Problem("gmm", 10, (500, 500)),
+        "[('model', 'gmm'), ('d', 10), ('sizes', (500, 500)), ('sigma', 1.0), "
+        "('epsilon', 1.0), ('delta', None), ('snr', 3.0), ('tau', None), ('beta_bound', None), "
+        "('zeta', 0.1), ('accounting', 'exact'), ('missing', None), ('clip', 1.0), "
+        "('eta', 1.0), ('scale', None), ('t_min', None), ('colluders', None), "
+        "('secagg_topology', 'mesh'), ('dropout_share', None), ('min_honest_shares', None)]",
+        365735829409,
+    ),
+    (
+        Problem(
+            "mrm",
+            5,
+            (300, 400, 500),
+            epsilon=0.5,
+            delta=1e-6,
+            schedule="geometric:1.3",
+            t_min=4,
+            colluders=1,
+            secagg_topology="graph",
+            dropout_share=0.1,
+            min_honest_shares=3,
+        ),
+        "[('model', 'mrm'), ('d', 5), ('sizes', (300, 400, 500)), ('sigma', 1.0), "
+        "('epsilon', 0.5), ('delta', 1e-06), ('snr', 3.0), ('tau', None), ('beta_bound', None), "
+        "('zeta', 0.1), ('accounting', 'exact'), ('missing', None), ('clip', 1.0), "
+        "('eta', 1.0), ('scale', None), ('t_min', 4), ('colluders', 1), "
+        "('secagg_topology', 'graph'), ('dropout_share', 0.1), ('min_honest_shares', 3)]",
+        591333361320,
+    ),
+    (
+        Problem(
+            "rmc",
+            3,
+            (1000,),
+            rounds=7,
+            tau=1.5,
+            beta_bound=4.0,
+            accounting="paper",
+            missing=0.2,
+            scale=2.5,
+            final="average:3",
+            colluders=2,
+        ),
+        "[('model', 'rmc'), ('d', 3), ('sizes', (1000,)), ('sigma', 1.0), ('epsilon', 1.0), "
+        "('delta', None), ('snr', 3.0), ('tau', 1.5), ('beta_bound', 4.0), ('zeta', 0.1), "
+        "('accounting', 'paper'), ('missing', 0.2), ('clip', 1.0), ('eta', 1.0), "
+        "('scale', 2.5), ('t_min', None), ('colluders', 2), ('secagg_topology', 'mesh'), "
+        "('dropout_share', None), ('min_honest_shares', None)]",
+        978256438262,
+    ),
+]
+
+
+@pytest.mark.parametrize(("problem", "key", "seed"), PINNED_SEED_KEYS)
+def test_seed_key_and_first_seed_are_pinned(problem: Problem, key: str, seed: int) -> None:
+    assert problem.seed_key == key
+    assert first_seed(problem) == seed
+
+
 def test_every_problem_field_is_a_study_field() -> None:
     # Problem.study and planning.beta_zero_warning pass the fields across by name.
     assert {f.name for f in fields(Problem)} <= {f.name for f in fields(Study)}
