@@ -1,6 +1,12 @@
 """A federated secagg run for the tests: signing keys, roster, a coordinator process that
 can be killed and restarted on its state, the run created as an operator creates it, and
-one ``ldpem client`` process per hospital (hospital i is ``h{i}``, with key ``h{i}.key``)."""
+one ``ldpem client`` process per hospital (hospital i is ``h{i}``, with key ``h{i}.key``).
+
+And a FAKE coordinator for the security tests (tests/security/test_secagg_coordinator.py
+on the mesh, test_secagg_graph_coordinator.py on the SecAgg+ graph): the run ``FAKE_RUN``
+of a ``FakeConsortium``, the endpoints an agent calls (``fake_coordinator``) played by a
+fake that may lie (``FakeSteps``), and the real ``ldpem client`` h0 run against it
+(``attack``)."""
 
 from __future__ import annotations
 
@@ -8,15 +14,28 @@ import json
 import os
 import signal
 import sqlite3
+import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Self
 
-from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes, signing_key_to_pem
-from ldpem.common.wire import PublicParameters
+from fastapi import FastAPI, Request, Response
+
+from ldpem.client.ledger import Ledger
+from ldpem.common.secagg import (
+    Holder,
+    Roster,
+    RoundParameters,
+    generate_signing_key,
+    public_key_bytes,
+    signing_key_to_pem,
+)
+from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
 from ldpem.processes import Child, Processes, free_port, start_coordinator
-from tests.fedkit import AGENT_BUDGET, cli_create_run, token_file
+from tests.fedkit import AGENT_BUDGET, cli_create_run, live_server, process_manager, token_file
+from tests.security.test_malicious_coordinator import agent_argv, gmm_data, write_csv
 
 #: (kind, holder, body) of a stored secure-aggregation message, body parsed.
 Message = tuple[str, str, dict[str, Any]]
@@ -208,3 +227,166 @@ def secagg_run(procs: Processes, tmp_path: Path, counts: list[int], **request: A
     run.start_coordinator()
     run.create(**request)
     return run
+
+
+#: The fake coordinator's run: its id, the prefix of its hospitals' tokens, d, T and each
+#: hospital's records.
+FAKE_RUN = "run-secagg-under-attack"
+FAKE_TOKEN = "secagg-token-under-attack-abcdefgh"
+FAKE_D, FAKE_ROUNDS, FAKE_RECORDS = 3, 2, 40
+
+
+@dataclass
+class FakeConsortium:
+    """The signing keys and roster of the fake's hospitals (the agent is h0) and the public
+    parameters of their secagg run ``FAKE_RUN``."""
+
+    keys: dict[str, Any]
+    roster: Roster
+    params: PublicParameters
+
+    @classmethod
+    def make(cls, names: Sequence[str], **request: Any) -> Self:
+        """Hospitals ``names`` of ``FAKE_RECORDS`` records in a gmm run at ε = 1, δ = 1e-5;
+        ``request`` adds the run request's share fields (t_min, the graph's, …)."""
+        keys = {n: generate_signing_key() for n in names}
+        roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
+        run = RunCreate(
+            model="gmm",
+            d=FAKE_D,
+            sigma=1.0,
+            rounds=FAKE_ROUNDS,
+            mechanism="secagg",
+            epsilon=1.0,
+            delta=1e-5,
+            roster=json.loads(roster.to_json()),
+            hospitals=[
+                HospitalEnrolment(name=n, records=FAKE_RECORDS, token=f"{FAKE_TOKEN}-{n}")
+                for n in names
+            ],
+            **request,
+        )
+        return cls(keys, roster, public_parameters(run))
+
+    def others(self, parameters: RoundParameters) -> dict[str, Holder]:
+        """The in-process holders of a round of ``parameters``: every hospital but h0."""
+        return {
+            n: Holder(n, self.roster, key, parameters, min_honest=1)
+            for n, key in self.keys.items()
+            if n != "h0"
+        }
+
+
+class FakeSteps(Protocol):
+    """A fake coordinator's side of what the agent h0 asks (``fake_coordinator``)."""
+
+    @property
+    def consortium(self) -> FakeConsortium: ...
+
+    @property
+    def posts(self) -> list[tuple[int, str]]:
+        """(round, step) of every secure-aggregation message h0 posted, in order."""
+        ...
+
+    def published(self, t: int | None) -> dict[str, Any]:
+        """The run's params as JSON sent with ``/v1/me`` (None) or with round t."""
+        ...
+
+    def take(self, t: int, step: str, body: dict[str, Any]) -> None:
+        """h0's message of round t's ``step``, parsed JSON (the other holders' follow)."""
+        ...
+
+    def send(self, t: int, what: str) -> Any:
+        """The message (``to_dict``) h0 gets for round t's ``what``."""
+        ...
+
+
+def fake_coordinator(fake: FakeSteps) -> FastAPI:
+    """The endpoints an agent calls, played by ``fake``: ``/v1/me`` (h0 of ``FAKE_RUN``),
+    the round long-poll (round after + 1, running until ``FAKE_ROUNDS``, no deadline) and
+    the secure-aggregation steps (POST recorded in ``fake.posts``)."""
+    app = FastAPI()
+
+    @app.get("/v1/me")
+    def me() -> dict[str, Any]:
+        params = fake.published(None)
+        return {"run_id": FAKE_RUN, "hospital": "h0", "records": FAKE_RECORDS, "params": params}
+
+    @app.get("/v1/runs/{run}/round")
+    def round_(run: str, after: int = -1) -> dict[str, Any]:
+        t = after + 1
+        return {
+            "run_id": FAKE_RUN,
+            "status": "running" if t < FAKE_ROUNDS else "finished",
+            "round": t,
+            "beta": [0.5, -0.5, 0.25],
+            "deadline": None,
+            "params": fake.published(t),
+        }
+
+    @app.post("/v1/runs/{run}/rounds/{t}/secagg/{step}")
+    async def post(run: str, t: int, step: str, request: Request) -> dict[str, str]:
+        fake.posts.append((t, step))
+        fake.take(t, step, json.loads(await request.body()))
+        return {"status": "accepted"}
+
+    @app.get("/v1/runs/{run}/rounds/{t}/secagg/{what}")
+    def get(run: str, t: int, what: str) -> Response:
+        sent = fake.send(t, what)
+        return Response(json.dumps(sent.to_dict()), media_type="application/json")
+
+    return app
+
+
+@dataclass
+class Outcome:
+    code: int
+    log: str
+    posts: list[tuple[int, str]]
+
+
+def attack(
+    tmp_path: Path,
+    fake: FakeSteps,
+    *,
+    budget: tuple[str, ...] = ("--epsilon", "100", "--delta", "0.5"),
+    min_honest: int = 3,
+    envs: tuple[dict[str, str | None], ...] = ({},),
+) -> Outcome:
+    """Run the agent h0 (``--min-honest min_honest``) against ``fake``, once per environment
+    in ``envs`` (a restart each), on one state directory; the last run's exit code, every
+    run's log."""
+    write_csv(tmp_path, gmm_data(FAKE_RECORDS, FAKE_D))
+    (tmp_path / "h0.key").write_bytes(signing_key_to_pem(fake.consortium.keys["h0"]))
+    (tmp_path / "h0.key").chmod(0o600)
+    (tmp_path / "roster.json").write_text(fake.consortium.roster.to_json())
+    extra = ("--signing-key", "h0.key", "--roster", "roster.json", "--min-honest", str(min_honest))
+    code, logs = 0, []
+    with live_server(fake_coordinator(fake)) as url, process_manager(tmp_path) as procs:
+        token_file(tmp_path, FAKE_TOKEN, "hospital.token")
+        for env in envs:
+            argv = agent_argv(url, "gmm", list(budget), extra)
+            process = procs.start(f"agent-{time.monotonic_ns()}", *argv, env=env)
+            code = process.wait(120)
+            logs.append(procs.log(process))
+    return Outcome(code, "".join(logs), list(fake.posts))
+
+
+def refused(outcome: Outcome, words: str) -> str:
+    """Exit 2 with one error line naming ``words``, no traceback; the line."""
+    assert outcome.code == 2, outcome.log[-3000:]
+    lines = [line for line in outcome.log.splitlines() if words in line]
+    assert lines and "Traceback" not in outcome.log, outcome.log[-3000:]
+    return lines[-1]
+
+
+def refused_before_anything(tmp_path: Path, outcome: Outcome, words: str) -> str:
+    """``refused``, and nothing posted, nothing charged and nothing bound; the line."""
+    line = refused(outcome, words)
+    assert outcome.posts == []
+    ledger = Ledger(tmp_path / "state")
+    try:
+        assert ledger.entries() == [] and ledger.binding(FAKE_RUN) is None
+    finally:
+        ledger.close()
+    return line

@@ -10,15 +10,12 @@ list, no masked input after a forged bundle, no unmask response to a forged requ
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request, Response
 
 from ldpem.client.ledger import Ledger
 from ldpem.common.core.accounting import ratio_for_budget
@@ -28,64 +25,41 @@ from ldpem.common.secagg import (
     Holder,
     KeyAdvertisement,
     ParticipantList,
-    Roster,
     RoundParameters,
     UnmaskRequest,
     generate_signing_key,
-    public_key_bytes,
-    signing_key_to_pem,
 )
 from ldpem.common.secagg.messages import sign_advertisement
 from ldpem.common.secagg.runvalues import run_shares_mechanism
-from ldpem.common.wire import (
-    HospitalEnrolment,
-    PublicParameters,
-    RunCreate,
-    public_parameters,
+from tests.secaggkit import (
+    FAKE_D,
+    FAKE_ROUNDS,
+    FAKE_RUN,
+    FakeConsortium,
+    attack,
+    refused,
+    refused_before_anything,
 )
-from tests.fedkit import live_server, process_manager, token_file
-from tests.security.test_malicious_coordinator import agent_argv, gmm_data, write_csv
 
 pytestmark = pytest.mark.slow
 
-RUN = "run-secagg-under-attack"
-TOKEN = "secagg-token-under-attack-abcdefgh"
 NAMES = ("h0", "h1", "h2", "h3", "h4")
-K, T_MIN, D, ROUNDS, RECORDS = 5, 3, 3, 2, 40
+K, T_MIN = 5, 3
 
 
-@dataclass
-class Consortium:
-    keys: dict[str, Any]
-    roster: Roster
-    params: PublicParameters
-
-    @classmethod
-    def make(cls) -> Consortium:
-        keys = {n: generate_signing_key() for n in NAMES}
-        roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
-        request = RunCreate(
-            model="gmm",
-            d=D,
-            sigma=1.0,
-            rounds=ROUNDS,
-            mechanism="secagg",
-            epsilon=1.0,
-            delta=1e-5,
-            t_min=T_MIN,
-            roster=json.loads(roster.to_json()),
-            hospitals=[
-                HospitalEnrolment(name=n, records=RECORDS, token=f"{TOKEN}-{n}") for n in NAMES
-            ],
-        )
-        return cls(keys, roster, public_parameters(request))
+class Consortium(FakeConsortium):
+    """The fake's consortium on the mesh: K = 5 holders, t_min = 3 (``mesh_consortium``)."""
 
     def parameters(self, t: int, **change: int) -> RoundParameters:
         p = self.params
         assert p.holders is not None and p.t_min is not None and p.modulus_bits is not None
         values = {"k": p.holders, "t_min": p.t_min, "bits": p.modulus_bits, **change}
         colluders = values.get("colluders", p.colluders or 0)
-        return RoundParameters(RUN, t, values["k"], values["t_min"], values["bits"], colluders)
+        return RoundParameters(FAKE_RUN, t, values["k"], values["t_min"], values["bits"], colluders)
+
+
+def mesh_consortium() -> Consortium:
+    return Consortium.make(NAMES, t_min=T_MIN)
 
 
 #: A lie: takes the fake's round state and the honest message, returns the one sent.
@@ -108,13 +82,8 @@ class SecAggRound:
     @classmethod
     def open(cls, consortium: Consortium, t: int) -> SecAggRound:
         parameters = consortium.parameters(t)
-        others = {
-            n: Holder(n, consortium.roster, consortium.keys[n], parameters, min_honest=1)
-            for n in NAMES
-            if n != "h0"
-        }
-        aggregator = Aggregator(consortium.roster, parameters, dimension=D)
-        return cls(consortium, t, others, aggregator)
+        aggregator = Aggregator(consortium.roster, parameters, dimension=FAKE_D)
+        return cls(consortium, t, consortium.others(parameters), aggregator)
 
 
 @dataclass
@@ -132,41 +101,17 @@ class Fake:
             self.rounds[t] = SecAggRound.open(self.consortium, t)
         return self.rounds[t]
 
-    def app(self) -> FastAPI:
-        app = FastAPI()
+    def published(self, t: int | None) -> dict[str, Any]:
         params = self.consortium.params.model_dump(mode="json")
+        return params if t is None else {**params, **self.params_change.get(t, {})}
 
-        @app.get("/v1/me")
-        def me() -> dict[str, Any]:
-            return {"run_id": RUN, "hospital": "h0", "records": RECORDS, "params": params}
+    def take(self, t: int, step: str, body: dict[str, Any]) -> None:
+        self.receive(self.round(t), step, body)
 
-        @app.get("/v1/runs/{run}/round")
-        def round_(run: str, after: int = -1) -> dict[str, Any]:
-            t = after + 1
-            return {
-                "run_id": RUN,
-                "status": "running" if t < ROUNDS else "finished",
-                "round": t,
-                "beta": [0.5, -0.5, 0.25],
-                "deadline": None,
-                "params": {**params, **self.params_change.get(t, {})},
-            }
-
-        @app.post("/v1/runs/{run}/rounds/{t}/secagg/{step}")
-        async def post(run: str, t: int, step: str, request: Request) -> dict[str, str]:
-            body = json.loads(await request.body())
-            self.posts.append((t, step))
-            self.receive(self.round(t), step, body)
-            return {"status": "accepted"}
-
-        @app.get("/v1/runs/{run}/rounds/{t}/secagg/{what}")
-        def get(run: str, t: int, what: str) -> Response:
-            honest = self.answer(self.round(t), what)
-            lie = self.lies.get((t, what))
-            sent = honest if lie is None else lie(self.round(t), honest)
-            return Response(json.dumps(sent.to_dict()), media_type="application/json")
-
-        return app
+    def send(self, t: int, what: str) -> Any:
+        honest = self.answer(self.round(t), what)
+        lie = self.lies.get((t, what))
+        return honest if lie is None else lie(self.round(t), honest)
 
     def receive(self, r: SecAggRound, step: str, body: dict[str, Any]) -> None:
         from ldpem.common.secagg import (
@@ -193,7 +138,9 @@ class Fake:
             r.aggregator.receive_masked_input(MaskedInput.from_dict(body))
             for name in ("h1", "h2", "h3"):  # h4 drops out before masking
                 holder = r.others[name]
-                r.aggregator.receive_masked_input(holder.masked_input(r.bundles[name], [0] * D))
+                r.aggregator.receive_masked_input(
+                    holder.masked_input(r.bundles[name], [0] * FAKE_D)
+                )
         elif step == "signature":
             r.aggregator.receive_signature(SurvivorSignature.from_dict(body))
             check = r.aggregator.consistency_check()
@@ -217,49 +164,9 @@ class Fake:
         return r.aggregator.unmask_request()
 
 
-@dataclass
-class Outcome:
-    code: int
-    log: str
-    posts: list[tuple[int, str]]
-
-
 @pytest.fixture(scope="module")
 def consortium() -> Consortium:
-    return Consortium.make()
-
-
-def attack(
-    tmp_path: Path,
-    fake: Fake,
-    *,
-    budget: tuple[str, ...] = ("--epsilon", "100", "--delta", "0.5"),
-    envs: tuple[dict[str, str | None], ...] = ({},),
-) -> Outcome:
-    """Run the agent h0 against ``fake``, once per environment in ``envs`` (a restart
-    each), on one state directory; the last run's exit code, every run's log."""
-    write_csv(tmp_path, gmm_data(RECORDS, D))
-    (tmp_path / "h0.key").write_bytes(signing_key_to_pem(fake.consortium.keys["h0"]))
-    (tmp_path / "h0.key").chmod(0o600)
-    (tmp_path / "roster.json").write_text(fake.consortium.roster.to_json())
-    extra = ("--signing-key", "h0.key", "--roster", "roster.json", "--min-honest", "3")
-    code, logs = 0, []
-    with live_server(fake.app()) as url, process_manager(tmp_path) as procs:
-        token_file(tmp_path, TOKEN, "hospital.token")
-        for env in envs:
-            argv = agent_argv(url, "gmm", list(budget), extra)
-            process = procs.start(f"agent-{time.monotonic_ns()}", *argv, env=env)
-            code = process.wait(120)
-            logs.append(procs.log(process))
-    return Outcome(code, "".join(logs), list(fake.posts))
-
-
-def refused(outcome: Outcome, words: str) -> str:
-    """Exit 2 with one error line naming ``words``; the line."""
-    assert outcome.code == 2, outcome.log[-3000:]
-    lines = [line for line in outcome.log.splitlines() if words in line]
-    assert lines and "Traceback" not in outcome.log, outcome.log[-3000:]
-    return lines[-1]
+    return mesh_consortium()
 
 
 def test_an_honest_fake_runs_to_the_end(tmp_path: Path, consortium: Consortium) -> None:
@@ -269,8 +176,8 @@ def test_an_honest_fake_runs_to_the_end(tmp_path: Path, consortium: Consortium) 
     outcome = attack(tmp_path, fake)
     assert outcome.code == 0, outcome.log[-3000:]
     steps = ["advertise", "shares", "masked", "signature", "unmask"]
-    assert outcome.posts == [(t, s) for t in range(ROUNDS) for s in steps]
-    assert all(fake.rounds[t].result is not None for t in range(ROUNDS))
+    assert outcome.posts == [(t, s) for t in range(FAKE_ROUNDS) for s in steps]
+    assert all(fake.rounds[t].result is not None for t in range(FAKE_ROUNDS))
     assert any(v != 0 for v in fake.rounds[0].result or [])
 
 
@@ -413,15 +320,15 @@ def test_the_ledger_records_the_fallback_epsilon_beside_the_charge(
     expected = fallback_epsilon(
         float(getattr(share, "share_mean")),  # noqa: B009
         delta=params.delta,
-        sensitivity=getattr(share, "integer_sensitivity")(D),  # noqa: B009
+        sensitivity=getattr(share, "integer_sensitivity")(FAKE_D),  # noqa: B009
     )
     assert expected > params.epsilon  # one share of t_min = 3 is weaker than the sum
     ledger = Ledger(tmp_path / "state")
     try:
-        entries = ledger.entries(RUN)
+        entries = ledger.entries(FAKE_RUN)
     finally:
         ledger.close()
-    assert [e.round for e in entries] == list(range(ROUNDS))
+    assert [e.round for e in entries] == list(range(FAKE_ROUNDS))
     for e in entries:
         assert (e.epsilon, e.delta) == (params.epsilon, params.delta)
         assert e.mu == pytest.approx(ratio_for_budget(params.epsilon, params.delta, "exact"))
@@ -443,13 +350,7 @@ def test_a_stricter_budget_is_refused_before_anything_is_sent(
     before any spend."""
     fake = Fake(consortium)
     outcome = attack(tmp_path, fake, budget=(*budget, "--allow-weaker"))
-    refused(outcome, "--allow-weaker cannot help")
-    assert outcome.posts == []
-    ledger = Ledger(tmp_path / "state")
-    try:
-        assert ledger.entries() == [] and ledger.binding(RUN) is None
-    finally:
-        ledger.close()
+    refused_before_anything(tmp_path, outcome, "--allow-weaker cannot help")
 
 
 def test_an_agent_restarted_after_masking_never_masks_that_round_again(
@@ -467,6 +368,6 @@ def test_an_agent_restarted_after_masking_never_masks_that_round_again(
     assert "not made again" in outcome.log
     ledger = Ledger(tmp_path / "state")
     try:
-        assert [e.status for e in ledger.entries(RUN)] == ["masked", "masked"]
+        assert [e.status for e in ledger.entries(FAKE_RUN)] == ["masked", "masked"]
     finally:
         ledger.close()

@@ -1,9 +1,9 @@
 """The real ``ldpem client`` of a run on the SecAgg+ graph against a coordinator that LIES
 (issue 29; docs/SECAGG_GRAPH.md, docs/PRIVACY.md). The fake coordinator of
-tests/security/test_secagg_coordinator.py, here over K = 16 holders on the graph (c = 2,
-10% dropouts: k = 6, t_k = 5, committee 4 of 5, h = 3): h0 is the agent, the 15 others are
-in-process ``Holder``s, and the fake hands each its own participant list and unmasking
-request (``GraphRelay``). Every lie must end the agent (exit 2, one line) before it sends
+tests/security/test_secagg_coordinator.py (tests/secaggkit.py), here over K = 16 holders on
+the graph (c = 2, 10% dropouts: k = 6, t_k = 5, committee 4 of 5, h = 3): h0 is the agent,
+the 15 others are in-process ``Holder``s, and the fake hands each its own participant list
+and unmasking request (``GraphFake``). Every lie must end the agent (exit 2, one line) before it sends
 what the lie was for:
 
 * published graph values that differ from the agent's own recomputation from K, c, δ and
@@ -16,16 +16,12 @@ what the lie was for:
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request, Response
 
-from ldpem.client.ledger import Ledger
 from ldpem.common.secagg import (
     Aggregator,
     EncryptedShares,
@@ -33,53 +29,24 @@ from ldpem.common.secagg import (
     KeyAdvertisement,
     MaskedInput,
     ParticipantList,
-    Roster,
     SurvivorSignature,
     UnmaskResponse,
-    generate_signing_key,
-    public_key_bytes,
-    signing_key_to_pem,
 )
 from ldpem.common.secagg.graph import NeighbourGraph, graph_seed
 from ldpem.common.secagg.runvalues import round_parameters, run_graph
-from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
-from tests.fedkit import live_server, process_manager, token_file
-from tests.security.test_malicious_coordinator import agent_argv, gmm_data, write_csv
-from tests.security.test_secagg_coordinator import RECORDS, ROUNDS, RUN, TOKEN, D, Outcome
+from tests.secaggkit import (
+    FAKE_D,
+    FAKE_ROUNDS,
+    FAKE_RUN,
+    FakeConsortium,
+    attack,
+    refused_before_anything,
+)
 
 pytestmark = pytest.mark.slow
 
 K, C = 16, 2
 NAMES = tuple(f"h{i}" for i in range(K))
-
-
-@dataclass
-class GraphConsortium:
-    keys: dict[str, Any]
-    roster: Roster
-    params: PublicParameters
-
-    @classmethod
-    def make(cls) -> GraphConsortium:
-        keys = {n: generate_signing_key() for n in NAMES}
-        roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
-        request = RunCreate(
-            model="gmm",
-            d=D,
-            sigma=1.0,
-            rounds=ROUNDS,
-            mechanism="secagg",
-            epsilon=1.0,
-            delta=1e-5,
-            secagg_topology="graph",
-            colluders=C,
-            dropout_share=0.1,
-            roster=json.loads(roster.to_json()),
-            hospitals=[
-                HospitalEnrolment(name=n, records=RECORDS, token=f"{TOKEN}-{n}") for n in NAMES
-            ],
-        )
-        return cls(keys, roster, public_parameters(request))
 
 
 @dataclass
@@ -93,7 +60,7 @@ class GraphRound:
 
 @dataclass
 class GraphFake:
-    consortium: GraphConsortium
+    consortium: FakeConsortium
     #: The participant list sent to h0 in round 0 instead of its own (None: its own).
     list_lie: bool = False
     #: Changes to the published params (``graph`` fields by name, or t_min).
@@ -103,62 +70,27 @@ class GraphFake:
     posts: list[tuple[int, str]] = field(default_factory=list)
     rounds: dict[int, GraphRound] = field(default_factory=dict)
 
-    def params(self) -> dict[str, Any]:
+    def published(self, t: int | None) -> dict[str, Any]:
         params = self.consortium.params.model_dump(mode="json")
         for name, value in self.params_change.items():
             if name in params:
                 params[name] = value
             else:
                 params["graph"][name] = value
+        if t == 1:
+            params["graph"].update(self.round1_change)
         return params
 
     def round(self, t: int) -> GraphRound:
         if t not in self.rounds:
             c = self.consortium
-            parameters = round_parameters(c.params, RUN, t)
-            others = {
-                n: Holder(n, c.roster, c.keys[n], parameters, min_honest=1)
-                for n in NAMES
-                if n != "h0"
-            }
-            self.rounds[t] = GraphRound(others, Aggregator(c.roster, parameters, dimension=D))
+            parameters = round_parameters(c.params, FAKE_RUN, t)
+            aggregator = Aggregator(c.roster, parameters, dimension=FAKE_D)
+            self.rounds[t] = GraphRound(c.others(parameters), aggregator)
         return self.rounds[t]
 
-    def app(self) -> FastAPI:
-        app = FastAPI()
-        params = self.params()
-        changed = {**params, "graph": {**params["graph"], **self.round1_change}}
-
-        @app.get("/v1/me")
-        def me() -> dict[str, Any]:
-            return {"run_id": RUN, "hospital": "h0", "records": RECORDS, "params": params}
-
-        @app.get("/v1/runs/{run}/round")
-        def round_(run: str, after: int = -1) -> dict[str, Any]:
-            t = after + 1
-            return {
-                "run_id": RUN,
-                "status": "running" if t < ROUNDS else "finished",
-                "round": t,
-                "beta": [0.5, -0.5, 0.25],
-                "deadline": None,
-                "params": changed if t == 1 else params,
-            }
-
-        @app.post("/v1/runs/{run}/rounds/{t}/secagg/{step}")
-        async def post(run: str, t: int, step: str, request: Request) -> dict[str, str]:
-            self.posts.append((t, step))
-            self.receive(self.round(t), step, json.loads(await request.body()))
-            return {"status": "accepted"}
-
-        @app.get("/v1/runs/{run}/rounds/{t}/secagg/{what}")
-        def get(run: str, t: int, what: str) -> Response:
-            sent = self.answer(t, self.round(t), what)
-            return Response(json.dumps(sent.to_dict()), media_type="application/json")
-
-        return app
-
-    def receive(self, r: GraphRound, step: str, body: dict[str, Any]) -> None:
+    def take(self, t: int, step: str, body: dict[str, Any]) -> None:
+        r = self.round(t)
         a = r.aggregator
         if step == "advertise":
             a.receive_advertisement(KeyAdvertisement.from_dict(body))
@@ -173,7 +105,7 @@ class GraphFake:
         elif step == "masked":
             a.receive_masked_input(MaskedInput.from_dict(body))
             for name, holder in r.others.items():
-                a.receive_masked_input(holder.masked_input(r.bundles[name], [0] * D))
+                a.receive_masked_input(holder.masked_input(r.bundles[name], [0] * FAKE_D))
         elif step == "signature":
             a.receive_signature(SurvivorSignature.from_dict(body))
             check = a.consistency_check()
@@ -186,7 +118,8 @@ class GraphFake:
                 a.receive_unmask_response(holder.unmask(requests[name]))
             r.result = [int(v) for v in a.result()]
 
-    def answer(self, t: int, r: GraphRound, what: str) -> Any:
+    def send(self, t: int, what: str) -> Any:
+        r = self.round(t)
         if what == "participants":
             # The lie: the mesh's list, every holder's advertisement, to h0.
             return r.aggregator.participants() if self.list_lie and t == 0 else r.lists["h0"]
@@ -198,44 +131,11 @@ class GraphFake:
 
 
 @pytest.fixture(scope="module")
-def consortium() -> GraphConsortium:
-    return GraphConsortium.make()
+def consortium() -> FakeConsortium:
+    return FakeConsortium.make(NAMES, secagg_topology="graph", colluders=C, dropout_share=0.1)
 
 
-def attack(tmp_path: Path, fake: GraphFake, *, min_honest: int = 3) -> Outcome:
-    """Run the agent h0 against ``fake`` (as test_secagg_coordinator's ``attack``)."""
-    write_csv(tmp_path, gmm_data(RECORDS, D))
-    (tmp_path / "h0.key").write_bytes(signing_key_to_pem(fake.consortium.keys["h0"]))
-    (tmp_path / "h0.key").chmod(0o600)
-    (tmp_path / "roster.json").write_text(fake.consortium.roster.to_json())
-    extra = ("--signing-key", "h0.key", "--roster", "roster.json", "--min-honest", str(min_honest))
-    budget = ["--epsilon", "100", "--delta", "0.5"]
-    with live_server(fake.app()) as url, process_manager(tmp_path) as procs:
-        token_file(tmp_path, TOKEN, "hospital.token")
-        process = procs.start(
-            f"agent-{time.monotonic_ns()}", *agent_argv(url, "gmm", budget, extra)
-        )
-        code = process.wait(120)
-        log = procs.log(process)
-    return Outcome(code, log, list(fake.posts))
-
-
-def refused_before_anything(tmp_path: Path, outcome: Outcome, words: str) -> str:
-    """Exit 2, one line naming ``words``, no traceback, nothing posted, nothing charged
-    and nothing bound; the line."""
-    assert outcome.code == 2, outcome.log[-3000:]
-    lines = [line for line in outcome.log.splitlines() if words in line]
-    assert lines and "Traceback" not in outcome.log, outcome.log[-3000:]
-    assert outcome.posts == []
-    ledger = Ledger(tmp_path / "state")
-    try:
-        assert ledger.entries() == [] and ledger.binding(RUN) is None
-    finally:
-        ledger.close()
-    return lines[-1]
-
-
-def test_an_honest_graph_fake_runs_to_the_end(tmp_path: Path, consortium: GraphConsortium) -> None:
+def test_an_honest_graph_fake_runs_to_the_end(tmp_path: Path, consortium: FakeConsortium) -> None:
     """The control: with every value and message honest the agent takes part in both
     rounds on the graph, and the fake's sum (h0's input plus zeros) is not zero."""
     graph = run_graph(K, C, 0.1, 2)
@@ -245,7 +145,7 @@ def test_an_honest_graph_fake_runs_to_the_end(tmp_path: Path, consortium: GraphC
     outcome = attack(tmp_path, fake)
     assert outcome.code == 0, outcome.log[-3000:]
     steps = ["advertise", "shares", "masked", "signature", "unmask"]
-    assert outcome.posts == [(t, s) for t in range(ROUNDS) for s in steps]
+    assert outcome.posts == [(t, s) for t in range(FAKE_ROUNDS) for s in steps]
     assert any(v != 0 for v in fake.rounds[0].result or [])
 
 
@@ -262,7 +162,7 @@ def test_an_honest_graph_fake_runs_to_the_end(tmp_path: Path, consortium: GraphC
     ids=["k", "committee", "h", "t_k", "delta"],
 )
 def test_graph_values_that_differ_from_the_recomputation_are_refused_before_anything(
-    tmp_path: Path, consortium: GraphConsortium, change: dict[str, Any], named: str
+    tmp_path: Path, consortium: FakeConsortium, change: dict[str, Any], named: str
 ) -> None:
     fake = GraphFake(consortium, params_change=change)
     line = refused_before_anything(tmp_path, attack(tmp_path, fake), "graph does not check")
@@ -270,7 +170,7 @@ def test_graph_values_that_differ_from_the_recomputation_are_refused_before_anyt
 
 
 def test_an_h_below_the_agents_min_honest_is_refused_before_anything(
-    tmp_path: Path, consortium: GraphConsortium
+    tmp_path: Path, consortium: FakeConsortium
 ) -> None:
     assert consortium.params.honest_shares == 3
     outcome = attack(tmp_path, GraphFake(consortium), min_honest=4)
@@ -279,12 +179,12 @@ def test_an_h_below_the_agents_min_honest_is_refused_before_anything(
 
 
 def test_a_participant_list_naming_a_non_neighbour_is_refused_before_the_shares(
-    tmp_path: Path, consortium: GraphConsortium
+    tmp_path: Path, consortium: FakeConsortium
 ) -> None:
     """The coordinator hands h0 every holder's advertisement, as on the mesh: h0 would share
     its seeds with holders outside its neighbourhood (more corrupt holders than t_k
     allows for). Refused before its shares leave."""
-    seed = graph_seed(RUN, 0, consortium.roster.digest)
+    seed = graph_seed(FAKE_RUN, 0, consortium.roster.digest)
     assert consortium.params.graph is not None
     neighbours = NeighbourGraph(
         consortium.roster.names, consortium.params.graph.neighbours, seed
@@ -298,7 +198,7 @@ def test_a_participant_list_naming_a_non_neighbour_is_refused_before_the_shares(
 
 
 def test_a_graph_value_changed_during_the_run_is_refused(
-    tmp_path: Path, consortium: GraphConsortium
+    tmp_path: Path, consortium: FakeConsortium
 ) -> None:
     """The graph's values are bound at the first contact like t_min and c: round 1's
     params with another k (even one the agent would recompute for other inputs) end the

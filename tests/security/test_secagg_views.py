@@ -30,16 +30,8 @@ from ldpem.common.secagg import (
     UnmaskRequest,
 )
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, to_residues
-from tests.security.test_secagg_coordinator import (
-    NAMES,
-    RUN,
-    Consortium,
-    D,
-    Fake,
-    SecAggRound,
-    attack,
-    refused,
-)
+from tests.secaggkit import FAKE_D, FAKE_RUN, attack, refused
+from tests.security.test_secagg_coordinator import NAMES, Fake, SecAggRound, mesh_consortium
 
 pytestmark = pytest.mark.slow
 
@@ -67,11 +59,11 @@ class ViewsFake(Fake):
         if step == "masked":
             self.masked["h0"] = MaskedInput.from_dict(body)
             for name, holder in r.others.items():
-                self.masked[name] = holder.masked_input(r.bundles[name], [0] * D)
+                self.masked[name] = holder.masked_input(r.bundles[name], [0] * FAKE_D)
         elif step == "signature":
             self.signatures.setdefault(story("h0"), []).append(SurvivorSignature.from_dict(body))
             for name, holder in r.others.items():
-                signed = holder.sign_survivors(ConsistencyCheck(RUN, r.t, story(name)))
+                signed = holder.sign_survivors(ConsistencyCheck(FAKE_RUN, r.t, story(name)))
                 self.signatures.setdefault(story(name), []).append(signed)
         elif step == "unmask":
             raise AssertionError("the agent answered the unmasking request")
@@ -82,18 +74,18 @@ class ViewsFake(Fake):
         if what == "bundle":
             full = r.bundles["h0"]
             shown = {n: c for n, c in full.ciphertexts.items() if n in PEERS}
-            return ShareBundle("h0", RUN, r.t, shown)
+            return ShareBundle("h0", FAKE_RUN, r.t, shown)
         if what == "consistency-check":
-            return ConsistencyCheck(RUN, r.t, story("h0"), self.consortium.roster.names)
+            return ConsistencyCheck(FAKE_RUN, r.t, story("h0"), self.consortium.roster.names)
         if what == "unmask-request":
             signed = tuple(self.signatures.get(story("h0"), []))
             order = self.consortium.roster.names
-            return UnmaskRequest(RUN, r.t, story("h0"), (), signed, order)
+            return UnmaskRequest(FAKE_RUN, r.t, story("h0"), (), signed, order)
         return super().answer(r, what)
 
 
 def test_the_agent_refuses_an_unmasking_of_an_isolated_view(tmp_path: Path) -> None:
-    consortium = Consortium.make()
+    consortium = mesh_consortium()
     fake = ViewsFake(consortium)
     outcome = attack(tmp_path, fake)
     line = refused(outcome, "secure aggregation refused")
@@ -105,7 +97,7 @@ def test_the_agent_refuses_an_unmasking_of_an_isolated_view(tmp_path: Path) -> N
     assert [s.holder for s in fake.signatures[story("h0")]] == ["h0"]
     ledger = Ledger(tmp_path / "state")
     try:
-        [entry] = ledger.entries(RUN)
+        [entry] = ledger.entries(FAKE_RUN)
     finally:
         ledger.close()
     params = consortium.params
@@ -133,13 +125,15 @@ class EveryoneMasks(Fake):
     def receive(self, r: SecAggRound, step: str, body: dict[str, Any]) -> None:
         super().receive(r, step, body)
         if step == "masked":
-            r.aggregator.receive_masked_input(r.others["h4"].masked_input(r.bundles["h4"], [0] * D))
+            r.aggregator.receive_masked_input(
+                r.others["h4"].masked_input(r.bundles["h4"], [0] * FAKE_D)
+            )
 
 
 def test_a_peers_garbage_ciphertext_costs_that_peer_the_round_not_the_agent(
     tmp_path: Path,
 ) -> None:
-    consortium = Consortium.make()
+    consortium = mesh_consortium()
     fake = EveryoneMasks(consortium, lies={(0, "bundle"): _garbage_from_h1})
     outcome = attack(tmp_path, fake)
     assert outcome.code == 0, outcome.log[-3000:]
@@ -153,7 +147,7 @@ def test_a_peers_garbage_ciphertext_costs_that_peer_the_round_not_the_agent(
     # The sum over S is the agent's masked report, unmasked (the others added zeros).
     ledger = Ledger(tmp_path / "state")
     try:
-        entry = ledger.entry(RUN, 0)
+        entry = ledger.entry(FAKE_RUN, 0)
     finally:
         ledger.close()
     assert entry is not None and entry.status == "masked"
