@@ -10,7 +10,8 @@ import contextlib
 import json
 import secrets
 import sqlite3
-from collections.abc import Callable, Collection
+import time
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,8 @@ class InProcessCoordinator:
 
 @dataclass
 class DrivenRun:
-    """A secagg run of K hospitals h0 … h{K-1} on the coordinator behind ``client``."""
+    """A secagg run on the coordinator behind ``client`` (``create_run``): of K hospitals
+    h0 … h{K-1} unless made with another roster (``holders`` and ``inputs`` are theirs)."""
 
     client: httpx.Client
     run_id: str
@@ -100,6 +102,18 @@ class DrivenRun:
 
     def get(self, t: int, name: str, what: str, wait: float = 5.0) -> httpx.Response:
         return self.client.get(self.url(t, what), params={"wait": wait}, headers=self.headers(name))
+
+    def answer(self, t: int, name: str, what: str, *, within: float = 60.0) -> dict[str, Any]:
+        """``name``'s ``what`` of round t, once its step closed: a step closed by its
+        deadline answers 202 until then (asked again for up to ``within`` seconds)."""
+        end = time.monotonic() + within
+        while True:
+            response = self.get(t, name, what, wait=2.0)
+            if response.status_code != 202 or time.monotonic() > end:
+                break
+        assert response.status_code == 200, (what, name, response.text)
+        answer: dict[str, Any] = response.json()
+        return answer
 
     def holders(self, t: int) -> dict[str, Holder]:
         assert self.params.modulus_bits is not None
@@ -120,28 +134,52 @@ class DrivenRun:
         return answer
 
 
+def hospital_tokens(tag: str, names: Iterable[str]) -> dict[str, str]:
+    """The hospitals' tokens of a run, by name, starting with ``tag``."""
+    return {n: f"{tag}-token-{n}-abcdefghijklmnop" for n in names}
+
+
 def create_run(
-    client: httpx.Client, tag: str, *, round_deadline: float = 600.0, on_short: str = "fail"
+    client: httpx.Client,
+    tag: str,
+    *,
+    round_deadline: float = 600.0,
+    on_short: str = "fail",
+    roster: Roster = ROSTER,
+    shares: dict[str, Any] | None = None,
 ) -> DrivenRun:
-    """A secagg run of K hospitals whose tokens start with ``tag`` (two runs on one
-    coordinator need different tokens)."""
-    tokens = {n: f"{tag}-token-{n}-abcdefghijklmnop" for n in NAMES}
+    """A secagg run of the hospitals of ``roster`` (default: K, h0 … h{K-1}), 100 records
+    each, whose tokens start with ``tag`` (two runs on one coordinator need different
+    tokens); ``shares``: the request's share fields (default: t_min = T_MIN on the mesh)."""
+    tokens = hospital_tokens(tag, roster.names)
     request = run_request(
         records=100,
         d=D,
         rounds=2,
         mechanism="secagg",
-        t_min=T_MIN,
-        roster=json.loads(ROSTER.to_json()),
+        roster=json.loads(roster.to_json()),
         round_deadline=round_deadline,
         on_short=on_short,
+        **({"t_min": T_MIN} if shares is None else shares),
     )
-    request["hospitals"] = [{"name": n, "records": 100, "token": tokens[n]} for n in NAMES]
+    request["hospitals"] = [{"name": n, "records": 100, "token": t} for n, t in tokens.items()]
     response = client.post("/v1/runs", json=request, headers=admin_headers())
     assert response.status_code == 201, response.text
     created = response.json()
     params = PublicParameters.model_validate(created["params"])
     return DrivenRun(client, created["run_id"], params, tokens)
+
+
+def stored(directory: Path, run_id: str) -> list[tuple[str, str, str]]:
+    """(kind, holder, body) of every secure-aggregation message of round 0 of ``run_id``
+    in the state file of the coordinator on ``directory``, in order."""
+    with contextlib.closing(sqlite3.connect(directory / "coordinator.sqlite")) as db:
+        rows = db.execute(
+            "SELECT kind, holder, body FROM secagg_messages WHERE run_id = ? AND t = 0 "
+            "ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+    return [(str(k), str(h), str(b)) for k, h, b in rows]
 
 
 @dataclass

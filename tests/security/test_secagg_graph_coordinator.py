@@ -3,8 +3,8 @@
 tests/security/test_secagg_coordinator.py (tests/secaggkit.py), here over K = 16 holders on
 the graph (c = 2, 10% dropouts: k = 6, t_k = 5, committee 4 of 5, h = 3): h0 is the agent,
 the 15 others are in-process ``Holder``s, and the fake hands each its own participant list
-and unmasking request (``GraphFake``). Every lie must end the agent (exit 2, one line) before it sends
-what the lie was for:
+and unmasking request (``GraphFake``). Every lie must end the agent (exit 2, one line)
+before it sends what the lie was for:
 
 * published graph values that differ from the agent's own recomputation from K, c, δ and
   h (a sparser graph, a weaker committee, a larger h, another t_k): refused before any

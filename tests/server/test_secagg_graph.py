@@ -8,19 +8,15 @@ each hospital, so that one can also send what no honest agent sends."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
 import json
-import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from ldpem.common.secagg import (
     ConsistencyCheck,
@@ -35,9 +31,8 @@ from ldpem.common.secagg import (
 )
 from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed
 from ldpem.common.secagg.runvalues import grid_of, run_graph, run_shares_mechanism, signed_sum
-from ldpem.common.wire import PublicParameters
-from ldpem.server.app import create_app
-from tests.fedkit import admin_headers, run_request, settings
+from tests.fedkit import admin_headers, run_request
+from tests.secaggdriver import DrivenRun, InProcessCoordinator, create_run, hospital_tokens, stored
 
 #: K = 16 with c = 2 and 10% dropouts: k = 6 < K − 1, t_k = 5, committee (5, 4), h = 3
 #: (``run_graph``; asserted against the run's published values below).
@@ -45,7 +40,6 @@ K, C, DROPOUT, D = 16, 2, 0.1, 3
 NAMES = [f"g{i:02d}" for i in range(K)]
 KEYS = {n: generate_signing_key() for n in NAMES}
 ROSTER = Roster({n: public_key_bytes(key) for n, key in KEYS.items()})
-TOKENS = {n: f"graph-token-{n}-abcdefghijklmnop" for n in NAMES}
 #: The holder that drops out after sharing its keys (before its masked input).
 GONE = "g05"
 
@@ -58,90 +52,20 @@ def read(cls: Any, data: dict[str, Any]) -> Any:
     return cls.from_dict(data)
 
 
-class Coordinator:
-    """The app on ``tmp_path``'s state file; ``restart`` closes it and opens a new one."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self._stack = contextlib.ExitStack()
-        self.tmp_path = tmp_path
-        self.client = self._open()
-
-    def _open(self) -> TestClient:
-        app = create_app(settings(self.tmp_path, tick=0.05))
-        return self._stack.enter_context(TestClient(app))
-
-    def restart(self) -> None:
-        self._stack.close()
-        self._stack = contextlib.ExitStack()
-        self.client = self._open()
-
-    def close(self) -> None:
-        self._stack.close()
-
-    def post(self, run_id: str, name: str, step: str, body: dict[str, Any]) -> int:
-        response = self.client.post(
-            f"/v1/runs/{run_id}/rounds/0/secagg/{step}",
-            json=body,
-            headers={"Authorization": f"Bearer {TOKENS[name]}"},
-        )
-        return int(response.status_code)
-
-    def get(self, run_id: str, name: str, what: str) -> dict[str, Any]:
-        end = time.monotonic() + 60
-        while True:  # a step closed by its deadline answers 202 until then
-            response = self.client.get(
-                f"/v1/runs/{run_id}/rounds/0/secagg/{what}",
-                params={"wait": 2},
-                headers={"Authorization": f"Bearer {TOKENS[name]}"},
-            )
-            if response.status_code != 202 or time.monotonic() > end:
-                break
-        assert response.status_code == 200, (what, name, response.text)
-        answer: dict[str, Any] = response.json()
-        return answer
-
-
-@pytest.fixture
-def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
-    c = Coordinator(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-def create(c: Coordinator) -> tuple[str, PublicParameters]:
-    request = run_request(
-        records=100,
-        d=D,
-        rounds=2,
-        mechanism="secagg",
-        secagg_topology="graph",
-        colluders=C,
-        dropout_share=DROPOUT,
-        roster=json.loads(ROSTER.to_json()),
+def create(c: InProcessCoordinator) -> DrivenRun:
+    """The graph run of the K hospitals (``NAMES``) on ``c``."""
+    return create_run(
+        c.client,
+        "graph",
+        roster=ROSTER,
+        shares={"secagg_topology": "graph", "colluders": C, "dropout_share": DROPOUT},
         round_deadline=4.0,  # the masked step closes at it, without the dropped holder
         on_short="fail",
     )
-    request["hospitals"] = [{"name": n, "records": 100, "token": TOKENS[n]} for n in NAMES]
-    response = c.client.post("/v1/runs", json=request, headers=admin_headers())
-    assert response.status_code == 201, response.text
-    created = response.json()
-    return created["run_id"], PublicParameters.model_validate(created["params"])
 
 
-def stored(tmp_path: Path, run_id: str) -> list[tuple[str, str, str]]:
-    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
-        rows = db.execute(
-            "SELECT kind, holder, body FROM secagg_messages WHERE run_id = ? AND t = 0 "
-            "ORDER BY seq",
-            (run_id,),
-        ).fetchall()
-    return [(str(k), str(h), str(b)) for k, h, b in rows]
-
-
-def test_the_run_publishes_the_derived_graph(coordinator: Coordinator) -> None:
-    _, params = create(coordinator)
+def test_the_run_publishes_the_derived_graph(coordinator: InProcessCoordinator) -> None:
+    params = create(coordinator).params
     graph = run_graph(K, C, DROPOUT, 2)
     assert graph.k < K - 1
     assert params.graph is not None
@@ -161,14 +85,17 @@ def test_the_run_publishes_the_derived_graph(coordinator: Coordinator) -> None:
     assert run_shares_mechanism(params).noise_shares == graph.honest_shares  # type: ignore[attr-defined]
 
 
-def test_the_forecast_of_a_graph_run_simulates_its_graph(coordinator: Coordinator) -> None:
+def test_the_forecast_of_a_graph_run_simulates_its_graph(
+    coordinator: InProcessCoordinator,
+) -> None:
     """The run's forecast simulates the graph's t_k and h (the mesh's t_min and c would be
     refused: c = 2 ≥ 2·t_k − K)."""
     from ldpem.common.planning.study import shares_threshold
     from ldpem.common.wire import HospitalEnrolment, RunCreate
     from ldpem.server.forecast import run_problem
 
-    _, params = create(coordinator)
+    run = create(coordinator)
+    params = run.params
     request = RunCreate(
         model="gmm",
         d=D,
@@ -180,7 +107,7 @@ def test_the_forecast_of_a_graph_run_simulates_its_graph(coordinator: Coordinato
         colluders=C,
         dropout_share=DROPOUT,
         roster=json.loads(ROSTER.to_json()),
-        hospitals=[HospitalEnrolment(name=n, records=100, token=TOKENS[n]) for n in NAMES],
+        hospitals=[HospitalEnrolment(name=n, records=100, token=t) for n, t in run.tokens.items()],
     )
     study = run_problem(request, params).study("secagg", 0)
     assert params.t_min is not None and params.honest_shares is not None
@@ -199,7 +126,7 @@ def test_the_forecast_of_a_graph_run_simulates_its_graph(coordinator: Coordinato
     ids=["t_min given", "roster larger than K", "graph inputs on the mesh", "full mesh"],
 )
 def test_a_graph_run_is_refused_when_its_values_cannot_hold(
-    coordinator: Coordinator, change: dict[str, Any]
+    coordinator: InProcessCoordinator, change: dict[str, Any]
 ) -> None:
     roster = ROSTER
     if change.pop("roster_extra", False):
@@ -214,13 +141,14 @@ def test_a_graph_run_is_refused_when_its_values_cannot_hold(
         roster=json.loads(roster.to_json()),
     )
     request.update(change)
-    request["hospitals"] = [{"name": n, "records": 100, "token": TOKENS[n]} for n in NAMES]
+    tokens = hospital_tokens("graph", NAMES)
+    request["hospitals"] = [{"name": n, "records": 100, "token": tokens[n]} for n in NAMES]
     response = coordinator.client.post("/v1/runs", json=request, headers=admin_headers())
     assert response.status_code == 422, response.text
 
 
 def test_a_graph_round_serves_each_holder_its_own_messages_and_survives_restarts(
-    coordinator: Coordinator, tmp_path: Path
+    coordinator: InProcessCoordinator, tmp_path: Path
 ) -> None:
     """Every holder's participant list holds exactly its neighbours that advertised (and
     itself), its unmasking request names as dropped only its own neighbours and carries
@@ -228,7 +156,8 @@ def test_a_graph_round_serves_each_holder_its_own_messages_and_survives_restarts
     addressed beyond its neighbours are refused (422, not 5xx); a restart after the
     participant lists and one after the unmasking requests serve the same per-holder
     messages again; the round's sum is that of the 15 survivors' inputs."""
-    run_id, params = create(coordinator)
+    run = create(coordinator)
+    run_id, params = run.run_id, run.params
     assert params.graph is not None and params.modulus_bits is not None
     g = params.graph
     parameters = RoundParameters(
@@ -252,13 +181,14 @@ def test_a_graph_round_serves_each_holder_its_own_messages_and_survives_restarts
     inputs = {n: [int(v) % 2**bits for v in rng.integers(-500, 500, size=D)] for n in NAMES}
 
     for n, h in holders.items():
-        assert coordinator.post(run_id, n, "advertise", h.advertise().to_dict()) == 200
-    lists = {n: coordinator.get(run_id, n, "participants") for n in NAMES}
+        assert run.post(0, n, "advertise", h.advertise().to_dict()).status_code == 200
+    lists = {n: run.answer(0, n, "participants") for n in NAMES}
     for n, body in lists.items():
         listed = {a.holder for a in ParticipantList.from_dict(body).advertisements}
         assert listed == graph.neighbours(n) | {n}, n
     coordinator.restart()
-    assert {n: coordinator.get(run_id, n, "participants") for n in NAMES} == lists
+    run.client = coordinator.client
+    assert {n: run.answer(0, n, "participants") for n in NAMES} == lists
 
     shares = {n: h.share_keys(ParticipantList.from_dict(lists[n])) for n, h in holders.items()}
     stranger = next(n for n in NAMES if n not in graph.neighbours("g00") | {"g00"})
@@ -269,27 +199,25 @@ def test_a_graph_round_serves_each_holder_its_own_messages_and_survives_restarts
             stranger: next(iter(shares["g00"].ciphertexts.values())),
         },
     )
-    assert coordinator.post(run_id, "g00", "shares", wide.to_dict()) == 422
+    assert run.post(0, "g00", "shares", wide.to_dict()).status_code == 422
     for n, s in shares.items():
-        assert coordinator.post(run_id, n, "shares", s.to_dict()) == 200
-    bundles = {n: ShareBundle.from_dict(coordinator.get(run_id, n, "bundle")) for n in NAMES}
+        assert run.post(0, n, "shares", s.to_dict()).status_code == 200
+    bundles = {n: ShareBundle.from_dict(run.answer(0, n, "bundle")) for n in NAMES}
     for n in NAMES:
         assert set(bundles[n].ciphertexts) == graph.neighbours(n)
         if n != GONE:
             masked = holders[n].masked_input(bundles[n], inputs[n])
-            assert coordinator.post(run_id, n, "masked", masked.to_dict()) == 200
+            assert run.post(0, n, "masked", masked.to_dict()).status_code == 200
     survivors = [n for n in NAMES if n != GONE]
-    checks = {
-        n: read(ConsistencyCheck, coordinator.get(run_id, n, "consistency-check"))
-        for n in survivors
-    }
+    checks = {n: read(ConsistencyCheck, run.answer(0, n, "consistency-check")) for n in survivors}
     for n in survivors:
         assert list(checks[n].survivors) == survivors
         signed = holders[n].sign_survivors(checks[n])
-        assert coordinator.post(run_id, n, "signature", signed.to_dict()) == 200
-    requests = {n: coordinator.get(run_id, n, "unmask-request") for n in survivors}
+        assert run.post(0, n, "signature", signed.to_dict()).status_code == 200
+    requests = {n: run.answer(0, n, "unmask-request") for n in survivors}
     coordinator.restart()
-    assert {n: coordinator.get(run_id, n, "unmask-request") for n in survivors} == requests
+    run.client = coordinator.client
+    assert {n: run.answer(0, n, "unmask-request") for n in survivors} == requests
     for n in survivors:
         request = read(UnmaskRequest, requests[n])
         assert set(request.dropped) == graph.neighbours(n) & {GONE}, n
@@ -299,9 +227,9 @@ def test_a_graph_round_serves_each_holder_its_own_messages_and_survives_restarts
         # masking neighbours' first), never more than it needs.
         assert len(signers & members) >= g.committee_threshold, n
         response = holders[n].unmask(request)
-        assert coordinator.post(run_id, n, "unmask", response.to_dict()) == 200
+        assert run.post(0, n, "unmask", response.to_dict()).status_code == 200
     end = time.monotonic() + 30
-    while coordinator.client.get(f"/v1/runs/{run_id}").json()["round"] == 0:
+    while run.summary()["round"] == 0:
         assert time.monotonic() < end, "round 0 did not close"
         time.sleep(0.05)
     rows = stored(tmp_path, run_id)

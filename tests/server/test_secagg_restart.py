@@ -26,6 +26,7 @@ from tests.secaggdriver import (
     InProcessCoordinator,
     create_run,
     play_round,
+    stored,
 )
 
 #: Where the coordinator is restarted: after the first two holders' message of a step
@@ -40,16 +41,6 @@ def create(c: InProcessCoordinator) -> DrivenRun:
     run = create_run(c.client, "a", round_deadline=600.0, on_short="extend")
     assert run.params.colluders == 1  # the default: ⌊4/3⌋ = 1 < 2·3 − 4
     return run
-
-
-def stored(tmp_path: Path, run_id: str) -> list[tuple[str, str, str]]:
-    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
-        rows = db.execute(
-            "SELECT kind, holder, body FROM secagg_messages WHERE run_id = ? AND t = 0 "
-            "ORDER BY seq",
-            (run_id,),
-        ).fetchall()
-    return [(str(k), str(h), str(b)) for k, h, b in rows]
 
 
 @pytest.mark.parametrize("point", POINTS)
