@@ -247,9 +247,11 @@ class SecAggRounds:
             remaining = end - self.clock()
             if answer is not None or remaining <= 0:
                 return answer
-            event = r.changed
+            # Every change of the round sets its event (a step closed, the run failed or
+            # ended), so the long-poll sleeps until then: re-checking each second woke
+            # every waiting holder once a second (docs/PERFORMANCE.md).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout=min(remaining, 1.0))
+                await asyncio.wait_for(r.changed.wait(), timeout=remaining)
 
     # --- closing ------------------------------------------------------------------------
     def _close(self, r: _Round, *, replay: bool = False, by: str = "everyone") -> None:

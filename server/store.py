@@ -10,10 +10,8 @@ Tables
 ------
 runs       one row per run: its request, public parameters, status, open round and β.
 hospitals  enrolment: name, record count and SHA-256 of the bearer token (never the token).
-rounds     one row per opened round: β^t, deadline, and once closed β^{t+1} and the central
-           noise drawn (if any).
-reports    at most one per (run, round, hospital): the sum, count, σ_r and a digest of the
-           canonical report (for idempotent retries).
+rounds     one row per opened round: β^t, deadline; once closed β^{t+1}, central noise drawn.
+reports    one per (run, round, hospital) at most: sum, count, σ_r, digest (idempotent retry).
 secagg_messages  every message of a secure-aggregation round, received or produced, in
            order (``seq``): what a restarted coordinator replays (``ldpem.server.secagg``).
 derived    results derived from a run off the event loop (``ldpem.server.background``),
@@ -361,10 +359,12 @@ class Store:
         rows = self._all("SELECT * FROM rounds WHERE run_id = ? ORDER BY t", (run_id,))
         return [_from_row(RoundRow, r, *_ROUND_LISTS) for r in rows]
 
-    def open_rounds(self) -> list[RoundRow]:
+    def open_rounds(self, *, plain: bool = False) -> list[RoundRow]:
+        # ``plain``: only runs without secure aggregation (their steps have own deadlines).
+        secure = " AND json_extract(runs.params, '$.holders') IS NULL" if plain else ""
         rows = self._all(
             "SELECT rounds.* FROM rounds JOIN runs ON runs.id = rounds.run_id "
-            "WHERE rounds.status = 'open' AND runs.status = 'running'"
+            "WHERE rounds.status = 'open' AND runs.status = 'running'" + secure
         )
         return [_from_row(RoundRow, r, *_ROUND_LISTS) for r in rows]
 
