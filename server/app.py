@@ -126,6 +126,18 @@ GZIP_LEVEL = 6
 STATUS: dict[type[Refused], int] = {NotFound: 404, Forbidden: 403, Conflict: 409, Invalid: 422}
 
 
+def _describe(app: FastAPI, paths: dict[str, Any]) -> None:
+    """Add ``paths`` (routes that FastAPI does not describe) to ``app``'s OpenAPI schema."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()  # cached by FastAPI in app.openapi_schema
+        schema.setdefault("paths", {}).update(paths)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
     """The coordinator app over ``settings.state`` (or an explicit ``store``, whose
     commits are then not measured). Reads of run state need ``settings.read_token`` or the
@@ -212,11 +224,12 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
             {"detail": describe_errors(error.errors(), model=model)}, status_code=422
         )
 
+    secagg.add_routes(app.router)  # first: the most frequent requests, matched first
     app.include_router(runs.router, prefix=API_PREFIX)
     app.include_router(rounds.router, prefix=API_PREFIX)
-    app.include_router(secagg.router, prefix=API_PREFIX)
     app.include_router(status.public)
     app.include_router(status.router)
+    _describe(app, secagg.OPENAPI_PATHS)
     app.add_middleware(BodySizeLimit, limit=settings.max_body)
     # Compresses what the coordinator sends (docs/SECAGG.md "Compressed responses": why it
     # leaks nothing); inside the metrics and the clock, which see the request as before.

@@ -29,6 +29,7 @@ __all__ = [
     "ReaderDep",
     "can_read",
     "get_coordinator",
+    "hospital_of",
     "page_token",
 ]
 
@@ -44,13 +45,18 @@ async def get_coordinator(request: Request) -> Coordinator:
 CoordinatorDep = Annotated[Coordinator, Depends(get_coordinator)]
 
 
-async def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
+def _bearer(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
     if authorization is None:
         return None
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+async def bearer_token(authorization: Annotated[str | None, Header()] = None) -> str | None:
+    return _bearer(authorization)
 
 
 OptionalTokenDep = Annotated[str | None, Depends(bearer_token)]
@@ -82,6 +88,14 @@ async def require_hospital(coordinator: CoordinatorDep, token: OptionalTokenDep)
 
 
 HospitalDep = Annotated[HospitalRow, Depends(require_hospital)]
+
+
+async def hospital_of(request: Request) -> tuple[Coordinator, HospitalRow]:
+    """The coordinator and the hospital whose token ``request`` bears, as ``HospitalDep``
+    (the same 401s), for the routes served without dependency injection."""
+    coordinator = await get_coordinator(request)
+    token = _bearer(request.headers.get("authorization"))
+    return coordinator, await require_hospital(coordinator, token)
 
 
 def can_read(request: Request, token: str | None) -> bool:

@@ -1,20 +1,33 @@
 """Secure aggregation of a round (docs/FEDERATED.md): a holder posts its message of each
 step and long-polls the aggregator's answer to the step. The work is
-``ldpem.server.secagg``'s; refusals are mapped in ``ldpem.server.app``."""
+``ldpem.server.secagg``'s; its refusals are mapped in ``ldpem.server.app``.
+
+These two routes carry every message of every holder of a secagg run, about nine
+requests per holder per round, so they are plain Starlette routes served ahead of the
+API's others: FastAPI's per-request dependency solving and parameter validation cost more
+than the step's own work at K = 1000 (docs/PERFORMANCE.md, "Where the coordinator's CPU
+goes"). Their inputs are checked here instead, with the same one-line 4xx refusals, and
+their OpenAPI description is written out below (``OPENAPI_PATHS``) so that the schema, its
+documentation and the fuzz tests still cover them.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import json
+import math
+import re
+from typing import Any
 
-from fastapi import APIRouter, Body, Path, Query, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
-from ldpem.common.wire import INT_LIMIT
-from ldpem.server.deps import CoordinatorDep, HospitalDep
+from ldpem.common.wire import API_PREFIX, INT_LIMIT
+from ldpem.server.bodies import parse_json_body
+from ldpem.server.deps import hospital_of
 
-router = APIRouter(tags=["secagg"])
+__all__ = ["OPENAPI_PATHS", "add_routes"]
 
-Step = Literal["advertise", "shares", "masked", "signature", "unmask"]
+STEPS = ("advertise", "shares", "masked", "signature", "unmask")
 #: What a holder fetches after each step: the participant list, its share bundle, the
 #: survivor set to sign (consistency check), the unmasking request.
 _FETCHED: dict[str, str] = {
@@ -23,38 +36,60 @@ _FETCHED: dict[str, str] = {
     "consistency-check": "masked",
     "unmask-request": "signature",
 }
-Fetched = Literal["participants", "bundle", "consistency-check", "unmask-request"]
-Round = Annotated[int, Path(ge=0, lt=INT_LIMIT)]
+_ROUND = API_PREFIX + "/runs/{run_id}/rounds/{t}/secagg"
+_DIGITS = re.compile(r"[0-9]{1,19}")
+_ACCEPTED = json.dumps({"status": "accepted"}).encode()
 
 
-@router.post("/runs/{run_id}/rounds/{t}/secagg/{step}")
-async def post_message(
-    run_id: str,
-    t: Round,
-    step: Step,
-    body: Annotated[dict[str, Any], Body()],
-    coordinator: CoordinatorDep,
-    hospital: HospitalDep,
-) -> dict[str, str]:
+def _round(request: Request) -> int:
+    """Path parameter ``t``: a round number, 0 ≤ t < INT_LIMIT (ASCII digits only)."""
+    text: str = request.path_params["t"]
+    if _DIGITS.fullmatch(text) is None or int(text) >= INT_LIMIT:
+        raise HTTPException(422, f"path parameter t must be an integer in [0, {INT_LIMIT})")
+    return int(text)
+
+
+def _one_of(request: Request, name: str, choices: Any) -> str:
+    value: str = request.path_params[name]
+    if value not in choices:
+        raise HTTPException(422, f"path parameter {name} must be one of {', '.join(choices)}")
+    return value
+
+
+def _wait(request: Request) -> float:
+    """Query parameter ``wait``: seconds ≥ 0 (default 0), capped by the server's max_wait."""
+    text = request.query_params.get("wait")
+    try:
+        wait = 0.0 if text is None else float(text)
+    except ValueError:
+        wait = math.nan
+    if not (math.isfinite(wait) and wait >= 0):
+        raise HTTPException(422, "query parameter wait must be a finite number of seconds ≥ 0")
+    return min(wait, request.app.state.settings.max_wait)
+
+
+async def post_message(request: Request) -> Response:
     """A holder's message of ``step`` (KeyAdvertisement, EncryptedShares, MaskedInput,
     SurvivorSignature, UnmaskResponse as ``to_dict``); the same message again is accepted."""
+    coordinator, hospital = await hospital_of(request)
+    t, step = _round(request), _one_of(request, "step", STEPS)
+    try:
+        body = parse_json_body(await request.body())
+    except json.JSONDecodeError as error:
+        raise HTTPException(422, f"body: not valid JSON ({error.msg})") from None
+    if not isinstance(body, dict):
+        raise HTTPException(422, "body must be a JSON object")
+    run_id: str = request.path_params["run_id"]
     coordinator.secagg.receive(run_id, t, hospital.name, hospital.run_id, step, body)
-    return {"status": "accepted"}
+    return Response(content=_ACCEPTED, media_type="application/json")
 
 
-@router.get("/runs/{run_id}/rounds/{t}/secagg/{fetched}", response_model=None)
-async def get_message(
-    run_id: str,
-    t: Round,
-    fetched: Fetched,
-    request: Request,
-    coordinator: CoordinatorDep,
-    hospital: HospitalDep,
-    wait: Annotated[float, Query(ge=0, allow_inf_nan=False)] = 0.0,
-) -> Response:
+async def get_message(request: Request) -> Response:
     """The aggregator's answer once its step closed; 202 while it is open (long-poll up to
     ``wait`` seconds, capped by the server)."""
-    wait = min(wait, request.app.state.settings.max_wait)
+    coordinator, hospital = await hospital_of(request)
+    t, fetched, wait = _round(request), _one_of(request, "fetched", _FETCHED), _wait(request)
+    run_id: str = request.path_params["run_id"]
     answer = await coordinator.secagg.wait(
         run_id, t, hospital.name, hospital.run_id, _FETCHED[fetched], wait
     )
@@ -62,3 +97,66 @@ async def get_message(
         return JSONResponse({"detail": "the step is still open"}, status_code=202)
     # Encoded once when the step closed, not re-encoded per request (docs/PERFORMANCE.md).
     return Response(content=answer, media_type="application/json")
+
+
+def add_routes(router: APIRouter) -> None:
+    """Serve the two routes on ``router`` (the app's own, ahead of the others: they are
+    matched first, being the most frequent)."""
+    router.add_route(f"{_ROUND}/{{step}}", post_message, methods=["POST"], name="secagg_post")
+    router.add_route(f"{_ROUND}/{{fetched}}", get_message, methods=["GET"], name="secagg_get")
+
+
+def _parameter(name: str, where: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": where == "path", "schema": schema}
+
+
+def _operation(summary: str, name: str, choices: tuple[str, ...], **extra: Any) -> dict[str, Any]:
+    detail = {"application/json": {"schema": {"type": "object"}}}
+    refusals = {
+        str(code): {"description": text, "content": detail}
+        for code, text in (
+            (401, "no or an unknown hospital token"),
+            (403, "the token belongs to another hospital or run"),
+            (404, "no such run"),
+            (409, "the step or round is not open for this hospital"),
+            (422, "a malformed parameter or message (one-line detail)"),
+        )
+    }
+    parameters = [
+        _parameter("run_id", "path", {"type": "string"}),
+        _parameter("t", "path", {"type": "integer", "minimum": 0, "maximum": INT_LIMIT - 1}),
+        _parameter(name, "path", {"type": "string", "enum": list(choices)}),
+    ]
+    return {
+        "tags": ["secagg"],
+        "summary": summary,
+        "parameters": parameters + extra.pop("query", []),
+        "responses": {"200": {"description": "OK", "content": detail}, **refusals},
+        **extra,
+    }
+
+
+#: The two routes' OpenAPI path items (added to the app's schema by ``create_app``).
+OPENAPI_PATHS: dict[str, Any] = {
+    f"{_ROUND}/{{step}}": {
+        "post": _operation(
+            "A holder's message of one step",
+            "step",
+            STEPS,
+            operationId="secagg_post_message",
+            requestBody={
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+        ),
+    },
+    f"{_ROUND}/{{fetched}}": {
+        "get": _operation(
+            "The aggregator's answer to a step (202 while it is open)",
+            "fetched",
+            tuple(_FETCHED),
+            operationId="secagg_get_message",
+            query=[_parameter("wait", "query", {"type": "number", "minimum": 0, "default": 0})],
+        ),
+    },
+}

@@ -1,0 +1,99 @@
+"""The secagg routes' own input checks (they are served without FastAPI's validation,
+server/routes/secagg.py): every malformed path, query, body or caller is a one-line 4xx,
+never a 5xx, and the schema still describes both routes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.secaggdriver import NAMES, DrivenRun, InProcessCoordinator, create_run
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Iterator[DrivenRun]:
+    coordinator = InProcessCoordinator(tmp_path)
+    try:
+        yield create_run(coordinator.client, "routes")
+    finally:
+        coordinator.close()
+
+
+def base(run: DrivenRun) -> str:
+    return f"/v1/runs/{run.run_id}/rounds"
+
+
+@pytest.mark.parametrize(
+    ("suffix", "named"),
+    [
+        ("x/secagg/participants", "t"),
+        ("-1/secagg/participants", "t"),
+        ("+1/secagg/participants", "t"),
+        ("1.0/secagg/participants", "t"),
+        (f"{2**63}/secagg/participants", "t"),
+        ("99999999999999999999999/secagg/participants", "t"),
+        ("0/secagg/advertise", "fetched"),
+        ("0/secagg/PARTICIPANTS", "fetched"),
+        ("0/secagg/participants?wait=-1", "wait"),
+        ("0/secagg/participants?wait=nan", "wait"),
+        ("0/secagg/participants?wait=inf", "wait"),
+        ("0/secagg/participants?wait=soon", "wait"),
+    ],
+)
+def test_a_malformed_fetch_is_a_one_line_422(run: DrivenRun, suffix: str, named: str) -> None:
+    response = run.client.get(f"{base(run)}/{suffix}", headers=run.headers(NAMES[0]))
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail and named in detail
+
+
+@pytest.mark.parametrize(
+    ("step", "body", "named"),
+    [
+        ("participants", b"{}", "step"),
+        ("advertise", b"{", "JSON"),
+        ("advertise", b"[1, 2]", "object"),
+        ("advertise", b'{"holder": "h0", "holder": "h1"}', "duplicate"),
+        ("advertise", b"\xff\xfe", "UTF-8"),
+        ("advertise", b"[" * 100_000 + b"]" * 100_000, "nested"),
+        ("advertise", b'{"holder": "h0"}', "advertise"),
+    ],
+)
+def test_a_malformed_message_is_a_one_line_4xx(
+    run: DrivenRun, step: str, body: bytes, named: str
+) -> None:
+    response = run.client.post(
+        f"{base(run)}/0/secagg/{step}",
+        content=body,
+        headers={**run.headers(NAMES[0]), "Content-Type": "application/json"},
+    )
+    assert 400 <= response.status_code < 500, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail
+    assert named.lower() in detail.lower(), detail
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer nobody-has-this-token", "Basic x"])
+def test_a_caller_without_a_hospital_token_is_401(
+    run: DrivenRun, authorization: str | None
+) -> None:
+    headers = {} if authorization is None else {"Authorization": authorization}
+    for response in (
+        run.client.get(f"{base(run)}/0/secagg/participants", headers=headers),
+        run.client.post(f"{base(run)}/0/secagg/advertise", json={}, headers=headers),
+    ):
+        assert response.status_code == 401, response.text
+        assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_the_schema_describes_both_routes(run: DrivenRun) -> None:
+    paths = run.client.get("/openapi.json").json()["paths"]
+    posted = paths["/v1/runs/{run_id}/rounds/{t}/secagg/{step}"]["post"]
+    fetched = paths["/v1/runs/{run_id}/rounds/{t}/secagg/{fetched}"]["get"]
+    assert {p["name"] for p in posted["parameters"]} == {"run_id", "t", "step"}
+    assert {p["name"] for p in fetched["parameters"]} == {"run_id", "t", "fetched", "wait"}
+    step = next(p for p in posted["parameters"] if p["name"] == "step")
+    assert step["schema"]["enum"] == ["advertise", "shares", "masked", "signature", "unmask"]
+    assert "requestBody" in posted
