@@ -101,6 +101,10 @@ class Coordinator:
         #: change of a run's status, round or deadline must call ``_notify`` (as it must
         #: anyway to wake the waiters).
         self._infos: dict[str, RoundInfo] = {}
+        #: Enrolled hospitals by token digest: a hospital row never changes once its run is
+        #: created, and an agent authenticates every request (nine a round under secagg).
+        #: Only tokens found are kept, so bogus tokens cannot grow it.
+        self._hospitals: dict[str, HospitalRow] = {}
         #: The secure aggregation rounds of runs whose noise is shared.
         self.secagg = SecAggRounds(
             store, clock=clock, notify=self._notify, range_sigmas=range_sigmas
@@ -121,9 +125,10 @@ class Coordinator:
         if not token:
             return None
         digest = hash_token(token)
-        row = self.store.hospital_by_token_hash(digest)
+        row = self._hospitals.get(digest) or self.store.hospital_by_token_hash(digest)
         if row is None or not hmac.compare_digest(row.token_hash, digest):
             return None
+        self._hospitals[digest] = row
         return row
 
     # --- helpers ----------------------------------------------------------------------
