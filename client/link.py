@@ -28,9 +28,10 @@ from ldpem.common.wire import API_PREFIX, Identity, RoundInfo, describe_errors
 __all__ = ["CoordinatorLink", "LinkHooks", "backoff_delay", "tls_context", "untrusted"]
 
 log = logging.getLogger("ldpem.client")
-#: Seconds an idle pooled connection is kept: below the coordinator's (uvicorn's) 5 s
-#: keep-alive timeout, so the agent never reuses a connection the server is closing.
-KEEPALIVE_EXPIRY = 4.0
+#: Seconds an idle pooled connection is kept: below the coordinator's 75 s keep-alive
+#: timeout (``ldpem coordinator``'s KEEP_ALIVE), so the agent never reuses a connection
+#: the server is closing; a server that closes sooner costs a retried request.
+KEEPALIVE_EXPIRY = 60.0
 
 Answer = TypeVar("Answer", bound=BaseModel)
 

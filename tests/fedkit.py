@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from numpy.typing import NDArray
 
 from ldpem.client.data import load_records
+from ldpem.commands.coordinator import KEEP_ALIVE
 from ldpem.common.models import get_model
 from ldpem.common.planning.simulation import simulate_run
 from ldpem.common.protocol import FederatedStreams
@@ -125,7 +126,10 @@ def live_server(app: FastAPI, *, start_timeout: float = 10.0) -> Iterator[str]:
     """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yields its URL
     (RuntimeError if it has not started within ``start_timeout`` seconds)."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE
+    )  # as ``ldpem coordinator`` serves it, whose keep-alive the agents' link relies on
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout

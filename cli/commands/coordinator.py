@@ -52,6 +52,12 @@ CA_CERT = "ca.pem"
 SERVER_CERT = "server.pem"
 SERVER_KEY = "server.key"
 STATE = "coordinator.sqlite"
+#: Seconds an idle connection is kept open (uvicorn's default is 5). An agent's requests
+#: come seconds apart (a secagg holder's nine a round, with its computation in between);
+#: at 5 s most of them opened a new connection on a loaded machine. The agent's link drops
+#: its idle connections earlier (client/link.py, KEEPALIVE_EXPIRY), so that it never reuses
+#: one the coordinator is closing.
+KEEP_ALIVE = 75.0
 #: The port of the command "init" prints with TLS (without: the coordinator's default).
 TLS_PORT = 8443
 #: Validity of the self-signed certificates: a trial's length, renewed by a new init.
@@ -438,5 +444,6 @@ def run(args: argparse.Namespace) -> int:
         ssl_certfile=str(settings.tls_cert) if settings.tls_cert else None,
         ssl_keyfile=str(settings.tls_key) if settings.tls_key else None,
         timeout_graceful_shutdown=2,
+        timeout_keep_alive=KEEP_ALIVE,
     )
     return 0
