@@ -43,6 +43,7 @@ __all__ = [
     "BASELINES",
     "DEMO_CONFIDENCE_DRAWS",
     "DEMO_FORECAST_SEEDS",
+    "DEMO_FORECAST_WORKERS",
     "DemoConfig",
     "demo_hospital_sizes",
     "run_demo",
@@ -53,12 +54,22 @@ CREATE_TIMEOUT = 60.0
 #: Seeds of the demo coordinator's forecast: a real one's 200 are ~8 s of CPU at 2·10⁵
 #: records; 20 make a band that covers 80% ± 9% of runs instead of ± 2.8% (and says so).
 DEMO_FORECAST_SEEDS = 20
-#: Bootstrap draws of the demo coordinator's confidence region: a real one's 99 are ~7 s of
-#: CPU at 2·10⁵ records, the largest part of the demo's. Any B ≥ 19 is calibrated at level
-#: 0.9 (``common.planning.confidence``); at 39 the radius is the 36th of 39 distances and
-#: an interval's ends the 2nd from either side, less steady than at 99 (and the demo says
-#: how many draws made it).
-DEMO_CONFIDENCE_DRAWS = 39
+#: Bootstrap draws of the demo coordinator's confidence region: a real one's 99 are ~5 s of
+#: CPU at 2·10⁵ records, the largest part of the demo's. 19 is the fewest that are
+#: calibrated at level 0.9 (``common.planning.confidence.least_draws``): the coverage holds
+#: for any B ≥ 19, as tests/common/test_confidence_calibration.py checks at B = 19 on runs
+#: the bootstrap did not use. Only the region's steadiness depends on B: at 19 the radius is
+#: the largest but one of 19 distances and an interval's ends the extreme draws, so they vary
+#: more from one set of draws to another than at 99 (and the demo says how many draws made
+#: them).
+DEMO_CONFIDENCE_DRAWS = 19
+#: Processes of the demo coordinator's simulations: none besides its own. Its forecast and
+#: bootstrap run in its worker threads instead of a pool started from a fork server (a fresh
+#: interpreter importing numpy and the simulator, ~0.5 s of CPU, whose workers each build
+#: the truncation table again); the results are the same for any number of workers
+#: (``common.planning.executor``), and on a 2-core machine the demo's own baselines and plot
+#: use the other core meanwhile.
+DEMO_FORECAST_WORKERS = 1
 #: The in-process baselines the federated run is compared with, in the order shown: each
 #: mechanism's name and how the summary and the plot name it.
 BASELINES = (
@@ -171,6 +182,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     derived_env = {
         "LDPEM_FORECAST_SEEDS": str(DEMO_FORECAST_SEEDS),
         "LDPEM_CONFIDENCE_DRAWS": str(DEMO_CONFIDENCE_DRAWS),
+        "LDPEM_FORECAST_WORKERS": str(DEMO_FORECAST_WORKERS),
     }
     try:
         with _terminate_on_sigterm():
