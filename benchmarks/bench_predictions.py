@@ -115,7 +115,8 @@ def become_subreaper() -> bool:
     """Make orphaned descendants (a demo's coordinator's pool) this process's children, so
     that their CPU time counts in ``children_cpu`` once reaped; False where not Linux."""
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        done: int = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return done == 0
     except (OSError, AttributeError):
         return False
 
