@@ -1,7 +1,7 @@
 """Predictions in seconds (issue 31): each figure against its floor, measured in one run.
 
     python benchmarks/bench_predictions.py [--repeats 5] [--demos 3] [--skip plan,demo]
-        [--quick] [--json]
+        [--quick] [--json] [--before TREE]
 
   simulation  one simulated study of 2·10⁵ GMM records (d = 10, local, 4 hospitals, 10
               rounds), CPU time: the fast path (``fastsim.simulate``, what the forecast,
