@@ -1,7 +1,7 @@
 """Predictions in seconds (issue 31): each figure against its floor, measured in one run.
 
     python benchmarks/bench_predictions.py [--repeats 5] [--demos 3] [--skip plan,demo]
-        [--quick] [--json]
+        [--quick] [--json] [--before TREE]
 
   simulation  one simulated study of 2·10⁵ GMM records (d = 10, local, 4 hospitals, 10
               rounds), CPU time: the fast path (``fastsim.simulate``, what the forecast,
@@ -21,7 +21,12 @@
               and not as the target's floor: that job plus, for every other study whose
               result the demo shows (its in-process baselines, the forecast's simulated
               runs, the confidence region's bootstrap draws), the simulation's floor (one
-              Gaussian per value), shared out over this machine's cores.
+              Gaussian per value), shared out over this machine's cores. Each also in
+              CPU time of all its processes (this benchmark is made the child subreaper, so
+              the coordinator's pool workers and its fork server, orphaned when it exits,
+              are reaped here and counted). ``--before TREE``: a demo of the package
+              installed in TREE (``pip install --no-deps --target TREE`` of an older
+              commit, put first on ``PYTHONPATH``) in turn with this one's.
 
 The machine is shared: the load average (1 min) is recorded before and after; compare the
 ratios, measured in the same run. ``--quick``: every part once at 2·10⁴ records (a check
@@ -31,6 +36,7 @@ that the benchmark runs, tests/benchmarks/test_quick.py).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import resource
@@ -99,6 +105,29 @@ if share:
 for pid in children:
     os.waitpid(pid, 0)
 """
+
+
+#: prctl(2) option: orphaned descendants are re-parented to this process, not to init.
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants (a demo's coordinator's pool) this process's children, so
+    that their CPU time counts in ``children_cpu`` once reaped; False where not Linux."""
+    try:
+        done: int = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return done == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans() -> None:
+    """Wait for every child left (the orphans re-parented here), counting their CPU."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def children_cpu() -> float:
@@ -226,31 +255,55 @@ def shown_studies() -> int:
     return 1 + len(BASELINES) + forecast + DEMO_CONFIDENCE_DRAWS
 
 
-def bench_demo(repeats: int, root: Path) -> dict[str, Any]:
+def run_demo(command: list[str], env: dict[str, str] | None) -> tuple[float, float]:
+    """One ``ldpem demo`` launch to exit: wall and CPU of all its processes (seconds)."""
+    cpu = children_cpu()
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    wall = time.perf_counter() - started
+    reap_orphans()
+    assert json.loads(done.stdout)["forecast"] is not None, "the demo showed no forecast"
+    return wall, children_cpu() - cpu
+
+
+def bench_demo(repeats: int, root: Path, before: Path | None) -> dict[str, Any]:
     samples: dict[str, list[float]] = {"demo": [], "floor": [], "floor_shown": []}
+    cpu: dict[str, list[float]] = {"demo": [], "floor": []}
+    env_before = None
+    if before is not None:
+        samples["before"], cpu["before"] = [], []
+        env_before = {**os.environ, "PYTHONPATH": str(before.resolve())}
     studies, workers = shown_studies(), os.cpu_count() or 1
+    subreaper = become_subreaper()
     for r in range(repeats):
+        used = children_cpu()
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", FLOOR_SCRIPT, str(N)], check=True)
         samples["floor"].append(time.perf_counter() - started)
+        cpu["floor"].append(children_cpu() - used)
         started = time.perf_counter()
         floor_shown = [sys.executable, "-c", FLOOR_SCRIPT, str(N), str(studies), str(workers)]
         subprocess.run(floor_shown, check=True)
         samples["floor_shown"].append(time.perf_counter() - started)
-        workdir = root / f"demo-{r}"
-        command = [sys.executable, "-m", "ldpem", "demo", "--hospitals", "3", "--records"]
-        command += [str(N), "--d", str(D), "--rounds", str(ROUNDS), "--workdir", str(workdir)]
-        started = time.perf_counter()
-        done = subprocess.run([*command, "--json"], capture_output=True, text=True, check=True)
-        samples["demo"].append(time.perf_counter() - started)
-        assert json.loads(done.stdout)["forecast"] is not None, "the demo showed no forecast"
+        for name, env in [("demo", None), ("before", env_before)][: 2 if before else 1]:
+            workdir = root / f"{name}-{r}"
+            command = [sys.executable, "-m", "ldpem", "demo", "--hospitals", "3", "--records"]
+            command += [str(N), "--d", str(D), "--rounds", str(ROUNDS), "--workdir", str(workdir)]
+            wall, spent = run_demo([*command, "--json"], env)
+            samples[name].append(wall)
+            cpu[name].append(spent)
     med = {name: statistics.median(values) for name, values in samples.items()}
+    med_cpu = {name: statistics.median(values) for name, values in cpu.items()}
     return {
         "wall_s": med,
         "samples": samples,
+        "cpu_s": med_cpu,
+        "cpu_samples": cpu,
+        "cpu_of_orphans_counted": subreaper,
         "studies_shown": studies,
         "demo_over_floor": med["demo"] / med["floor"],
         "demo_over_floor_shown": med["demo"] / med["floor_shown"],
+        **({"before_over_floor": med["before"] / med["floor"]} if before else {}),
     }
 
 
@@ -261,6 +314,9 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="comma-separated parts to skip")
     parser.add_argument("--quick", action="store_true", help="once each, at 2·10⁴ records")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--before", type=Path, help="a tree with an older ldpem, its demo run in turns"
+    )
     args = parser.parse_args()
     skip = set(args.skip.split(",")) - {""}
     if args.quick:
@@ -281,7 +337,7 @@ def main() -> None:
         if "plan" not in skip:
             result["plan"] = bench_plan()
         if "demo" not in skip:
-            result["demo"] = bench_demo(args.demos, root)
+            result["demo"] = bench_demo(args.demos, root, args.before)
     result["load_after"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(result))
@@ -310,12 +366,26 @@ def main() -> None:
         )
     if "demo" in result:
         d = result["demo"]
+        wall, cpu = d["wall_s"], d["cpu_s"]
         print(
-            f"demo: {d['wall_s']['demo']:.2f} s launch to exit, floor "
-            f"{d['wall_s']['floor']:.2f} s: {d['demo_over_floor']:.1f}x; the floor's study "
-            f"for each of the {d['studies_shown']} studies shown: "
-            f"{d['wall_s']['floor_shown']:.2f} s ({d['demo_over_floor_shown']:.1f}x)"
+            f"demo: {wall['demo']:.2f} s launch to exit ({cpu['demo']:.2f} s CPU of all its "
+            f"processes), floor {wall['floor']:.2f} s ({cpu['floor']:.2f} s CPU): "
+            f"{d['demo_over_floor']:.1f}x; the floor's study for each of the "
+            f"{d['studies_shown']} studies shown: {wall['floor_shown']:.2f} s "
+            f"({d['demo_over_floor_shown']:.1f}x)"
         )
+        if "before" in wall:
+            print(
+                f"before: {wall['before']:.2f} s ({cpu['before']:.2f} s CPU): "
+                f"{d['before_over_floor']:.1f}x the same floor"
+            )
+        for name, values in d["samples"].items():
+            spent = d["cpu_samples"].get(name)
+            shown = ", ".join(f"{v:.2f}" for v in values)
+            print(
+                f"  {name}: wall {shown}"
+                + (f"; CPU {', '.join(f'{c:.2f}' for c in spent)}" if spent else "")
+            )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import math
 import secrets
 import shutil
 import signal
+import ssl
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ __all__ = [
     "BASELINES",
     "DEMO_CONFIDENCE_DRAWS",
     "DEMO_FORECAST_SEEDS",
+    "DEMO_FORECAST_WORKERS",
     "DemoConfig",
     "demo_hospital_sizes",
     "run_demo",
@@ -53,12 +55,22 @@ CREATE_TIMEOUT = 60.0
 #: Seeds of the demo coordinator's forecast: a real one's 200 are ~8 s of CPU at 2·10⁵
 #: records; 20 make a band that covers 80% ± 9% of runs instead of ± 2.8% (and says so).
 DEMO_FORECAST_SEEDS = 20
-#: Bootstrap draws of the demo coordinator's confidence region: a real one's 99 are ~7 s of
-#: CPU at 2·10⁵ records, the largest part of the demo's. Any B ≥ 19 is calibrated at level
-#: 0.9 (``common.planning.confidence``); at 39 the radius is the 36th of 39 distances and
-#: an interval's ends the 2nd from either side, less steady than at 99 (and the demo says
-#: how many draws made it).
-DEMO_CONFIDENCE_DRAWS = 39
+#: Bootstrap draws of the demo coordinator's confidence region: a real one's 99 are ~5 s of
+#: CPU at 2·10⁵ records, the largest part of the demo's. 19 is the fewest that are
+#: calibrated at level 0.9 (``common.planning.confidence.least_draws``): the coverage holds
+#: for any B ≥ 19, as tests/common/test_confidence_calibration.py checks at B = 19 on runs
+#: the bootstrap did not use. Only the region's steadiness depends on B: at 19 the radius is
+#: the largest but one of 19 distances and an interval's ends the extreme draws, so they vary
+#: more from one set of draws to another than at 99 (and the demo says how many draws made
+#: them).
+DEMO_CONFIDENCE_DRAWS = 19
+#: Processes of the demo coordinator's simulations: none besides its own. Its forecast and
+#: bootstrap run in its worker threads instead of a pool started from a fork server (a fresh
+#: interpreter importing numpy and the simulator, ~0.5 s of CPU, whose workers each build
+#: the truncation table again); the results are the same for any number of workers
+#: (``common.planning.executor``), and on a 2-core machine the demo's own baselines and plot
+#: use the other core meanwhile.
+DEMO_FORECAST_WORKERS = 1
 #: The in-process baselines the federated run is compared with, in the order shown: each
 #: mechanism's name and how the summary and the plot name it.
 BASELINES = (
@@ -113,6 +125,15 @@ def _terminate_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _local_client(url: str, timeout: float) -> httpx.Client:
+    """A client of the demo's coordinator, on plain HTTP at 127.0.0.1: its TLS context
+    loads no certificate store (~30 ms of CPU a client), and trusting no certificate it
+    could never talk TLS unverified."""
+    return httpx.Client(
+        base_url=url, timeout=timeout, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    )
 
 
 def _import_agent() -> None:
@@ -171,6 +192,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     derived_env = {
         "LDPEM_FORECAST_SEEDS": str(DEMO_FORECAST_SEEDS),
         "LDPEM_CONFIDENCE_DRAWS": str(DEMO_CONFIDENCE_DRAWS),
+        "LDPEM_FORECAST_WORKERS": str(DEMO_FORECAST_WORKERS),
     }
     try:
         with _terminate_on_sigterm():
@@ -186,8 +208,10 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 # A demo on 127.0.0.1 with throw-away data: its status page opens as is.
                 args=["--public-status"],
                 # The coordinator's own forecast and confidence region, as a real run gets
-                # them, from fewer simulated runs.
-                env={"LDPEM_ADMIN_TOKEN": admin, "LDPEM_TICK": "0.05", **derived_env},
+                # them, from fewer simulated runs. Its deadline check keeps its default
+                # period: the demo's rounds close on their last report, not at a deadline,
+                # and a check every 50 ms cost ~8 ms of CPU a second of the run.
+                env={"LDPEM_ADMIN_TOKEN": admin, **derived_env},
             )
             # While the coordinator imports its server: what the agents will need
             # imported, and the records.
@@ -215,7 +239,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             }
             # A client of its own, closed before the agents are forked (they would
             # inherit its connection).
-            with httpx.Client(base_url=url, timeout=CREATE_TIMEOUT) as creator:
+            with _local_client(url, CREATE_TIMEOUT) as creator:
                 response = creator.post(
                     "/v1/runs", json=request, headers={"Authorization": f"Bearer {admin}"}
                 )
@@ -253,10 +277,11 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 )
             # No more forks: threads may start now.
             prewarm_plotting()
-            with httpx.Client(base_url=url, timeout=30.0) as client:
+            with _local_client(url, 30.0) as client:
                 summary = follow(
                     client,
                     run_id,
+                    admin=admin,
                     rounds=config.rounds,
                     names=names,
                     processes=processes,

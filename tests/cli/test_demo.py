@@ -18,6 +18,7 @@ import pytest
 from ldpem.commands.demo import print_summary
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
+from ldpem.common.planning.confidence import DEFAULT_LEVEL, least_draws
 from ldpem.common.planning.study import Dataset
 from ldpem.demo import (
     DEMO_CONFIDENCE_DRAWS,
@@ -58,6 +59,12 @@ def in_sessions(sessions: set[int]) -> list[int]:
         if fields[0] != "Z" and int(fields[4]) in sessions:
             found.append(int(entry.name))
     return found
+
+
+def test_the_demo_bootstraps_with_enough_draws_to_be_calibrated() -> None:
+    # Fewer draws than least_draws leave no order statistic at the interval's ends; the
+    # coverage at B = least_draws is what test_confidence_calibration.py checks.
+    assert DEMO_CONFIDENCE_DRAWS >= least_draws(DEFAULT_LEVEL) == 19
 
 
 def test_hospital_sizes_are_unequal_and_cover_every_record() -> None:
