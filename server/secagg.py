@@ -155,9 +155,6 @@ class SecAggRounds:
         """Rebuild the open rounds with stored messages (``secaggreplay.recover``)."""
         recover(self)
 
-    def _store(self, r: _Round, kind: str, holder: str, body: dict[str, Any]) -> None:
-        self.store.insert_secagg(r.run_id, r.t, kind, holder, json.dumps(body, sort_keys=True))
-
     @staticmethod
     def _accept(r: _Round, step: str, message: Any) -> None:
         """Hand a holder's message of ``step`` to the aggregator."""
@@ -185,10 +182,18 @@ class SecAggRounds:
 
     # --- messages from holders ------------------------------------------------------
     def receive(
-        self, run_id: str, t: int, hospital: str, hospital_run: str, step: str, body: object
+        self,
+        run_id: str,
+        t: int,
+        hospital: str,
+        hospital_run: str,
+        step: str,
+        body: object,
+        text: str,
     ) -> None:
-        """A holder's message of ``step``; Invalid when it does not fit the round,
-        Conflict when the step is not open for it. The same message again is accepted."""
+        """A holder's message of ``step``: ``body``, the JSON ``text`` it was read from (kept
+        as sent: what a restart replays); Invalid when it does not fit the round, Conflict
+        when the step is not open for it. The same message again is accepted."""
         r = self._round(run_id, t, hospital, hospital_run)
         try:
             message = READERS[step](body)
@@ -215,7 +220,7 @@ class SecAggRounds:
             self._accept(r, step, message)
         except (SecAggRefused, SecAggError) as error:
             raise Invalid(str(error)) from None
-        self._store(r, step, hospital, message.to_dict())
+        self.store.insert_secagg(r.run_id, r.t, step, hospital, text)
         r.answered.add(hospital)
         if policy.complete(r.step, r.answered, r.expected, r.aggregator):
             self._settle(r)

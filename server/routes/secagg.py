@@ -73,14 +73,16 @@ async def post_message(request: Request) -> Response:
     SurvivorSignature, UnmaskResponse as ``to_dict``); the same message again is accepted."""
     coordinator, hospital = await hospital_of(request)
     t, step = _round(request), _one_of(request, "step", STEPS)
+    raw = await request.body()
     try:
-        body = parse_json_body(await request.body())
+        body = parse_json_body(raw)  # strict: UTF-8, no duplicate key
     except json.JSONDecodeError as error:
         raise HTTPException(422, f"body: not valid JSON ({error.msg})") from None
     if not isinstance(body, dict):
         raise HTTPException(422, "body must be a JSON object")
     run_id: str = request.path_params["run_id"]
-    coordinator.secagg.receive(run_id, t, hospital.name, hospital.run_id, step, body)
+    text = raw.decode()  # stored as sent: no re-encoding of a parsed message
+    coordinator.secagg.receive(run_id, t, hospital.name, hospital.run_id, step, body, text)
     return Response(content=_ACCEPTED, media_type="application/json")
 
 

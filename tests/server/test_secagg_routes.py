@@ -4,12 +4,13 @@ never a 5xx, and the schema still describes both routes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.secaggdriver import NAMES, DrivenRun, InProcessCoordinator, create_run
+from tests.secaggdriver import NAMES, DrivenRun, InProcessCoordinator, create_run, stored
 
 
 @pytest.fixture
@@ -97,3 +98,17 @@ def test_the_schema_describes_both_routes(run: DrivenRun) -> None:
     step = next(p for p in posted["parameters"] if p["name"] == "step")
     assert step["schema"]["enum"] == ["advertise", "shares", "masked", "signature", "unmask"]
     assert "requestBody" in posted
+
+
+def test_a_message_is_stored_as_the_holder_sent_it(run: DrivenRun, tmp_path: Path) -> None:
+    """What a restart replays is the holder's own text, not a re-encoding of what the
+    coordinator parsed (no field of it is lost or reordered on the way to the store)."""
+    message = run.holders(0)[NAMES[0]].advertise().to_dict()
+    sent = json.dumps(message, indent=1)  # not the canonical form the coordinator writes
+    posted = run.client.post(
+        f"{base(run)}/0/secagg/advertise",
+        content=sent.encode(),
+        headers={**run.headers(NAMES[0]), "Content-Type": "application/json"},
+    )
+    assert posted.status_code == 200, posted.text
+    assert ("advertise", NAMES[0], sent) in stored(tmp_path, run.run_id)
