@@ -51,6 +51,7 @@ from ldpem.common.secagg.runvalues import (
     to_residues,
 )
 from ldpem.common.wire import API_PREFIX, PublicParameters
+from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
 
 __all__ = [
     "MASKED",
@@ -237,15 +238,23 @@ class _Exchange:
             wait,
         )
 
-    def post(self, step: str, body: dict[str, Any]) -> bool:
-        """True when accepted; False when the step closed without this holder."""
+    def post(self, step: str, body: dict[str, Any], then: str | None = None) -> Any:
+        """``then``'s answer (a dict) when the coordinator gave it with the acceptance, True
+        when accepted only; False when the step closed without this holder. With ``then``
+        the post is also the answer's long-poll (one request a step, not two); a
+        coordinator that names no answer (its header) only accepted."""
         response = self.link.request(
             "POST",
             f"{self.base}/{step}",
             content=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
+            params=None if then is None else {"then": then, "wait": self.wait},
         )
-        if response.status_code == 200:
+        if response.status_code == 200 and then is not None:
+            if response.headers.get(SECAGG_ANSWER_HEADER) == then:
+                return response.json()
+            return True
+        if response.status_code in (200, 202):
             return True
         detail = self.link.detail(response)
         if response.status_code == 409:
@@ -254,6 +263,14 @@ class _Exchange:
         raise AgentError(
             f"the coordinator refused the {step} message: HTTP {response.status_code} {detail}"
         )
+
+    def post_then_fetch(self, step: str, body: dict[str, Any], what: str) -> Any:
+        """The aggregator's answer ``what`` to ``step`` (a dict) after posting ``body``, or
+        None when the round went on without us."""
+        posted = self.post(step, body, then=what)
+        if posted is False:
+            return None
+        return self.fetch(what) if posted is True else posted
 
     def fetch(self, what: str) -> Any:
         """The aggregator's answer (a dict), or None when the round went on without us."""
@@ -293,15 +310,11 @@ def aggregate(
     exchange = _Exchange(link, run_id, t, wait)
     masked_sent = False
     try:
-        if not exchange.post("advertise", holder.advertise().to_dict()):
-            return
-        data = exchange.fetch("participants")
+        data = exchange.post_then_fetch("advertise", holder.advertise().to_dict(), "participants")
         if data is None:
             return
         shares = holder.share_keys(ParticipantList.from_dict(data))
-        if not exchange.post("shares", shares.to_dict()):
-            return
-        data = exchange.fetch("bundle")
+        data = exchange.post_then_fetch("shares", shares.to_dict(), "bundle")
         if data is None:
             return
         masked = holder.masked_input(ShareBundle.from_dict(data), values)
@@ -314,9 +327,7 @@ def aggregate(
         ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
         inject("after-mask", t)  # tests only (ldpem.client.faults)
         masked_sent = True  # from here on, assume the coordinator holds it
-        if not exchange.post("masked", masked.to_dict()):
-            return
-        data = exchange.fetch("consistency-check")
+        data = exchange.post_then_fetch("masked", masked.to_dict(), "consistency-check")
         if data is None:
             return
         check = ConsistencyCheck.from_dict(data, session.roster.names)
@@ -326,9 +337,8 @@ def aggregate(
             # survivor set it signed), so its masked input stays hidden.
             log.warning("round %d: the aggregator left this holder out of the survivor set", t)
             return
-        if not exchange.post("signature", holder.sign_survivors(check).to_dict()):
-            return
-        data = exchange.fetch("unmask-request")
+        signature = holder.sign_survivors(check).to_dict()
+        data = exchange.post_then_fetch("signature", signature, "unmask-request")
         if data is None:
             return
         request = UnmaskRequest.from_dict(data, session.roster.names)

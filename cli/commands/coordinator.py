@@ -57,7 +57,7 @@ STATE = "coordinator.sqlite"
 #: at 5 s most of them opened a new connection on a loaded machine. The agent's link drops
 #: its idle connections earlier (client/link.py, KEEPALIVE_EXPIRY), so that it never reuses
 #: one the coordinator is closing.
-KEEP_ALIVE = 75.0
+KEEP_ALIVE = 75
 #: The port of the command "init" prints with TLS (without: the coordinator's default).
 TLS_PORT = 8443
 #: Validity of the self-signed certificates: a trial's length, renewed by a new init.

@@ -14,7 +14,19 @@ from pydantic_core import PydanticCustomError
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.wire.base import Schema
 
-__all__ = ["SecAggGraph", "SharesRequest", "check_shares", "roster_inlined", "threshold_values"]
+__all__ = [
+    "SECAGG_ANSWER_HEADER",
+    "SecAggGraph",
+    "SharesRequest",
+    "check_shares",
+    "roster_inlined",
+    "threshold_values",
+]
+
+#: On the 200 of a holder's secagg POST with ``then`` (the step's answer it waits for):
+#: which answer the body is. Without it the body is {"status": "accepted"}, as from a
+#: coordinator that does not know ``then`` (docs/FEDERATED.md).
+SECAGG_ANSWER_HEADER = "Ldpem-Answer"
 
 
 class SecAggGraph(Schema):

@@ -22,8 +22,12 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from ldpem.common.wire import API_PREFIX, INT_LIMIT
+from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
 from ldpem.server.bodies import parse_json_body
+from ldpem.server.coordinator import Coordinator
 from ldpem.server.deps import hospital_of
+from ldpem.server.settings import Settings
+from ldpem.server.store import HospitalRow
 
 __all__ = ["OPENAPI_PATHS", "add_routes"]
 
@@ -65,14 +69,32 @@ def _wait(request: Request) -> float:
         wait = math.nan
     if not (math.isfinite(wait) and wait >= 0):
         raise HTTPException(422, "query parameter wait must be a finite number of seconds ≥ 0")
-    return min(wait, request.app.state.settings.max_wait)
+    settings: Settings = request.app.state.settings
+    return min(wait, settings.max_wait)
+
+
+def _then(request: Request, step: str) -> str | None:
+    """Query parameter ``then``: the answer to ``step`` to wait for, or None."""
+    then = request.query_params.get("then")
+    if then is not None and _FETCHED.get(then) != step:
+        answers = [name for name, answered in _FETCHED.items() if answered == step]
+        raise HTTPException(
+            422, f"query parameter then must be {' or '.join(answers) or 'absent'} after {step}"
+        )
+    return then
 
 
 async def post_message(request: Request) -> Response:
     """A holder's message of ``step`` (KeyAdvertisement, EncryptedShares, MaskedInput,
-    SurvivorSignature, UnmaskResponse as ``to_dict``); the same message again is accepted."""
+    SurvivorSignature, UnmaskResponse as ``to_dict``); the same message again is accepted.
+
+    With ``then`` (the step's answer: participants after advertise, and so on) the request
+    goes on as that answer's long-poll: 200 with the answer and ``Ldpem-Answer: <then>``
+    once the step closed, 202 (accepted, the step still open) after ``wait`` seconds. One
+    request a step instead of two, the answer being what ``GET …/{then}`` gives."""
     coordinator, hospital = await hospital_of(request)
     t, step = _round(request), _one_of(request, "step", STEPS)
+    then, wait = _then(request, step), _wait(request)
     raw = await request.body()
     try:
         body = parse_json_body(raw)  # strict: UTF-8, no duplicate key
@@ -83,7 +105,10 @@ async def post_message(request: Request) -> Response:
     run_id: str = request.path_params["run_id"]
     text = raw.decode()  # stored as sent: no re-encoding of a parsed message
     coordinator.secagg.receive(run_id, t, hospital.name, hospital.run_id, step, body, text)
-    return Response(content=_ACCEPTED, media_type="application/json")
+    if then is None:
+        return Response(content=_ACCEPTED, media_type="application/json")
+    answered = (coordinator, hospital, run_id, t, step)
+    return await _answer(*answered, wait=wait, headers={SECAGG_ANSWER_HEADER: then})
 
 
 async def get_message(request: Request) -> Response:
@@ -92,13 +117,26 @@ async def get_message(request: Request) -> Response:
     coordinator, hospital = await hospital_of(request)
     t, fetched, wait = _round(request), _one_of(request, "fetched", _FETCHED), _wait(request)
     run_id: str = request.path_params["run_id"]
-    answer = await coordinator.secagg.wait(
-        run_id, t, hospital.name, hospital.run_id, _FETCHED[fetched], wait
-    )
+    answered = (coordinator, hospital, run_id, t, _FETCHED[fetched])
+    return await _answer(*answered, wait=wait, headers={})
+
+
+async def _answer(
+    coordinator: Coordinator,
+    hospital: HospitalRow,
+    run_id: str,
+    t: int,
+    step: str,
+    *,
+    wait: float,
+    headers: dict[str, str],
+) -> Response:
+    """The answer to ``step`` once it closed (waiting up to ``wait`` s); 202 until then."""
+    answer = await coordinator.secagg.wait(run_id, t, hospital.name, hospital.run_id, step, wait)
     if answer is None:
         return JSONResponse({"detail": "the step is still open"}, status_code=202)
     # Encoded once when the step closed, not re-encoded per request (docs/PERFORMANCE.md).
-    return Response(content=answer, media_type="application/json")
+    return Response(content=answer, media_type="application/json", headers=headers)
 
 
 def add_routes(router: APIRouter) -> None:
@@ -146,6 +184,10 @@ OPENAPI_PATHS: dict[str, Any] = {
             "step",
             STEPS,
             operationId="secagg_post_message",
+            query=[
+                _parameter("then", "query", {"type": "string", "enum": list(_FETCHED)}),
+                _parameter("wait", "query", {"type": "number", "minimum": 0, "default": 0}),
+            ],
             requestBody={
                 "required": True,
                 "content": {"application/json": {"schema": {"type": "object"}}},

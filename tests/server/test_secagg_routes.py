@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
 from tests.secaggdriver import NAMES, DrivenRun, InProcessCoordinator, create_run, stored
 
 
@@ -93,7 +94,7 @@ def test_the_schema_describes_both_routes(run: DrivenRun) -> None:
     paths = run.client.get("/openapi.json").json()["paths"]
     posted = paths["/v1/runs/{run_id}/rounds/{t}/secagg/{step}"]["post"]
     fetched = paths["/v1/runs/{run_id}/rounds/{t}/secagg/{fetched}"]["get"]
-    assert {p["name"] for p in posted["parameters"]} == {"run_id", "t", "step"}
+    assert {p["name"] for p in posted["parameters"]} == {"run_id", "t", "step", "then", "wait"}
     assert {p["name"] for p in fetched["parameters"]} == {"run_id", "t", "fetched", "wait"}
     step = next(p for p in posted["parameters"] if p["name"] == "step")
     assert step["schema"]["enum"] == ["advertise", "shares", "masked", "signature", "unmask"]
@@ -112,3 +113,53 @@ def test_a_message_is_stored_as_the_holder_sent_it(run: DrivenRun, tmp_path: Pat
     )
     assert posted.status_code == 200, posted.text
     assert ("advertise", NAMES[0], sent) in stored(tmp_path, run.run_id)
+
+
+@pytest.mark.parametrize(
+    ("step", "then"),
+    [
+        ("advertise", "bundle"),
+        ("shares", "participants"),
+        ("unmask", "participants"),
+        ("advertise", "nothing"),
+    ],
+)
+def test_a_post_waits_only_for_its_own_steps_answer(run: DrivenRun, step: str, then: str) -> None:
+    response = run.client.post(
+        f"{base(run)}/0/secagg/{step}",
+        params={"then": then},
+        json={},
+        headers=run.headers(NAMES[0]),
+    )
+    assert response.status_code == 422, response.text
+    assert "then" in response.json()["detail"]
+
+
+def test_a_post_with_then_answers_as_the_fetch_does(run: DrivenRun) -> None:
+    """Posting with ``then`` is the answer's long-poll: 202 (accepted) while the step is
+    open, then 200 with the answer, named by its header, the same bytes as the GET's."""
+    holders = run.holders(0)
+    url = f"{base(run)}/0/secagg/advertise"
+    first, *others = NAMES
+    early = run.client.post(
+        url,
+        params={"then": "participants", "wait": 0.2},
+        json=holders[first].advertise().to_dict(),
+        headers=run.headers(first),
+    )
+    assert early.status_code == 202, early.text
+    assert SECAGG_ANSWER_HEADER not in early.headers
+    for name in others:
+        posted = run.post(0, name, "advertise", holders[name].advertise().to_dict())
+        assert posted.status_code == 200 and posted.json() == {"status": "accepted"}
+        assert SECAGG_ANSWER_HEADER not in posted.headers  # no then: the old answer
+    again = run.client.post(  # the same message again: accepted, and now answered
+        url,
+        params={"then": "participants", "wait": 5},
+        json=holders[first].advertise().to_dict(),
+        headers=run.headers(first),
+    )
+    assert again.status_code == 200, again.text
+    assert again.headers[SECAGG_ANSWER_HEADER] == "participants"
+    fetched = run.get(0, first, "participants")
+    assert fetched.status_code == 200 and again.content == fetched.content
