@@ -21,9 +21,13 @@ round is checked against the survivors' totals (``sum_ok``).
 
 A dropped holder advertises and shares its keys, then stops before its masked input (the
 costliest dropout: the coordinator reconstructs its masking key and removes its masks from
-every survivor's input); it is the last ⌈fraction·K⌉ holders, in every round. The masked
-step then closes at its deadline (``--deadline`` seconds after the bundles went out), which
-the round's wall time includes.
+every survivor's input). Round t's ⌈fraction·K⌉ droppers are the holders just before
+round t − 1's (round 0's are the last ones), so that every round has holders dropping in
+the middle of it: the same holders in every round would drop only in round 0, as the
+coordinator does not wait, in round t, for holders lost in round t − 1 (they advertise
+after the step closed and sit the round out, 409). The masked step then closes at its
+deadline (``--deadline`` seconds after the bundles went out), which the round's wall time
+includes.
 
 Figures: round wall time from the coordinator (opened_at → closed_at, ``GET
 /v1/runs/{id}/rounds``); the coordinator's CPU (/proc, user + system) between round
@@ -111,11 +115,16 @@ class _CountingTransport(httpx.HTTPTransport):
 
 
 class _DroppingLink(CoordinatorLink):
-    """A link whose holder leaves the round when it is about to send its masked input."""
+    """A link whose holder leaves the rounds ``drops`` when it is about to send its masked
+    input."""
+
+    drops: frozenset[int] = frozenset()
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         if method == "POST" and path.endswith("/secagg/masked"):
-            raise _Dropped(path)
+            t = int(path.split("/rounds/")[1].split("/")[0])
+            if t in self.drops:
+                raise _Dropped(path)
         return super().request(method, path, **kwargs)
 
 
@@ -148,15 +157,15 @@ def _worker(job: dict[str, Any], results: Any) -> None:
     links: dict[str, CoordinatorLink] = {}
     sessions: dict[str, Any] = {}
     params = None
-    for name, token, dropped in job["holders"]:
-        kind = _DroppingLink if dropped else CoordinatorLink
-        links[name] = kind(
+    for name, token, drops in job["holders"]:
+        links[name] = _DroppingLink(
             job["url"],
             token,
             give_up=600.0,
             wait=WAIT,
             transport=_CountingTransport(counts, lock),
         )
+        links[name].drops = frozenset(drops)
     first = next(iter(links.values()))
     t = 0
     while t < job["rounds"]:
@@ -273,7 +282,11 @@ def run_setting(
         path.write_bytes(signing_key_to_pem(key))
         os.chmod(path, 0o600)
     tokens = {name: f"bench-{name}-" + secrets.token_urlsafe(16) for name in names}
-    dropped = set(names[holders - math.ceil(dropped_fraction * holders) :])
+    dropped = math.ceil(dropped_fraction * holders)  # each round: see the module's docstring
+    drops: dict[str, list[int]] = {name: [] for name in names}
+    for t in range(args.rounds) if dropped else ():
+        for i in range(holders - dropped * (t + 1), holders - dropped * t):
+            drops[names[i % holders]].append(t)
     totals = {
         name: [secrets.randbelow(2001) - 1000 for _ in range(args.dimension)] for name in names
     }
@@ -314,7 +327,7 @@ def run_setting(
                 "run_id": run_id,
                 "rounds": args.rounds,
                 "workdir": str(workdir),
-                "holders": [(n, tokens[n], n in dropped) for n in names[w :: args.workers]],
+                "holders": [(n, tokens[n], drops[n]) for n in names[w :: args.workers]],
                 "totals": {n: totals[n] for n in names[w :: args.workers]},
             }
             for w in range(args.workers)
@@ -393,7 +406,7 @@ def run_setting(
     later = per_round[1:]  # round 0 includes the load generator's start-up
     return {
         "holders": holders,
-        "dropped": len(dropped),
+        "dropped": dropped,
         "topology": args.topology,
         "graph": created["params"].get("graph"),
         "t_min": created["params"]["t_min"],

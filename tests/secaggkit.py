@@ -33,6 +33,7 @@ from ldpem.common.secagg import (
     signing_key_to_pem,
 )
 from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
+from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
 from ldpem.processes import Child, Processes, free_port, start_coordinator
 from tests.fedkit import AGENT_BUDGET, cli_create_run, live_server, process_manager, token_file
 from tests.security.test_malicious_coordinator import agent_argv, gmm_data, write_csv
@@ -325,15 +326,23 @@ def fake_coordinator(fake: FakeSteps) -> FastAPI:
         }
 
     @app.post("/v1/runs/{run}/rounds/{t}/secagg/{step}")
-    async def post(run: str, t: int, step: str, request: Request) -> dict[str, str]:
+    async def post(run: str, t: int, step: str, request: Request) -> Response:
         fake.posts.append((t, step))
         fake.take(t, step, json.loads(await request.body()))
-        return {"status": "accepted"}
+        then = request.query_params.get("then")
+        if then is None:
+            return Response(json.dumps({"status": "accepted"}), media_type="application/json")
+        # As the real coordinator answers a post that waits for its step's answer: the
+        # lies reach the agent this way first (a GET only when none is named).
+        return answer(t, then, {SECAGG_ANSWER_HEADER: then})
 
     @app.get("/v1/runs/{run}/rounds/{t}/secagg/{what}")
     def get(run: str, t: int, what: str) -> Response:
+        return answer(t, what, {})
+
+    def answer(t: int, what: str, headers: dict[str, str]) -> Response:
         sent = fake.send(t, what)
-        return Response(json.dumps(sent.to_dict()), media_type="application/json")
+        return Response(json.dumps(sent.to_dict()), media_type="application/json", headers=headers)
 
     return app
 

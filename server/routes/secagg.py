@@ -95,6 +95,25 @@ async def post_message(request: Request) -> Response:
     coordinator, hospital = await hospital_of(request)
     t, step = _round(request), _one_of(request, "step", STEPS)
     then, wait = _then(request, step), _wait(request)
+    run_id: str = request.path_params["run_id"]
+    message = (coordinator, hospital, run_id, t, step)
+    # Parsed in a call of its own: the parsed body is gone before the long-poll below, in
+    # which a thousand holders may wait at once.
+    await _receive(request, *message)
+    if then is None:
+        return Response(content=_ACCEPTED, media_type="application/json")
+    return await _answer(*message, wait=wait, headers={SECAGG_ANSWER_HEADER: then})
+
+
+async def _receive(
+    request: Request,
+    coordinator: Coordinator,
+    hospital: HospitalRow,
+    run_id: str,
+    t: int,
+    step: str,
+) -> None:
+    """Hand the request's body, a holder's message of ``step``, to the round."""
     raw = await request.body()
     try:
         body = parse_json_body(raw)  # strict: UTF-8, no duplicate key
@@ -102,13 +121,8 @@ async def post_message(request: Request) -> Response:
         raise HTTPException(422, f"body: not valid JSON ({error.msg})") from None
     if not isinstance(body, dict):
         raise HTTPException(422, "body must be a JSON object")
-    run_id: str = request.path_params["run_id"]
     text = raw.decode()  # stored as sent: no re-encoding of a parsed message
     coordinator.secagg.receive(run_id, t, hospital.name, hospital.run_id, step, body, text)
-    if then is None:
-        return Response(content=_ACCEPTED, media_type="application/json")
-    answered = (coordinator, hospital, run_id, t, step)
-    return await _answer(*answered, wait=wait, headers={SECAGG_ANSWER_HEADER: then})
 
 
 async def get_message(request: Request) -> Response:

@@ -125,7 +125,10 @@ def test_bench_secagg_http_quick() -> None:
         assert len(row["rounds"]) == 2 and all(r["sum_ok"] for r in row["rounds"])
         assert row["coordinator_peak_rss_kib"] > 0
         assert {"median", "max"} <= row["round_wall_s"].keys()
-    assert [r["survivors"] for r in result["rows"][1]["rounds"]] == [5, 5]
+    # One dropper a round (h6 in round 0, h5 in round 1); h6, not waited for in round 1,
+    # sits it out when it advertises after the step closed, or joins it in time.
+    first, second = (r["survivors"] for r in result["rows"][1]["rounds"])
+    assert first == 5 and second in (4, 5)
 
 
 def test_bench_secagg_processes_quick() -> None:
