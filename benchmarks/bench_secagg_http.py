@@ -158,14 +158,15 @@ def _worker(job: dict[str, Any], results: Any) -> None:
     sessions: dict[str, Any] = {}
     params = None
     for name, token, drops in job["holders"]:
-        links[name] = _DroppingLink(
+        dropping = _DroppingLink(
             job["url"],
             token,
             give_up=600.0,
             wait=WAIT,
             transport=_CountingTransport(counts, lock),
         )
-        links[name].drops = frozenset(drops)
+        dropping.drops = frozenset(drops)
+        links[name] = dropping
     first = next(iter(links.values()))
     t = 0
     while t < job["rounds"]:
