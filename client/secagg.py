@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from ldpem.client.faults import inject
 from ldpem.client.ledger import Ledger
 from ldpem.client.link import CoordinatorLink
@@ -238,22 +240,18 @@ class _Exchange:
             wait,
         )
 
-    def post(self, step: str, body: dict[str, Any], then: str | None = None) -> Any:
-        """``then``'s answer (a dict) when the coordinator gave it with the acceptance, True
-        when accepted only; False when the step closed without this holder. With ``then``
-        the post is also the answer's long-poll (one request a step, not two); a
-        coordinator that names no answer (its header) only accepted."""
-        response = self.link.request(
+    def _post(self, step: str, body: dict[str, Any], then: str | None) -> httpx.Response:
+        return self.link.request(
             "POST",
             f"{self.base}/{step}",
             content=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
             params=None if then is None else {"then": then, "wait": self.wait},
         )
-        if response.status_code == 200 and then is not None:
-            if response.headers.get(SECAGG_ANSWER_HEADER) == then:
-                return response.json()
-            return True
+
+    def _accepted(self, step: str, response: httpx.Response) -> bool:
+        """True when the message was accepted (200, or 202: accepted, its step still open);
+        False when the step closed without this holder (409); AgentError otherwise."""
         if response.status_code in (200, 202):
             return True
         detail = self.link.detail(response)
@@ -264,13 +262,21 @@ class _Exchange:
             f"the coordinator refused the {step} message: HTTP {response.status_code} {detail}"
         )
 
+    def post(self, step: str, body: dict[str, Any]) -> bool:
+        """True when accepted; False when the step closed without this holder."""
+        return self._accepted(step, self._post(step, body, None))
+
     def post_then_fetch(self, step: str, body: dict[str, Any], what: str) -> Any:
         """The aggregator's answer ``what`` to ``step`` (a dict) after posting ``body``, or
-        None when the round went on without us."""
-        posted = self.post(step, body, then=what)
-        if posted is False:
+        None when the round went on without us. The post is also the answer's long-poll
+        (one request a step, not two); the answer is taken from it only when the
+        coordinator names it (its header), otherwise fetched."""
+        response = self._post(step, body, what)
+        if not self._accepted(step, response):
             return None
-        return self.fetch(what) if posted is True else posted
+        if response.status_code == 200 and response.headers.get(SECAGG_ANSWER_HEADER) == what:
+            return response.json()
+        return self.fetch(what)
 
     def fetch(self, what: str) -> Any:
         """The aggregator's answer (a dict), or None when the round went on without us."""

@@ -189,7 +189,8 @@ def expire(store: Store, now: float) -> bool:
     """Close, extend or fail the open rounds whose deadline passed at ``now``; whether any
     run changed."""
     changed = False
-    # Not the secure-aggregation rounds: each tick read their runs for nothing.
+    # Not the secure-aggregation rounds (their steps keep their own deadlines, secagg.py):
+    # each tick read their runs for nothing.
     for r in store.open_rounds(plain=True):
         if r.deadline > now:
             continue
@@ -205,8 +206,6 @@ def expire(store: Store, now: float) -> bool:
                 or current.deadline > now
             ):
                 continue
-            if params_of(run).holders is not None:
-                continue  # secure aggregation: its steps have their deadlines (secagg.py)
             reports = store.reports(r.run_id, r.t)
             request = request_of(run)
             fields: dict[str, object] = {"run": run.id, "round": r.t}

@@ -2,8 +2,8 @@
 step and long-polls the aggregator's answer to the step. The work is
 ``ldpem.server.secagg``'s; its refusals are mapped in ``ldpem.server.app``.
 
-These two routes carry every message of every holder of a secagg run, about nine
-requests per holder per round, so they are plain Starlette routes served ahead of the
+These two routes carry every message of every holder of a secagg run, five requests
+per holder per round, so they are plain Starlette routes served ahead of the
 API's others: FastAPI's per-request dependency solving and parameter validation cost more
 than the step's own work at K = 1000 (docs/PERFORMANCE.md, "Where the coordinator's CPU
 goes"). Their inputs are checked here instead, with the same one-line 4xx refusals, and
@@ -26,12 +26,14 @@ from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
 from ldpem.server.bodies import parse_json_body
 from ldpem.server.coordinator import Coordinator
 from ldpem.server.deps import hospital_of
+from ldpem.server.secagg import STEPS as ROUND_STEPS
 from ldpem.server.settings import Settings
 from ldpem.server.store import HospitalRow
 
 __all__ = ["OPENAPI_PATHS", "add_routes"]
 
-STEPS = ("advertise", "shares", "masked", "signature", "unmask")
+#: The steps a holder posts a message in: the round's, without its end.
+STEPS = ROUND_STEPS[: ROUND_STEPS.index("done")]
 #: What a holder fetches after each step: the participant list, its share bundle, the
 #: survivor set to sign (consistency check), the unmasking request.
 _FETCHED: dict[str, str] = {
