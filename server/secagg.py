@@ -13,10 +13,10 @@ counts; it is range-checked like any report and the ordinary M-step closes it (n
 Every message received or produced is stored, in order (group-committed,
 ``server/secagglog.py``; a step's outputs in one transaction), before the holder is
 answered; none holds anything from which one holder's sum can be computed
-(tests/cli/test_secagg_federated.py tries). The in-memory aggregator is deterministic given its messages and when each step closed, so a
-restarted coordinator replays them into a fresh ``Aggregator`` (``secaggreplay``,
-docs/SECAGG.md "The round"); the sum and the M-step are one transaction: no round is
-finished twice.
+(tests/cli/test_secagg_federated.py tries). The in-memory aggregator is deterministic
+given its messages and when each step closed, so a restarted coordinator replays them into
+a fresh ``Aggregator`` (``secaggreplay``, docs/SECAGG.md "The round"); the sum and the
+M-step are one transaction: no round is finished twice.
 
 On the SecAgg+ graph (a run whose ``graph`` is published, docs/SECAGG_GRAPH.md) the round's
 ``RoundParameters`` carry k, m, τ and h (``runvalues.round_parameters``), and the
