@@ -80,8 +80,8 @@ from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism
 from ldpem.common.wire import PublicParameters
 from ldpem.server.settings import Settings
 
-#: Seconds an agent long-polls a step's answer (the agent's default ``wait``,
-#: client/agent.py, which its secagg steps use too; they used 5 s before).
+#: The agent's default ``wait`` (client/agent.py). Its secagg steps long-poll at least
+#: ``client.secagg.STEP_WAIT`` (300 s; they used this 30 s before, and 5 s before that).
 WAIT = 30.0
 
 

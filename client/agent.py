@@ -380,8 +380,9 @@ class Agent:
         elif entry.status == MASKED:  # noise shares: one masked input per round, ever
             log.warning("round %d: its input was masked before a restart; not made again", t)
         if entry.status == "persisted" and session.shares is not None:
-            # Long-polls as long as the round's (``wait``): the coordinator answers as soon
-            # as a step closes, so a shorter one only re-asks (docs/PERFORMANCE.md).
+            # Each step's answer is long-polled at least ``secagg.STEP_WAIT`` (this wait
+            # if longer): the coordinator answers as soon as a step closes, so a shorter
+            # one only re-asks (docs/PERFORMANCE.md).
             wait = self.link.wait
             aggregate(session.shares, self.link, self.ledger, session.run_id, t, entry.body, wait)
         elif entry.status == "persisted":

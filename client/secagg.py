@@ -230,6 +230,19 @@ def _parameters(session: SecAggSession, run_id: str, t: int) -> RoundParameters:
     return round_parameters(session.run, run_id, t)
 
 
+#: Seconds a holder asks the coordinator to hold each long-poll of a step's answer (it
+#: holds at most its ``max_wait``, 300 s by default). A step whose holders all answered
+#: closes at once, but one that lost a holder closes only at its deadline, and until then
+#: every survivor waits: asking for 30 s made the 900 survivors of a K = 1000 round re-ask
+#: about 2,400 times while a 120 s deadline ran out (docs/PERFORMANCE.md, "The
+#: coordinator's CPU at K = 1000, third pass"), and 20 times each at the default deadline
+#: of 600 s.
+STEP_WAIT = 300.0
+#: Seconds beyond the asked wait before a long-poll's read times out: the coordinator's
+#: answer may leave after the full wait, then crosses the network.
+READ_MARGIN = 30.0
+
+
 class _Exchange:
     """One holder's messages of round t over the link."""
 
@@ -237,8 +250,10 @@ class _Exchange:
         self.link, self.base, self.wait = (
             link,
             f"{API_PREFIX}/runs/{run_id}/rounds/{t}/secagg",
-            wait,
+            max(wait, STEP_WAIT),
         )
+        # The link's own read timeout fits its round long-poll (its ``wait`` + 30 s).
+        self.timeout = httpx.Timeout(30.0, read=self.wait + READ_MARGIN)
 
     def _post(self, step: str, body: dict[str, Any], then: str | None) -> httpx.Response:
         return self.link.request(
@@ -247,6 +262,7 @@ class _Exchange:
             content=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
             params=None if then is None else {"then": then, "wait": self.wait},
+            timeout=self.timeout,
         )
 
     def _accepted(self, step: str, response: httpx.Response) -> bool:
@@ -281,7 +297,9 @@ class _Exchange:
     def fetch(self, what: str) -> Any:
         """The aggregator's answer (a dict), or None when the round went on without us."""
         while True:
-            response = self.link.request("GET", f"{self.base}/{what}", params={"wait": self.wait})
+            response = self.link.request(
+                "GET", f"{self.base}/{what}", params={"wait": self.wait}, timeout=self.timeout
+            )
             if response.status_code == 202:
                 time.sleep(0.05)
                 continue

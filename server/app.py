@@ -17,13 +17,13 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.middleware.gzip import GZipMiddleware
 
 from ldpem import __version__
 from ldpem.common.core.plugins import ensure_plugins
 from ldpem.common.infra.logs import request_clock
 from ldpem.common.secagg import SecAggError, SecAggRefused
 from ldpem.common.wire import API_PREFIX, describe_errors
+from ldpem.server.compression import GZIP_LEVEL, GZIP_MINIMUM_BYTES, Compression
 from ldpem.server.confidence import ConfidenceOptions
 from ldpem.server.coordinator import Coordinator, hash_token
 from ldpem.server.forecast import ForecastOptions
@@ -114,15 +114,6 @@ class BodySizeLimit:
 async def _no_receive() -> Message:  # pragma: no cover - never called by JSONResponse
     return {"type": "http.disconnect"}
 
-
-#: Responses of at least this many bytes are gzip-compressed for a client that accepts it
-#: (smaller ones gain too little to pay the header and the CPU).
-GZIP_MINIMUM_BYTES = 1024
-#: zlib's fastest level. What a SecAgg+ holder mostly receives is the base64 of keys,
-#: signatures and ciphertexts, random bytes that only Huffman coding shrinks: level 6 made
-#: one holder's answers at K = 10⁴ 2% smaller (89.9 against 91.9 KiB) for 30% more of the
-#: coordinator's CPU per byte (docs/PERFORMANCE.md).
-GZIP_LEVEL = 1
 
 #: The HTTP status of each refusal of the domain (``ldpem.server.refusals``).
 STATUS: dict[type[Refused], int] = {NotFound: 404, Forbidden: 403, Conflict: 409, Invalid: 422}
@@ -235,7 +226,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, limit=settings.max_body)
     # Compresses what the coordinator sends (docs/SECAGG.md "Compressed responses": why it
     # leaks nothing); inside the metrics and the clock, which see the request as before.
-    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)
+    app.add_middleware(Compression)
     # Outside the body limit, so that it also counts the reports the body limit refuses.
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     # Outermost: a request's duration includes every other middleware.

@@ -107,7 +107,11 @@ class Coordinator:
         self._hospitals: dict[str, HospitalRow] = {}
         #: The secure aggregation rounds of runs whose noise is shared.
         self.secagg = SecAggRounds(
-            store, clock=clock, notify=self._notify, range_sigmas=range_sigmas
+            store,
+            clock=clock,
+            notify=self._notify,
+            range_sigmas=range_sigmas,
+            commit_window=commit_window,
         )
         # A restart: the open secagg rounds continue from their stored messages.
         self.secagg.recover()

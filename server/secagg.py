@@ -10,13 +10,13 @@ closing, are ``ldpem.server.secaggpolicy``'s. After the unmasking the sum, cente
 2^bits to signed and times γ, is the round's total, its count the survivors' expected round
 counts; it is range-checked like any report and the ordinary M-step closes it (no central noise).
 
-Every message received or produced is stored, in order (``Store.insert_secagg``; a step's
-outputs in one transaction), before the holder is answered; none holds anything from which
-one holder's sum can be computed (tests/cli/test_secagg_federated.py tries). The
-in-memory aggregator is deterministic given its messages and when each step closed, so a
-restarted coordinator replays them into a fresh ``Aggregator`` (``secaggreplay``,
-docs/SECAGG.md "The round"); the sum and the M-step are one transaction: no round is
-finished twice.
+Every message received or produced is stored, in order (group-committed,
+``server/secagglog.py``; a step's outputs in one transaction), before the holder is
+answered; none holds anything from which one holder's sum can be computed
+(tests/cli/test_secagg_federated.py tries). The in-memory aggregator is deterministic
+given its messages and when each step closed, so a restarted coordinator replays them into
+a fresh ``Aggregator`` (``secaggreplay``, docs/SECAGG.md "The round"); the sum and the
+M-step are one transaction: no round is finished twice.
 
 On the SecAgg+ graph (a run whose ``graph`` is published, docs/SECAGG_GRAPH.md) the round's
 ``RoundParameters`` carry k, m, τ and h (``runvalues.round_parameters``), and the
@@ -55,6 +55,7 @@ from ldpem.server import secaggpolicy as policy
 from ldpem.server.machine import Note, close_round
 from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
+from ldpem.server.secagglog import MessageLog
 from ldpem.server.secaggpolicy import Faults, Row
 from ldpem.server.secaggreplay import READERS, recover, replay
 from ldpem.server.store import ReportRow, Store
@@ -95,12 +96,16 @@ class SecAggRounds:
         clock: Callable[[], float],
         notify: Callable[[], None],
         range_sigmas: float,
+        commit_window: float = 0.002,
     ) -> None:
         self.store = store
         self.clock = clock
         self.notify = notify
         self.range_sigmas = range_sigmas
         self._rounds: dict[tuple[str, int], _Round] = {}
+        #: Every write of the rounds goes through it, so messages are stored in the order
+        #: the aggregator saw them (``server/secagglog.py``).
+        self._log = MessageLog(store, commit_window)
 
     # --- the round ----------------------------------------------------------------
     def _round(self, run_id: str, t: int, hospital: str, hospital_run: str) -> _Round:
@@ -190,10 +195,12 @@ class SecAggRounds:
         step: str,
         body: object,
         text: str,
-    ) -> None:
+    ) -> asyncio.Future[None]:
         """A holder's message of ``step``: ``body``, the JSON ``text`` it was read from (kept
         as sent: what a restart replays); Invalid when it does not fit the round, Conflict
-        when the step is not open for it. The same message again is accepted."""
+        when the step is not open for it. The same message again is accepted. Returns what
+        to await before answering the holder: the message's commit (group commit,
+        ``MessageLog``)."""
         r = self._round(run_id, t, hospital, hospital_run)
         try:
             message = READERS[step](body)
@@ -202,10 +209,13 @@ class SecAggRounds:
         if message.holder != hospital:
             raise Forbidden(f"the token belongs to hospital {hospital}, not {message.holder}")
         if self._received(r, step, hospital) == message:
-            return  # a retry (before or after a restart, the step open or closed since)
+            # A retry (before or after a restart, the step open or closed since): answered
+            # once the first is committed.
+            return self._log.committed()
         if r.step != step:
             if step == "advertise" and r.aggregator.advertisements.get(hospital) is None:
-                policy.came_back(self.store, r.run_id, t, hospital)
+                with self._log.transaction():
+                    policy.came_back(self.store, r.run_id, t, hospital)
             if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
                 raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
             raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
@@ -220,10 +230,12 @@ class SecAggRounds:
             self._accept(r, step, message)
         except (SecAggRefused, SecAggError) as error:
             raise Invalid(str(error)) from None
-        self.store.insert_secagg(r.run_id, r.t, step, hospital, text)
+        self._log.append(r.run_id, r.t, step, hospital, text)
+        committed = self._log.committed()
         r.answered.add(hospital)
         if policy.complete(r.step, r.answered, r.expected, r.aggregator):
-            self._settle(r)
+            self._settle(r)  # its close commits the message, with the step's outputs
+        return committed
 
     # --- messages to holders ----------------------------------------------------------
     def output(
@@ -307,7 +319,7 @@ class SecAggRounds:
         if out and not replay:  # the unmasking's closing is stored with its sum (_finish)
             kind, name, body = closing
             out.append((kind, name, _encoded(body)))
-            with self.store.transaction():
+            with self._log.transaction():
                 self.store.add_secagg(r.run_id, r.t, out)
             policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
         r.answered = set()
@@ -344,7 +356,7 @@ class SecAggRounds:
                 f"the unmasked sum of round {r.t} is outside the range honest holders can "
                 f"produce (|total| ≤ {bound:.4g}): a holder sent a wrong input or share"
             )
-            with self.store.transaction():
+            with self._log.transaction():
                 self.store.add_secagg(r.run_id, r.t, summed)
                 self.store.update_run(
                     run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
@@ -352,7 +364,7 @@ class SecAggRounds:
             notes = [Note(logging.ERROR, "run %s failed: %s", (run.id, reason), {"run": run.id})]
         else:
             report = ReportRow(r.run_id, r.t, "", count, total, 0.0, "", self.clock())
-            with self.store.transaction():
+            with self._log.transaction():
                 self.store.add_secagg(r.run_id, r.t, summed)
                 notes = close_round(self.store, run, params, [report], self.clock())
         del self._rounds[(r.run_id, r.t)]
@@ -406,7 +418,7 @@ class SecAggRounds:
         run = get_run(self.store, run_id)
         reason = f"round {t}: {problem}"
         if run.status == "running":
-            with self.store.transaction():
+            with self._log.transaction():
                 self.store.update_run(
                     run.id, status="failed", current_round=t, beta=run.beta, reason=reason
                 )

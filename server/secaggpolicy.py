@@ -125,11 +125,12 @@ def waited_in(store: Store, run_id: str, t: int, enrolled: Sequence[str]) -> set
 
 def came_back(store: Store, run_id: str, t: int, hospital: str) -> None:
     """``hospital`` advertised in round t after the advertise step closed: stored once (a
-    ``returned`` row), so that the next round waits for it again."""
+    ``returned`` row, inside the caller's transaction), so that the next round waits for it
+    again."""
     rows = store.secagg_outline(run_id, (), t)
     if any(kind == "returned" and holder == hospital for _, kind, holder, _ in rows):
         return
-    store.insert_secagg(run_id, t, "returned", hospital, "{}")
+    store.add_secagg(run_id, t, [("returned", hospital, "{}")])
     log.info(
         "run %s round %d: %s advertised after the advertise step closed; it is waited for "
         "again from round %d",

@@ -2,7 +2,7 @@
 (docs/SECAGG.md "The round"; ``server/secagg.py`` runs them).
 
 Every message a holder sent and every output that closed a step is stored, in order
-(``Store.insert_secagg``, ``Store.add_secagg``). The in-memory ``Aggregator`` is
+(``Store.add_secagg``, through ``server/secagglog.py``). The in-memory ``Aggregator`` is
 deterministic given its messages and when each step closed, so a fresh one fed the stored
 rows, closing each step where a stored output says it closed, is in the state the lost one
 was in (``replay``). ``recover`` does it at start-up for every open round with stored

@@ -39,8 +39,10 @@ class Settings(BaseSettings):
     tls_key: Path | None = None
     #: Largest accepted request body in bytes.
     max_body: int = Field(default=1 << 20, ge=1024)
-    #: Longest long-poll a client may ask for, in seconds.
-    max_wait: float = Field(default=60.0, gt=0)
+    #: Longest long-poll a client may ask for, in seconds. Agents ask up to 300 s for a
+    #: secure-aggregation step's answer (``client.secagg.STEP_WAIT``): a lower cap makes
+    #: every survivor of a step that waits for its deadline re-ask each max_wait seconds.
+    max_wait: float = Field(default=300.0, gt=0)
     #: How often round deadlines are checked, in seconds.
     tick: float = Field(default=0.5, gt=0)
     #: Seconds a report waits for others to share its durable commit (group commit).

@@ -406,11 +406,6 @@ class Store:
         return [_from_row(ReportRow, r, "total") for r in rows]
 
     # Secure aggregation (``ldpem.server.secagg``): every message of a round, in order.
-    def insert_secagg(self, run_id: str, t: int, kind: str, holder: str, body: str) -> None:
-        """Append one message of round t, committed."""
-        with self.transaction():
-            self.add_secagg(run_id, t, [(kind, holder, body)])
-
     def add_secagg(self, run_id: str, t: int, rows: list[tuple[str, str, str]]) -> None:
         """Append (kind, holder, body) ``rows`` to round t's messages, in order, inside the
         caller's transaction (so that a step's outputs are stored all or none)."""

@@ -124,7 +124,10 @@ async def _receive(
     if not isinstance(body, dict):
         raise HTTPException(422, "body must be a JSON object")
     text = raw.decode()  # stored as sent: no re-encoding of a parsed message
-    coordinator.secagg.receive(run_id, t, hospital.name, hospital.run_id, step, body, text)
+    committed = coordinator.secagg.receive(
+        run_id, t, hospital.name, hospital.run_id, step, body, text
+    )
+    await committed  # answered only once stored: a restart replays it
 
 
 async def get_message(request: Request) -> Response:

@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ldpem.client.secagg import _Exchange
+from ldpem.client.secagg import READ_MARGIN, STEP_WAIT, _Exchange
 from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.server.settings import Settings
 
 ANSWER = {"participants": ["the", "list"]}
 
@@ -24,9 +25,11 @@ class ScriptedLink:
     def __init__(self, posted: httpx.Response, fetched: list[httpx.Response]) -> None:
         self.posted, self.fetched = posted, fetched
         self.calls: list[tuple[str, str, Any]] = []
+        self.timeouts: list[Any] = []
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         self.calls.append((method, path, kwargs.get("params")))
+        self.timeouts.append(kwargs.get("timeout"))
         return self.posted if method == "POST" else self.fetched.pop(0)
 
     @staticmethod
@@ -38,15 +41,19 @@ def respond(status: int, body: Any, headers: dict[str, str] | None = None) -> ht
     return httpx.Response(status, content=json.dumps(body).encode(), headers=headers)
 
 
-def exchange(link: ScriptedLink) -> _Exchange:
-    return _Exchange(link, "run-1", 3, wait=30.0)  # type: ignore[arg-type]
+def exchange(link: ScriptedLink, wait: float = 30.0) -> _Exchange:
+    return _Exchange(link, "run-1", 3, wait=wait)  # type: ignore[arg-type]
 
 
 def test_the_answer_named_by_the_coordinator_needs_no_second_request() -> None:
     link = ScriptedLink(respond(200, ANSWER, {SECAGG_ANSWER_HEADER: "participants"}), [])
     assert exchange(link).post_then_fetch("advertise", {}, "participants") == ANSWER
     assert link.calls == [
-        ("POST", "/v1/runs/run-1/rounds/3/secagg/advertise", {"then": "participants", "wait": 30.0})
+        (
+            "POST",
+            "/v1/runs/run-1/rounds/3/secagg/advertise",
+            {"then": "participants", "wait": 300.0},
+        )
     ]
 
 
@@ -69,3 +76,23 @@ def test_a_step_closed_without_this_holder_ends_its_round() -> None:
     link = ScriptedLink(respond(409, {"detail": "the advertise step of round 3 is closed"}), [])
     assert exchange(link).post_then_fetch("advertise", {}, "participants") is None
     assert len(link.calls) == 1
+
+
+@pytest.mark.parametrize(("agent_wait", "asked"), [(30.0, STEP_WAIT), (900.0, 900.0)])
+def test_a_steps_answer_is_long_polled_as_long_as_a_deadline_may_take(
+    agent_wait: float, asked: float
+) -> None:
+    """Every long-poll of a step's answer asks at least STEP_WAIT (the agent's own --wait
+    when longer), with a read timeout beyond it: a holder whose step waits for a dropped
+    peer's deadline re-asks once per STEP_WAIT, not once per round long-poll."""
+    link = ScriptedLink(respond(202, {}), [respond(202, {}), respond(200, ANSWER)])
+    assert exchange(link, agent_wait).post_then_fetch("masked", {}, "consistency-check") == ANSWER
+    assert [params["wait"] for _, _, params in link.calls] == [asked] * 3
+    assert all(timeout.read == asked + READ_MARGIN for timeout in link.timeouts)
+    assert all(timeout.read > asked for timeout in link.timeouts)
+
+
+def test_the_coordinator_holds_such_a_long_poll_by_default() -> None:
+    """A coordinator that capped it lower (60 s before) would answer 202 sooner, and each
+    survivor of a step waiting for its deadline would re-ask every max_wait seconds."""
+    assert Settings().max_wait >= STEP_WAIT

@@ -16,6 +16,7 @@ import httpx
 from fastapi.testclient import TestClient
 
 from ldpem.server.app import GZIP_LEVEL, GZIP_MINIMUM_BYTES, create_app
+from ldpem.server.compression import gzip_answer, is_secagg_path
 from tests.fedkit import settings
 from tests.secaggdriver import NAMES, create_run, play_round
 
@@ -83,3 +84,15 @@ def test_a_holders_participant_list_is_gzipped_to_about_its_raw_bytes(tmp_path: 
     # Base64 spends 4 characters on 3 random bytes; gzip's Huffman codes give most of the
     # extra quarter of each character back (names and field keys compress further).
     assert len(zipped.raw) < 0.85 * len(plain.raw)
+    # Huffman-only (no search for repeats, which random bytes lack): the stream the
+    # benchmarks count, not level 1's.
+    assert len(zipped.raw) == len(gzip_answer(plain.raw))
+    assert len(zipped.raw) != len(gzip.compress(plain.raw, compresslevel=GZIP_LEVEL))
+
+
+def test_only_the_secure_aggregation_routes_are_compressed_huffman_only() -> None:
+    assert is_secagg_path("/v1/runs/abc/rounds/3/secagg/participants")
+    assert is_secagg_path("/v1/runs/abc/rounds/3/secagg/advertise")
+    assert not is_secagg_path("/v1/runs/abc/round")
+    assert not is_secagg_path("/runs/abc")  # a status page: text, level 1
+    assert not is_secagg_path("/openapi.json")
