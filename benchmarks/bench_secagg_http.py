@@ -14,7 +14,9 @@ modulus and the rest are the run's defaults). A load generator of ``--workers`` 
 through the agent's own code: ``client.secagg.load_secagg`` (the run's checks, the roster,
 the key) and ``client.secagg.aggregate`` (the four steps over a ``CoordinatorLink``, the
 real ``Holder`` state machine). So a change of the protocol or of its messages on the
-agent's side is what this measures. What an agent does besides is not played: no records
+agent's side is what this measures. After its round a holder long-polls the next round as
+its agent does (``GET /v1/runs/{run}/round?after=t``, asked again when it times out; a
+holder that dropped sends nothing). What an agent does besides is not played: no records
 are read and no EM report computed; each holder's report is a fixed vector of small random
 multiples of the run's grid γ (its "total"), and the coordinator's unmasked sum of each
 round is checked against the survivors' totals (``sum_ok``).
@@ -138,9 +140,16 @@ class _Ledger:
 def _holder_round(
     link: CoordinatorLink, session: Any, run_id: str, t: int, body: bytes, outcome: dict[str, str]
 ) -> None:
+    """One holder's round t, as its agent plays it: the secure aggregation, then the
+    long-poll of the next round (``Agent._follow``: asked again when it times out), which a
+    holder that dropped never sends."""
     name = session.name
     try:
         aggregate(session, link, _Ledger(), run_id, t, body, WAIT)  # type: ignore[arg-type]
+        while True:
+            info = link.poll(run_id, t)
+            if info.status != "running" or info.round > t:
+                break
         outcome[name] = "done"
     except _Dropped:
         outcome[name] = "dropped"
