@@ -55,9 +55,13 @@ import httpx
 import numpy as np
 
 from ldpem.common.planning.fastsim import simulate
-from ldpem.common.planning.prediction import SENSITIVITY_SEEDS
 from ldpem.common.planning.study import Study, run_study
-from ldpem.demo import BASELINES, DEMO_CONFIDENCE_DRAWS, DEMO_FORECAST_SEEDS
+from ldpem.demo import (
+    BASELINES,
+    DEMO_CONFIDENCE_DRAWS,
+    DEMO_FORECAST_SEEDS,
+    DEMO_SENSITIVITY_SEEDS,
+)
 from ldpem.processes import Processes, start_coordinator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -249,9 +253,9 @@ def bench_plan() -> dict[str, Any]:
 
 def shown_studies() -> int:
     """Studies whose results ``ldpem demo`` shows: the federated run, its in-process
-    baselines, the forecast's simulated runs (at the assumed SNR and at half and twice it)
-    and the confidence region's bootstrap draws."""
-    forecast = DEMO_FORECAST_SEEDS + 2 * min(DEMO_FORECAST_SEEDS, SENSITIVITY_SEEDS)
+    baselines, the forecast's simulated runs (at the assumed SNR, and at half and twice it
+    when its coordinator simulates those) and the confidence region's bootstrap draws."""
+    forecast = DEMO_FORECAST_SEEDS + 2 * min(DEMO_FORECAST_SEEDS, DEMO_SENSITIVITY_SEEDS)
     return 1 + len(BASELINES) + forecast + DEMO_CONFIDENCE_DRAWS
 
 

@@ -24,6 +24,7 @@ from ldpem.common.planning.study import Dataset
 from ldpem.demo import (
     DEMO_CONFIDENCE_DRAWS,
     DEMO_FORECAST_SEEDS,
+    DEMO_SENSITIVITY_SEEDS,
     DemoConfig,
     _baselines,
     demo_hospital_sizes,
@@ -222,6 +223,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert forecast["seeds"] == DEMO_FORECAST_SEEDS
     assert forecast["mean"] == payload["expected_error"]
     assert forecast["low"] <= forecast["mean"] <= forecast["high"]
+    # No what-ifs at half and twice the SNR: the demo prints none (DEMO_SENSITIVITY_SEEDS).
+    assert DEMO_SENSITIVITY_SEEDS == 0 and forecast["sensitivity"] == []
     # The coordinator's confidence region of the estimate, from the demo's draws.
     confidence = payload["confidence"]
     assert confidence["draws"] == DEMO_CONFIDENCE_DRAWS and confidence["radius"] > 0

@@ -15,7 +15,7 @@ from ldpem.common.planning import seed_records
 from ldpem.common.planning.executor import SerialExecutor
 from ldpem.common.planning.fastsim import final_errors, final_errors_by_rule
 from ldpem.common.planning.plan import make_plan
-from ldpem.common.planning.prediction import Problem, predict, predict_many
+from ldpem.common.planning.prediction import Problem, outlooks, predict, predict_many
 from ldpem.common.planning.schedule_search import DEFAULT_GRID, search_schedule
 from ldpem.common.planning.simulation_cache import SimulationCache
 
@@ -136,3 +136,16 @@ def test_records_drawn_as_read_are_the_kept_ones(
     assert sum(c.n for c in reader.chunks(0, 0, 45)) == 45
     with pytest.raises(ValueError, match="read in order"):
         list(reader.chunks(0, 0, 5))
+
+
+def test_an_outlook_without_what_ifs_simulates_only_the_assumed_snr() -> None:
+    """``sensitivity_seeds = 0`` (the demo's coordinator): no runs at half and twice the
+    SNR, and the prediction at the assumed SNR the same numbers as with them."""
+    alone, with_what_ifs = CountingExecutor(), CountingExecutor()
+    (outlook,) = outlooks(PROBLEM, ["local"], seeds=4, sensitivity_seeds=0, executor=alone)
+    (full,) = outlooks(PROBLEM, ["local"], seeds=4, sensitivity_seeds=2, executor=with_what_ifs)
+    assert outlook.sensitivity == () and [p.seeds for p in full.sensitivity] == [2, 2]
+    assert outlook.prediction == full.prediction
+    assert (alone.runs, with_what_ifs.runs) == (4, 8)
+    with pytest.raises(ValueError, match="sensitivity_seeds must be >= 0, got -1"):
+        outlooks(PROBLEM, ["local"], seeds=4, sensitivity_seeds=-1, executor=alone)
