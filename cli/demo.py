@@ -135,13 +135,16 @@ def _terminate_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _no_store() -> ssl.SSLContext:
+    """The TLS context of the demo's clients of its coordinator, on plain HTTP at
+    127.0.0.1: it loads no certificate store (~30 ms of CPU a client), and trusting no
+    certificate it could never talk TLS unverified."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
 def _local_client(url: str, timeout: float) -> httpx.Client:
-    """A client of the demo's coordinator, on plain HTTP at 127.0.0.1: its TLS context
-    loads no certificate store (~30 ms of CPU a client), and trusting no certificate it
-    could never talk TLS unverified."""
-    return httpx.Client(
-        base_url=url, timeout=timeout, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    )
+    """A client of the demo's coordinator (``_no_store``)."""
+    return httpx.Client(base_url=url, timeout=timeout, verify=_no_store())
 
 
 def _import_agent() -> None:
@@ -228,7 +231,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             paths, data = _write_data(config, workdir, rng)
             assert data.sizes is not None and data.beta_star is not None
             try:
-                processes.wait_healthy(coordinator, url, timeout=60.0)
+                processes.wait_healthy(coordinator, url, timeout=60.0, verify=_no_store())
             except ProcessFailed as error:
                 raise UserError(str(error)) from None
             request = {
