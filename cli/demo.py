@@ -58,10 +58,11 @@ CREATE_TIMEOUT = 60.0
 DEMO_FORECAST_SEEDS = 20
 #: Seeds of the demo coordinator's forecast at half and twice the assumed ‖β*‖/σ: none. A
 #: real coordinator simulates 10 at each (``SENSITIVITY_SEEDS``) for its status page's note
-#: and for ``run create``'s warning that half the SNR would do no better than β = 0; the demo
-#: prints neither, and those 20 runs were a third of its coordinator's simulations (~0.6 s
-#: of the demo's wall and CPU time, docs/PERFORMANCE.md, the demo's third pass). The band
-#: it prints is the same: the same 20 seeds at the assumed SNR, the same numbers.
+#: and for ``run create``'s warning that half the SNR would do no better than β = 0; the
+#: demo's summary shows neither (only its ``--json`` result carried the what-ifs), and those
+#: 20 runs were a third of its coordinator's simulations (~0.6 s of the demo's wall and CPU
+#: time, docs/PERFORMANCE.md, the demo's third pass). The band it prints is the same: the
+#: same 20 seeds at the assumed SNR, the same numbers.
 DEMO_SENSITIVITY_SEEDS = 0
 #: Bootstrap draws of the demo coordinator's confidence region: a real one's 99 are ~5 s of
 #: CPU at 2·10⁵ records, the largest part of the demo's. 19 is the fewest that are
