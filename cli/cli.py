@@ -146,8 +146,8 @@ def one_blas_thread(argv: Sequence[str]) -> None:
     """For a command of ``ONE_BLAS_THREAD_COMMANDS``: one BLAS thread in this process and
     the children it starts or forks, unless the user set a count (``BLAS_THREAD_VARIABLES``).
 
-    The products of this code are matrix-vector products of n × d records with d small
-    (``y @ β``, a sum of rows): a second BLAS thread saves no time on them, and spins on a
+    The BLAS products here are matrix-vector products of n × d records (``y @ β``, a sum of
+    rows): at the demo's d = 10 a second BLAS thread saves no time on them and spins on a
     core between calls (twice the CPU of one thread, measured: docs/PERFORMANCE.md, the
     demo's third pass), a core that the demo's other processes need. BLAS reads the count
     when numpy is first imported, here before the parser, whose command modules import
