@@ -11,7 +11,7 @@ every study reads the same arrays. Otherwise (one study on them: a forecast of o
 mechanism, a bootstrap draw; or a very large run) each study's ``Reader`` draws the same
 blocks as it reads them, holding one block per hospital: the same records, in the memory
 of one chunk, each block still in the cache when its gradients are taken (a study of
-2·10⁵ records ~4% faster than reading kept ones back from memory).
+2·10⁵ records ~3–4% faster than reading kept ones back from memory).
 """
 
 from __future__ import annotations
