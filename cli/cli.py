@@ -25,6 +25,8 @@ from ldpem.common.core.errors import UserError
 from ldpem.common.core.plugins import ensure_plugins
 
 __all__ = [
+    "BLAS_THREAD_VARIABLES",
+    "ONE_BLAS_THREAD_COMMANDS",
     "PIPE_CLOSED",
     "ActionSpec",
     "HelpFormatter",
@@ -33,6 +35,7 @@ __all__ = [
     "examples",
     "from_options",
     "main",
+    "one_blas_thread",
 ]
 
 
@@ -131,7 +134,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+#: Commands that run several numpy processes on this machine at once, each of whose BLAS
+#: gets one thread (``one_blas_thread``): ``ldpem demo`` (itself, its coordinator and its
+#: agents).
+ONE_BLAS_THREAD_COMMANDS = frozenset({"demo"})
+#: What OpenBLAS, OpenMP builds and MKL read for their thread count, once, when numpy loads.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_blas_thread(argv: Sequence[str]) -> None:
+    """For a command of ``ONE_BLAS_THREAD_COMMANDS``: one BLAS thread in this process and
+    the children it starts or forks, unless the user set a count (``BLAS_THREAD_VARIABLES``).
+
+    The BLAS products here are matrix-vector products of n × d records (``y @ β``, a sum of
+    rows): at the demo's d = 10 a second BLAS thread saves no time on them and spins on a
+    core between calls (twice the CPU of one thread, measured: docs/PERFORMANCE.md, the
+    demo's third pass), a core that the demo's other processes need. BLAS reads the count
+    when numpy is first imported, here before the parser, whose command modules import
+    it; a process that imported numpy already (a test calling ``main``) keeps its count."""
+    if argv[:1] and argv[0] in ONE_BLAS_THREAD_COMMANDS and "numpy" not in sys.modules:
+        for name in BLAS_THREAD_VARIABLES:
+            os.environ.setdefault(name, "1")
+
+
 def _run(argv: Sequence[str] | None) -> int:
+    one_blas_thread(list(sys.argv[1:] if argv is None else argv))
     try:
         # Before the parser: registered models and mechanisms are its choices.
         ensure_plugins()

@@ -45,6 +45,7 @@ __all__ = [
     "DEMO_CONFIDENCE_DRAWS",
     "DEMO_FORECAST_SEEDS",
     "DEMO_FORECAST_WORKERS",
+    "DEMO_SENSITIVITY_SEEDS",
     "DemoConfig",
     "demo_hospital_sizes",
     "run_demo",
@@ -55,6 +56,14 @@ CREATE_TIMEOUT = 60.0
 #: Seeds of the demo coordinator's forecast: a real one's 200 are ~8 s of CPU at 2·10⁵
 #: records; 20 make a band that covers 80% ± 9% of runs instead of ± 2.8% (and says so).
 DEMO_FORECAST_SEEDS = 20
+#: Seeds of the demo coordinator's forecast at half and twice the assumed ‖β*‖/σ: none. A
+#: real coordinator simulates 10 at each (``SENSITIVITY_SEEDS``) for its status page's note
+#: and for ``run create``'s warning that half the SNR would do no better than β = 0; the
+#: demo's summary shows neither (only its ``--json`` result carried the what-ifs), and those
+#: 20 runs were a third of its coordinator's simulations (~0.6 s of the demo's wall and CPU
+#: time, docs/PERFORMANCE.md, the demo's third pass). The band it prints is the same: the
+#: same 20 seeds at the assumed SNR, the same numbers.
+DEMO_SENSITIVITY_SEEDS = 0
 #: Bootstrap draws of the demo coordinator's confidence region: a real one's 99 are ~5 s of
 #: CPU at 2·10⁵ records, the largest part of the demo's. 19 is the fewest that are
 #: calibrated at level 0.9 (``common.planning.confidence.least_draws``): the coverage holds
@@ -127,13 +136,16 @@ def _terminate_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _no_store() -> ssl.SSLContext:
+    """The TLS context of the demo's clients of its coordinator, on plain HTTP at
+    127.0.0.1: it loads no certificate store (~30 ms of CPU a client), and trusting no
+    certificate it could never talk TLS unverified."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
 def _local_client(url: str, timeout: float) -> httpx.Client:
-    """A client of the demo's coordinator, on plain HTTP at 127.0.0.1: its TLS context
-    loads no certificate store (~30 ms of CPU a client), and trusting no certificate it
-    could never talk TLS unverified."""
-    return httpx.Client(
-        base_url=url, timeout=timeout, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    )
+    """A client of the demo's coordinator (``_no_store``)."""
+    return httpx.Client(base_url=url, timeout=timeout, verify=_no_store())
 
 
 def _import_agent() -> None:
@@ -191,6 +203,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
     processes = Processes(logs)
     derived_env = {
         "LDPEM_FORECAST_SEEDS": str(DEMO_FORECAST_SEEDS),
+        "LDPEM_FORECAST_SENSITIVITY_SEEDS": str(DEMO_SENSITIVITY_SEEDS),
         "LDPEM_CONFIDENCE_DRAWS": str(DEMO_CONFIDENCE_DRAWS),
         "LDPEM_FORECAST_WORKERS": str(DEMO_FORECAST_WORKERS),
     }
@@ -219,7 +232,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             paths, data = _write_data(config, workdir, rng)
             assert data.sizes is not None and data.beta_star is not None
             try:
-                processes.wait_healthy(coordinator, url, timeout=60.0)
+                processes.wait_healthy(coordinator, url, timeout=60.0, verify=_no_store())
             except ProcessFailed as error:
                 raise UserError(str(error)) from None
             request = {
@@ -251,8 +264,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             if created.get("pending"):
                 say(
                     "the coordinator forecasts the run's accuracy in the background "
-                    f"({DEMO_FORECAST_SEEDS} seeds, at the assumed ‖β*‖/σ and at half and "
-                    "twice it)"
+                    f"({DEMO_FORECAST_SEEDS} seeds at the assumed ‖β*‖/σ)"
                 )
             for i, (name, path, token) in enumerate(zip(names, paths, tokens, strict=True)):
                 fork_agent(

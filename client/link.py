@@ -25,7 +25,14 @@ from ldpem.client.trust import AgentError
 from ldpem.common.core.errors import UserError
 from ldpem.common.wire import API_PREFIX, Identity, RoundInfo, describe_errors
 
-__all__ = ["CoordinatorLink", "LinkHooks", "backoff_delay", "tls_context", "untrusted"]
+__all__ = [
+    "CoordinatorLink",
+    "LinkHooks",
+    "backoff_delay",
+    "link_tls",
+    "tls_context",
+    "untrusted",
+]
 
 log = logging.getLogger("ldpem.client")
 #: Seconds an idle pooled connection is kept: below the coordinator's 75 s keep-alive
@@ -44,6 +51,17 @@ def tls_context(ca_cert: Path | None) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(ca_cert))
     except (OSError, ssl.SSLError) as error:
         raise UserError(f"{ca_cert}: not a readable CA certificate ({error})") from None
+
+
+def link_tls(coordinator: str, ca_cert: Path | None) -> ssl.SSLContext:
+    """The TLS context of a link to ``coordinator``: ``tls_context(ca_cert)`` for HTTPS (or
+    when a CA certificate is given: it is checked either way); for a plain ``http://``
+    coordinator, which no TLS is spoken to, a context that trusts no certificate instead
+    of the system's store (loading it costs ~30 ms of CPU an agent): it could never
+    complete a handshake, so it fails closed if TLS were ever asked of it."""
+    if ca_cert is None and httpx.URL(coordinator).scheme == "http":
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return tls_context(ca_cert)
 
 
 def untrusted(error: BaseException, url: str) -> str | None:
@@ -99,7 +117,7 @@ class CoordinatorLink:
         self.http = httpx.Client(
             base_url=self.base,
             headers={"Authorization": f"Bearer {token}"},
-            verify=tls_context(ca_cert),
+            verify=link_tls(self.base, ca_cert),
             transport=hooks.get("transport"),
             timeout=httpx.Timeout(30.0, read=wait + 30.0),
             # Below uvicorn's 5 s keep-alive: a pooled connection the server is about to

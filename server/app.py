@@ -152,6 +152,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> FastAPI:
             max_noise_factor=settings.max_noise_factor,
             forecast=ForecastOptions(
                 seeds=settings.forecast_seeds,
+                sensitivity_seeds=settings.forecast_sensitivity_seeds,
                 max_records=settings.forecast_max_records,
                 workers=settings.forecast_workers,
                 scheduler=settings.forecast_scheduler,

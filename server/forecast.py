@@ -9,7 +9,8 @@ mean and 10–90% predictive band of the final errors of ``FORECAST_SEEDS`` simu
 on the fast path (``ldpem.common.planning.fastsim``: the distribution of ``ldpem simulate``'s final
 error for the run's study with its hospital sizes, tests/common/test_fastsim.py), with
 seeds drawn from the problem (``prediction.first_seed``), and the mean at half and twice
-the assumed SNR, because the SNR is an assumption the number rests on. The coordinator
+the assumed SNR, because the SNR is an assumption the number rests on (unless the
+coordinator is told to simulate none: ``ForecastOptions.sensitivity_seeds``). The coordinator
 computes it in the background after ``run create`` (``ldpem.server.background``). A
 run's schedule and final estimate are the study's too, so the forecast is the error of
 the estimate it reports.
@@ -46,8 +47,12 @@ FORECAST_SEEDS = 200
 class ForecastOptions:
     """How the coordinator forecasts a run (``Settings.forecast_*``)."""
 
-    #: Simulated runs at the assumed SNR (at most ``SENSITIVITY_SEEDS`` at the other two).
+    #: Simulated runs at the assumed SNR.
     seeds: int = FORECAST_SEEDS
+    #: Simulated runs at each of half and twice the assumed SNR (at most ``seeds``; 0: no
+    #: what-ifs, the forecast's ``sensitivity`` empty and its warning about the assumed
+    #: SNR not checked).
+    sensitivity_seeds: int = SENSITIVITY_SEEDS
     #: Records simulated at most (larger runs are scaled down).
     max_records: int = DEFAULT_MAX_RECORDS
     #: Local processes of the simulations (None: this machine's cores; 1: serial).
@@ -129,7 +134,7 @@ def run_forecast(
             problem,
             [params.mechanism],
             seeds=options.seeds,
-            sensitivity_seeds=SENSITIVITY_SEEDS,
+            sensitivity_seeds=options.sensitivity_seeds,
             max_records=options.max_records,
             executor=executor,
         )

@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ldpem.common.core.errors import UserError
 from ldpem.common.planning.confidence import DEFAULT_DRAWS, DEFAULT_LEVEL, least_draws
+from ldpem.common.planning.prediction import SENSITIVITY_SEEDS
 from ldpem.server.forecast import DEFAULT_MAX_RECORDS, FORECAST_SEEDS
 
 __all__ = ["Settings", "load_settings"]
@@ -51,6 +52,10 @@ class Settings(BaseSettings):
     #: when a run is created, at the assumed SNR (``ldpem.server.forecast``; 10 at half
     #: and twice it; fewer than 20 make a band of little use).
     forecast_seeds: int = Field(default=FORECAST_SEEDS, ge=1, le=1000)
+    #: Simulated runs behind the forecast's what-ifs at half and twice the assumed SNR,
+    #: each (at most forecast_seeds; 0: none, and ``run create``'s warning that half the
+    #: SNR would do no better than β = 0 is not checked).
+    forecast_sensitivity_seeds: int = Field(default=SENSITIVITY_SEEDS, ge=0, le=1000)
     #: Records simulated by the forecast at most (larger runs are scaled down).
     forecast_max_records: int = Field(default=DEFAULT_MAX_RECORDS, ge=1000)
     #: Processes the forecast simulates on (default: this machine's cores; 1: serial).

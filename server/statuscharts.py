@@ -33,7 +33,9 @@ MAX_TIMELINE_ROUNDS = 30
 
 
 def _sensitivity(forecast: Forecast) -> str:
-    """How the expected error moves with ‖β*‖/σ, in words."""
+    """How the expected error moves with ‖β*‖/σ, in words (or that it was not simulated)."""
+    if not forecast.sensitivity:
+        return "this coordinator simulates no other ‖β*‖/σ (forecast_sensitivity_seeds = 0)"
     parts = []
     for band in forecast.sensitivity:
         expected = "the simulated runs diverge" if band.mean is None else f"{band.mean:.3g}"

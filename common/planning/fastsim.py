@@ -139,7 +139,7 @@ def simulate(
     model = get_model(study.model)
     if not fast_path(study):
         return _reference(study, model, beta_star, beta0)
-    data = _draw(study, model, beta_star, beta0)
+    data = _draw(study, model, beta_star, beta0, keep=False)  # one study reads them
     betas, variances = _trajectory(study, model, data)
     final = final_estimate(
         betas, variances, final=study.final, sign_invariant=model.sign_invariant
@@ -176,12 +176,17 @@ def _data_key(study: Study) -> tuple[object, ...]:
 
 
 def _draw(
-    study: Study, model: Model, beta_star: ArrayLike | None, beta0: ArrayLike | None
+    study: Study,
+    model: Model,
+    beta_star: ArrayLike | None,
+    beta0: ArrayLike | None,
+    *,
+    keep: bool,
 ) -> _Data:
     """``study``'s data at its seed: β* (``true_parameter``, the first draw of the seed's
     generator, as ``run_study``'s), β⁰, the sizes (given, or ``random_holder_sizes``),
     then two generators spawned from the seed's: the records' (one child per hospital,
-    ``SeedRecords``) and the noise's."""
+    ``SeedRecords``, kept when ``keep``: several studies read them) and the noise's."""
     rng = study_rng(study.seed)
     d = study.d
     missing = study.missing if study.missing is not None else _model_missing(model)
@@ -201,7 +206,9 @@ def _draw(
             sizes = tuple(random_holder_sizes(study.n, study.hospitals, minimum, rng))
     draws, noise = rng.spawn(2)
     generators = draws.spawn(len(sizes))
-    records = SeedRecords(model, generators, sizes, star=star, sigma=study.sigma, missing=missing)
+    records = SeedRecords(
+        model, generators, sizes, star=star, sigma=study.sigma, missing=missing, keep=keep
+    )
     return _Data(star, beta, tuple(sizes), records, noise)
 
 
@@ -396,7 +403,8 @@ def shared_final_errors(
             study, finals = cases[j]
             seeded = replace(study, seed=int(seed))
             model = get_model(study.model)
-            data = data if data is not None else _draw(seeded, model, None, None)
+            if data is None:  # kept only when several studies read them
+                data = _draw(seeded, model, None, None, keep=len(fast) > 1)
             if (j, data.sizes) not in setups:
                 setups[(j, data.sizes)] = _setup(study, model, data.sizes)
             betas, variances = _trajectory(seeded, model, data, setups[(j, data.sizes)])

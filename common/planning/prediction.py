@@ -264,8 +264,12 @@ def outlooks(
 ) -> list[Outlook]:
     """Each mechanism's prediction at the problem's SNR (``seeds`` simulations) and at
     ``SNR_FACTORS`` times it (``Problem.at_snr``; ``sensitivity_seeds`` each, at most
-    ``seeds``), as one batch (``cache`` as in ``predict_many``)."""
-    variants = [problem, *(problem.at_snr(f * problem.snr) for f in SNR_FACTORS)]
+    ``seeds``; 0: none, ``Outlook.sensitivity`` empty, and the predictions at the
+    problem's SNR the same numbers), as one batch (``cache`` as in ``predict_many``)."""
+    if sensitivity_seeds < 0:
+        raise ValueError(f"sensitivity_seeds must be >= 0, got {sensitivity_seeds!r}")
+    factors = SNR_FACTORS if sensitivity_seeds > 0 else ()
+    variants = [problem, *(problem.at_snr(f * problem.snr) for f in factors)]
     cases = [(v, m) for m in mechanisms for v in variants]
     side = min(seeds, sensitivity_seeds)
     counts = [seeds if v is problem else side for _ in mechanisms for v in variants]

@@ -5,11 +5,13 @@ its own, in blocks of ``CHUNK`` values (rows = CHUNK // d), block after block: t
 sequence is the hospital's records, whatever reads them. A round of a study takes the next
 rows of each hospital (``Reader.chunks``), as the schedule deals them.
 
-When the seed's records fit in ``KEEP_LIMIT`` values they are drawn once and kept, and
-every study run on them (the plan's mechanisms, the schedule search's settings) reads the
-same arrays. Above it (a bootstrap of a very large run) each study's ``Reader`` draws the
-same blocks again as it reads them, holding one block per hospital: the same records, in
-the memory of one chunk.
+When several studies run on the seed's records (the plan's mechanisms, the schedule
+search's settings) and they fit in ``KEEP_LIMIT`` values, they are drawn once and kept, and
+every study reads the same arrays. Otherwise (one study on them: a forecast of one
+mechanism, a bootstrap draw; or a very large run) each study's ``Reader`` draws the same
+blocks as it reads them, holding one block per hospital: the same records, in the memory
+of one chunk, each block still in the cache when its gradients are taken (a study of
+2·10⁵ records ~3–4% faster than reading kept ones back from memory).
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ KEEP_LIMIT = 1 << 24
 
 class SeedRecords:
     """The records of one seed's hospitals of ``sizes``, drawn at β* = ``star`` with one
-    generator per hospital (``generators``, not used after): kept when they fit
-    ``KEEP_LIMIT``, else drawn again by each ``Reader``."""
+    generator per hospital (``generators``, not used after): kept when ``keep`` (several
+    studies will read them) and they fit ``KEEP_LIMIT``, else drawn by each ``Reader``."""
 
     def __init__(
         self,
@@ -47,6 +49,7 @@ class SeedRecords:
         star: FloatArray,
         sigma: float,
         missing: float,
+        keep: bool = True,
     ) -> None:
         self.model = model
         self.sizes = tuple(sizes)
@@ -54,7 +57,7 @@ class SeedRecords:
         self.rows = max(1, CHUNK // star.size)
         self._generators = tuple(copy.deepcopy(g) for g in generators)
         self.kept: tuple[tuple[Records, ...], ...] | None = None
-        if sum(self.sizes) * star.size <= KEEP_LIMIT:
+        if keep and sum(self.sizes) * star.size <= KEEP_LIMIT:
             self.kept = tuple(
                 tuple(self._blocks(k, copy.deepcopy(self._generators[k])))
                 for k in range(len(self.sizes))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ldpem.cli import BLAS_THREAD_VARIABLES
 from ldpem.commands.demo import print_summary
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
@@ -23,6 +24,7 @@ from ldpem.common.planning.study import Dataset
 from ldpem.demo import (
     DEMO_CONFIDENCE_DRAWS,
     DEMO_FORECAST_SEEDS,
+    DEMO_SENSITIVITY_SEEDS,
     DemoConfig,
     _baselines,
     demo_hospital_sizes,
@@ -65,6 +67,45 @@ def test_the_demo_bootstraps_with_enough_draws_to_be_calibrated() -> None:
     # Fewer draws than least_draws leave no order statistic at the interval's ends; the
     # coverage at B = least_draws is what test_confidence_calibration.py checks.
     assert DEMO_CONFIDENCE_DRAWS >= least_draws(DEFAULT_LEVEL) == 19
+
+
+#: Runs ``ldpem`` with argv, then prints what BLAS read for its thread count when numpy
+#: loaded, and whether numpy was loaded.
+BLAS_PROBE = """
+import os, sys
+from ldpem.cli import BLAS_THREAD_VARIABLES, main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print([os.environ.get(name) for name in BLAS_THREAD_VARIABLES], "numpy" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    ("arguments", "given", "expected"),
+    [
+        (["demo", "--help"], {}, ["1", "1", "1"]),
+        # A count the user set is kept.
+        (["demo", "--help"], {"OPENBLAS_NUM_THREADS": "2"}, ["2", "1", "1"]),
+        (["plan", "--help"], {}, [None, None, None]),
+    ],
+)
+def test_the_demo_runs_one_blas_thread_in_each_of_its_processes(
+    arguments: list[str], given: dict[str, str], expected: list[str | None]
+) -> None:
+    """BLAS reads its thread count once, when numpy loads: ``ldpem demo`` sets it before
+    its parser imports numpy, and its forked and started children inherit it."""
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-c", BLAS_PROBE, *arguments],
+        env={**env, **given},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.splitlines()[-1] == f"{expected} True"
 
 
 def test_hospital_sizes_are_unequal_and_cover_every_record() -> None:
@@ -182,6 +223,8 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert forecast["seeds"] == DEMO_FORECAST_SEEDS
     assert forecast["mean"] == payload["expected_error"]
     assert forecast["low"] <= forecast["mean"] <= forecast["high"]
+    # No what-ifs at half and twice the SNR: the demo prints none (DEMO_SENSITIVITY_SEEDS).
+    assert DEMO_SENSITIVITY_SEEDS == 0 and forecast["sensitivity"] == []
     # The coordinator's confidence region of the estimate, from the demo's draws.
     confidence = payload["confidence"]
     assert confidence["draws"] == DEMO_CONFIDENCE_DRAWS and confidence["radius"] > 0

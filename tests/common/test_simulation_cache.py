@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pytest
@@ -13,9 +13,9 @@ import pytest
 from ldpem.common.models import get_model
 from ldpem.common.planning import seed_records
 from ldpem.common.planning.executor import SerialExecutor
-from ldpem.common.planning.fastsim import final_errors, final_errors_by_rule
+from ldpem.common.planning.fastsim import final_errors, final_errors_by_rule, shared_final_errors
 from ldpem.common.planning.plan import make_plan
-from ldpem.common.planning.prediction import Problem, predict, predict_many
+from ldpem.common.planning.prediction import Problem, outlooks, predict, predict_many
 from ldpem.common.planning.schedule_search import DEFAULT_GRID, search_schedule
 from ldpem.common.planning.simulation_cache import SimulationCache
 
@@ -136,3 +136,38 @@ def test_records_drawn_as_read_are_the_kept_ones(
     assert sum(c.n for c in reader.chunks(0, 0, 45)) == 45
     with pytest.raises(ValueError, match="read in order"):
         list(reader.chunks(0, 0, 5))
+
+
+def test_an_outlook_without_what_ifs_simulates_only_the_assumed_snr() -> None:
+    """``sensitivity_seeds = 0`` (the demo's coordinator): no runs at half and twice the
+    SNR, and the prediction at the assumed SNR the same numbers as with them."""
+    alone, with_what_ifs = CountingExecutor(), CountingExecutor()
+    (outlook,) = outlooks(PROBLEM, ["local"], seeds=4, sensitivity_seeds=0, executor=alone)
+    (full,) = outlooks(PROBLEM, ["local"], seeds=4, sensitivity_seeds=2, executor=with_what_ifs)
+    assert outlook.sensitivity == () and [p.seeds for p in full.sensitivity] == [2, 2]
+    assert outlook.prediction == full.prediction
+    assert (alone.runs, with_what_ifs.runs) == (4, 8)
+    with pytest.raises(ValueError, match="sensitivity_seeds must be >= 0, got -1"):
+        outlooks(PROBLEM, ["local"], seeds=4, sensitivity_seeds=-1, executor=alone)
+
+
+def test_a_seeds_records_are_kept_only_when_several_studies_read_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One study on a seed (a forecast of one mechanism, a bootstrap draw) draws each block
+    as it reads it, still in the cache; several (the plan's mechanisms) keep them."""
+    kept: list[bool] = []
+    draw = seed_records.SeedRecords.__init__
+
+    def spy(self: seed_records.SeedRecords, *args: Any, **kwargs: Any) -> None:
+        draw(self, *args, **kwargs)
+        kept.append(self.kept is not None)
+
+    monkeypatch.setattr(seed_records.SeedRecords, "__init__", spy)
+    study = PROBLEM.study("local", 0)
+    alone = final_errors(study, [3])
+    assert np.array_equal(final_errors_by_rule(study, [3], FINALS)[0], alone)
+    other = replace(study, mechanism="hospital")
+    shared = shared_final_errors([(study, FINALS), (other, FINALS)], [3])
+    assert np.array_equal(shared[0][0], alone)
+    assert kept == [False, False, True]

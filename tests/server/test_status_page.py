@@ -12,9 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ldpem.common.core.accounting import epsilon_for_ratio, ratio_for_budget
+from ldpem.common.planning.prediction import SENSITIVITY_SEEDS
 from ldpem.common.wire import PublicParameters
 from ldpem.server.app import create_app
 from ldpem.server.coordinator import implied_epsilon, run_noise_std
+from ldpem.server.settings import Settings
 from ldpem.server.svg import format_number, linear_ticks, log_ticks
 from tests.fedkit import admin_headers, run_request, settings, settled
 from tests.server.opkit import start_run
@@ -208,6 +210,36 @@ def test_the_page_shows_the_forecast_band_its_seeds_and_the_snr_it_rests_on(
     steps = page.split('<svg id="steps"')[1].split("</svg>")[0]
     assert "forecast error (mean)" in steps and '<rect class="band"' in steps
     assert "forecast 10–90%" in steps
+
+
+def test_a_coordinator_told_to_simulate_no_other_snr_forecasts_the_same_band(
+    tmp_path: Path,
+) -> None:
+    """``forecast_sensitivity_seeds = 0`` (``ldpem demo``'s coordinator): no what-ifs at half
+    and twice the SNR, the band at the assumed SNR number for number, and a note that
+    says so instead of an empty list."""
+    forecasts, notes = {}, {}
+    for what_ifs in (2, 0):
+        extra = {"forecast_seeds": 5, "forecast_sensitivity_seeds": what_ifs}
+        (tmp_path / str(what_ifs)).mkdir()
+        with TestClient(create_app(settings(tmp_path / str(what_ifs), **extra))) as client:
+            run_id = start_run(client, records=2000, rounds=2, forecast=True).run_id
+            forecasts[what_ifs] = settled(client, run_id)["forecast"]
+            page = client.get(f"/runs/{run_id}").text
+        notes[what_ifs] = page.split('<svg id="accuracy"')[1].split("</p>")[0]
+    assert [band["snr"] for band in forecasts[2].pop("sensitivity")] == [1.5, 6.0]
+    assert forecasts[0].pop("sensitivity") == []
+    assert forecasts[0] == forecasts[2] and forecasts[0]["seeds"] == 5
+    assert "at ‖β*‖/σ = 1.5" in notes[2] and "simulates no other" not in notes[2]
+    assert "this coordinator simulates no other ‖β*‖/σ" in notes[0]
+    assert "at ‖β*‖/σ = 1.5" not in notes[0]
+
+
+def test_the_forecast_what_if_seeds_are_a_count_or_none() -> None:
+    assert Settings(forecast_sensitivity_seeds=0).forecast_sensitivity_seeds == 0
+    assert Settings().forecast_sensitivity_seeds == SENSITIVITY_SEEDS
+    with pytest.raises(ValueError, match="forecast_sensitivity_seeds"):
+        Settings(forecast_sensitivity_seeds=-1)
 
 
 def test_a_hospital_with_a_stricter_delta_shows_the_spend_its_ledger_records(
