@@ -14,7 +14,6 @@ import math
 import secrets
 import shutil
 import signal
-import ssl
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ import httpx
 import numpy as np
 
 from ldpem.client.ledger import Ledger
+from ldpem.client.link import link_tls
 from ldpem.common.core.accounting import epsilon_for_ratio
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model
@@ -136,16 +136,10 @@ def _terminate_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _no_store() -> ssl.SSLContext:
-    """The TLS context of the demo's clients of its coordinator, on plain HTTP at
-    127.0.0.1: it loads no certificate store (~30 ms of CPU a client), and trusting no
-    certificate it could never talk TLS unverified."""
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-
-
 def _local_client(url: str, timeout: float) -> httpx.Client:
-    """A client of the demo's coordinator (``_no_store``)."""
-    return httpx.Client(base_url=url, timeout=timeout, verify=_no_store())
+    """A client of the demo's coordinator, on plain HTTP at 127.0.0.1, with the agent's TLS
+    context for such a coordinator (``link_tls``: no certificate store loaded)."""
+    return httpx.Client(base_url=url, timeout=timeout, verify=link_tls(url, None))
 
 
 def _import_agent() -> None:
@@ -232,7 +226,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             paths, data = _write_data(config, workdir, rng)
             assert data.sizes is not None and data.beta_star is not None
             try:
-                processes.wait_healthy(coordinator, url, timeout=60.0, verify=_no_store())
+                processes.wait_healthy(coordinator, url, timeout=60.0, verify=link_tls(url, None))
             except ProcessFailed as error:
                 raise UserError(str(error)) from None
             request = {

@@ -26,10 +26,12 @@ from ldpem.common.core.errors import UserError
 from ldpem.common.wire import API_PREFIX, Identity, RoundInfo, describe_errors
 
 __all__ = [
+    "READ_MARGIN",
     "CoordinatorLink",
     "LinkHooks",
     "backoff_delay",
     "link_tls",
+    "long_poll_timeout",
     "tls_context",
     "untrusted",
 ]
@@ -39,6 +41,9 @@ log = logging.getLogger("ldpem.client")
 #: timeout (``ldpem coordinator``'s KEEP_ALIVE), so the agent never reuses a connection
 #: the server is closing; a server that closes sooner costs a retried request.
 KEEPALIVE_EXPIRY = 60.0
+#: Seconds beyond a long-poll's asked wait before its read times out: the coordinator's
+#: answer may leave after the full wait, then crosses the network.
+READ_MARGIN = 30.0
 
 Answer = TypeVar("Answer", bound=BaseModel)
 
@@ -51,6 +56,11 @@ def tls_context(ca_cert: Path | None) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(ca_cert))
     except (OSError, ssl.SSLError) as error:
         raise UserError(f"{ca_cert}: not a readable CA certificate ({error})") from None
+
+
+def long_poll_timeout(wait: float) -> httpx.Timeout:
+    """The timeouts of a request the coordinator may hold ``wait`` seconds (a long-poll)."""
+    return httpx.Timeout(30.0, read=wait + READ_MARGIN)
 
 
 def link_tls(coordinator: str, ca_cert: Path | None) -> ssl.SSLContext:
@@ -119,7 +129,7 @@ class CoordinatorLink:
             headers={"Authorization": f"Bearer {token}"},
             verify=link_tls(self.base, ca_cert),
             transport=hooks.get("transport"),
-            timeout=httpx.Timeout(30.0, read=wait + 30.0),
+            timeout=long_poll_timeout(wait),
             # Below uvicorn's 5 s keep-alive: a pooled connection the server is about to
             # close would otherwise be reused and fail (measured at K = 1000 as retried
             # requests, docs/PERFORMANCE.md).

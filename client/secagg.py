@@ -28,7 +28,7 @@ import httpx
 
 from ldpem.client.faults import inject
 from ldpem.client.ledger import Ledger
-from ldpem.client.link import CoordinatorLink
+from ldpem.client.link import CoordinatorLink, long_poll_timeout
 from ldpem.client.trust import AgentError
 from ldpem.common.core.accounting import ratio_for_budget
 from ldpem.common.mechanisms import Mechanism
@@ -238,9 +238,6 @@ def _parameters(session: SecAggSession, run_id: str, t: int) -> RoundParameters:
 #: coordinator's CPU at K = 1000, third pass"), and 20 times each at the default deadline
 #: of 600 s.
 STEP_WAIT = 300.0
-#: Seconds beyond the asked wait before a long-poll's read times out: the coordinator's
-#: answer may leave after the full wait, then crosses the network.
-READ_MARGIN = 30.0
 
 
 class _Exchange:
@@ -252,8 +249,8 @@ class _Exchange:
             f"{API_PREFIX}/runs/{run_id}/rounds/{t}/secagg",
             max(wait, STEP_WAIT),
         )
-        # The link's own read timeout fits its round long-poll (its ``wait`` + 30 s).
-        self.timeout = httpx.Timeout(30.0, read=self.wait + READ_MARGIN)
+        # The link's own timeout fits its round long-poll, shorter than these.
+        self.timeout = long_poll_timeout(self.wait)
 
     def _post(self, step: str, body: dict[str, Any], then: str | None) -> httpx.Response:
         return self.link.request(

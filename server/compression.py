@@ -17,7 +17,7 @@ import zlib
 
 from starlette.datastructures import Headers
 from starlette.middleware.gzip import GZipMiddleware, GZipResponder
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ldpem.common.wire import API_PREFIX
 
@@ -66,8 +66,8 @@ class Compression(GZipMiddleware):
     """Starlette's ``GZipMiddleware`` at ``GZIP_LEVEL``, except for the secure-aggregation
     answers, compressed Huffman-only."""
 
-    def __init__(self, app: object) -> None:
-        super().__init__(app, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)  # type: ignore[arg-type]
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app, minimum_size=GZIP_MINIMUM_BYTES, compresslevel=GZIP_LEVEL)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ldpem.client.secagg import READ_MARGIN, STEP_WAIT, _Exchange
+from ldpem.client.link import READ_MARGIN
+from ldpem.client.secagg import STEP_WAIT, _Exchange
 from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
 from ldpem.server.settings import Settings
 
