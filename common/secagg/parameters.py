@@ -65,6 +65,11 @@ class RoundParameters:
     committee: int = 0
     committee_threshold: int = 0
     honest: int = 0
+    #: The expander (docs/SECAGG_GRAPH.md, "The expander"; 0: the Harary graph or the mesh):
+    #: T, the fewest survivors any holder signs or answers for. The round's graph is then the
+    #: union of k/2 random cycles (``cycles.CycleGraph``), and h + c ≤ T: the coordinator can
+    #: exclude at most K − T holders, too few to cut the honest survivors apart.
+    survivors: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not 0 < len(self.run_id) <= MAX_RUN_ID:
@@ -81,8 +86,10 @@ class RoundParameters:
             raise refuse("round parameters", f"K must be at least 2, got {self.k}")
         if self.graph and (problem := graph_rules(self)):
             raise refuse("round parameters", problem)
-        if not self.graph and (self.committee or self.committee_threshold or self.honest):
-            raise refuse("round parameters", "committee, its threshold and h need neighbours")
+        if not self.graph and (
+            self.committee or self.committee_threshold or self.honest or self.survivors
+        ):
+            raise refuse("round parameters", "committee, its threshold, h and T need neighbours")
         if self.graph:
             return
         if not minimum_t_min(self.k) <= self.t_min <= self.k:
@@ -106,6 +113,12 @@ class RoundParameters:
         return self.neighbours != 0
 
     @property
+    def expander(self) -> bool:
+        """Whether the round's graph is the expander (a survivor floor T) rather than the
+        Harary graph."""
+        return self.graph and self.survivors != 0
+
+    @property
     def honest_shares(self) -> int:
         """The honest noise shares the run promises: h on the graph, t_min − c on the mesh."""
         return self.honest if self.graph else self.t_min - self.colluders
@@ -122,20 +135,19 @@ class RoundParameters:
 
 
 PARAMETER_FIELDS = ("run_id", "round", "k", "t_min", "bits", "colluders")
-GRAPH_FIELDS = ("neighbours", "committee", "committee_threshold", "honest")
+GRAPH_FIELDS = ("neighbours", "committee", "committee_threshold", "honest", "survivors")
 
 
 def graph_rules(p: RoundParameters) -> str | None:
     """What is wrong with the graph parameters of ``p`` (None: nothing): an even degree
-    2 ≤ k < K − 1, 2 ≤ t_k ≤ k + 1, 1 ≤ h ≤ t_k − 1 (at least one honest neighbour in any
-    masking set), 0 ≤ c < K, and a committee with m/2 < τ ≤ m ≤ K (two certified sets
-    share a signer)."""
+    2 ≤ k < K − 1, 2 ≤ t_k ≤ k + 1, 0 ≤ c < K, a committee with m/2 < τ ≤ m ≤ K (two
+    certified sets share a signer), and on the Harary graph 1 ≤ h ≤ t_k − 1 (at least one
+    honest neighbour in any masking set), on the expander 1 ≤ h and h + c ≤ T ≤ K (the
+    honest survivors of any survivor set the holders accept hold h)."""
     if not 2 <= p.neighbours < p.k - 1 or p.neighbours % 2:
         return f"neighbours must be even in [2, K - 2 = {p.k - 2}], got {p.neighbours}"
     if not 2 <= p.t_min <= p.neighbours + 1:
         return f"t_min (t_k) must be in [2, k + 1 = {p.neighbours + 1}], got {p.t_min}"
-    if not 1 <= p.honest < p.t_min:
-        return f"honest must be in [1, t_k - 1 = {p.t_min - 1}], got {p.honest}"
     if not 0 <= p.colluders < p.k:
         return f"colluders must be in [0, K - 1 = {p.k - 1}], got {p.colluders}"
     if not 1 <= p.committee <= p.k or not p.committee < 2 * p.committee_threshold:
@@ -145,4 +157,13 @@ def graph_rules(p: RoundParameters) -> str | None:
         )
     if p.committee_threshold > p.committee:
         return f"tau must be at most m = {p.committee}, got {p.committee_threshold}"
+    if p.survivors == 0:
+        if not 1 <= p.honest < p.t_min:
+            return f"honest must be in [1, t_k - 1 = {p.t_min - 1}], got {p.honest}"
+        return None
+    if p.honest < 1 or not p.honest + p.colluders <= p.survivors <= p.k:
+        return (
+            f"the expander's survivors T must be in [h + c = {p.honest + p.colluders}, "
+            f"K = {p.k}] with h >= 1, got T = {p.survivors}, h = {p.honest}"
+        )
     return None
