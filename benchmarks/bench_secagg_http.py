@@ -4,7 +4,7 @@ status the holders saw (a 5xx must never occur).
 
     python benchmarks/bench_secagg_http.py [--holders 100 200] [--dropped 0 0.1]
                                            [--rounds 3] [--workers 2] [--deadline 20]
-                                           [--dimension 10] [--topology mesh|graph]
+                                           [--dimension 10] [--topology mesh|graph|expander]
                                            [--json] [--quick]
 
 For each K and each dropped fraction, a fresh ``ldpem coordinator`` (``_fedkit``, on
@@ -314,14 +314,14 @@ def run_setting(
         "roster": json.loads(roster.to_json()),
         "hospitals": [{"name": n, "records": 100, "token": tokens[n]} for n in names],
     }
-    if args.topology == "graph":
-        # The SecAgg+ graph at the run's defaults (c = ⌊K/3⌋, 10% dropouts, h ≥ 2):
-        # k, t_k and the committee derived by the coordinator, checked by every holder.
-        request["secagg_topology"] = "graph"
-    else:
+    request["secagg_topology"] = args.topology
+    if args.topology == "mesh":
         # ⌊K/2⌋ + 1, as docs/PERFORMANCE.md's figures were taken (the run's default,
         # K − ⌊K/10⌋, would leave a round with more dropped short).
         request["t_min"] = holders // 2 + 1
+    # Otherwise the SecAgg+ graph or expander at the run's defaults (c = ⌊K/3⌋, 10%
+    # dropouts, h ≥ 2): k, t_k, the committee (and T) derived by the coordinator, checked
+    # by every holder.
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     with Processes(workdir / "logs") as processes:
@@ -446,16 +446,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     parser.add_argument(
         "--topology",
-        choices=("mesh", "graph"),
+        choices=("mesh", "graph", "expander"),
         default="mesh",
-        help="the run's secagg_topology (graph: docs/SECAGG_GRAPH.md, at the run's defaults)",
+        help="the run's secagg_topology (graph, expander: docs/SECAGG_GRAPH.md, at the run's "
+        "defaults; the expander needs a few hundred holders)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
     args = parser.parse_args(argv)
     if args.quick:
-        # The graph needs K = 16 to be sparser than the mesh at its defaults.
-        smallest = 16 if args.topology == "graph" else 6
+        # The graph needs K = 16 to be sparser than the mesh at its defaults, the expander
+        # K = 200 (``runvalues.run_expander``).
+        smallest = {"graph": 16, "expander": 200}.get(args.topology, 6)
         args.holders, args.dropped, args.rounds, args.deadline = [smallest], [0.0, 0.1], 2, 5.0
     before = machine()
     rows = []

@@ -105,7 +105,8 @@ class SecAggSession:
     delta: float
     accounting: str
     #: The run's public values as checked at the first contact (``round_parameters``; on
-    #: the SecAgg+ graph with its k, m, τ and h, recomputed by ``check_graph``).
+    #: the SecAgg+ graph with its k, m, τ and h, and T on the expander, recomputed by
+    #: ``check_graph``).
     run: PublicParameters
     #: The honest noise shares the charged ε assumes: t_min − c, or h on the graph.
     honest_shares: int
@@ -115,6 +116,12 @@ class SecAggSession:
         if self.run.graph is None:
             return f"t_min - c = {self.t_min} - {self.colluders}"
         g = self.run.graph
+        if g.survivors:
+            return (
+                f"h = {g.honest} (SecAgg+ expander: k = {g.neighbours}, t_k = {self.t_min}, "
+                f"T = {g.survivors}, committee {g.committee_threshold} of {g.committee}, "
+                f"c = {self.colluders})"
+            )
         return (
             f"h = {g.honest} (SecAgg+ graph: k = {g.neighbours}, t_k = {self.t_min}, "
             f"committee {g.committee_threshold} of {g.committee}, c = {self.colluders})"
@@ -182,9 +189,10 @@ def load_secagg(
 
 def check_graph(params: PublicParameters) -> None:
     """Refuse (AgentError, one line) a run whose published SecAgg+ graph values are not
-    what K, c, the dropout share and h give (``runvalues.graph_problem``): a coordinator
-    that published a sparser graph, a smaller committee or a larger h than the derivation
-    allows could unmask an input, or make the shares too small for the charged ε."""
+    what K, c, the dropout share and h give (``runvalues.graph_problem``; on the expander
+    also T): a coordinator that published a sparser graph, a smaller committee, a lower
+    survivor floor or a larger h than the derivation allows could unmask an input, or make
+    the shares too small for the charged ε."""
     problem = graph_problem(params)
     if problem is not None:
         raise AgentError(

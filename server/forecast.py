@@ -97,12 +97,12 @@ def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
 
 def _shares(params: PublicParameters) -> dict[str, Any]:
     """The study's noise-share values of a run: t_min and c on the mesh; on the SecAgg+
-    graph c, δ and h, from which the study derives t_k as the run did."""
+    graph or expander c, δ and h, from which the study derives t_k (T) as the run did."""
     if params.graph is None:
         return {"t_min": params.t_min, "colluders": params.colluders}
     return {
         "colluders": params.colluders,
-        "secagg_topology": "graph",
+        "secagg_topology": params.graph.topology,
         "dropout_share": params.graph.dropout_share,
         "min_honest_shares": params.graph.min_honest_shares,
     }

@@ -185,6 +185,14 @@ def _quorum(run: RunSummary, params: PublicParameters) -> str:
     through every step, with the collusion bound c."""
     if params.t_min is None:
         return f"quorum {run.quorum}"
+    if params.graph is not None and params.graph.survivors:
+        g = params.graph
+        return (
+            f"secure aggregation on the SecAgg+ expander: k = {g.neighbours} neighbours, "
+            f"t_k = {params.t_min}, survivor floor T = {g.survivors}, committee "
+            f"{g.committee_threshold} of {g.committee}, collusion bound c = "
+            f"{params.colluders or 0} (noise sized for h = {g.honest} honest holders)"
+        )
     if params.graph is not None:
         g = params.graph
         return (

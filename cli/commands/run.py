@@ -1,7 +1,7 @@
 """ldpem run: operator commands against a running coordinator.
 
     ldpem run create --coordinator URL --config run.json [--roster FILE] [--tokens-dir DIR]
-                     [--secagg-topology mesh|graph]
+                     [--secagg-topology auto|mesh|graph|expander]
                      [--admin-token-file FILE] [--ca-cert PEM] [--plan [--plan-seeds S]]
     ldpem run status --coordinator URL [RUN_ID] [--wait] [--beta-star FILE]
                      [--token-file FILE | --admin-token-file FILE] [--ca-cert PEM]
@@ -158,10 +158,12 @@ def _create_options(create: argparse.ArgumentParser) -> None:
     )
     create.add_argument(
         "--secagg-topology",
-        choices=("mesh", "graph"),
+        choices=("auto", "mesh", "graph", "expander"),
         default=None,
-        help="secagg runs: the full mesh, or the SecAgg+ graph (docs/SECAGG_GRAPH.md), put "
-        'into the request as its "secagg_topology" (default: the request\'s own, else mesh)',
+        help="secagg runs: the full mesh, the SecAgg+ graph or its expander "
+        '(docs/SECAGG_GRAPH.md), put into the request as its "secagg_topology" (default: '
+        "the request's own, else auto: the coordinator picks the expander where its degree "
+        "is at most K/2, else the mesh)",
     )
     create.add_argument(
         "--tokens-dir",

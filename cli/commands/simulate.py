@@ -154,24 +154,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--secagg-topology",
-        choices=("mesh", "graph"),
-        default="mesh",
-        help="secagg: the full mesh (default), or the SecAgg+ graph (docs/SECAGG_GRAPH.md), "
-        "whose noise is sized for its h honest shares as in a federated run on the graph",
+        choices=("auto", "mesh", "graph", "expander"),
+        default="auto",
+        help="secagg: the full mesh, the SecAgg+ graph or its expander "
+        "(docs/SECAGG_GRAPH.md), whose noise is sized for their h honest shares as in a "
+        "federated run on them; auto (default): the expander where its degree is at most "
+        "K/2, else the mesh, as a run's coordinator resolves it",
     )
     add(
         "--dropout-share",
         type=float,
         default=None,
-        help="secagg graph: the share of hospitals that may drop out of a round, which the "
-        "graph's degree tolerates (default 0.1)",
+        help="secagg graph or expander: the share of hospitals that may drop out of a "
+        "round, which the graph's degree tolerates (default 0.1)",
     )
     add(
         "--min-honest-shares",
         type=int,
         default=None,
-        help="secagg graph: h, the least honest noise shares in any sum the coordinator can "
-        "learn (default 2; a larger h buys accuracy with more neighbours)",
+        help="secagg graph or expander: h, the least honest noise shares in any sum the "
+        "coordinator can learn (default 2; a larger h buys accuracy with more neighbours)",
     )
     add(
         "--dropout",
@@ -212,11 +214,27 @@ def parse_schedule(text: str) -> str | tuple[float, ...]:
 
 
 def study_from_args(args: argparse.Namespace) -> Study:
+    """The study of ``simulate``'s options, its secagg topology "auto" resolved as a run's
+    coordinator resolves it (``runvalues.resolve_topology``, K the hospitals)."""
+    sizes = None if args.hospitals_sizes is None else parse_sizes(args.hospitals_sizes)
+    topology = args.secagg_topology
+    if topology == "auto":
+        from ldpem.common.secagg.runvalues import is_shared, resolve_topology
+
+        topology = resolve_topology(
+            args.hospitals if sizes is None else len(sizes),
+            args.colluders,
+            args.dropout_share,
+            args.min_honest_shares,
+            shares=is_shared(args.mechanism),
+            t_min=args.t_min,
+        )
     return from_options(
         Study,
         args,
-        sizes=None if args.hospitals_sizes is None else parse_sizes(args.hospitals_sizes),
+        sizes=sizes,
         schedule=parse_schedule(args.schedule),
+        secagg_topology=topology,
     )
 
 

@@ -203,23 +203,32 @@ def shares_threshold(study: Study, holders: int) -> tuple[int, int]:
     full mesh the study's t_min and c (``study_t_min``, ``study_colluders``), t_min − c
     honest shares; on the SecAgg+ graph t_k and t_k − h, so that its noise is sized for the
     h honest shares of a federated run on that graph (``runvalues.run_graph`` with c =
-    ``colluders`` or ⌊K/3⌋). UserError when the graph cannot be met or is the full mesh."""
-    if study.secagg_topology != "graph":
+    ``colluders`` or ⌊K/3⌋); on the expander T and T − h (``runvalues.run_expander``: a
+    learnable sum holds at least T reports, h of them honest, so a round with fewer
+    reports than T is not released). UserError when the graph cannot be met or is the
+    full mesh."""
+    topology = study.secagg_topology
+    if topology not in ("graph", "expander"):
         t_min = study_t_min(study.t_min, holders)
         return t_min, study_colluders(study.colluders, holders, t_min)
     from ldpem.common.secagg.runvalues import requested_graph
 
     try:
         graph, *_ = requested_graph(
-            holders, study.colluders, study.dropout_share, study.min_honest_shares
+            holders,
+            study.colluders,
+            study.dropout_share,
+            study.min_honest_shares,
+            topology=topology,
         )
     except ValueError as error:
-        raise UserError(f"secagg-topology graph: {error}") from None
+        raise UserError(f"secagg-topology {topology}: {error}") from None
     if graph.full_mesh:
         raise UserError(
             f"secagg-topology graph: at K = {holders} the graph is the full mesh (k = K - 1)"
         )
-    return graph.threshold, graph.threshold - graph.honest_shares
+    least = getattr(graph, "survivors", graph.threshold)
+    return least, least - graph.honest_shares
 
 
 def study_mechanisms(

@@ -42,9 +42,10 @@ class NoiseShareChoices:
     ``t_min``: the fewest holders of a sum (None: ``protocol.study_t_min``); ``colluders``:
     c, the most of them that may collude with the coordinator (None:
     ``protocol.study_colluders``); ``secagg_topology``: the full mesh, or the SecAgg+ graph
-    (docs/SECAGG_GRAPH.md) with its dropout share δ and least honest shares h (None:
-    ``runvalues`` defaults), whose t_k and h size the noise as in a federated run of that
-    topology.
+    or expander (docs/SECAGG_GRAPH.md) with its dropout share δ and least honest shares h
+    (None: ``runvalues`` defaults), whose t_k (T on the expander) and h size the noise as
+    in a federated run of that topology (``ldpem simulate`` resolves its default "auto"
+    with ``runvalues.resolve_topology`` before it makes the study).
     """
 
     t_min: int | None = None
@@ -148,15 +149,20 @@ def check_study(study: Study, *, synthetic: bool) -> None:
     if study.colluders is not None and get_mechanism(study.mechanism).noise_site != "shares":
         raise UserError(f"colluders is only meaningful for noise shares, not {study.mechanism}")
     graph_values = (study.dropout_share, study.min_honest_shares)
-    if study.secagg_topology not in ("mesh", "graph"):
-        raise _fail("secagg-topology", "mesh or graph", study.secagg_topology)
-    if study.secagg_topology == "graph":
+    topology = study.secagg_topology
+    if topology not in ("mesh", "graph", "expander"):
+        raise _fail("secagg-topology", "mesh, graph or expander", topology)
+    if topology != "mesh":
         if get_mechanism(study.mechanism).noise_site != "shares":
-            raise UserError(f"secagg-topology graph needs noise shares, not {study.mechanism}")
+            raise UserError(f"secagg-topology {topology} needs noise shares, not {study.mechanism}")
         if study.t_min is not None:
-            raise UserError("t-min is derived on the graph (t_k): give --dropout-share instead")
+            raise UserError(
+                f"t-min is derived on the {topology} (t_k): give --dropout-share instead"
+            )
     elif graph_values != (None, None):
-        raise UserError("--dropout-share and --min-honest-shares need --secagg-topology graph")
+        raise UserError(
+            "--dropout-share and --min-honest-shares need --secagg-topology graph or expander"
+        )
     if not 0.0 <= study.outliers <= 0.5:
         raise _fail("outliers", "in [0, 0.5]", study.outliers)
     try:

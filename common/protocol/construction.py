@@ -348,9 +348,10 @@ def holder_contribution(
     scale = holder_scale(params, records, mechanism=name, t=t) if scaled else None
     smoothing = smoothing_precision(params.d, params.zeta) if scaled else None
     shares = kind.noise_site == "shares"
-    t_min = params.t_min if shares else None
     # The mechanism's c is t_min − (the honest shares the run promises): c on the mesh,
-    # t_k − h on the graph, where any learnable sum holds h honest shares.
+    # t_k − h on the Harary graph, where any learnable sum holds h honest shares, and
+    # T − h on the expander, where such a sum holds at least T reports (h > t_k there).
+    t_min = (params.survivors or params.t_min) if shares else None
     honest = params.honest_shares
     colluders = t_min - honest if t_min is not None and honest is not None else 0
     return _shape(

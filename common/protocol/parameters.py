@@ -69,6 +69,12 @@ class PublicValues(_RunChoices, Protocol):
         full mesh, h on the SecAgg+ graph); None for other mechanisms."""
         ...
 
+    @property
+    def survivors(self) -> int | None:
+        """Noise shares on the expander: T, the fewest reports any sum the coordinator can
+        learn holds (h of them honest, h > t_k); None on the mesh and the Harary graph."""
+        ...
+
 
 class Enrolment(Protocol):
     """One holder of a run request: its enrolled record count."""
@@ -96,5 +102,6 @@ class RunRequest(_RunChoices, Protocol):
     def beta0(self) -> Sequence[float] | None: ...
     @property
     def secagg_topology(self) -> str:
-        """Noise shares: "mesh" (docs/SECAGG.md) or "graph" (docs/SECAGG_GRAPH.md)."""
+        """Noise shares: "mesh" (docs/SECAGG.md), "graph" or "expander"
+        (docs/SECAGG_GRAPH.md), as resolved from "auto" (``runvalues.resolve_topology``)."""
         ...

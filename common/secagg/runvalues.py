@@ -7,9 +7,10 @@ public values only, so that the coordinator and every agent compute the same num
 * the roster digest (SHA-256 of its canonical JSON), pinned by every agent;
 * on the SecAgg+ graph (docs/SECAGG_GRAPH.md), the degree k, the threshold t_k, the
   committee (m, τ) and h, from K, c, the dropout share δ and the least honest shares asked
-  for (``run_graph``): the coordinator publishes them, every agent recomputes them
-  (``graph_problem``), and both build each round's ``RoundParameters`` the same way
-  (``round_parameters``).
+  for (``run_graph``; on the expander also the survivor floor T: ``run_expander``): the
+  coordinator publishes them, every agent recomputes them (``graph_problem``), and both
+  build each round's ``RoundParameters`` the same way (``round_parameters``);
+* the topology a request without one runs on (``resolve_topology``).
 
 And the conversions between a holder's float report γ·(Q + Z) and the integers it masks.
 """
@@ -28,17 +29,23 @@ from ldpem.common.core.secagg_quantize import modulus_bits
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.protocol import holder_mechanism
 from ldpem.common.protocol.parameters import PublicValues
+from ldpem.common.secagg.expander_parameters import ExpanderParameters, expander_parameters
 from ldpem.common.secagg.graph_parameters import GraphParameters, graph_parameters
 from ldpem.common.secagg.messages import RoundParameters
 
 __all__ = [
     "DEFAULT_DROPOUT_SHARE",
     "DEFAULT_HONEST_SHARES",
+    "TOPOLOGIES",
+    "RunGraph",
     "graph_problem",
     "graph_values",
     "grid_of",
     "is_shared",
+    "requested_graph",
+    "resolve_topology",
     "round_parameters",
+    "run_expander",
     "run_graph",
     "run_modulus_bits",
     "run_shares_mechanism",
@@ -143,22 +150,91 @@ def run_graph(holders: int, colluders: int, dropout_share: float, honest: int) -
     )
 
 
-def requested_graph(
+@functools.lru_cache(maxsize=64)
+def run_expander(
+    holders: int, colluders: int, dropout_share: float, honest: int
+) -> ExpanderParameters:
+    """``expander_parameters`` (docs/SECAGG_GRAPH.md, "The expander") with the inputs of
+    ``run_graph``: c exactly, δ, h asked for and 2⁻⁴⁰. ValueError (one line) for values it
+    cannot meet (below a few hundred holders the expander is not sparser than the mesh).
+    Cached like ``run_graph``."""
+    if not 0 <= colluders < holders:
+        raise ValueError(f"colluders must be in [0, K - 1 = {holders - 1}], got {colluders}")
+    return expander_parameters(
+        holders,
+        colluder_fraction=(colluders + 0.5) / holders,
+        dropout_fraction=dropout_share,
+        min_honest_shares=honest,
+    )
+
+
+#: The graph of a run that is not on the mesh: the Harary graph's or the expander's values.
+RunGraph = GraphParameters | ExpanderParameters
+
+#: What a run request's ``secagg_topology`` may say; "auto" is resolved when the run is
+#: created (``resolve_topology``), so a run publishes one of the three others.
+TOPOLOGIES = ("auto", "mesh", "graph", "expander")
+
+
+def _defaults(
     holders: int, colluders: int | None, dropout_share: float | None, honest: int | None
-) -> tuple[GraphParameters, int, float, int]:
-    """``run_graph`` of a request's (or a study's) graph inputs, with the defaults filled in
-    (c = ⌊K/3⌋, ``DEFAULT_DROPOUT_SHARE``, ``DEFAULT_HONEST_SHARES``), and the c, δ and h
-    it used. ValueError (one line) for values it cannot meet."""
+) -> tuple[int, float, int]:
     c = holders // 3 if colluders is None else colluders
     dropout = DEFAULT_DROPOUT_SHARE if dropout_share is None else dropout_share
-    h = honest or DEFAULT_HONEST_SHARES
-    return run_graph(holders, c, dropout, h), c, dropout, h
+    return c, dropout, honest or DEFAULT_HONEST_SHARES
 
 
-def graph_values(graph: GraphParameters, *, dropout_share: float, honest: int) -> dict[str, Any]:
+def requested_graph(
+    holders: int,
+    colluders: int | None,
+    dropout_share: float | None,
+    honest: int | None,
+    *,
+    topology: str = "graph",
+) -> tuple[RunGraph, int, float, int]:
+    """``run_graph`` (``run_expander`` when ``topology`` is "expander") of a request's (or
+    a study's) graph inputs, with the defaults filled in (c = ⌊K/3⌋,
+    ``DEFAULT_DROPOUT_SHARE``, ``DEFAULT_HONEST_SHARES``), and the c, δ and h it used.
+    ValueError (one line) for values it cannot meet."""
+    c, dropout, h = _defaults(holders, colluders, dropout_share, honest)
+    derive = run_expander if topology == "expander" else run_graph
+    return derive(holders, c, dropout, h), c, dropout, h
+
+
+def resolve_topology(
+    holders: int,
+    colluders: int | None,
+    dropout_share: float | None,
+    honest: int | None,
+    *,
+    shares: bool = True,
+    t_min: int | None = None,
+) -> str:
+    """The topology of a secagg run (or simulation) that asks for "auto", the default:
+    **"expander" when ``run_expander`` can meet K, c, δ and h (defaults as in
+    ``requested_graph``) with a degree k ≤ K/2, at most half the full mesh's per-holder
+    cost; else "mesh"**. A run that is not of noise shares (``shares`` False) or that
+    gives its own ``t_min`` (a mesh value: t_min is derived on a graph) is "mesh". Below a
+    few hundred holders the expander is no sparser than the mesh, so small runs stay on
+    the mesh exactly as before "auto" existed. The coordinator resolves a request's
+    topology when it validates it and publishes the result; ``ldpem simulate`` resolves
+    its own the same way."""
+    if not shares or t_min is not None:
+        return "mesh"
+    try:
+        expander, *_ = requested_graph(
+            holders, colluders, dropout_share, honest, topology="expander"
+        )
+    except ValueError:
+        return "mesh"
+    return "expander" if 2 * expander.k <= holders else "mesh"
+
+
+def graph_values(graph: RunGraph, *, dropout_share: float, honest: int) -> dict[str, Any]:
     """What a graph run publishes beside t_min = t_k: its inputs δ and h, and the derived
-    (k, m, τ, h) that every agent recomputes (``graph_problem``)."""
-    return {
+    (k, m, τ, h) that every agent recomputes (``graph_problem``); on the expander also T
+    (``survivors``; absent on the Harary graph, whose published object is unchanged)."""
+    values: dict[str, Any] = {
         "dropout_share": dropout_share,
         "min_honest_shares": honest,
         "neighbours": graph.k,
@@ -166,20 +242,25 @@ def graph_values(graph: GraphParameters, *, dropout_share: float, honest: int) -
         "committee_threshold": graph.committee_threshold,
         "honest": graph.honest_shares,
     }
+    if isinstance(graph, ExpanderParameters):
+        values["survivors"] = graph.survivors
+    return values
 
 
 def graph_problem(params: Any) -> str | None:
     """What is wrong with the graph values a run publishes (``params.graph``; None: a mesh
-    run, or nothing): recomputed from K, c, δ and h with ``run_graph``, each of k, t_k, m,
-    τ and h must be the published one, and the graph must not be the full mesh. The
-    published values are hostile input: never trusted, only compared."""
+    run, or nothing): recomputed from K, c, δ and h with ``run_graph`` (``run_expander``
+    when it publishes a survivor floor T), each of k, t_k, m, τ, h (and T) must be the
+    published one, and the graph must not be the full mesh. The published values are
+    hostile input: never trusted, only compared."""
     published = params.graph
     if published is None:
         return None
     if params.holders is None or params.t_min is None:
         return "it publishes graph values for a run without secure aggregation"
+    derive = run_expander if published.survivors else run_graph
     try:
-        graph = run_graph(
+        graph = derive(
             params.holders,
             params.colluders or 0,
             published.dropout_share,
@@ -207,8 +288,9 @@ def graph_problem(params: Any) -> str | None:
 
 
 def round_parameters(params: Any, run_id: str, t: int) -> RoundParameters:
-    """Round t's ``RoundParameters`` of a secagg run (on the graph with its k, m, τ, h),
-    as the coordinator and every agent build them from the run's public values."""
+    """Round t's ``RoundParameters`` of a secagg run (on the graph with its k, m, τ, h and,
+    on the expander, T), as the coordinator and every agent build them from the run's
+    public values."""
     graph = params.graph
     extra: dict[str, int] = {}
     if graph is not None:
@@ -217,6 +299,7 @@ def round_parameters(params: Any, run_id: str, t: int) -> RoundParameters:
             "committee": graph.committee,
             "committee_threshold": graph.committee_threshold,
             "honest": graph.honest,
+            "survivors": graph.survivors,
         }
     return RoundParameters(
         run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0, **extra

@@ -32,6 +32,7 @@ from pydantic import (
     AfterValidator,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -204,17 +205,44 @@ class RunCreate(_Schema):
     #: 0 ≤ c < 2·t_min − K; the noise is sized for t_min − c honest shares. Default: the
     #: largest c ≤ ⌊K/3⌋ that the run's t_min allows (``study_colluders``).
     colluders: int | None = Field(default=None, ge=0, le=1000)
-    #: Noise shares only: the full mesh, or the SecAgg+ graph (docs/SECAGG_GRAPH.md) with
-    #: the share of holders that may drop out (default 0.1) and h, the least honest noise
-    #: shares in any sum the coordinator can learn (default 2; c defaults to ⌊K/3⌋).
-    secagg_topology: Literal["mesh", "graph"] = "mesh"
+    #: Noise shares only, on a SecAgg+ graph (docs/SECAGG_GRAPH.md): the share of holders
+    #: that may drop out (default 0.1) and h, the least honest noise shares in any sum the
+    #: coordinator can learn (default 2; c defaults to ⌊K/3⌋).
     dropout_share: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
     min_honest_shares: int | None = Field(default=None, ge=2, le=1000)
+    #: Noise shares only: the full mesh, the SecAgg+ Harary graph or the expander
+    #: (docs/SECAGG_GRAPH.md); "auto" (the default) is resolved here, when the request is
+    #: validated, by ``runvalues.resolve_topology``: a run never holds "auto". Declared
+    #: after the fields the rule reads.
+    secagg_topology: Literal["auto", "mesh", "graph", "expander"] = Field(
+        default="auto", validate_default=True
+    )
     #: Noise shares only: the consortium's roster of holders' public keys (the JSON of
     #: ``ldpem keys roster``); every enrolled hospital must be on it.
     roster: dict[str, Any] | None = None
 
     _roster_inlined = field_validator("roster", mode="before")(roster_inlined)
+
+    @field_validator("secagg_topology")
+    @classmethod
+    def _resolved(cls, value: str, info: ValidationInfo) -> str:
+        """ "auto" as ``runvalues.resolve_topology`` resolves it for this request (left as
+        is when a field it reads is invalid: the request is refused for that field)."""
+        if value != "auto":
+            return value
+        data = info.data
+        if not set(_TOPOLOGY_INPUTS) <= set(data):
+            return value
+        from ldpem.common.secagg.runvalues import is_shared, resolve_topology
+
+        return resolve_topology(
+            len(data["hospitals"]),
+            data["colluders"],
+            data["dropout_share"],
+            data["min_honest_shares"],
+            shares=is_shared(data["mechanism"]),
+            t_min=data["t_min"],
+        )
 
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
@@ -246,6 +274,17 @@ class RunCreate(_Schema):
             names = [name for name in model_names() if get_model(name).allows_missing]
             raise ValueError(f"missing is only meaningful for models {', '.join(names)}")
         return self
+
+
+#: The request's fields ``runvalues.resolve_topology`` reads to resolve "auto".
+_TOPOLOGY_INPUTS = (
+    "mechanism",
+    "hospitals",
+    "t_min",
+    "colluders",
+    "dropout_share",
+    "min_honest_shares",
+)
 
 
 class RunCancel(_Schema):
@@ -310,6 +349,11 @@ class PublicParameters(_Schema):
         if self.t_min is None:
             return None
         return self.graph.honest if self.graph else self.t_min - (self.colluders or 0)
+
+    @property
+    def survivors(self) -> int | None:
+        """The expander's survivor floor T (``PublicValues``); None otherwise."""
+        return self.graph.survivors or None if self.graph else None
 
     @model_validator(mode="after")
     def _consistent(self) -> PublicParameters:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic_core import PydanticCustomError
 
 from ldpem.common.mechanisms import get_mechanism
@@ -34,7 +34,9 @@ class SecAggGraph(Schema):
     the dropout share δ and the least honest shares h asked for, and what
     ``runvalues.run_graph`` derives from K, c, δ and h at 2⁻⁴⁰: the degree k, the committee
     (m, τ) and h, the honest noise shares in any sum the coordinator can learn (the noise
-    is sized for them). Every agent recomputes them (``runvalues.graph_problem``)."""
+    is sized for them); on the expander (``runvalues.run_expander``) also T, the survivor
+    floor (``survivors``: 0 and left out of the JSON on the Harary graph, whose object is
+    unchanged). Every agent recomputes them (``runvalues.graph_problem``)."""
 
     dropout_share: float = Field(ge=0, lt=1)
     min_honest_shares: int = Field(ge=2, le=1000)
@@ -42,6 +44,19 @@ class SecAggGraph(Schema):
     committee: int = Field(ge=1, le=1000)
     committee_threshold: int = Field(ge=1, le=1000)
     honest: int = Field(ge=1, le=1000)
+    survivors: int = Field(default=0, ge=0, le=1000)
+
+    @property
+    def topology(self) -> str:
+        """The run's topology: "expander" (a survivor floor T) or "graph" (Harary)."""
+        return "expander" if self.survivors else "graph"
+
+    @model_serializer(mode="wrap")
+    def _harary_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.survivors:
+            del data["survivors"]
+        return data
 
 
 class _Named(Protocol):
@@ -90,12 +105,17 @@ def check_shares(request: SharesRequest) -> None:
     a roster, a t_min or a c.
     ValueError otherwise."""
     shares = get_mechanism(request.mechanism).noise_site == "shares"
-    graph = request.secagg_topology == "graph"
+    topology = request.secagg_topology
+    graph = topology in ("graph", "expander")
     if not graph and (request.dropout_share, request.min_honest_shares) != (None, None):
-        raise ValueError("dropout_share and min_honest_shares need secagg_topology graph")
+        raise ValueError(
+            "dropout_share and min_honest_shares need secagg_topology graph or expander "
+            f"(this run's is {topology})"
+        )
     if graph and not shares:
         raise ValueError(
-            f"secagg_topology graph is only meaningful for noise shares, not {request.mechanism}"
+            f"secagg_topology {topology} is only meaningful for noise shares, not "
+            f"{request.mechanism}"
         )
     if request.colluders is not None and not shares:
         raise ValueError(
@@ -148,24 +168,42 @@ def check_shares(request: SharesRequest) -> None:
 
 
 def _graph(request: SharesRequest, k: int) -> tuple[Any, int, float, int]:
-    """The graph of a graph run's request (``runvalues.run_graph``) with its c, δ and h,
-    defaults filled in (c = ⌊K/3⌋, ``runvalues.DEFAULT_DROPOUT_SHARE``,
-    ``DEFAULT_HONEST_SHARES``); ValueError for settings it cannot meet."""
+    """The graph of a graph or expander run's request (``runvalues.requested_graph``) with
+    its c, δ and h, defaults filled in (c = ⌊K/3⌋, ``runvalues.DEFAULT_DROPOUT_SHARE``,
+    ``DEFAULT_HONEST_SHARES``); ValueError (one line) for settings it cannot meet, on the
+    expander naming the topology to use instead."""
     from ldpem.common.secagg.runvalues import requested_graph
 
-    return requested_graph(k, request.colluders, request.dropout_share, request.min_honest_shares)
+    topology = request.secagg_topology
+    try:
+        return requested_graph(
+            k,
+            request.colluders,
+            request.dropout_share,
+            request.min_honest_shares,
+            topology=topology,
+        )
+    except ValueError as error:
+        if topology != "expander":
+            raise
+        reason = str(error).removesuffix(": use the mesh")
+        raise ValueError(
+            f"secagg_topology expander cannot be met: {reason}; use secagg_topology mesh "
+            "(auto picks it)"
+        ) from None
 
 
 def threshold_values(request: SharesRequest, t_min: int) -> dict[str, Any]:
-    """t_min, c and (on the graph) ``graph`` of a shares run, defaults filled in: on the
+    """t_min, c and (on a graph) ``graph`` of a shares run, defaults filled in: on the
     mesh t_min (the study's ``t_min``, at least ``minimum_t_min``) and c (``study_colluders``);
-    on the graph t_min = t_k, c and ``SecAggGraph``'s fields (``runvalues.graph_values``)."""
+    on the Harary graph or the expander t_min = t_k, c and ``SecAggGraph``'s fields
+    (``runvalues.graph_values``)."""
     from ldpem.common.protocol import study_colluders
     from ldpem.common.secagg import minimum_t_min
     from ldpem.common.secagg.runvalues import graph_values
 
     k = len(request.hospitals)
-    if request.secagg_topology == "graph":
+    if request.secagg_topology in ("graph", "expander"):
         graph, colluders, dropout, honest = _graph(request, k)
         return {
             "t_min": graph.threshold,
@@ -178,18 +216,19 @@ def threshold_values(request: SharesRequest, t_min: int) -> dict[str, Any]:
 
 
 def _check_graph(request: SharesRequest, roster: list[str]) -> None:
-    """A graph run: the graph is over the roster's names, so the roster holds exactly the
-    enrolled hospitals; t_min is derived (t_k), never given; K, c, δ and h must give a
-    graph sparser than the full mesh (``runvalues.run_graph``)."""
+    """A graph or expander run: the graph is over the roster's names, so the roster holds
+    exactly the enrolled hospitals; t_min is derived (t_k), never given; K, c, δ and h
+    must give a graph sparser than the full mesh (``runvalues.requested_graph``)."""
+    topology = request.secagg_topology
     names = sorted(h.name for h in request.hospitals)
     if roster != names:
         extra = sorted(set(roster) - set(names))
         raise ValueError(
-            f"on the graph the roster must hold exactly the {len(names)} enrolled hospitals; "
-            f"it also names {', '.join(extra[:5])}"
+            f"on the {topology} the roster must hold exactly the {len(names)} enrolled "
+            f"hospitals; it also names {', '.join(extra[:5])}"
         )
     if request.t_min is not None:
-        raise ValueError("t_min is derived on the graph (t_k); give dropout_share instead")
+        raise ValueError(f"t_min is derived on the {topology} (t_k); give dropout_share instead")
     graph, colluders, dropout, honest = _graph(request, len(names))
     if graph.full_mesh:
         raise ValueError(
