@@ -145,12 +145,7 @@ class CycleGraph:
     def __init__(self, names: Iterable[str], k: int, seed: bytes) -> None:
         ordered = _checked_names(names)
         count = len(ordered)
-        if (
-            isinstance(k, bool)
-            or not isinstance(k, int)
-            or k % 2
-            or not 2 <= k <= count - 2
-        ):
+        if isinstance(k, bool) or not isinstance(k, int) or k % 2 or not 2 <= k <= count - 2:
             raise ValueError(f"k must be even in [2, K - 2 = {count - 2}], got {k!r}")
         self.names: tuple[str, ...] = ordered
         self.k = k
