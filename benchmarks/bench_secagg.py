@@ -3,7 +3,8 @@ wall time of a round with K agent processes on this machine (--processes K).
 
     python benchmarks/bench_secagg.py [--holders 10 100 1000] [--fractions 0.51 0.9]
                                       [--dimension 11] [--bits 48] [--dropped 0.1]
-                                      [--repeats 3] [--graph 10000 ...] [--json] [--quick]
+                                      [--repeats 3] [--graph 10000 ...] [--expander 10000 ...]
+                                      [--json] [--quick]
     python benchmarks/bench_secagg.py --processes 50 [--rounds 5] [--records 100]
                                       [--dimension 11] [--json] [--quick]
 
@@ -37,6 +38,10 @@ dropped neighbours. Bytes are the messages' compact JSON, each message also on i
 roster's lookups are built before the timing (once per agent process;
 ``roster_warm_up_cpu_s``). Not measured: the
 coordinator's side, and any HTTP overhead.
+
+--expander K …: the same on the expander (``expander_parameters``: k/2 random cycles, the
+survivor floor T); the holder's distinct neighbours (``distinct_neighbours``, at most k)
+are its peers, and no more holders drop than T allows.
 
 --processes K (``processes_round``): a real ``ldpem coordinator`` and K ``ldpem client``
 processes on 127.0.0.1 (signing keys, a roster, --min-honest), each with --records GMM
@@ -95,6 +100,7 @@ from ldpem.common.secagg import (
 from ldpem.common.secagg.channel import channel_secret, seal
 from ldpem.common.secagg.consistency import sign_survivors
 from ldpem.common.secagg.dealing import KINDS, ShareLabel, sign_share
+from ldpem.common.secagg.expander_parameters import expander_parameters
 from ldpem.common.secagg.graph_parameters import graph_parameters
 from ldpem.common.secagg.messages import KeyAdvertisement, sign_advertisement
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
@@ -241,7 +247,20 @@ def row(k: int, fraction: float, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _graph_parameters(holders: int, bits: int) -> RoundParameters:
+def _graph_parameters(holders: int, bits: int, family: str) -> RoundParameters:
+    """The round's parameters at the defaults for K: the Harary graph's
+    (``graph_parameters``) or the expander's (``expander_parameters``, with its survivor
+    floor T)."""
+    if family == "expander":
+        try:
+            x = expander_parameters(holders)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+        return RoundParameters(
+            RUN, 0, holders, x.threshold, bits, x.colluders, neighbours=x.k,
+            committee=x.committee_size, committee_threshold=x.committee_threshold,
+            honest=x.honest_shares, survivors=x.survivors,
+        )  # fmt: skip
     g = graph_parameters(holders)
     if g.full_mesh:
         raise SystemExit(f"K = {holders} gives the full mesh (k = K - 1); take a larger K")
@@ -263,12 +282,13 @@ def _certificate(
 
 
 def graph_holder_round_cost(
-    holders: int, *, dimension: int, bits: int, dropped_fraction: float
+    holders: int, *, dimension: int, bits: int, dropped_fraction: float, family: str = "graph"
 ) -> dict[str, Any]:
     """One holder's CPU seconds and bytes in one SecAgg+ round among ``holders`` = K
-    holders at ``graph_parameters(K)`` (module docstring, --graph)."""
-    parameters = _graph_parameters(holders, bits)
-    k, t_k = parameters.neighbours, parameters.t_min
+    holders at the ``family``'s default parameters for K (module docstring, --graph and
+    --expander)."""
+    parameters = _graph_parameters(holders, bits, family)
+    t_k = parameters.t_min
     names = [f"h{i:06d}" for i in range(holders)]
     signing = {n: generate_signing_key() for n in names}
     roster = Roster({n: public_key_bytes(key) for n, key in signing.items()})
@@ -278,6 +298,7 @@ def graph_holder_round_cost(
     holder, t_graph = _timed(lambda: Holder(ME, roster, signing[ME], parameters, min_honest=1))
     assert holder.graph is not None
     neighbours = sorted(holder.graph.neighbours(ME))
+    k = len(neighbours)  # on the expander, repeats across cycles merge: at most the degree
     committee = holder.graph.committee
 
     channels: dict[str, X25519PrivateKey] = {}
@@ -304,8 +325,12 @@ def graph_holder_round_cost(
     dropped = min(math.ceil(dropped_fraction * k), k + 1 - t_k)
     gone_neighbours = neighbours[k - dropped :]
     others = [n for n in names[1:] if n not in set(neighbours)]
-    step = max(1, round(len(others) / max(1, math.ceil(dropped_fraction * len(others)))))
-    gone = set(gone_neighbours) | set(others[::step])
+    # The others dropped: about the same fraction, and on the expander no more than the
+    # floor allows (|S| >= T).
+    most = holders - parameters.survivors - dropped if parameters.expander else len(others)
+    wanted = min(math.ceil(dropped_fraction * len(others)), most)
+    step = max(1, math.ceil(len(others) / max(1, wanted)))
+    gone = set(gone_neighbours) | set(others[::step][:wanted])
     survivors = tuple(n for n in names if n not in gone)
     order = roster.names
     check = ConsistencyCheck(RUN, 0, survivors, order)
@@ -333,8 +358,11 @@ def graph_holder_round_cost(
     return {
         "holders": holders,
         "roster_warm_up_cpu_s": warm_up,
-        "neighbours": k,
+        "family": family,
+        "neighbours": parameters.neighbours,
+        "distinct_neighbours": k,
         "t_min": t_k,
+        "survivor_floor": parameters.survivors,
         "committee": [parameters.committee, parameters.committee_threshold],
         "honest_shares": parameters.honest,
         "dropped": dropped,
@@ -350,12 +378,16 @@ def graph_holder_round_cost(
     }
 
 
-def graph_row(holders: int, args: argparse.Namespace) -> dict[str, Any]:
+def graph_row(holders: int, args: argparse.Namespace, family: str = "graph") -> dict[str, Any]:
     """One holder's round under SecAgg+ at the default parameters for K = ``holders``
     (``graph_holder_round_cost``), CPU the median of --repeats."""
     runs = [
         graph_holder_round_cost(
-            holders, dimension=args.dimension, bits=args.bits, dropped_fraction=args.dropped
+            holders,
+            dimension=args.dimension,
+            bits=args.bits,
+            dropped_fraction=args.dropped,
+            family=family,
         )
         for _ in range(args.repeats)
     ]
@@ -363,8 +395,30 @@ def graph_row(holders: int, args: argparse.Namespace) -> dict[str, Any]:
     out["cpu_s"] = {
         step: statistics.median(r["cpu_s"][step] for r in runs) for step in out["cpu_s"]
     }
-    out.update(mode="graph", repeats=args.repeats)
+    out.update(mode=family, repeats=args.repeats)
     return out
+
+
+def _graph_line(result: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Print one SecAgg+ row (unless --json) and return it."""
+    if not args.json:
+        cpu = result["cpu_s"]
+        parts = result["received_by_message"].items()
+        zipped = result["received_gzip_by_message"].items()
+        print(
+            f"K={result['holders']:>6} {result['family']} k={result['neighbours']} "
+            f"(distinct {result['distinct_neighbours']}) t_k={result['t_min']} "
+            f"(m, tau)={tuple(result['committee'])} dropped={result['dropped']:>3}  cpu "
+            f"{cpu['total']:6.3f}s (graph {cpu['graph']:.3f}, share "
+            f"{cpu['share_keys']:.3f}, mask {cpu['masked_input']:.3f}, unmask "
+            f"{cpu['unmask']:.3f})  sent {result['sent_bytes'] / 1024:6.1f} KiB  "
+            f"received {result['received_bytes'] / 1024:6.1f} KiB "
+            f"({', '.join(f'{k} {v / 1024:.1f}' for k, v in parts)}); gzip "
+            f"{result['received_gzip_bytes'] / 1024:6.1f} KiB "
+            f"({', '.join(f'{k} {v / 1024:.1f}' for k, v in zipped)})",
+            flush=True,
+        )
+    return result
 
 
 def processes_round(
@@ -502,6 +556,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="also one holder under SecAgg+ for each of these K (default parameters)",
     )
+    parser.add_argument(
+        "--expander",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also one holder on the SecAgg+ expander for each of these K (default parameters)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
     parser.add_argument(
@@ -519,6 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.holders, args.fractions, args.repeats = [10, 30], [0.51], 1
         args.graph = [300] if args.graph else []
+        args.expander = [300] if args.expander else []
 
     rows = []
     for k in args.holders:
@@ -536,25 +598,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"(gzip {result['received_gzip_bytes'] / 1024:.1f})",
                     flush=True,
                 )
-    for holders in args.graph:
-        result = graph_row(holders, args)
-        rows.append(result)
-        if not args.json:
-            cpu = result["cpu_s"]
-            parts = result["received_by_message"].items()
-            zipped = result["received_gzip_by_message"].items()
-            print(
-                f"K={holders:>6} graph k={result['neighbours']} t_k={result['t_min']} "
-                f"(m, tau)={tuple(result['committee'])} dropped={result['dropped']:>3}  cpu "
-                f"{cpu['total']:6.3f}s (graph {cpu['graph']:.3f}, share "
-                f"{cpu['share_keys']:.3f}, mask {cpu['masked_input']:.3f}, unmask "
-                f"{cpu['unmask']:.3f})  sent {result['sent_bytes'] / 1024:6.1f} KiB  "
-                f"received {result['received_bytes'] / 1024:6.1f} KiB "
-                f"({', '.join(f'{k} {v / 1024:.1f}' for k, v in parts)}); gzip "
-                f"{result['received_gzip_bytes'] / 1024:6.1f} KiB "
-                f"({', '.join(f'{k} {v / 1024:.1f}' for k, v in zipped)})",
-                flush=True,
-            )
+    for family, sizes in (("graph", args.graph), ("expander", args.expander)):
+        for holders in sizes:
+            rows.append(_graph_line(graph_row(holders, args, family), args))
     if args.json:
         info = {
             "machine": machine(),

@@ -35,7 +35,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_FAILURE", "GraphParameters", "graph_parameters", "tail_bound"]
+__all__ = [
+    "DEFAULT_FAILURE",
+    "GraphParameters",
+    "check_fraction",
+    "committee_bounds",
+    "graph_parameters",
+    "tail_bound",
+]
 
 #: The round's failure probability: 2⁻⁴⁰, so that a coordinator grinding G run ids to
 #: find a bad graph still fails except with probability G·2⁻⁴⁰ (docs/SECAGG_GRAPH.md).
@@ -104,13 +111,14 @@ def tail_bound(population: int, successes: int, draws: int, log_budget: float) -
     return low
 
 
-def _fraction(name: str, value: float) -> float:
+def check_fraction(name: str, value: float) -> float:
+    """``value`` as a float, or ValueError naming ``name`` unless it is in [0, 1)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
         raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
     return float(value)
 
 
-def _committee(
+def committee_bounds(
     holders: int, colluders: int, dropouts: int, log_budget: float
 ) -> tuple[int, int, int, int]:
     """(m, τ, corrupt bound, dropout bound) for the smallest committee m ≤ K that is both
@@ -147,8 +155,8 @@ def graph_parameters(
     """
     if isinstance(k_holders, bool) or not isinstance(k_holders, int) or k_holders < 2:
         raise ValueError(f"k_holders must be an integer >= 2, got {k_holders!r}")
-    gamma = _fraction("colluder_fraction", colluder_fraction)
-    delta = _fraction("dropout_fraction", dropout_fraction)
+    gamma = check_fraction("colluder_fraction", colluder_fraction)
+    delta = check_fraction("dropout_fraction", dropout_fraction)
     if isinstance(failure, bool) or not isinstance(failure, int | float) or not 0 < failure < 1:
         raise ValueError(f"failure must be a number in (0, 1), got {failure!r}")
     if (
@@ -174,7 +182,7 @@ def graph_parameters(
             f"mesh's threshold K - 1 - {dropouts} = {others - dropouts} is below "
             f"{colluders} colluders + {min_honest_shares}"
         )
-    size, tau, committee_corrupt, committee_dropped = _committee(
+    size, tau, committee_corrupt, committee_dropped = committee_bounds(
         k_holders, colluders, dropouts, log_event
     )
     return GraphParameters(
