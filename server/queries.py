@@ -114,6 +114,10 @@ def summary(
         reason=run.reason,
         beta=run.beta,
         allow_weaker_reports=request_of(run).allow_weaker_reports,
+        secagg_topology=None
+        if params.t_min is None
+        else ("mesh" if params.graph is None else params.graph.topology),
+        survivors=params.survivors,
         forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
         health=None if health is None else health.state,
         health_line=None if health is None else health.headline(),

@@ -29,16 +29,13 @@ import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     Field,
     SerializerFunctionWrapHandler,
-    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
 )
 
-from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import get_model, model_names
 from ldpem.common.models.base import DEFAULT_START
 from ldpem.common.protocol import (
@@ -56,8 +53,23 @@ from ldpem.common.wire.base import Schema
 from ldpem.common.wire.confidence import ConfidenceRegion
 from ldpem.common.wire.errors import describe_errors
 from ldpem.common.wire.forecast import ErrorBand, Forecast
+from ldpem.common.wire.names import (
+    INT_LIMIT,
+    AccountingName,
+    FederatedMechanism,
+    FinalRule,
+    ModelName,
+    RunStatus,
+    ScheduleSpec,
+)
 from ldpem.common.wire.reads import HospitalParticipation, RoundSummary, Trajectory
-from ldpem.common.wire.shares import SecAggGraph, check_shares, roster_inlined, threshold_values
+from ldpem.common.wire.shares import (
+    SecAggGraph,
+    check_shares,
+    roster_inlined,
+    threshold_values,
+    topology_resolved,
+)
 
 __all__ = [
     "API_PREFIX",
@@ -91,39 +103,6 @@ __all__ = [
 
 API_PREFIX = "/v1"
 HOSPITAL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-
-
-def _registered_model(name: str) -> str:
-    if name not in model_names():
-        raise ValueError(f"model must be one of {', '.join(model_names())}")
-    return name
-
-
-def _federated_mechanism(name: str) -> str:
-    names = mechanism_names(federated=True)
-    if name not in names:
-        raise ValueError(f"mechanism must be one of {', '.join(names)}")
-    return name
-
-
-#: A registered model's name (``ldpem.common.models``).
-ModelName = Annotated[str, AfterValidator(_registered_model)]
-#: A registered mechanism a federated run may use (``ldpem.common.mechanisms``).
-FederatedMechanism = Annotated[str, AfterValidator(_federated_mechanism)]
-#: A run ends finished, failed, or cancelled by the operator (``POST …/cancel``).
-RunStatus = Literal["running", "finished", "failed", "cancelled"]
-AccountingName = Literal["exact", "paper"]
-#: Integers are stored as SQLite INTEGER (signed 64-bit): larger ones are refused up front.
-INT_LIMIT = 2**63
-
-
-#: A round schedule: ``"equal"``, ``"geometric:G"`` or T fractions (> 0, summing to 1).
-ScheduleSpec = (
-    Annotated[str, Field(max_length=40)]
-    | Annotated[list[float], Field(min_length=1, max_length=10_000)]
-)
-#: The reported estimate: ``"last"`` or ``"average:K"``.
-FinalRule = Annotated[str, Field(max_length=40)]
 
 
 def expected_round_count(records: int, rounds: int, t: int, schedule: ScheduleSpec = EQUAL) -> int:
@@ -211,9 +190,8 @@ class RunCreate(_Schema):
     dropout_share: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
     min_honest_shares: int | None = Field(default=None, ge=2, le=1000)
     #: Noise shares only: the full mesh, the SecAgg+ Harary graph or the expander
-    #: (docs/SECAGG_GRAPH.md); "auto" (the default) is resolved here, when the request is
-    #: validated, by ``runvalues.resolve_topology``: a run never holds "auto". Declared
-    #: after the fields the rule reads.
+    #: (docs/SECAGG_GRAPH.md); "auto" (default) is resolved at validation, so a run never
+    #: holds it (``wire.shares.topology_resolved``; declared after the fields it reads).
     secagg_topology: Literal["auto", "mesh", "graph", "expander"] = Field(
         default="auto", validate_default=True
     )
@@ -222,27 +200,7 @@ class RunCreate(_Schema):
     roster: dict[str, Any] | None = None
 
     _roster_inlined = field_validator("roster", mode="before")(roster_inlined)
-
-    @field_validator("secagg_topology")
-    @classmethod
-    def _resolved(cls, value: str, info: ValidationInfo) -> str:
-        """ "auto" as ``runvalues.resolve_topology`` resolves it for this request (left as
-        is when a field it reads is invalid: the request is refused for that field)."""
-        if value != "auto":
-            return value
-        data = info.data
-        if not set(_TOPOLOGY_INPUTS) <= set(data):
-            return value
-        from ldpem.common.secagg.runvalues import is_shared, resolve_topology
-
-        return resolve_topology(
-            len(data["hospitals"]),
-            data["colluders"],
-            data["dropout_share"],
-            data["min_honest_shares"],
-            shares=is_shared(data["mechanism"]),
-            t_min=data["t_min"],
-        )
+    _topology_resolved = field_validator("secagg_topology")(topology_resolved)
 
     @model_validator(mode="after")
     def _consistent(self) -> RunCreate:
@@ -274,17 +232,6 @@ class RunCreate(_Schema):
             names = [name for name in model_names() if get_model(name).allows_missing]
             raise ValueError(f"missing is only meaningful for models {', '.join(names)}")
         return self
-
-
-#: The request's fields ``runvalues.resolve_topology`` reads to resolve "auto".
-_TOPOLOGY_INPUTS = (
-    "mechanism",
-    "hospitals",
-    "t_min",
-    "colluders",
-    "dropout_share",
-    "min_honest_shares",
-)
 
 
 class RunCancel(_Schema):
@@ -463,6 +410,10 @@ class RunSummary(_Schema):
     beta: list[float]
     #: Whether the run accepts reports weaker than its budget (see HospitalParticipation).
     allow_weaker_reports: bool = False
+    #: Noise shares (secagg): the run's published topology ("mesh", "graph", "expander")
+    #: and on the expander its survivor floor T; None otherwise.
+    secagg_topology: str | None = None
+    survivors: int | None = None
     #: The run's forecast (see RunCreated), once it is computed.
     forecast: Forecast | None = None
     #: ``GET /v1/runs/{run}`` only: the run's health (healthy, degraded, failed) and the

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, ValidationInfo, model_serializer
 from pydantic_core import PydanticCustomError
 
 from ldpem.common.mechanisms import get_mechanism
@@ -21,6 +21,7 @@ __all__ = [
     "check_shares",
     "roster_inlined",
     "threshold_values",
+    "topology_resolved",
 ]
 
 #: On the 200 of a holder's secagg POST with ``then`` (the step's answer it waits for):
@@ -97,6 +98,32 @@ def roster_inlined(cls: type, value: Any) -> Any:
             "in the request file)",
         )
     return value
+
+
+#: The request's fields ``runvalues.resolve_topology`` reads to resolve "auto".
+_TOPOLOGY_INPUTS = frozenset(
+    ("mechanism", "hospitals", "t_min", "colluders", "dropout_share", "min_honest_shares")
+)
+
+
+def topology_resolved(cls: type, value: str, info: ValidationInfo) -> str:
+    """RunCreate's ``secagg_topology``: "auto" as ``runvalues.resolve_topology`` resolves it
+    for the request (left as is when a field it reads is invalid: the request is refused
+    for that field), any other value as it is."""
+    data = info.data
+    if value != "auto" or not set(data) >= _TOPOLOGY_INPUTS:
+        return value
+    from ldpem.common.secagg.runvalues import is_shared, resolve_topology
+
+    resolved: str = resolve_topology(
+        len(data["hospitals"]),
+        data["colluders"],
+        data["dropout_share"],
+        data["min_honest_shares"],
+        shares=is_shared(data["mechanism"]),
+        t_min=data["t_min"],
+    )
+    return resolved
 
 
 def check_shares(request: SharesRequest) -> None:

@@ -11,6 +11,7 @@ import pytest
 from ldpem.cli import main
 from ldpem.common.core.secagg_quantize import grid_step
 from ldpem.common.core.truncation_bound import truncation_bound
+from ldpem.common.secagg.runvalues import run_expander
 
 SMALL = ["--n", "6000", "--d", "3", "--rounds", "4", "--hospitals", "12"]
 
@@ -49,6 +50,10 @@ def test_t_min_and_dropout_reach_the_simulation(capsys: pytest.CaptureFixture[st
         (["--mechanism", "secagg", "--dropout", "1"], "dropout must be in [0, 1), got 1.0"),
         (["--mechanism", "secagg", "--colluders", "10"], "colluders must be below 2·t_min − K"),
         (["--mechanism", "local", "--colluders", "1"], "colluders is only meaningful"),
+        (
+            ["--mechanism", "secagg", "--secagg-topology", "expander"],
+            "secagg-topology expander: the expander is not sparser than the full mesh at K = 12",
+        ),
     ],
 )
 def test_bad_values_are_one_line_errors(arguments: list[str], message: str) -> None:
@@ -60,3 +65,33 @@ def test_bad_values_are_one_line_errors(arguments: list[str], message: str) -> N
     )
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+EXPANDER = ["--n", "6000", "--d", "3", "--rounds", "4", "--draws", "0", "--seed", "0"]
+
+
+@pytest.mark.parametrize(
+    ("holders", "topology", "expected"),
+    [("200", "expander", "expander"), ("200", "auto", "mesh"), ("400", "auto", "expander")],
+)
+def test_the_expander_sizes_the_noise_for_its_h_among_t_survivors(
+    capsys: pytest.CaptureFixture[str], holders: str, topology: str, expected: str
+) -> None:
+    """On the expander (asked for, or "auto" where its k <= K/2) the simulation's sums hold
+    at least T reports, h of them honest (``run_expander`` at c = ⌊K/3⌋): the JSON says
+    so; at K = 200 "auto" keeps the mesh (k = 150 > K/2), whose t_min and c are the
+    mesh's."""
+    argv = ["simulate", "--mechanism", "secagg", *EXPANDER, "--hospitals", holders]
+    assert main([*argv, "--secagg-topology", topology, "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    k = int(holders)
+    assert outcome["secagg_topology"] == expected
+    if expected == "mesh":
+        assert (outcome["t_min"], outcome["colluders"]) == (k - k // 10, k // 3)
+        return
+    expander = run_expander(k, k // 3, 0.1, 2)
+    assert outcome["t_min"] == expander.survivors == k - k // 10
+    assert outcome["honest_shares"] == expander.honest_shares
+    assert outcome["colluders"] == expander.survivors - expander.honest_shares
+    assert outcome["sum_epsilon"] <= 1.0 < outcome["fallback_epsilon"]
+    assert outcome["error"] < outcome["initial_error"]

@@ -12,16 +12,22 @@ before it sends what the lie was for:
 * an h below the agent's ``--min-honest``: refused the same way;
 * a participant list naming a holder outside h0's neighbourhood: refused before h0's
   shares leave.
+
+And on the expander at K = 200 (values only: a changed survivor floor T, a changed k, T
+left out, an h below ``--min-honest``: nothing sent, charged or bound; T in the binding).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ldpem.client.binding import first_difference, run_binding
+from ldpem.client.secagg import SecAggConfig, check_graph, load_secagg
 from ldpem.common.secagg import (
     Aggregator,
     EncryptedShares,
@@ -31,9 +37,16 @@ from ldpem.common.secagg import (
     ParticipantList,
     SurvivorSignature,
     UnmaskResponse,
+    signing_key_to_pem,
 )
 from ldpem.common.secagg.graph import NeighbourGraph, graph_seed
-from ldpem.common.secagg.runvalues import round_parameters, run_graph
+from ldpem.common.secagg.runvalues import (
+    round_parameters,
+    run_expander,
+    run_graph,
+    run_shares_mechanism,
+)
+from ldpem.common.wire import Identity, PublicParameters
 from tests.secaggkit import (
     FAKE_D,
     FAKE_ROUNDS,
@@ -209,3 +222,95 @@ def test_a_graph_value_changed_during_the_run_is_refused(
     assert "changed its parameters" in outcome.log and "graph" in outcome.log
     assert "Traceback" not in outcome.log
     assert all(t == 0 for t, _ in outcome.posts) and len(outcome.posts) == 5
+
+
+# The expander (docs/SECAGG_GRAPH.md, "The expander"): feasible from K = 200 (c = 66, 10%
+# dropouts: k = 150, T = 180), too many holders for an in-process round here, so only the
+# refusals before anything is sent are played; the honest values are checked in-process.
+EXPANDER_K = 200
+
+
+@pytest.fixture(scope="module")
+def expander() -> FakeConsortium:
+    names = ("h0", *(f"x{i:03d}" for i in range(1, EXPANDER_K)))
+    return FakeConsortium.make(names, secagg_topology="expander")
+
+
+def test_the_honest_expander_values_check_and_the_agent_logs_them(
+    tmp_path: Path, expander: FakeConsortium
+) -> None:
+    """The control of the refusals below: the published values are run_expander's, the
+    agent's check passes them, and its session describes the expander with T."""
+    params = expander.params
+    values = run_expander(EXPANDER_K, EXPANDER_K // 3, 0.1, 2)
+    assert params.graph is not None and params.graph.survivors == values.survivors
+    check_graph(params)
+    (tmp_path / "h0.key").write_bytes(signing_key_to_pem(expander.keys["h0"]))
+    (tmp_path / "roster.json").write_text(expander.roster.to_json())
+    config = SecAggConfig(tmp_path / "h0.key", tmp_path / "roster.json", min_honest=3)
+    session = load_secagg(config, params, "h0", run_shares_mechanism(params))
+    assert session.honest_shares == values.honest_shares
+    assert session.describe() == (
+        f"h = {values.honest_shares} (SecAgg+ expander: k = {values.k}, t_k = "
+        f"{values.threshold}, T = {values.survivors}, committee {values.committee_threshold} "
+        f"of {values.committee_size}, c = {EXPANDER_K // 3})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"survivors": 170}, "survivors = 170"),  # a lower floor: more holders excluded
+        ({"neighbours": 148}, "neighbours = 148"),  # a sparser expander
+        ({"survivors": 0}, "publishes"),  # its values passed off as the Harary graph's
+    ],
+    ids=["T", "k", "no T"],
+)
+def test_expander_values_that_differ_from_the_recomputation_are_refused_before_anything(
+    tmp_path: Path, expander: FakeConsortium, change: dict[str, Any], named: str
+) -> None:
+    fake = GraphFake(expander, params_change=change)
+    line = refused_before_anything(tmp_path, attack(tmp_path, fake), "graph does not check")
+    assert named in line
+
+
+def test_an_expander_h_below_the_agents_min_honest_is_refused_before_anything(
+    tmp_path: Path, expander: FakeConsortium
+) -> None:
+    honest = expander.params.honest_shares
+    assert honest is not None
+    outcome = attack(tmp_path, GraphFake(expander), min_honest=honest + 1)
+    line = refused_before_anything(tmp_path, outcome, f"--min-honest {honest + 1}")
+    assert f"h = {honest}" in line
+
+
+def test_the_ledger_binds_the_expanders_t(expander: FakeConsortium) -> None:
+    """T is in the run's binding like k and t_k: a restart or a round whose params carry
+    another T differs from the binding in ``params.graph.survivors`` (refused as any
+    changed parameter: ``binding.check_binding``)."""
+
+    def binding(params: PublicParameters) -> dict[str, Any]:
+        me = Identity(run_id=FAKE_RUN, hospital="h0", records=100, params=params)
+        mechanism = run_shares_mechanism(params)
+        text = run_binding(
+            me,
+            mechanisms=[(mechanism, 0.0)],
+            epsilon=1.0,
+            delta=1e-5,
+            accounting="exact",
+            allow_weaker=False,
+            dataset="d",
+        )
+        result: dict[str, Any] = json.loads(text)
+        return result
+
+    params = expander.params
+    assert params.graph is not None
+    bound = binding(params)
+    assert bound["params"]["graph"]["survivors"] == params.graph.survivors
+    lowered = params.model_copy(
+        update={"graph": params.graph.model_copy(update={"survivors": params.graph.survivors - 1})}
+    )
+    assert first_difference(bound, binding(lowered)).startswith(
+        f"params.graph.survivors was {params.graph.survivors}, now"
+    )
