@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from ldpem.common.planning.study import shares_threshold
 from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes
 from ldpem.common.secagg.runvalues import (
     graph_problem,
@@ -25,6 +26,7 @@ from ldpem.common.secagg.runvalues import (
     run_shares_mechanism,
 )
 from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
+from ldpem.server.forecast import run_problem
 from tests.fedkit import admin_headers, run_request
 from tests.secaggdriver import InProcessCoordinator, hospital_tokens
 
@@ -227,3 +229,17 @@ def test_the_coordinator_publishes_the_expander_and_shows_it(
     assert "SecAgg+ expander" in page
     assert f"survivor floor T = {expander.survivors}" in page
     assert f"h = {expander.honest_shares}" in page
+
+
+def test_the_forecast_of_an_expander_run_simulates_its_t_and_h() -> None:
+    """The run's forecast (and confidence bootstrap) simulates the expander's sums: at least
+    T reports, h of them honest (``study.shares_threshold``: (T, T − h))."""
+    run = request(secagg_topology="expander")
+    params = public_parameters(run)
+    study = run_problem(run, params).study("secagg", 0)
+    assert study.secagg_topology == "expander"
+    expander = run_expander(K, C, 0.1, 2)
+    assert shares_threshold(study, K) == (
+        expander.survivors,
+        expander.survivors - expander.honest_shares,
+    )
