@@ -10,7 +10,8 @@ derivation uses exactly these facts, which this module guarantees:
 * **each cycle is a uniform random cyclic order** of the holders (up to a tie of two
   128-bit keys, below);
 * **the L cycles are independent** (one ChaCha20 keystream per cycle, under keys derived
-  from (cycle index, seed) by SHA-256: independent as long as ChaCha20 is a PRF);
+  from (cycle index, seed) by SHA-256: indistinguishable from independent as long as
+  ChaCha20 is a PRF);
 * **a holder's neighbours are its predecessor and successor in every cycle**; repeats
   merge, so a holder has at most k distinct neighbours (at least 2: K ≥ 4), and the relation
   is symmetric.
@@ -24,12 +25,12 @@ visits the holders in increasing order of key, ties broken by canonical index, a
 from the largest back to the smallest. With K keys independent and uniform on 128 bits the
 order is uniform over the K! orders, hence the cyclic order uniform over the (K − 1)!
 cyclic orders, except on a tie of two keys: probability at most C(K, 2)·2⁻¹²⁸ per cycle
-(below 2⁻¹⁰¹ at K = 10⁴), where the tie-break favours the canonical order.
+(below 2⁻¹⁰² at K = 10⁴), where the tie-break favours the canonical order.
 
 **Cost.** An agent needs its own neighbourhood only: ``CycleGraph.neighbours`` finds, per
 cycle, the holders with the next larger and next smaller key by vectorised comparisons,
 O(L·K) without sorting, and keeps nothing of the L·K·16 bytes of keystream (14 MB at
-K = 10⁴, L = 87: a process simulating many agents holds one graph per agent). The
+K = 10⁴, L = 87, per graph: a process that simulates many agents holds one graph each). The
 coordinator needs everyone's: from the second holder asked about, ``neighbours`` answers
 from ``adjacency()``, built once with one lexsort per cycle and kept. Both give the same
 sets (tested).
@@ -98,20 +99,20 @@ def _least(candidates: NDArray[np.bool_], high: Words, low: Words) -> Indices:
     """Per row, the column of the smallest (high, low, column) among ``candidates``
     (shape (L, K), at least one per row): two masked minima, then the first column left."""
     top = np.where(candidates, high, _MAX_WORD).min(axis=1, keepdims=True)
-    left = candidates & (high == top)
+    left: NDArray[np.bool_] = candidates & (high == top)
     bottom = np.where(left, low, _MAX_WORD).min(axis=1, keepdims=True)
     left &= low == bottom
-    return left.argmax(axis=1).astype(np.intp)
+    return np.asarray(left.argmax(axis=1), dtype=np.intp)
 
 
 def _greatest(candidates: NDArray[np.bool_], high: Words, low: Words) -> Indices:
     """Per row, the column of the largest (high, low, column) among ``candidates``."""
     zero = np.uint64(0)
     top = np.where(candidates, high, zero).max(axis=1, keepdims=True)
-    left = candidates & (high == top)
+    left: NDArray[np.bool_] = candidates & (high == top)
     bottom = np.where(left, low, zero).max(axis=1, keepdims=True)
     left &= low == bottom
-    return (left.shape[1] - 1 - left[:, ::-1].argmax(axis=1)).astype(np.intp)
+    return np.asarray(left.shape[1] - 1 - left[:, ::-1].argmax(axis=1), dtype=np.intp)
 
 
 def _around(place: int, high: Words, low: Words) -> tuple[Indices, Indices]:
@@ -145,12 +146,7 @@ class CycleGraph:
     def __init__(self, names: Iterable[str], k: int, seed: bytes) -> None:
         ordered = _checked_names(names)
         count = len(ordered)
-        if (
-            isinstance(k, bool)
-            or not isinstance(k, int)
-            or k % 2
-            or not 2 <= k <= count - 2
-        ):
+        if isinstance(k, bool) or not isinstance(k, int) or k % 2 or not 2 <= k <= count - 2:
             raise ValueError(f"k must be even in [2, K - 2 = {count - 2}], got {k!r}")
         self.names: tuple[str, ...] = ordered
         self.k = k
@@ -181,15 +177,19 @@ class CycleGraph:
         place = self._place.get(name)
         if place is None:
             raise KeyError(f"{name!r} is not a holder of this graph")
-        if self._adjacency is None and self._first is not None and self._first[0] != name:
-            self.adjacency()
-        if self._adjacency is not None:
-            return self._adjacency[name]
-        if self._first is None:
+        # Read each cache once, answer from locals: two threads may race to fill a cache
+        # (the work is then done twice), never to answer one holder with another's set.
+        adjacency, first = self._adjacency, self._first
+        if adjacency is not None:
+            return adjacency[name]
+        if first is None:
             following, preceding = _around(place, *self._keys())
-            found = np.union1d(following, preceding)
-            self._first = name, frozenset(self.names[i] for i in found)
-        return self._first[1]
+            found = frozenset(self.names[i] for i in np.union1d(following, preceding))
+            self._first = name, found
+            return found
+        if first[0] == name:
+            return first[1]
+        return self.adjacency()[name]
 
     def adjacency(self) -> Mapping[str, frozenset[str]]:
         """Every holder's neighbours, built once (one lexsort per cycle) and kept: a
