@@ -72,7 +72,7 @@ class Aggregator(GraphRelay):
         self.roster = roster
         self.parameters = parameters
         self.dimension = dimension
-        self.graph = neighbourhood.round_graph(roster, parameters)  # None: the full mesh
+        self.graph = neighbourhood.round_graph(roster, parameters, everyone=True)  # None: mesh
         self.step = "advertise"
         self.advertisements: dict[str, messages.KeyAdvertisement] = {}
         self.encrypted_shares: dict[str, messages.EncryptedShares] = {}
@@ -107,11 +107,18 @@ class Aggregator(GraphRelay):
             raise SecAggError(f"no {what} during the {self.step} step")
         return message
 
-    def _enough(self, count: int, what: str) -> None:
+    def _enough(self, count: int, what: str, *, whole: bool = False) -> None:
+        """SecAggError when ``count`` holders are too few: below t_min or, for a ``whole``
+        step's on the expander, below the floor T (holders refuse a smaller S)."""
         if count < self.parameters.t_min:
             raise SecAggError(
                 f"only {count} holders {what}; t_min = {self.parameters.t_min}: the round "
                 f"cannot go on"
+            )
+        if whole and count < self.parameters.survivors:
+            raise SecAggError(
+                f"only {count} holders {what}, fewer than the survivor floor T = "
+                f"{self.parameters.survivors}: the round cannot go on"
             )
 
     # Step 1
@@ -135,7 +142,7 @@ class Aggregator(GraphRelay):
     def participants(self) -> messages.ParticipantList:
         """Close step 1: the advertisements received (U1), in name order."""
         if self.step == "advertise":
-            self._enough(len(self.advertisements), "advertised keys")
+            self._enough(len(self.advertisements), "advertised keys", whole=True)
             if len(self.advertisements) > self.parameters.k:
                 raise SecAggError(
                     f"{len(self.advertisements)} holders advertised keys; K = {self.parameters.k}"
@@ -163,7 +170,7 @@ class Aggregator(GraphRelay):
         """Close step 2: for each holder that sent shares (U2), the ciphertexts the other
         holders of U2 sealed to it."""
         if self.step == "share":
-            self._enough(len(self.encrypted_shares), "shared keys")
+            self._enough(len(self.encrypted_shares), "shared keys", whole=True)
             self.step = "mask"
         p = self.parameters
         sealed: dict[str, dict[str, bytes]] = {name: {} for name in self.encrypted_shares}
@@ -207,7 +214,8 @@ class Aggregator(GraphRelay):
         if self.step == "mask":
             excluded = {peer for m in self.masked_inputs.values() for peer in m.excluded}
             survivors = tuple(sorted(set(self.masked_inputs) - excluded))
-            self._enough(len(survivors), "sent a masked input that every other one masked with")
+            what = "sent a masked input that every other one masked with"
+            self._enough(len(survivors), what, whole=True)
             holding = self._holding(survivors)
             for gone in sorted(set(self.encrypted_shares) - set(survivors)):
                 count = len(holding.get(gone, ()))
@@ -330,10 +338,6 @@ class Aggregator(GraphRelay):
             for peer in (*self._masked_with(holder), holder):
                 out.setdefault(peer, []).append(holder)
         return out
-
-    def _excluded_by(self, holder: str) -> tuple[str, ...]:
-        """The peers ``holder`` did not mask with (their shares did not open there)."""
-        return self.masked_inputs[holder].excluded
 
     def _secret(self, owner: str, kind: dealing.Kind, responders: list[str]) -> bytes:
         """``owner``'s secret of ``kind`` from t_min of ``responders``' shares.

@@ -62,8 +62,9 @@ def check_participants(
     neighbours: frozenset[str] | None = None,
 ) -> dict[str, messages.KeyAdvertisement]:
     """The checked participant list of holder ``own`` (U1), by name. On the graph
-    (``neighbours``: own's k neighbours) it may hold only own and its neighbours, at least
-    t_min = t_k of them with own (at most k + 1)."""
+    (``neighbours``: own's neighbours, k on the Harary graph, at most k on the expander) it
+    may hold only own and its neighbours, at least t_min = t_k of them with own (at most
+    |N(own)| + 1)."""
     check_round("participant list", parameters, participants.run_id, participants.round)
     by_name: dict[str, messages.KeyAdvertisement] = {}
     for advertisement in participants.advertisements:

@@ -38,6 +38,7 @@ __all__ = [
     "ConsistencyCheck",
     "SurvivorSignature",
     "UnmaskRequest",
+    "check_floor",
     "check_signatures",
     "check_signed_set",
     "sign_survivors",
@@ -217,6 +218,18 @@ class UnmaskRequest:
         )
 
 
+def check_floor(survivors: Collection[str], *, floor: int) -> None:
+    """SecAggRefused unless the survivor set holds at least ``floor`` (T) distinct holders:
+    the expander's survivor floor (docs/SECAGG_GRAPH.md, "The expander"; 0 elsewhere, no
+    floor). A holder checks it on the whole S, not its neighbourhood, before it signs S and
+    before it answers for S: the coordinator can then exclude at most K − T holders, too
+    few to cut the honest survivors' graph into pieces whose sums it would learn."""
+    if len(set(survivors)) < floor:
+        raise SecAggRefused(
+            f"the survivor set has {len(set(survivors))} holders, fewer than T = {floor}"
+        )
+
+
 def check_signed_set(
     survivors: Collection[str],
     *,
@@ -229,7 +242,7 @@ def check_signed_set(
     inside the set it masked with (itself included), holding itself, of at least t_min
     holders. A smaller or foreign set is the victim-isolation story of issue 29.
 
-    On the graph (``neighbours``: own's k neighbours) the same checks apply to own's
+    On the graph (``neighbours``: own's neighbours, at most k) the same checks apply to own's
     neighbourhood only: S ∩ N(own) inside what it masked with, and at least t_min = t_k
     holders of S among them and itself (at least t_k − 1 masking neighbours in S)."""
     if len(set(survivors)) != len(survivors):

@@ -2,11 +2,13 @@
 values (docs/SECAGG_GRAPH.md, "Integration"), and the holder's checks that change on the
 graph: the survivor set's certificate and the release of a neighbour's seed share.
 
-On the graph (``RoundParameters.graph``) every holder's masks and shares go only to its k
-neighbours in ``NeighbourGraph(roster names, k, graph_seed(run, round, roster digest))``,
-and the survivor set S is certified by τ signatures of the public committee (the first m
-of ``committee``). On the full mesh (k ≥ K − 1) ``round_graph`` is None and nothing here
-changes the protocol of docs/SECAGG.md.
+On the graph (``RoundParameters.graph``) every holder's masks and shares go only to its
+neighbours in ``NeighbourGraph(roster names, k, graph_seed(run, round, roster digest))``
+(the Harary graph: exactly k each) or, on the expander (``RoundParameters.expander``), in
+``CycleGraph(roster names, k, seed)`` (the union of k/2 random cycles: at most k each,
+repeats merged), and the survivor set S is certified by τ signatures of the public
+committee (the first m of ``committee``). On the full mesh (k ≥ K − 1) ``round_graph`` is
+None and nothing here changes the protocol of docs/SECAGG.md.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ldpem.common.secagg import consistency, messages
+from ldpem.common.secagg.cycles import CycleGraph
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed
 from ldpem.common.secagg.keys import Roster
@@ -22,16 +25,27 @@ __all__ = ["RoundGraph", "check_certificate", "round_graph"]
 
 
 class RoundGraph:
-    """The round's graph over the roster's holders and its committee."""
+    """The round's graph over the roster's holders and its committee.
 
-    def __init__(self, roster: Roster, parameters: messages.RoundParameters) -> None:
+    ``everyone``: the caller will ask for every holder's neighbours (the aggregator), so the
+    expander's are read from its adjacency, built once (``CycleGraph.adjacency``), rather
+    than evaluated holder by holder; a holder asks for its own only."""
+
+    def __init__(
+        self, roster: Roster, parameters: messages.RoundParameters, *, everyone: bool = False
+    ) -> None:
         if len(roster) != parameters.k:
             raise SecAggRefused(
                 f"on the graph the roster must hold exactly the K = {parameters.k} holders, "
                 f"it has {len(roster)}"
             )
         seed = graph_seed(parameters.run_id, parameters.round, roster.digest)
-        self.graph = NeighbourGraph(roster.names, parameters.neighbours, seed)
+        self.graph: NeighbourGraph | CycleGraph = (
+            CycleGraph(roster.names, parameters.neighbours, seed)
+            if parameters.expander
+            else NeighbourGraph(roster.names, parameters.neighbours, seed)
+        )
+        self._everyone = everyone
         self.committee = committee(roster.names, parameters.committee, seed)
         self.threshold = parameters.committee_threshold
         self._neighbours: dict[str, frozenset[str]] = {}
@@ -41,13 +55,19 @@ class RoundGraph:
         every step)."""
         found = self._neighbours.get(name)
         if found is None:
-            found = self._neighbours[name] = self.graph.neighbours(name)
+            if self._everyone and isinstance(self.graph, CycleGraph):
+                found = self.graph.adjacency()[name]
+            else:
+                found = self.graph.neighbours(name)
+            self._neighbours[name] = found
         return found
 
 
-def round_graph(roster: Roster, parameters: messages.RoundParameters) -> RoundGraph | None:
-    """The round's graph, or None on the full mesh."""
-    return RoundGraph(roster, parameters) if parameters.graph else None
+def round_graph(
+    roster: Roster, parameters: messages.RoundParameters, *, everyone: bool = False
+) -> RoundGraph | None:
+    """The round's graph, or None on the full mesh (``everyone``: as in ``RoundGraph``)."""
+    return RoundGraph(roster, parameters, everyone=everyone) if parameters.graph else None
 
 
 def check_certificate(

@@ -53,7 +53,9 @@ answers cover only the holder's k neighbours in a public graph seeded by (run, r
 roster digest), t_min is the neighbourhood threshold t_k, and every check above applies to
 the holder's neighbourhood; S is certified by τ signatures of a public committee, and a
 neighbour's seed share is released only against that neighbour's own signature of S.
-Otherwise (small K) the full mesh of Bonawitz et al., O(K) per holder.
+On the expander (``RoundParameters.expander``: at most k neighbours each, from k/2 random
+cycles) a holder also signs and answers only for an S of at least T holders (the survivor
+floor, ``consistency.check_floor``). Otherwise (small K) the full mesh, O(K) per holder.
 """
 
 from __future__ import annotations
@@ -197,7 +199,8 @@ class Holder:
 
     def sign_survivors(self, check: messages.ConsistencyCheck) -> messages.SurvivorSignature:
         """Step 4: sign the survivor set S, if it lies inside the set this holder masked
-        with, holds it and has at least t_min members (one set per round)."""
+        with, holds it and has at least t_min members (and T on the expander; one set per
+        round)."""
         return self._step("consistency check", check, lambda: self._sign(check))
 
     def unmask(self, request: messages.UnmaskRequest) -> messages.UnmaskResponse:
@@ -361,6 +364,7 @@ class Holder:
     def _sign(self, check: messages.ConsistencyCheck) -> messages.SurvivorSignature:
         p = self.parameters
         check_round("consistency check", p, check.run_id, check.round)
+        consistency.check_floor(check.survivors, floor=p.survivors)
         consistency.check_signed_set(
             check.survivors,
             own=self.name,
@@ -378,6 +382,7 @@ class Holder:
     def _check_request(self, request: messages.UnmaskRequest) -> None:
         p = self.parameters
         check_round("unmasking request", p, request.run_id, request.round)
+        consistency.check_floor(request.survivors, floor=p.survivors)  # first: any S, signed or not
         survivors, dropped = set(request.survivors), set(request.dropped)
         if tuple(sorted(survivors)) != self._signed:
             raise SecAggRefused(
