@@ -315,6 +315,8 @@ def run_setting(
         "hospitals": [{"name": n, "records": 100, "token": tokens[n]} for n in names],
     }
     request["secagg_topology"] = args.topology
+    if args.dropout_share is not None:
+        request["dropout_share"] = args.dropout_share
     if args.topology == "mesh":
         # ⌊K/2⌋ + 1, as docs/PERFORMANCE.md's figures were taken (the run's default,
         # K − ⌊K/10⌋, would leave a round with more dropped short).
@@ -418,6 +420,7 @@ def run_setting(
         "holders": holders,
         "dropped": dropped,
         "topology": args.topology,
+        "dropout_share": args.dropout_share,
         "graph": created["params"].get("graph"),
         "t_min": created["params"]["t_min"],
         "modulus_bits": created["params"]["modulus_bits"],
@@ -450,6 +453,16 @@ def main(argv: list[str] | None = None) -> int:
         default="mesh",
         help="the run's secagg_topology (graph, expander: docs/SECAGG_GRAPH.md, at the run's "
         "defaults; the expander needs a few hundred holders)",
+    )
+    parser.add_argument(
+        "--dropout-share",
+        type=float,
+        default=None,
+        help="graph, expander: the run's dropout_share δ (default the run's, 0.1). On the "
+        "expander a round closes only with T = K - floor(δK) survivors, and from round 1 on "
+        "a round here loses its ceil(fraction·K) droppers AND round t - 1's, which "
+        "advertise late and sit it out: with --dropped 0.1 give 0.2, or round 1 stays open "
+        "closes (K = 300: 255 masked inputs, T = 270)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
