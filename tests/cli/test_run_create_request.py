@@ -141,3 +141,28 @@ def test_secagg_topology_graph_from_the_command_line(
     assert create(server, config, "--roster", str(roster_file)) == 0
     params = json.loads(capsys.readouterr().out)["params"]
     assert params["graph"] is None and params["t_min"] == 15
+
+
+def test_secagg_topology_expander_from_the_command_line_is_refused_where_it_cannot_hold(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--secagg-topology expander`` reaches the request; at K = 16 the expander is not
+    sparser than the mesh, so ``run create`` fails with the coordinator's one line naming
+    the topology to use instead (the coordinator's validation, not the CLI's)."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    _, roster_file, _ = keys_and_roster(keys, 16)
+    request = run_request(hospitals=0, d=2, rounds=2, mechanism="secagg")
+    request["hospitals"] = [
+        {"name": f"h{i}", "records": 100, "token": f"expander-cli-token-{i:02d}-abcdefgh"}
+        for i in range(16)
+    ]
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({**request, "delta": 1e-6}))
+    argv = ("--roster", str(roster_file), "--secagg-topology", "expander")
+    assert create(server, config, *argv) == 2
+    captured = capsys.readouterr()
+    message = captured.err.strip()
+    assert "secagg_topology expander cannot be met" in message and "\n" not in message
+    assert "use secagg_topology mesh" in message and "Traceback" not in message
+    assert captured.out == ""
