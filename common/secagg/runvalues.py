@@ -36,7 +36,6 @@ from ldpem.common.secagg.messages import RoundParameters
 __all__ = [
     "DEFAULT_DROPOUT_SHARE",
     "DEFAULT_HONEST_SHARES",
-    "TOPOLOGIES",
     "RunGraph",
     "graph_problem",
     "graph_values",
@@ -170,10 +169,6 @@ def run_expander(
 
 #: The graph of a run that is not on the mesh: the Harary graph's or the expander's values.
 RunGraph = GraphParameters | ExpanderParameters
-
-#: What a run request's ``secagg_topology`` may say; "auto" is resolved when the run is
-#: created (``resolve_topology``), so a run publishes one of the three others.
-TOPOLOGIES = ("auto", "mesh", "graph", "expander")
 
 
 def _defaults(
