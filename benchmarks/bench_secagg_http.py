@@ -25,10 +25,13 @@ A dropped holder advertises and shares its keys, then stops before its masked in
 costliest dropout: the coordinator reconstructs its masking key and removes its masks from
 every survivor's input). Round t's ⌈fraction·K⌉ droppers are the holders just before
 round t − 1's (round 0's are the last ones), so that every round has holders dropping in
-the middle of it: the same holders in every round would drop only in round 0, as the
-coordinator does not wait, in round t, for holders lost in round t − 1 (they advertise
-after the step closed and sit the round out, 409). The masked step then closes at its
-deadline (``--deadline`` seconds after the bundles went out), which the round's wall time
+the middle of it. Round t − 1's droppers come back in round t, and start
+``REJOIN_HEAD_START`` seconds before the others: the coordinator does not wait for holders
+lost in round t − 1, so one that advertised after the last awaited holder would sit the
+round out (409), and a round would then lose up to twice the fraction: more than the
+SecAgg+ expander's survivor floor T = K − ⌊δK⌋ allows at δ = fraction (its masked step
+would wait for inputs that never come). The masked step closes at its deadline
+(``--deadline`` seconds after the bundles went out), which the round's wall time
 includes.
 
 Figures: round wall time from the coordinator (opened_at → closed_at, ``GET
@@ -114,6 +117,10 @@ class _CountingTransport(httpx.HTTPTransport):
         with self.lock:
             self.counts[str(response.status_code)] += 1
         return response
+
+
+#: Seconds by which round t − 1's droppers start round t before the other holders.
+REJOIN_HEAD_START = 1.0
 
 
 class _DroppingLink(CoordinatorLink):
@@ -209,8 +216,18 @@ def _worker(job: dict[str, Any], results: Any) -> None:
             )
             for name, _, _ in job["holders"]
         ]
-        for thread in threads:
-            thread.start()
+        # Holders that dropped in round t − 1 start first: they are alive again and their
+        # advertisements must be in before the step closes, which the coordinator does as
+        # soon as the holders it waits for (not those lost in t − 1) have advertised.
+        rejoining = [t - 1 in drops for _, _, drops in job["holders"]]
+        for thread, first_in in zip(threads, rejoining, strict=True):
+            if first_in:
+                thread.start()
+        if any(rejoining):
+            time.sleep(REJOIN_HEAD_START)
+        for thread, first_in in zip(threads, rejoining, strict=True):
+            if not first_in:
+                thread.start()
         for thread in threads:
             thread.join()
         after = resource.getrusage(resource.RUSAGE_SELF)
@@ -458,11 +475,8 @@ def main(argv: list[str] | None = None) -> int:
         "--dropout-share",
         type=float,
         default=None,
-        help="graph, expander: the run's dropout_share δ (default the run's, 0.1). On the "
-        "expander a round closes only with T = K - floor(δK) survivors, and from round 1 on "
-        "a round here loses its ceil(fraction·K) droppers AND round t - 1's, which "
-        "advertise late and sit it out: with --dropped 0.1 give 0.2, or round 1 stays open "
-        "closes (K = 300: 255 masked inputs, T = 270)",
+        help="graph, expander: the run's dropout_share δ (default the run's, 0.1); on the "
+        "expander a round needs T = K - floor(δK) survivors",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke)")
