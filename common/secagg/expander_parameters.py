@@ -5,22 +5,30 @@ SecAgg+ on the expander: the union of k/2 independent uniformly random Hamiltoni
 The argument is in docs/SECAGG_GRAPH.md, "The expander". With C = ⌊γK⌋ holders colluding
 with the coordinator (fixed before the round's graph seed is known), D = ⌊δK⌋ honest
 holders dropping out (independently of the graph), T = K − D and H = K − C honest holders,
-the round fails — privacy or liveness — only if one of five events happens; each is given
-a fifth of the budget ``failure``:
+privacy fails only if one of three events happens, each given a third of ``failure``
+(2⁻⁴⁰), and the round cannot complete (liveness: no sum, nothing revealed) only if one of
+two others happens, each given half of ``liveness_failure`` (2⁻²⁰):
 
-1. **corruption** — some holder has more than ``corrupt_bound`` = c* distinct corrupt
-   neighbours (union over K holders of the exact law of ``distinct_law``); privacy needs
-   c* ≤ t_k − 1 (the other kind of share of an honest holder comes only from its corrupt
-   neighbours, fewer than t_k);
+1. **corruption** (privacy) — some holder has more than ``corrupt_bound`` = c* distinct
+   corrupt neighbours (union over K holders of the exact law of ``distinct_law``); privacy
+   needs c* ≤ t_k − 1 (the other kind of share of an honest holder comes only from its
+   corrupt neighbours, fewer than t_k);
 2. **liveness** — some holder has fewer than t_k distinct neighbours that did not drop
    (union over K holders); t_k is the largest threshold for which this is unlikely;
-3. and 4. **the committee** — as on the Harary graph (``graph_parameters.committee_bounds``);
-5. **a split** — the honest survivors' graph falls apart in a way the coordinator can
-   use: some set A of a honest holders with every honest neighbour outside A excluded from
-   S (at most K − T of them), either a ≤ H/2 members that each signed S (so each has at
-   least t_k − a corrupt neighbours), for a in [t_k − c*, o − 1], or any set of o ≤ a ≤ H/2.
-   Union bound over the C(H, a) sets of each size, each tail an exact binomial tail that
-   dominates the graph's (the exposure argument of the docs).
+3. **committee corruption** (privacy) and 4. **committee dropout** (liveness) — as on the
+   Harary graph (``graph_parameters.committee_bounds``);
+5. **a split** (privacy) — the honest survivors' graph falls apart in a way the
+   coordinator can use: some set A of a honest holders with every honest neighbour
+   outside A excluded from S (at most K − T of them), either a ≤ H/2 members that each
+   signed S (so each has at least t_k − a corrupt neighbours), for a in [t_k − c*, o − 1],
+   or any set of o ≤ a ≤ H/2. Union bound over the C(H, a) sets of each size, each tail an
+   exact binomial tail that dominates the graph's (the exposure argument of the docs).
+
+A liveness event never reveals anything: a holder short of live neighbours refuses to sign
+S or leaves a secret that cannot be rebuilt, and a short committee certifies nothing, so
+the round ends without a sum — which the coordinator could cause at will anyway. Hence
+its own, larger budget (Bell et al. likewise separate a correctness parameter from the
+security one); at 2⁻²⁰ a round is lost to bad luck about once in a million rounds.
 
 If none happens, every sum the coordinator can learn holds the noise of at least
 h = T − C − (o − 1) honest holders (``honest_shares``; ``split_bound`` = o − 1). k is the
@@ -42,6 +50,7 @@ from numpy.typing import NDArray
 from ldpem.common.secagg.graph_parameters import DEFAULT_FAILURE, check_fraction, committee_bounds
 
 __all__ = [
+    "DEFAULT_LIVENESS_FAILURE",
     "HONEST_SHARE_OF_SURVIVORS",
     "ExpanderParameters",
     "distinct_law",
@@ -49,8 +58,12 @@ __all__ = [
     "split_bound",
 ]
 
-#: The five events share the budget equally.
-_EVENTS = 5
+#: The privacy events (corruption, committee corruption, split) share ``failure``, the
+#: liveness events (live neighbours, committee dropout) ``liveness_failure``.
+_PRIVACY_EVENTS = 3
+_LIVENESS_EVENTS = 2
+#: A round that cannot complete, through dropouts alone: about one in a million.
+DEFAULT_LIVENESS_FAILURE = 2.0**-20
 #: The least share of the T − C honest survivors whose noise every learnable sum must hold.
 HONEST_SHARE_OF_SURVIVORS = 0.99
 
@@ -62,7 +75,8 @@ class ExpanderParameters:
     ``k``: cycles k/2, at most k distinct neighbours a holder; ``threshold``: t_k;
     ``corrupt_bound``: c*; ``live_bound``: the fewest distinct live neighbours (= t_k);
     the committee as on the Harary graph; ``survivors``: T; ``split_bound``: the most
-    honest survivors the coordinator can cut off from the rest.
+    honest survivors the coordinator can cut off from the rest; ``failure`` bounds the
+    privacy events, ``liveness_failure`` the liveness ones.
     """
 
     holders: int
@@ -79,6 +93,7 @@ class ExpanderParameters:
     committee_dropout_bound: int
     survivors: int
     split_bound: int
+    liveness_failure: float = DEFAULT_LIVENESS_FAILURE
 
     @property
     def full_mesh(self) -> bool:
@@ -234,14 +249,17 @@ def expander_parameters(
     colluder_fraction: float = 1 / 3,
     dropout_fraction: float = 0.1,
     failure: float = DEFAULT_FAILURE,
+    liveness_failure: float = DEFAULT_LIVENESS_FAILURE,
     min_honest_shares: int = 2,
 ) -> ExpanderParameters:
     """k, t_k, (m, τ), T and h for ``k_holders`` = K holders, of which at most
     ⌊colluder_fraction·K⌋ collude with the coordinator and ⌊dropout_fraction·K⌋ honest
-    ones drop out, failing (privacy or liveness) with probability at most ``failure``.
+    ones drop out: privacy fails with probability at most ``failure``, the round is left
+    without a sum by dropouts with probability at most ``liveness_failure``.
 
     ValueError (naming the parameter and value) for K < 4, fractions outside [0, 1), a
-    failure outside (0, 1), h < 2 asked, when no even k ≤ K − 2 meets the five events with
+    failure or liveness_failure outside (0, 1), h < 2 asked, when no even k ≤ K − 2 meets
+    the five events with
     h ≥ 99% of T − C (then the full mesh is the cheaper protocol), or when that h is below
     ``min_honest_shares``.
     """
@@ -249,8 +267,9 @@ def expander_parameters(
         raise ValueError(f"k_holders must be an integer >= 4, got {k_holders!r}")
     gamma = check_fraction("colluder_fraction", colluder_fraction)
     delta = check_fraction("dropout_fraction", dropout_fraction)
-    if isinstance(failure, bool) or not isinstance(failure, int | float) or not 0 < failure < 1:
-        raise ValueError(f"failure must be a number in (0, 1), got {failure!r}")
+    for name, value in (("failure", failure), ("liveness_failure", liveness_failure)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+            raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
     if (
         isinstance(min_honest_shares, bool)
         or not isinstance(min_honest_shares, int)
@@ -266,13 +285,15 @@ def expander_parameters(
             f" at K = {holders}: no survivor set the holders accept holds more honest holders"
         )
     goal = max(min_honest_shares, math.ceil(HONEST_SHARE_OF_SURVIVORS * (survivors - colluders)))
-    log_event = math.log(failure / _EVENTS)
+    log_event = math.log(failure / _PRIVACY_EVENTS)
+    log_live = math.log(liveness_failure / _LIVENESS_EVENTS)
     per_holder = log_event - math.log(holders)  # union bound over the K holders
+    live_per_holder = log_live - math.log(holders)
     others = holders - 1
     for k in range(2, holders - 1, 2):
         cycles = k // 2
         corrupt = _least_above(distinct_law(others, colluders, cycles), per_holder)
-        threshold = _most_below(distinct_law(others, others - dropouts, cycles), per_holder)
+        threshold = _most_below(distinct_law(others, others - dropouts, cycles), live_per_holder)
         if threshold < 2 or corrupt > threshold - 1:
             continue
         cut = split_bound(holders, colluders, dropouts, k, threshold, corrupt, log_event)
@@ -285,7 +306,7 @@ def expander_parameters(
             "use the mesh"
         )
     size, tau, committee_corrupt, committee_dropped = committee_bounds(
-        holders, colluders, dropouts, log_event
+        holders, colluders, dropouts, log_event, log_live
     )
     return ExpanderParameters(
         holders=holders,
@@ -302,4 +323,5 @@ def expander_parameters(
         committee_dropout_bound=committee_dropped,
         survivors=survivors,
         split_bound=cut,
+        liveness_failure=float(liveness_failure),
     )

@@ -119,13 +119,19 @@ def check_fraction(name: str, value: float) -> float:
 
 
 def committee_bounds(
-    holders: int, colluders: int, dropouts: int, log_budget: float
+    holders: int,
+    colluders: int,
+    dropouts: int,
+    log_budget: float,
+    log_live_budget: float | None = None,
 ) -> tuple[int, int, int, int]:
     """(m, τ, corrupt bound, dropout bound) for the smallest committee m ≤ K that is both
-    safe (τ > (m + corrupt)/2) and live (m − dropped ≥ τ)."""
+    safe (τ > (m + corrupt)/2, the corrupt tail at ``log_budget``) and live
+    (m − dropped ≥ τ, the dropout tail at ``log_live_budget``, default the same)."""
+    live = log_budget if log_live_budget is None else log_live_budget
     for size in range(1, holders + 1):
         corrupt = tail_bound(holders, colluders, size, log_budget)
-        dropped = tail_bound(holders, dropouts, size, log_budget)
+        dropped = tail_bound(holders, dropouts, size, live)
         tau = (size + corrupt) // 2 + 1
         if size - dropped >= tau:
             return size, tau, corrupt, dropped

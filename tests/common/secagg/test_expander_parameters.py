@@ -167,16 +167,19 @@ def most_below(law: np.ndarray, budget: float) -> int:
 
 
 def fits(p: ExpanderParameters, k: int) -> bool:
-    """Whether degree k meets the five events for p's consortium (recomputed)."""
-    per_holder = p.failure / 5 / p.holders
+    """Whether degree k meets the five events for p's consortium (recomputed): the privacy
+    events at a third of ``failure`` each, the liveness ones at half of
+    ``liveness_failure``."""
+    per_holder = p.failure / 3 / p.holders
+    live_per_holder = p.liveness_failure / 2 / p.holders
     corrupt = least_above(distinct_law(p.holders - 1, p.colluders, k // 2), per_holder)
     threshold = most_below(
-        distinct_law(p.holders - 1, p.holders - 1 - p.dropouts, k // 2), per_holder
+        distinct_law(p.holders - 1, p.holders - 1 - p.dropouts, k // 2), live_per_holder
     )
     if threshold < 2 or corrupt > threshold - 1:
         return False
     cut = split_bound(
-        p.holders, p.colluders, p.dropouts, k, threshold, corrupt, math.log(p.failure / 5)
+        p.holders, p.colluders, p.dropouts, k, threshold, corrupt, math.log(p.failure / 3)
     )
     goal = math.ceil(HONEST_SHARE_OF_SURVIVORS * (p.survivors - p.colluders))
     return cut is not None and p.survivors - p.colluders - cut >= goal
@@ -187,18 +190,19 @@ def test_every_bound_holds_and_is_tight(holders: int) -> None:
     p = expander_parameters(holders)
     assert (p.colluders, p.dropouts) == (holders // 3, holders // 10)
     assert p.survivors == holders - p.dropouts
-    per_holder = p.failure / 5 / holders
+    per_holder = p.failure / 3 / holders
+    live_per_holder = p.liveness_failure / 2 / holders
     corrupt_law = distinct_law(holders - 1, p.colluders, p.k // 2)
     live_law = distinct_law(holders - 1, holders - 1 - p.dropouts, p.k // 2)
     # c*: the tail above it fits the budget, the tail above c* − 1 does not.
     assert float(np.sum(corrupt_law[p.corrupt_bound + 1 :])) <= per_holder
     assert float(np.sum(corrupt_law[p.corrupt_bound :])) > per_holder
     # t_k: fewer than t_k live neighbours fits, fewer than t_k + 1 does not.
-    assert float(np.sum(live_law[: p.threshold])) <= per_holder
-    assert float(np.sum(live_law[: p.threshold + 1])) > per_holder
+    assert float(np.sum(live_law[: p.threshold])) <= live_per_holder
+    assert float(np.sum(live_law[: p.threshold + 1])) > live_per_holder
     assert p.live_bound == p.threshold and p.corrupt_bound <= p.threshold - 1
     # The split bound is the least that fits.
-    log_event = math.log(p.failure / 5)
+    log_event = math.log(p.failure / 3)
     args = (holders, p.colluders, p.dropouts, p.k, p.threshold, p.corrupt_bound, log_event)
     assert split_bound(*args) == p.split_bound
     assert p.honest_shares == p.survivors - p.colluders - p.split_bound
@@ -210,14 +214,26 @@ def test_every_bound_holds_and_is_tight(holders: int) -> None:
     # The committee as on the Harary graph: two certified sets share an honest signer.
     assert p.committee_threshold > (p.committee_size + p.committee_corrupt_bound) / 2
     assert p.committee_size - p.committee_dropout_bound >= p.committee_threshold
+    assert (p.failure, p.liveness_failure) == (2.0**-40, 2.0**-20)
+
+
+def test_the_liveness_budget_only_moves_liveness() -> None:
+    """A stricter liveness budget lowers t_k (and so raises k); the privacy bounds at a
+    given k do not depend on it."""
+    loose = expander_parameters(1000)
+    strict = expander_parameters(1000, liveness_failure=2.0**-40)
+    assert strict.k > loose.k
+    law = distinct_law(999, loose.colluders, strict.k // 2)
+    assert strict.corrupt_bound == least_above(law, strict.failure / 3 / 1000)
 
 
 def test_the_split_bound_grows_when_the_budget_shrinks() -> None:
     p = expander_parameters(1000)
     base = (1000, p.colluders, p.dropouts, p.k, p.threshold, p.corrupt_bound)
     loose = split_bound(*base, math.log(1e-3))
-    tight = split_bound(*base, math.log(1e-30))
-    assert loose is not None and tight is not None and loose <= p.split_bound <= tight
+    tight = split_bound(*base, math.log(p.failure / 3) - 5.0)
+    assert loose is not None and loose <= p.split_bound
+    assert tight is None or tight >= p.split_bound
 
 
 def test_degree_is_logarithmic_and_h_is_the_meshs() -> None:
@@ -235,8 +251,9 @@ def test_degree_is_logarithmic_and_h_is_the_meshs() -> None:
         ({"k_holders": 1000, "colluder_fraction": 1.0}, "colluder_fraction must be a number in"),
         ({"k_holders": 1000, "dropout_fraction": -0.1}, "dropout_fraction must be a number in"),
         ({"k_holders": 1000, "failure": 0.0}, "failure must be a number in \\(0, 1\\), got 0.0"),
+        ({"k_holders": 1000, "liveness_failure": 1.0}, "liveness_failure must be a number in"),
         ({"k_holders": 1000, "min_honest_shares": 1}, "min_honest_shares must be an integer >= 2"),
-        ({"k_holders": 100}, "the expander is not sparser than the full mesh at K = 100"),
+        ({"k_holders": 50}, "the expander is not sparser than the full mesh at K = 50"),
         (
             {"k_holders": 1000, "min_honest_shares": 600},
             "min_honest_shares = 600 exceeds T - C = 567",
