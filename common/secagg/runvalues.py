@@ -131,19 +131,24 @@ DEFAULT_DROPOUT_SHARE = 0.1
 DEFAULT_HONEST_SHARES = 2
 
 
+def _colluder_fraction(holders: int, colluders: int) -> float:
+    """γ for exactly c = ``colluders`` of K = ``holders``: (c + ½)/K, whose ⌊γK⌋ is c
+    whatever the float rounding; ValueError for c outside [0, K − 1]."""
+    if not 0 <= colluders < holders:
+        raise ValueError(f"colluders must be in [0, K - 1 = {holders - 1}], got {colluders}")
+    return (colluders + 0.5) / holders
+
+
 @functools.lru_cache(maxsize=64)
 def run_graph(holders: int, colluders: int, dropout_share: float, honest: int) -> GraphParameters:
     """``graph_parameters`` for K = ``holders`` of which exactly c = ``colluders`` may
-    collude (γ = (c + ½)/K, whose ⌊γK⌋ is c whatever the float rounding), a share δ of them
-    dropping out and at least h = ``honest`` honest shares in any learnable sum, at the
-    failure probability 2⁻⁴⁰. ValueError (one line) for values it cannot meet. Cached: a
-    process checks the same run's values at every join, creation and forecast (≈ 0.2 s
-    of exact tails at K = 1000), and the result is a frozen value."""
-    if not 0 <= colluders < holders:
-        raise ValueError(f"colluders must be in [0, K - 1 = {holders - 1}], got {colluders}")
+    collude, a share δ of them dropping out and at least h = ``honest`` honest shares in
+    any learnable sum, at the failure probability 2⁻⁴⁰. ValueError (one line) for values
+    it cannot meet. Cached: a process checks the same run's values at every join, creation
+    and forecast (≈ 0.2 s of exact tails at K = 1000), and the result is a frozen value."""
     return graph_parameters(
         holders,
-        colluder_fraction=(colluders + 0.5) / holders,
+        colluder_fraction=_colluder_fraction(holders, colluders),
         dropout_fraction=dropout_share,
         min_honest_shares=honest,
     )
@@ -154,14 +159,12 @@ def run_expander(
     holders: int, colluders: int, dropout_share: float, honest: int
 ) -> ExpanderParameters:
     """``expander_parameters`` (docs/SECAGG_GRAPH.md, "The expander") with the inputs of
-    ``run_graph``: c exactly, δ, h asked for and 2⁻⁴⁰. ValueError (one line) for values it
-    cannot meet (below a few hundred holders the expander is not sparser than the mesh).
-    Cached like ``run_graph``."""
-    if not 0 <= colluders < holders:
-        raise ValueError(f"colluders must be in [0, K - 1 = {holders - 1}], got {colluders}")
+    ``run_graph``: c exactly, δ, h asked for; privacy at 2⁻⁴⁰, liveness at 2⁻²⁰.
+    ValueError (one line) for values it cannot meet (below a few hundred holders the
+    expander is not sparser than the mesh). Cached like ``run_graph``."""
     return expander_parameters(
         holders,
-        colluder_fraction=(colluders + 0.5) / holders,
+        colluder_fraction=_colluder_fraction(holders, colluders),
         dropout_fraction=dropout_share,
         min_honest_shares=honest,
     )
