@@ -211,6 +211,7 @@ def shares_threshold(study: Study, holders: int) -> tuple[int, int]:
     if topology not in ("graph", "expander"):
         t_min = study_t_min(study.t_min, holders)
         return t_min, study_colluders(study.colluders, holders, t_min)
+    from ldpem.common.secagg.expander_parameters import ExpanderParameters
     from ldpem.common.secagg.runvalues import requested_graph
 
     try:
@@ -227,7 +228,7 @@ def shares_threshold(study: Study, holders: int) -> tuple[int, int]:
         raise UserError(
             f"secagg-topology graph: at K = {holders} the graph is the full mesh (k = K - 1)"
         )
-    least = getattr(graph, "survivors", graph.threshold)
+    least = graph.survivors if isinstance(graph, ExpanderParameters) else graph.threshold
     return least, least - graph.honest_shares
 
 

@@ -251,17 +251,20 @@ def expander_parameters(
     failure: float = DEFAULT_FAILURE,
     liveness_failure: float = DEFAULT_LIVENESS_FAILURE,
     min_honest_shares: int = 2,
+    max_degree: int | None = None,
 ) -> ExpanderParameters:
     """k, t_k, (m, τ), T and h for ``k_holders`` = K holders, of which at most
     ⌊colluder_fraction·K⌋ collude with the coordinator and ⌊dropout_fraction·K⌋ honest
     ones drop out: privacy fails with probability at most ``failure``, the round is left
     without a sum by dropouts with probability at most ``liveness_failure``.
 
+    ``max_degree``: search k only up to it (default K − 2); the default topology asks for
+    K/2, the most it would take, and so skips the degrees it would refuse.
+
     ValueError (naming the parameter and value) for K < 4, fractions outside [0, 1), a
-    failure or liveness_failure outside (0, 1), h < 2 asked, when no even k ≤ K − 2 meets
-    the five events with
-    h ≥ 99% of T − C (then the full mesh is the cheaper protocol), or when that h is below
-    ``min_honest_shares``.
+    failure or liveness_failure outside (0, 1), h < 2 asked, a max_degree below 2, when no
+    even k up to the largest allowed meets the five events with h ≥ 99% of T − C (then the
+    full mesh is the cheaper protocol), or when that h is below ``min_honest_shares``.
     """
     if isinstance(k_holders, bool) or not isinstance(k_holders, int) or k_holders < 4:
         raise ValueError(f"k_holders must be an integer >= 4, got {k_holders!r}")
@@ -290,7 +293,12 @@ def expander_parameters(
     per_holder = log_event - math.log(holders)  # union bound over the K holders
     live_per_holder = log_live - math.log(holders)
     others = holders - 1
-    for k in range(2, holders - 1, 2):
+    if max_degree is not None and (
+        isinstance(max_degree, bool) or not isinstance(max_degree, int) or max_degree < 2
+    ):
+        raise ValueError(f"max_degree must be an integer >= 2, got {max_degree!r}")
+    top = holders - 2 if max_degree is None else min(max_degree, holders - 2)
+    for k in range(2, top + 1, 2):
         cycles = k // 2
         corrupt = _least_above(distinct_law(others, colluders, cycles), per_holder)
         threshold = _most_below(distinct_law(others, others - dropouts, cycles), live_per_holder)
@@ -300,8 +308,9 @@ def expander_parameters(
         if cut is not None and survivors - colluders - cut >= goal:
             break
     else:
+        where = "" if max_degree is None else f" with k <= {top}"
         raise ValueError(
-            f"the expander is not sparser than the full mesh at K = {holders} "
+            f"the expander is not sparser than the full mesh at K = {holders}{where} "
             f"(colluder_fraction = {gamma}, dropout_fraction = {delta}, h >= {goal}): "
             "use the mesh"
         )

@@ -155,19 +155,31 @@ def run_graph(holders: int, colluders: int, dropout_share: float, honest: int) -
 
 
 @functools.lru_cache(maxsize=64)
+def _expander_up_to(
+    holders: int, colluders: int, dropout_share: float, honest: int, max_degree: int | None
+) -> ExpanderParameters:
+    return expander_parameters(
+        holders,
+        colluder_fraction=_colluder_fraction(holders, colluders),
+        dropout_fraction=dropout_share,
+        min_honest_shares=honest,
+        max_degree=max_degree,
+    )
+
+
 def run_expander(
     holders: int, colluders: int, dropout_share: float, honest: int
 ) -> ExpanderParameters:
     """``expander_parameters`` (docs/SECAGG_GRAPH.md, "The expander") with the inputs of
     ``run_graph``: c exactly, δ, h asked for; privacy at 2⁻⁴⁰, liveness at 2⁻²⁰.
     ValueError (one line) for values it cannot meet (below a few hundred holders the
-    expander is not sparser than the mesh). Cached like ``run_graph``."""
-    return expander_parameters(
-        holders,
-        colluder_fraction=_colluder_fraction(holders, colluders),
-        dropout_fraction=dropout_share,
-        min_honest_shares=honest,
-    )
+    expander is not sparser than the mesh). Cached like ``run_graph``, and searched first
+    up to k = K/2 as ``resolve_topology`` searches it, so that the run "auto" resolved to
+    the expander does not derive it twice (the least k is the same either way)."""
+    try:
+        return _expander_up_to(holders, colluders, dropout_share, honest, holders // 2)
+    except ValueError:
+        return _expander_up_to(holders, colluders, dropout_share, honest, None)
 
 
 #: The graph of a run that is not on the mesh: the Harary graph's or the expander's values.
@@ -220,12 +232,13 @@ def resolve_topology(
     if not shares or t_min is not None:
         return "mesh"
     try:
-        expander, *_ = requested_graph(
-            holders, colluders, dropout_share, honest, topology="expander"
+        # The search stops at K/2: a degree above it would be refused anyway.
+        _expander_up_to(
+            holders, *_defaults(holders, colluders, dropout_share, honest), holders // 2
         )
     except ValueError:
         return "mesh"
-    return "expander" if 2 * expander.k <= holders else "mesh"
+    return "expander"
 
 
 def graph_values(graph: RunGraph, *, dropout_share: float, honest: int) -> dict[str, Any]:

@@ -298,3 +298,21 @@ def test_distinct_law_is_the_cycle_graphs() -> None:
     short = np.append(distinct_law(29, 10, 3), [0.0, 0.0])
     stat, freedom = statistic(short)
     assert chi2.sf(stat, freedom) < 1e-12
+
+
+def test_a_capped_search_finds_the_same_degree_or_refuses() -> None:
+    """``max_degree`` only bounds the search: at or above the least k it gives the same
+    parameters, below it a one-line refusal naming the cap (what the default topology
+    "auto" relies on to skip the degrees it would refuse)."""
+    free = expander_parameters(1000)
+    assert expander_parameters(1000, max_degree=free.k) == free
+    assert expander_parameters(1000, max_degree=500) == free
+    with pytest.raises(ValueError, match=f"at K = 1000 with k <= {free.k - 2} "):
+        expander_parameters(1000, max_degree=free.k - 2)
+    # K = 100: the least degree (84) is above K/2, so a search capped at 50 refuses.
+    assert expander_parameters(100).k > 50
+    with pytest.raises(ValueError, match="at K = 100 with k <= 50 "):
+        expander_parameters(100, max_degree=50)
+    for bad in (1, True, 2.0):
+        with pytest.raises(ValueError, match="max_degree must be an integer >= 2"):
+            expander_parameters(1000, max_degree=bad)
