@@ -380,6 +380,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ldpem.server.app import create_app
+    from ldpem.server.heap import tune_collector
     from ldpem.server.settings import load_settings
 
     flags = {name: getattr(args, name) for name in _SETTING_FLAGS}
@@ -433,6 +434,8 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):  # a read-only directory: nothing was created
                 path.unlink(missing_ok=True)
         raise UserError(f"{settings.state}: cannot open the coordinator state ({error})") from None
+    # Every object alive now lives as long as the process: out of the collector's walks.
+    tune_collector()
     uvicorn.run(
         app,
         host=settings.host,
