@@ -87,6 +87,7 @@ class Aggregator(GraphRelay):
         #: Responders whose revealed share was not dealt to them (``result``): name → why.
         self.faulty: dict[str, str] = {}
         self._peers: dict[str, frozenset[str]] = {}
+        self._request_sets: tuple[frozenset[str], frozenset[str]] = frozenset(), frozenset()
 
     # Helpers
 
@@ -158,8 +159,7 @@ class Aggregator(GraphRelay):
         self._expect("share", "encrypted shares", shares.run_id, shares.round)
         if shares.holder not in self.advertisements:
             raise SecAggRefused(f"encrypted shares from {shares.holder!r}, not a participant")
-        expected = set(self.advertisements) & self._around(shares.holder) - {shares.holder}
-        if set(shares.ciphertexts) != expected:
+        if shares.ciphertexts.keys() != self._others(shares.holder, self.advertisements):
             raise SecAggRefused(
                 f"the encrypted shares of {shares.holder!r} are not addressed to exactly the "
                 f"other participants"
@@ -199,7 +199,7 @@ class Aggregator(GraphRelay):
             raise SecAggRefused(
                 f"the masked input of {masked.holder!r} is not modulo 2^{self.parameters.bits}"
             )
-        peers = set(self.encrypted_shares) & self._around(masked.holder) - {masked.holder}
+        peers = self._others(masked.holder, self.encrypted_shares)
         if stray := sorted(set(masked.excluded) - peers):
             raise SecAggRefused(
                 f"the masked input of {masked.holder!r} excludes {stray[0]!r}, not a peer"
@@ -261,6 +261,7 @@ class Aggregator(GraphRelay):
             self._request = messages.UnmaskRequest(
                 check.run_id, check.round, check.survivors, dropped, signatures, check.order
             )
+            self._request_sets = frozenset(dropped), frozenset(check.survivors)
             self.step = "unmask"
         return self._opened(self._request, "unmasking request")
 
@@ -268,15 +269,14 @@ class Aggregator(GraphRelay):
 
     def receive_unmask_response(self, response: messages.UnmaskResponse) -> None:
         self._expect("unmask", "unmasking response", response.run_id, response.round)
-        request = self._opened(self._request, "unmasking request")  # opened by the last step
+        self._opened(self._request, "unmasking request")  # opened by the last step
         if response.holder not in self.signatures:
             raise SecAggRefused(
                 f"an unmasking response from {response.holder!r}, which did not sign the "
                 f"survivor set"
             )
-        masked_with = set(request.dropped) & self._masked_with(response.holder)
-        holding = set(request.survivors) & (self._masked_with(response.holder) | {response.holder})
-        if set(response.self_mask_shares) != holding or set(response.key_shares) != masked_with:
+        holding, masked_with = self._owed(response.holder)
+        if response.self_mask_shares.keys() != holding or response.key_shares.keys() != masked_with:
             raise SecAggRefused(
                 f"the unmasking response of {response.holder!r} does not answer the request"
             )

@@ -4,6 +4,7 @@ neighbourhoods they are cut to. On the full mesh every holder gets the same mess
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from ldpem.common.secagg import messages
@@ -18,6 +19,7 @@ class _Closing(Protocol):
     bundles: dict[str, messages.ShareBundle]
     signatures: dict[str, messages.SurvivorSignature]
     masked_inputs: dict[str, messages.MaskedInput]
+    _request_sets: tuple[frozenset[str], frozenset[str]]
 
     def participants(self) -> messages.ParticipantList: ...
     def unmask_request(self) -> messages.UnmaskRequest: ...
@@ -34,6 +36,8 @@ class GraphRelay:
     masked_inputs: dict[str, messages.MaskedInput]
     #: ``_masked_with`` per holder, once computed.
     _peers: dict[str, frozenset[str]]
+    #: The unmasking request's dropped holders and survivors, as sets (``_owed``).
+    _request_sets: tuple[frozenset[str], frozenset[str]]
 
     def participant_lists(self: _Closing) -> dict[str, messages.ParticipantList]:
         """Close step 1 (``participants``): each participant's list, on the graph only its
@@ -57,6 +61,23 @@ class GraphRelay:
         if self.graph is None:
             return frozenset(self.advertisements)
         return self.graph.neighbours(name) | {name}
+
+    def _others(self, holder: str, present: Mapping[str, object]) -> set[str]:
+        """The members of ``present`` (participants) that ``holder`` relates to: its
+        neighbours on the graph, every other one on the full mesh. O(k) on the graph,
+        where ``present & _around(holder)`` built a set of all K participants."""
+        if self.graph is None:
+            return set(present) - {holder}
+        return {peer for peer in self.graph.neighbours(holder) if peer in present}
+
+    def _owed(self: _Closing, responder: str) -> tuple[set[str], set[str]]:
+        """What the unmasking request asks of ``responder``: shares of the self-mask seeds
+        of the survivors among itself and the peers it masked with, and of the masking keys
+        of the dropped ones among those peers. O(k): the request's sets are built once."""
+        peers = self._masked_with(responder)
+        dropped, survivors = self._request_sets
+        seeds = {peer for peer in (*peers, responder) if peer in survivors}
+        return seeds, {peer for peer in peers if peer in dropped}
 
     def unmask_requests(self: _Closing) -> dict[str, messages.UnmaskRequest]:
         """Close step 4 (``unmask_request``): each signer's request. On the graph only the
