@@ -7,8 +7,8 @@ full collection every ~70,000 net container allocations, and each full collectio
 every tracked object: the ~130,000 the imports made (FastAPI, pydantic, numpy, scipy,
 cryptography), which never die, plus an open secure-aggregation round's messages. At
 K = 1000 a round allocates millions of containers (every holder's parsed JSON, messages,
-answers), so it ran ~4 full collections a round, 1.5–2 s of the coordinator's CPU in all
-(measured with ``gc.callbacks``).
+answers), so it ran ~4 full collections a round: 0.7–1.5 s of the coordinator's CPU a
+round in collections (measured with ``gc.callbacks``).
 
 ``tune_collector``, called once the app is built and before it serves: one collection,
 then ``gc.freeze()`` moves every object alive at that point into a generation that is
