@@ -434,8 +434,6 @@ def run_setting(
                 "coordinator_cpu_s": cpu_after - cpu_before,
                 "loadgen_cpu_s": sum(r["cpu_s"] for r in mine),
                 "loadgen_wall_s": max((r["wall_s"] for r in mine), default=0.0),
-                # Below the coordinator's (this process's, which it inherited), as run.
-                "load_niceness": min((r["niceness"] for r in mine), default=0) - os.nice(0),
                 "survivors": len(survivors),
                 "sum_ok": stored is not None
                 and [round(v / grid) for v in stored["total"]] == expected,
@@ -458,7 +456,8 @@ def run_setting(
         "dimension": args.dimension,
         "deadline_s": args.deadline,
         "workers": args.workers,
-        "load_niceness": min((r["load_niceness"] for r in per_round), default=0),
+        # Below the coordinator's (this process's, which it inherited), as run.
+        "load_niceness": min((r["niceness"] for r in reports), default=0) - os.nice(0),
         "status": info.get("status"),
         "round_wall_s": summary([r["wall_s"] for r in later]),
         "coordinator_cpu_per_round_s": summary([r["coordinator_cpu_s"] for r in later]),

@@ -1,5 +1,5 @@
 """The coordinator process's garbage collector, set for its heap (docs/PERFORMANCE.md, "The
-coordinator's garbage collector").
+coordinator's CPU at K = 1000, fourth pass").
 
 CPython frees almost all of the coordinator's garbage by reference counting; the cyclic
 collector only finds what refers to itself. Its default thresholds (700, 10, 10) run a
@@ -14,7 +14,7 @@ round in collections (measured with ``gc.callbacks``).
 then ``gc.freeze()`` moves every object alive at that point into a generation that is
 never walked again, and larger thresholds space the collections out. Cyclic garbage then
 waits longer to be freed (up to one full collection every ``FULL_EVERY`` container
-allocations), a few MiB at the coordinator's request rates.
+allocations); the K = 1000 runs' peak RSS was 500–506 MiB with this and without it.
 """
 
 from __future__ import annotations
