@@ -23,7 +23,15 @@ import pytest
 from ldpem.client.ledger import Ledger
 from ldpem.common.wire import expected_round_count
 from ldpem.processes import Processes
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, run_request, token_file, write_gmm_data
+from tests.fedkit import (
+    ADMIN,
+    AGENT_BUDGET,
+    TOKENS,
+    run_request,
+    settled,
+    token_file,
+    write_gmm_data,
+)
 from tests.reliability.kit import Cluster, check_exact_run
 
 COUNTS = [100, 101, 102]
@@ -203,6 +211,10 @@ def test_hostile_clients_change_nothing_and_tokens_never_leak(
     for process in agents:
         assert process.wait(600) == 0, procs.log(process)[-3000:]
     check_exact_run(cluster, created, paths, COUNTS)
+    # The run's confidence region is computed in the background once it finishes: the
+    # state the replays below must leave unchanged is the settled one.
+    with httpx.Client(base_url=cluster.url, timeout=30) as client:
+        settled(client, run_id)
     final = probe.snapshot()
 
     # --- replays of old rounds ------------------------------------------------------------
