@@ -3,7 +3,7 @@
 The demo runs the same commands an operator and the hospitals would run
 (``ldpem coordinator``, ``POST /v1/runs``, ``ldpem client``), shows the rounds as they
 close, then compares the federated local-DP estimate with non-private and clipped gradient
-EM run in-process on the same records, and writes ``result.json`` and ``convergence.png``.
+EM run in-process on the same records, and writes ``result.json`` and ``convergence.svg``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ldpem.common.planning.simulation import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
 from ldpem.demo_follow import await_forecast, follow
-from ldpem.demo_plot import plot_convergence, prewarm_plotting
+from ldpem.demo_plot import plot_convergence
 from ldpem.forkstart import fork_agent, fork_coordinator
 from ldpem.processes import Processes, ProcessFailed
 from ldpem.run_estimate import final_region
@@ -281,8 +281,6 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                         str(config.seed + i + 1),
                     ],
                 )
-            # No more forks: threads may start now.
-            prewarm_plotting()
             with _local_client(url, 30.0) as client:
                 summary = follow(
                     client,
@@ -299,7 +297,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 # bootstraps (neither is drawn in the plot).
                 baselines = _baselines(config, data, np.array(trajectory[0]), delta)
                 result = _result(config, data, trajectory, baselines, delta)
-                plot = plot_convergence(result, workdir / "convergence.png", BASELINES)
+                plot = plot_convergence(result, workdir / "convergence.svg", BASELINES)
                 summary = await_forecast(client, run_id, summary)
                 forecast = summary.get("forecast")
                 if forecast is not None:
@@ -317,28 +315,28 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 if problem is not None:
                     raise UserError(problem)
                 region = final_region(lambda: client.get(f"/v1/runs/{run_id}").json(), 0.05)
-            # Nothing more to ask: it shuts down while the results are written.
+            # Nothing more to ask: it shuts down while the results are written (the
+            # agents have exited; ``stop`` below reaps it).
             coordinator.terminate()
+            result = {
+                "run_id": run_id,
+                **result,
+                "status": summary["status"],
+                "expected_error": summary.get("expected_error"),
+                "forecast": summary.get("forecast"),
+                "confidence": region,
+                "hospitals": _hospital_spend(names, data.sizes, paths, delta),
+                "workdir": str(workdir),
+                "plot": plot,
+                "seconds": time.perf_counter() - started,
+            }
+            (workdir / "result.json").write_text(json.dumps(result, indent=2))
+            if config.workdir is None:
+                # Keep the results, drop the bulky records and process state.
+                for path in paths:
+                    shutil.rmtree(path.parent, ignore_errors=True)
     finally:
         processes.stop()
-
-    result = {
-        "run_id": run_id,
-        **result,
-        "status": summary["status"],
-        "expected_error": summary.get("expected_error"),
-        "forecast": summary.get("forecast"),
-        "confidence": region,
-        "hospitals": _hospital_spend(names, data.sizes, paths, delta),
-        "workdir": str(workdir),
-        "plot": plot,
-        "seconds": time.perf_counter() - started,
-    }
-    (workdir / "result.json").write_text(json.dumps(result, indent=2))
-    if config.workdir is None:
-        # Keep the results, drop the bulky records and process state.
-        for path in paths:
-            shutil.rmtree(path.parent, ignore_errors=True)
     return result
 
 

@@ -223,14 +223,16 @@ def line_chart(
     bands: Sequence[Span] = (),
     width: int = 880,
     height: int = 300,
+    legend_width: int = 220,
 ) -> str:
-    """An SVG line chart with ticked, labelled axes, grid lines and a legend on the right.
+    """An SVG line chart with ticked, labelled axes, grid lines and a legend on the right
+    (``legend_width`` pixels of the ``width``).
 
     ``series`` points are (x, y); on a log y axis, points with y ≤ 0 are left out (a step
     of exactly 0 has no logarithm). Reference lines and ``bands`` (shaded horizontal
     intervals) count towards the y range, so a forecast is always visible.
     """
-    left, right, top, bottom = 64, 220, 30, 44
+    left, right, top, bottom = 64, legend_width, 30, 44
     plot_w, plot_h = width - left - right, height - top - bottom
     pts = [
         (x, y)

@@ -230,7 +230,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert confidence["draws"] == DEMO_CONFIDENCE_DRAWS and confidence["radius"] > 0
     assert len(confidence["low"]) == len(confidence["high"]) == 10
     assert json.loads((workdir / "result.json").read_text())["confidence"] == confidence
-    assert (workdir / "convergence.png").stat().st_size > 1000
+    assert (workdir / "convergence.svg").stat().st_size > 1000
     assert processes_mentioning(str(workdir)) == []
 
 
@@ -305,3 +305,23 @@ def test_bad_arguments_are_one_line_errors(arguments: list[str], message: str) -
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == f"ldpem demo: error: {message}"
     assert "Traceback" not in result.stderr
+
+
+def test_the_demo_leaves_its_heap_out_of_the_exit_collections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Once the summary is printed, the demo's heap is frozen: the interpreter's exit does
+    # not walk it again (docs/PERFORMANCE.md, "The demo's CPU, fourth pass").
+    import argparse
+    import gc
+
+    from ldpem.commands import demo as command
+
+    monkeypatch.setattr(command, "run_demo", lambda config, quiet: {"ran": True})
+    monkeypatch.setattr(command, "from_options", lambda kind, args: None)
+    gc.unfreeze()
+    try:
+        assert command.handle(argparse.Namespace(json=True)) == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
