@@ -26,13 +26,20 @@ class GaussianMixture(Model):
         """
         y = records.x
         weight = np.tanh((y @ beta) / (sigma * sigma))
-        return weight[:, None] * y - beta[None, :]
+        # The same numbers as w·y − β, with one (n, d) array instead of two.
+        gradients = y * weight[:, None]
+        gradients -= beta
+        return gradients
 
     def sample_records(self, draw: Draw) -> Records:
         """y = Z·β* + V with Z = ±1 equally likely, V ~ N(0, σ² I_d)."""
         labels = draw.rng.choice(np.array([-1.0, 1.0]), size=draw.n)
-        noise = draw.sigma * draw.rng.standard_normal((draw.n, draw.beta_star.size))
-        return Records(labels[:, None] * draw.beta_star[None, :] + noise)
+        # The same draws and numbers as Z·β* + σ·V, with one (n, d) temporary instead of three.
+        y = draw.rng.standard_normal((draw.n, draw.beta_star.size))
+        if draw.sigma != 1.0:
+            y *= draw.sigma
+        y += labels[:, None] * draw.beta_star[None, :]
+        return Records(y)
 
     def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:
         """τ = B²/d + σ² (Lemma 4 with ‖β*‖∞² spread over d coordinates; docs/MATH.md)."""

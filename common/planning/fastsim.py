@@ -185,8 +185,9 @@ def _draw(
 ) -> _Data:
     """``study``'s data at its seed: β* (``true_parameter``, the first draw of the seed's
     generator, as ``run_study``'s), β⁰, the sizes (given, or ``random_holder_sizes``),
-    then two generators spawned from the seed's: the records' (one child per hospital,
-    ``SeedRecords``, kept when ``keep``: several studies read them) and the noise's."""
+    then two generators spawned from the seed's: the records' (one SFC64 child per
+    hospital, ``SeedRecords``, kept when ``keep``: several studies read them) and the
+    noise's."""
     rng = study_rng(study.seed)
     d = study.d
     missing = study.missing if study.missing is not None else _model_missing(model)
@@ -205,7 +206,12 @@ def _draw(
             minimum = per_hospital(study)
             sizes = tuple(random_holder_sizes(study.n, study.hospitals, minimum, rng))
     draws, noise = rng.spawn(2)
-    generators = draws.spawn(len(sizes))
+    # The records' generators are SFC64 on the children ``draws.spawn`` would seed: numpy's
+    # fastest bit generator, its Gaussians ~20% cheaper than PCG64's, which are most of a
+    # simulation's time (docs/PERFORMANCE.md, "One simulated study, second pass").
+    parent = draws.bit_generator.seed_seq
+    assert isinstance(parent, np.random.SeedSequence)  # study_rng's, spawned
+    generators = [np.random.Generator(np.random.SFC64(child)) for child in parent.spawn(len(sizes))]
     records = SeedRecords(
         model, generators, sizes, star=star, sigma=study.sigma, missing=missing, keep=keep
     )
