@@ -10,7 +10,13 @@ import pytest
 
 from ldpem.common.core.truncation import smoothed_truncation
 from ldpem.common.core.truncation_bound import truncation_bound
-from ldpem.common.planning.truncation_sum import TABLE_ERROR, truncated_sum, truncation_table
+from ldpem.common.planning.truncation_sum import (
+    CELLS,
+    TABLE_ERROR,
+    signed_table,
+    truncated_sum,
+    truncation_table,
+)
 
 #: β_s = √log(d/ζ) at d = 10, ζ = 1e-3 (about the default) and at the range's ends.
 SMOOTHINGS = (0.83, math.sqrt(math.log(10 / 1e-3)), 6.3)
@@ -45,3 +51,18 @@ def test_the_table_is_checked_against_the_exact_form() -> None:
     assert np.all(np.abs(values) <= truncation_bound(SMOOTHINGS[1]))
     with pytest.raises(ValueError, match="sqrt_beta must be"):
         truncation_table(-1.0)
+
+
+def test_the_signed_table_is_the_checked_one_mirrored() -> None:
+    sqrt_beta = math.sqrt(SMOOTHINGS[1])
+    half, _ = truncation_table(sqrt_beta)
+    signed, slopes = signed_table(sqrt_beta)
+    assert signed.shape == slopes.shape == (2 * CELLS + 1,)
+    # Value for value: E φ at u and −E φ at −u; the middle is a = 0.
+    assert np.array_equal(signed[CELLS:], half)
+    assert np.array_equal(signed[:CELLS], -half[:0:-1])
+    assert np.array_equal(slopes[:-1], np.diff(signed)) and slopes[-1] == 0.0
+    # So a value and its negative cancel, to rounding, at every scale.
+    values = np.geomspace(1e-9, 1e300, 200)[:, None]
+    both = np.vstack([values, -values])
+    assert abs(truncated_sum(both, 2.5, SMOOTHINGS[1])[0]) <= 1e-12 * 2.5 * values.size
