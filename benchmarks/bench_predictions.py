@@ -7,6 +7,10 @@
               rounds), CPU time: the fast path (``fastsim.simulate``, what the forecast,
               the plan and the bootstrap run) and ``run_study`` (``ldpem simulate``),
               interleaved with the floor, drawing one Gaussian per value (2·10⁶).
+  bootstrap   the confidence region of a 2·10⁵-record run with B = 200 draws (the
+              simulation's study; ``study_region``, as ``ldpem simulate --draws 200``),
+              wall time on a pool of this machine's cores, started for it; its floor:
+              one Gaussian per value of the 200 draws, spread over the same workers.
   create      ``POST /v1/runs`` of the demo's run (3 hospitals, 2·10⁵ records) on a live
               ``ldpem coordinator``, wall time, with the forecast (now computed in the
               background) and without (the floor), alternately; and the time until the
@@ -62,6 +66,8 @@ from typing import Any
 import httpx
 import numpy as np
 
+from ldpem.common.planning.confidence import RegionDraws, study_region
+from ldpem.common.planning.executor import local_workers, make_executor
 from ldpem.common.planning.fastsim import simulate
 from ldpem.common.planning.study import Study, run_study
 from ldpem.demo import (
@@ -136,6 +142,32 @@ def bench_simulation(repeats: int) -> dict[str, Any]:
         "fast_over_floor": med["fast"] / med["floor"],
         "run_study_over_floor": med["run_study"] / med["floor"],
         "run_study_over_fast": med["run_study"] / med["fast"],
+    }
+
+
+#: The bootstrap's draws (issue 31's target: a 2·10⁵-record run's region, B = 200).
+BOOTSTRAP_DRAWS = 200
+
+
+def bench_bootstrap(repeats: int) -> dict[str, Any]:
+    study = Study(model="gmm", mechanism="local", n=N, d=D, rounds=ROUNDS, sizes=sizes(N))
+    estimate = run_study(study).estimate
+    workers = local_workers()
+    floor = BOOTSTRAP_DRAWS * gaussian_cpu(N) / workers
+    samples = []
+    for r in range(repeats):
+        started = time.perf_counter()
+        with make_executor(workers=workers) as executor:
+            asked = RegionDraws(draws=BOOTSTRAP_DRAWS, seed=r)
+            study_region(study, estimate, asked, executor=executor)
+        samples.append(time.perf_counter() - started)
+    wall = statistics.median(samples)
+    return {
+        "wall_s": wall,
+        "samples": samples,
+        "workers": workers,
+        "floor_s": floor,
+        "wall_over_floor": wall / floor,
     }
 
 
@@ -343,6 +375,8 @@ def main() -> None:
         root = Path(tmp)
         if "simulation" not in skip:
             result["simulation"] = bench_simulation(args.repeats)
+        if "bootstrap" not in skip:
+            result["bootstrap"] = bench_bootstrap(args.repeats)
         if "create" not in skip:
             result["create"] = bench_create(args.repeats, root / "create")
         if "plan" not in skip:
@@ -362,6 +396,12 @@ def main() -> None:
             f"({s['fast_over_floor']:.2f}x the "
             f"floor {cpu['floor']:.4f} s), run_study {cpu['run_study']:.4f} s "
             f"({s['run_study_over_floor']:.2f}x; {s['run_study_over_fast']:.2f}x the fast path)"
+        )
+    if "bootstrap" in result:
+        b = result["bootstrap"]
+        print(
+            f"bootstrap, B = {BOOTSTRAP_DRAWS}: {b['wall_s']:.2f} s wall on {b['workers']} "
+            f"workers; floor {b['floor_s']:.2f} s: {b['wall_over_floor']:.1f}x"
         )
     if "create" in result:
         c = result["create"]["wall_s"]

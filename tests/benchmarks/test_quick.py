@@ -195,6 +195,7 @@ def test_bench_predictions_quick() -> None:
     simulation = result["simulation"]
     assert {"floor", "fast", "run_study"} <= simulation["cpu_s"].keys()
     assert simulation["fast_over_floor"] > 0
+    assert result["bootstrap"]["wall_s"] > 0 and result["bootstrap"]["floor_s"] > 0
     assert {"forecast", "floor", "forecast_ready"} <= result["create"]["wall_s"].keys()
     assert result["plan"]["values"] > 0 and result["plan"]["floor_s"] > 0
     demo = result["demo"]
