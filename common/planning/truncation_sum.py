@@ -41,7 +41,8 @@ FloatArray = NDArray[np.float64]
 
 #: Cells of the table in u = |a|/(1 + |a|) on [0, 1]. 2¹³: the signed table and its
 #: slopes (2 × 2¹⁴ + 2 floats, 256 KiB) stay in a core's L2 cache, which the gathers of
-#: a simulation read at random; 2¹⁶ cells (2 MiB signed) made the gathers 1.8× as slow.
+#: a simulation read at random; with 2¹⁶ cells (2 MiB signed) the gathers of a study
+#: took 1.8× as long as the positive half's (1 MiB) had.
 CELLS = 1 << 13
 #: Largest |interpolated − exact| of E φ (in units of s) the table may have at the check
 #: points (the midpoints of its cells, where linear interpolation errs most); else the
