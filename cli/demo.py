@@ -17,7 +17,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -48,6 +48,7 @@ __all__ = [
     "DEMO_SENSITIVITY_SEEDS",
     "DemoConfig",
     "demo_hospital_sizes",
+    "demo_request",
     "run_demo",
 ]
 
@@ -142,6 +143,28 @@ def _local_client(url: str, timeout: float) -> httpx.Client:
     return httpx.Client(base_url=url, timeout=timeout, verify=link_tls(url, None))
 
 
+def demo_request(
+    config: DemoConfig, sizes: Sequence[int], names: Sequence[str], tokens: Sequence[str]
+) -> dict[str, Any]:
+    """The body of the demo's ``POST /v1/runs``: its hospitals ``names`` with their record
+    counts ``sizes`` and ``tokens``, and the run's public parameters."""
+    return {
+        "model": config.model,
+        "d": config.d,
+        "sigma": 1.0,
+        "rounds": config.rounds,
+        "mechanism": config.mechanism,
+        "epsilon": config.epsilon,
+        "delta": study_delta(None, config.records),
+        "seed": config.seed,
+        "missing": get_model(config.model).demo_missing,
+        "hospitals": [
+            {"name": n, "records": size, "token": t}
+            for n, size, t in zip(names, sizes, tokens, strict=True)
+        ],
+    }
+
+
 def _import_agent() -> None:
     """Import what ``ldpem client`` imports to run, so that each forked agent finds it
     loaded instead of importing it again."""
@@ -229,21 +252,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 processes.wait_healthy(coordinator, url, timeout=60.0, verify=link_tls(url, None))
             except ProcessFailed as error:
                 raise UserError(str(error)) from None
-            request = {
-                "model": config.model,
-                "d": config.d,
-                "sigma": 1.0,
-                "rounds": config.rounds,
-                "mechanism": config.mechanism,
-                "epsilon": config.epsilon,
-                "delta": delta,
-                "seed": config.seed,
-                "missing": get_model(config.model).demo_missing,
-                "hospitals": [
-                    {"name": n, "records": size, "token": t}
-                    for n, size, t in zip(names, data.sizes, tokens, strict=True)
-                ],
-            }
+            request = demo_request(config, data.sizes, names, tokens)
             # A client of its own, closed before the agents are forked (they would
             # inherit its connection).
             with _local_client(url, CREATE_TIMEOUT) as creator:

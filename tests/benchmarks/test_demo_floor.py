@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpem.common.protocol import study_delta
 from ldpem.common.wire import RunCreate, public_parameters
-from ldpem.demo import DemoConfig, demo_hospital_sizes
+from ldpem.demo import DemoConfig, demo_hospital_sizes, demo_request
 
 
 def _demo_job(n: int) -> list[str]:
@@ -30,23 +29,9 @@ def test_the_floor_truncates_at_the_scale_and_smoothing_the_demo_run_gets() -> N
         config.records, config.hospitals, config.rounds, np.random.default_rng(config.seed)
     )
     # The request ``ldpem demo`` sends, and the parameters its coordinator derives from it.
-    params = public_parameters(
-        RunCreate.model_validate(
-            {
-                "model": config.model,
-                "d": config.d,
-                "sigma": 1.0,
-                "rounds": config.rounds,
-                "mechanism": config.mechanism,
-                "epsilon": config.epsilon,
-                "delta": study_delta(None, config.records),
-                "hospitals": [
-                    {"name": f"h{i}", "records": size, "token": f"token-{i:027d}"}
-                    for i, size in enumerate(sizes)
-                ],
-            }
-        )
-    )
+    names = [f"h{i + 1}" for i in range(config.hospitals)]
+    tokens = [f"token-{i:027d}" for i in range(config.hospitals)]
+    params = public_parameters(RunCreate.model_validate(demo_request(config, sizes, names, tokens)))
     n, scale, smoothing, noise, shares = _demo_job(config.records)
     assert int(n) == config.records
     assert [int(s) for s in shares.split(",")] == sizes
