@@ -34,14 +34,10 @@ import sys
 
 import numpy as np
 
-from ldpem.common.planning.study import Study, study_mechanisms
-from ldpem.common.protocol import (
-    report_noise_std,
-    study_beta_bound,
-    study_delta,
-    study_tau,
-)
-from ldpem.demo import demo_hospital_sizes
+from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.protocol import holder_mechanism, report_noise_std
+from ldpem.common.wire import RunCreate, public_parameters
+from ldpem.demo import DemoConfig, demo_hospital_sizes, demo_request
 
 __all__ = ["CLIP_FLOOR", "JOB_FLOOR", "clip_floor_command", "job_floor_command"]
 
@@ -124,16 +120,24 @@ def study(seed):
 
 
 def demo_job(n: int, *, hospitals: int = 3, rounds: int = 10, seed: int = 0) -> list[str]:
-    """The demo's run as ``JOB_FLOOR``'s arguments: n, s, β_s and the noise's standard
-    deviation of its local mechanism (each hospital's, ``study_mechanisms``), and the
-    hospitals' sizes the demo draws with ``seed``."""
+    """The demo's run as ``JOB_FLOOR``'s arguments: n; the scale s, smoothing β_s and
+    noise standard deviation of the mechanism its first agent runs (the coordinator's
+    ``public_parameters`` of the demo's request, then the agent's ``holder_mechanism`` at
+    the run's budget); the hospitals' sizes the demo draws with ``seed``."""
+    config = DemoConfig(hospitals=hospitals, records=n, rounds=rounds, seed=seed)
     sizes = demo_hospital_sizes(n, hospitals, rounds, np.random.default_rng(seed))
-    study = Study(n=n, d=10, rounds=rounds, hospitals=hospitals, epsilon=1.0, mechanism="local")
-    bound = study_beta_bound(None, snr=study.snr, sigma=study.sigma)
-    tau = study_tau(study.model, tau=None, beta_bound=bound, sigma=study.sigma, d=study.d)
-    mechanisms = study_mechanisms(study, sizes, d=study.d, delta=study_delta(None, n), tau=tau)
-    local = mechanisms[0].holders[0]
-    constants = (local.scale, local.smoothing, report_noise_std(local))  # type: ignore[attr-defined]
+    names = [f"h{k + 1}" for k in range(hospitals)]
+    tokens = [f"floor-token-{k:020d}" for k in range(hospitals)]
+    params = public_parameters(RunCreate.model_validate(demo_request(config, sizes, names, tokens)))
+    local = holder_mechanism(
+        params,
+        records=sizes[0],
+        epsilon=params.epsilon,
+        delta=params.delta,
+        accounting=params.accounting,
+    )
+    assert isinstance(local, LocalTruncation)
+    constants = (local.scale, local.smoothing, report_noise_std(local))
     return [str(n), *(repr(float(c)) for c in constants), ",".join(map(str, sizes))]
 
 

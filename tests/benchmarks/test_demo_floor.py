@@ -1,4 +1,4 @@
-"""The demo's floor does the demo's job: its mechanism's constants are the coordinator's."""
+"""The demo's floor does the demo's job: its mechanism's constants are the demo run's."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpem.common.wire import RunCreate, public_parameters
-from ldpem.demo import DemoConfig, demo_hospital_sizes, demo_request
+from ldpem.common.mechanisms.local import LocalTruncation
+from ldpem.common.planning.study import Study, study_mechanisms
+from ldpem.common.protocol import report_noise_std, study_beta_bound, study_delta, study_tau
+from ldpem.demo import DemoConfig, demo_hospital_sizes
 
 
 def _demo_job(n: int) -> list[str]:
@@ -28,14 +30,18 @@ def test_the_floor_truncates_at_the_scale_and_smoothing_the_demo_run_gets() -> N
     sizes = demo_hospital_sizes(
         config.records, config.hospitals, config.rounds, np.random.default_rng(config.seed)
     )
-    # The request ``ldpem demo`` sends, and the parameters its coordinator derives from it.
-    names = [f"h{i + 1}" for i in range(config.hospitals)]
-    tokens = [f"token-{i:027d}" for i in range(config.hospitals)]
-    params = public_parameters(RunCreate.model_validate(demo_request(config, sizes, names, tokens)))
     n, scale, smoothing, noise, shares = _demo_job(config.records)
     assert int(n) == config.records
     assert [int(s) for s in shares.split(",")] == sizes
-    assert params.scale is not None and params.smoothing is not None
-    assert float(scale) == pytest.approx(params.scale, rel=1e-12)
-    assert float(smoothing) == pytest.approx(params.smoothing, rel=1e-12)
-    assert float(noise) > 0
+    # The floor takes the demo agents' path (the coordinator's parameters of the demo's
+    # request, then the agent's mechanism); the simulator builds the same study its own
+    # way (``study_mechanisms``), and the two must agree.
+    study = Study(n=config.records, d=config.d, rounds=config.rounds, epsilon=config.epsilon)
+    bound = study_beta_bound(None, snr=study.snr, sigma=study.sigma)
+    tau = study_tau(study.model, tau=None, beta_bound=bound, sigma=study.sigma, d=study.d)
+    delta = study_delta(None, config.records)
+    local = study_mechanisms(study, sizes, d=study.d, delta=delta, tau=tau)[0].holders[0]
+    assert isinstance(local, LocalTruncation)
+    assert float(scale) == pytest.approx(local.scale, rel=1e-12)
+    assert float(smoothing) == pytest.approx(local.smoothing, rel=1e-12)
+    assert float(noise) == pytest.approx(report_noise_std(local), rel=1e-12)
