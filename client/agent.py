@@ -59,6 +59,7 @@ from ldpem.client.secagg import (
     charged_ratio,
     check_graph,
     load_secagg,
+    session_ratio,
 )
 from ldpem.client.trust import (
     AgentError,
@@ -244,6 +245,15 @@ class Agent:
         mechanisms = [(m, charged_ratio(params, mu, **budget)) for m, mu in mechanisms]
         for mechanism in {id(m): m for m, _ in mechanisms}.values():
             check_float_range(me, mechanism)
+        shares = None
+        if params.holders is not None:  # noise shares: masked (ldpem.client.secagg)
+            # Equal rounds only (``protocol.check_noise_shares``): one mechanism for all.
+            shares = load_secagg(cfg.secagg, params, me.hospital, mechanisms[0][0])
+            # Under this agent's own colluder bound a round's sum may hold fewer honest
+            # shares than the run's c promises: each round is charged for what it holds.
+            least = session_ratio(shares)
+            mechanisms = [(m, max(mu, least)) for m, mu in mechanisms]
+            self._check_worst_case(me, shares, max(mu for _, mu in mechanisms))
         binding = run_binding(
             me, mechanisms=mechanisms, allow_weaker=cfg.allow_weaker, dataset=cfg.dataset, **budget
         )
@@ -263,17 +273,14 @@ class Agent:
             delta,
             mechanisms[0][0].noise_std,
         )
-        shares = None
-        if params.holders is not None:  # noise shares: masked (ldpem.client.secagg)
-            # Equal rounds only (``protocol.check_noise_shares``): one mechanism for all.
-            first = mechanisms[0][0]
-            shares = load_secagg(cfg.secagg, params, me.hospital, first)
+        if shares is not None:
             log.info(
-                "charged: epsilon %g with at least %s honest holders; "
-                "fallback epsilon %.4g if all others collude (both in the ledger)",
-                epsilon,
+                "secure aggregation: each masked round will be charged epsilon %.4g, a sum "
+                "with at least %s honest shares (--max-colluders %d; a round refused after "
+                "masking costs the same)",
+                max(epsilon, shares.fallback_epsilon),
                 shares.describe(),
-                shares.fallback_epsilon,
+                shares.assumed,
             )
         return _Session(
             shares=shares,
@@ -284,6 +291,25 @@ class Agent:
             groups=groups,
             params_json=canonical(params.model_dump(mode="json")),
         )
+
+    def _check_worst_case(self, me: Identity, shares: SecAggSession, mu: float) -> None:
+        """Refuse, before joining, a secagg run whose worst case would take this agent's
+        dataset over its budget: every round charged at the most it can cost, a round
+        refused after its masked input left included (``SecAggSession.fallback_epsilon``).
+        The ledger then never meets a round it must refuse half-way through the run."""
+        cfg = self.config
+        spent = self.ledger.spent_epsilon(
+            cfg.dataset, delta=cfg.delta, accounting=cfg.accounting, extra=(me.run_id, mu)
+        )
+        if spent > cfg.epsilon * (1.0 + 1e-9):
+            raise AgentError(
+                f"run {me.run_id}: its worst case, every round charged epsilon "
+                f"{max(shares.fallback_epsilon, shares.run.epsilon):.4g} (the fallback of a "
+                f"round refused after masking, with {shares.describe()} honest shares), "
+                f"would bring dataset {cfg.dataset!r} to epsilon {spent:.4g}, over this "
+                f"agent's --epsilon {cfg.epsilon:g}: refusing the run before joining (a "
+                f"smaller --max-colluders, if fewer roster members can collude, lowers it)"
+            )
 
     def _bind(self, run_id: str, binding: str, data_key: str) -> Binding:
         """The run's binding: stored at the first contact, checked at every restart."""

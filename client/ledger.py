@@ -376,6 +376,22 @@ class Ledger:
             (mu, epsilon, status, time.time(), run_key, round),
         )
 
+    def release(self, run_key: str, round: int, *, status: str) -> None:
+        """Release the charge of round ``round`` whose report never left (μ and ε 0) and
+        mark it ``status``: a secagg round refused before its masked input was sent. Only
+        a reserved or persisted entry is released: a masked, sent or acknowledged round
+        keeps its charge (RuntimeError)."""
+        with immediate(self._db):
+            changed = self._db.execute(
+                "UPDATE rounds SET mu = 0, epsilon = 0, status = ?, acknowledged_at = ? "
+                "WHERE run_key = ? AND round = ? AND status IN ('reserved', 'persisted')",
+                (status, time.time(), run_key, round),
+            ).rowcount
+        if changed != 1:
+            raise RuntimeError(
+                f"round {round} of run {run_key} is not reserved or persisted; not released"
+            )
+
     def mark(self, run_key: str, round: int, status: str) -> None:
         self._db.execute(
             "UPDATE rounds SET status = ?, acknowledged_at = ? WHERE run_key = ? AND round = ?",

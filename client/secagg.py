@@ -45,6 +45,7 @@ from ldpem.common.secagg import (
     UnmaskRequest,
     signing_key_from_pem,
 )
+from ldpem.common.secagg.parameters import most_colluders
 from ldpem.common.secagg.runvalues import (
     graph_problem,
     grid_of,
@@ -61,11 +62,14 @@ __all__ = [
     "SecAggConfig",
     "SecAggSession",
     "aggregate",
+    "assumed_colluders",
     "charged_ratio",
     "check_graph",
     "check_share",
     "fallback",
     "load_secagg",
+    "session_ratio",
+    "threat_problem",
 ]
 
 log = logging.getLogger("ldpem.client")
@@ -82,6 +86,47 @@ class SecAggConfig:
     signing_key: Path
     roster: Path
     min_honest: int
+    #: The most roster members this hospital assumes may collude with the coordinator
+    #: (``--max-colluders``); None: a third of its roster (``assumed_colluders``).
+    max_colluders: int | None = None
+
+
+def assumed_colluders(config: SecAggConfig, roster: Roster) -> int:
+    """The agent's own colluder bound b: ``--max-colluders``, or ⌊N/3⌋ of its roster's N
+    names. It is anchored in the roster the hospital pinned, never in what the coordinator
+    says of the run (docs/PRIVACY.md, "The threat model lives at the holder")."""
+    bound = len(roster.names) // 3 if config.max_colluders is None else config.max_colluders
+    if not 0 <= bound < len(roster.names):
+        raise AgentError(
+            f"--max-colluders must be in [0, {len(roster.names) - 1}] for a roster of "
+            f"{len(roster.names)} names, got {bound}"
+        )
+    return bound
+
+
+def threat_problem(params: PublicParameters, bound: int) -> str | None:
+    """Why a run's K, t_min, c and topology do not hide an input from ``bound`` colluders
+    (None: they do). On the mesh a coordinator with b colluders cannot collect both seeds
+    of an honest holder while b ≤ 2·t_min − K − 1 (``most_colluders``, docs/SECAGG.md "The
+    threshold"); the SecAgg+ graph's degree, committee and h are derived for the run's c
+    (``check_graph``), so they cover b only when b ≤ c."""
+    assert params.holders is not None and params.t_min is not None
+    colluders = params.colluders or 0
+    if params.graph is not None:
+        if bound > colluders:
+            return (
+                f"its SecAgg+ graph is derived for c = {colluders} colluders, fewer than "
+                f"this agent's --max-colluders {bound}"
+            )
+        return None
+    most = most_colluders(params.holders, params.t_min)
+    if bound > most:
+        return (
+            f"K = {params.holders}, t_min = {params.t_min} hide an input from at most "
+            f"2·t_min - K - 1 = {max(most, 0)} colluders, fewer than this agent's "
+            f"--max-colluders {bound}"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -96,10 +141,15 @@ class SecAggSession:
     bits: int
     #: c, the most holders the run declares may collude with the coordinator.
     colluders: int
+    #: b, the most roster members this agent assumes may collude (``assumed_colluders``).
+    assumed: int
     min_honest: int
     grid: float
-    #: The ε of this holder's own share alone (``fallback``): recorded in the ledger, and
-    #: charged for a round refused after its masked input left (``aggregate``).
+    #: ε of the round's sum with only this agent's guaranteed honest shares
+    #: (``honest_shares``): the most the coordinator and b colluders can learn of a round
+    #: this agent masked, whether the round completes or the agent refuses it after its
+    #: masked input left (docs/PRIVACY.md, "What a refused round costs"). Every masked
+    #: round is charged at least this; recorded in the ledger.
     fallback_epsilon: float
     #: The run's δ and accounting (the μ of a round charged at its fallback ε).
     delta: float
@@ -108,13 +158,14 @@ class SecAggSession:
     #: the SecAgg+ graph with its k, m, τ and h, and T on the expander, recomputed by
     #: ``check_graph``).
     run: PublicParameters
-    #: The honest noise shares the charged ε assumes: t_min − c, or h on the graph.
+    #: The honest noise shares the charged ε assumes: t_min − max(c, b) on the mesh, h on
+    #: the graph (where b ≤ c).
     honest_shares: int
 
     def describe(self) -> str:
         """How many honest holders the charged ε assumes, for the agent's log."""
         if self.run.graph is None:
-            return f"t_min - c = {self.t_min} - {self.colluders}"
+            return f"t_min - max(c, b) = {self.t_min} - max({self.colluders}, {self.assumed})"
         g = self.run.graph
         if g.survivors:
             return (
@@ -155,13 +206,31 @@ def load_secagg(
         )
     colluders = params.colluders or 0
     check_graph(params)
-    honest = params.honest_shares
-    assert honest is not None  # a shares run publishes t_min
-    if honest < config.min_honest:
-        promised = f"h = {honest}" if params.graph else f"t_min - c = {params.t_min} - {colluders}"
+    if params.holders > len(roster.names):
         raise AgentError(
-            f"the run promises {promised} honest noise shares, below this agent's "
-            f"--min-honest {config.min_honest}: refusing the run"
+            f"the run has K = {params.holders} holders, but this agent's roster names only "
+            f"{len(roster.names)}: refusing the run before sending anything"
+        )
+    bound = assumed_colluders(config, roster)
+    if (problem := threat_problem(params, bound)) is not None:
+        raise AgentError(
+            f"the run's secure aggregation does not hold under this agent's threat model: "
+            f"{problem} (of the roster's {len(roster.names)}); refusing the run before "
+            f"sending anything"
+        )
+    promised = params.honest_shares
+    assert promised is not None  # a shares run publishes t_min
+    honest = promised - max(0, bound - colluders)
+    if honest < config.min_honest:
+        what = (
+            f"h = {honest}"
+            if params.graph
+            else f"t_min - max(c, b) = {params.t_min} - max({colluders}, {bound}) = {honest}"
+        )
+        raise AgentError(
+            f"the run guarantees {what} honest noise shares under this agent's "
+            f"--max-colluders {bound}, below its --min-honest {config.min_honest}: refusing "
+            f"the run before sending anything"
         )
     check_share(mechanism, params)
     session = SecAggSession(
@@ -172,9 +241,10 @@ def load_secagg(
         t_min=params.t_min,
         bits=params.modulus_bits,
         colluders=colluders,
+        assumed=bound,
         min_honest=config.min_honest,
         grid=grid_of(mechanism),
-        fallback_epsilon=fallback(mechanism, params),
+        fallback_epsilon=fallback(mechanism, params, honest),
         delta=params.delta,
         accounting=params.accounting,
         run=params,
@@ -220,18 +290,26 @@ def charged_ratio(
     params: PublicParameters, mu: float, *, epsilon: float, delta: float, accounting: str
 ) -> float:
     """The μ the ledger charges for a round: for noise shares (not private on their own) the
-    μ of the (ε, δ) the round's SUM was calibrated for, the guarantee under the trust
-    assumption (at least t_min honest holders); ``mu`` itself otherwise."""
+    μ of the (ε, δ) the round's SUM was calibrated for, the guarantee under the run's trust
+    assumption (at least t_min − c honest holders; ``SecAggSession.charge`` raises it to
+    the agent's own); ``mu`` itself otherwise."""
     if params.holders is None:
         return mu
     return ratio_for_budget(epsilon, delta, accounting)
 
 
-def fallback(mechanism: Mechanism, params: PublicParameters) -> float:
-    """The ε of this holder's own share alone (every other holder colluding with the
-    coordinator), at the run's δ: logged when the agent joins (docs/PRIVACY.md)."""
-    compute = getattr(mechanism, "fallback_epsilon")  # noqa: B009 - a shares' mechanism
-    return float(compute(params.d, delta=params.delta))
+def session_ratio(session: SecAggSession) -> float:
+    """The μ of ``session.fallback_epsilon``: the least a masked round is charged."""
+    return ratio_for_budget(session.fallback_epsilon, session.delta, session.accounting)
+
+
+def fallback(mechanism: Mechanism, params: PublicParameters, honest: int) -> float:
+    """ε at the run's δ of a round's sum holding only ``honest`` honest shares of this
+    agent's size (its share is at most the run's, ``check_share``): what the coordinator
+    and the colluders this agent assumes can learn of a round it masked, refused or not
+    (docs/PRIVACY.md, "What a refused round costs")."""
+    compute = getattr(mechanism, "epsilon")  # noqa: B009 - a shares' mechanism
+    return float(compute(params.d, delta=params.delta, honest=honest))
 
 
 def _parameters(session: SecAggSession, run_id: str, t: int) -> RoundParameters:
@@ -353,9 +431,9 @@ def aggregate(
                 t,
                 ", ".join(masked.excluded),
             )
+        masked_sent = True  # from here on, assume the coordinator holds it
         ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
         inject("after-mask", t)  # tests only (ldpem.client.faults)
-        masked_sent = True  # from here on, assume the coordinator holds it
         data = exchange.post_then_fetch("masked", masked.to_dict(), "consistency-check")
         if data is None:
             return
@@ -381,23 +459,40 @@ def aggregate(
     except (SecAggRefused, SecAggError) as error:
         if masked_sent:
             _charge_refused(session, ledger, run_id, t, str(error))
+        else:
+            _release_unsent(ledger, run_id, t)
         raise AgentError(f"round {t}: secure aggregation refused: {error}") from None
 
 
 def _charge_refused(
     session: SecAggSession, ledger: Ledger, run_id: str, t: int, refusal: str
 ) -> None:
-    """A refusal after the masked input left: the coordinator lied about the round, and the
-    agent cannot tell how many holders it fooled, so the round is not charged as a
-    protected sum: its ledger entry becomes "refused" at the fallback ε of this holder's
-    own share (what protects its records if every other holder colluded)."""
+    """A refusal after the masked input left: its ledger entry becomes "refused", charged
+    at ``fallback_epsilon``. Under this agent's threat model (at most b colluders, b ≤
+    2·t_min − K − 1 on the mesh, b ≤ c on the graph) the honest holders sign one survivor
+    set, so the coordinator learns at most one sum over a set of ≥ t_min holders, or
+    nothing of this input (docs/PRIVACY.md, "What a refused round costs"): no more than a
+    round that completed, so a lying coordinator cannot drain the budget by lying."""
     epsilon = session.fallback_epsilon
-    mu = ratio_for_budget(epsilon, session.delta, session.accounting)
+    mu = session_ratio(session)
     ledger.recharge(run_id, t, mu=mu, epsilon=epsilon, status=REFUSED)
     log.warning(
         "round %d: the masked input was sent, then secure aggregation was refused (%s); "
-        "the round is charged at the fallback epsilon %.4g of this holder's own share",
+        "the round is charged at epsilon %.4g (a sum with %s honest shares at the least)",
         t,
-        refusal[:200],
+        refusal,
         epsilon,
+        session.describe(),
+    )
+
+
+def _release_unsent(ledger: Ledger, run_id: str, t: int) -> None:
+    """A refusal before the masked input left: nothing that depends on the records was sent
+    (the advertisement and the shares are fresh keys and seeds), so the round's charge is
+    released and it is marked "refused": it is never masked later."""
+    ledger.release(run_id, t, status=REFUSED)
+    log.warning(
+        "round %d: secure aggregation refused before the masked input left; nothing of "
+        "this round's report was sent and nothing is charged for it",
+        t,
     )

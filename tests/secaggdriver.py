@@ -24,13 +24,13 @@ from ldpem.common.secagg import (
     Holder,
     ParticipantList,
     Roster,
-    RoundParameters,
     ShareBundle,
     UnmaskRequest,
     UnmaskResponse,
     generate_signing_key,
     public_key_bytes,
 )
+from ldpem.common.secagg.runvalues import round_parameters
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
 from ldpem.common.wire import PublicParameters
 from ldpem.server.app import create_app
@@ -117,9 +117,8 @@ class DrivenRun:
 
     def holders(self, t: int) -> dict[str, Holder]:
         assert self.params.modulus_bits is not None
-        parameters = RoundParameters(
-            self.run_id, t, K, T_MIN, self.params.modulus_bits, self.params.colluders or 0
-        )
+        parameters = round_parameters(self.params, self.run_id, t)
+        assert (parameters.k, parameters.t_min) == (K, T_MIN)
         return {n: Holder(n, ROSTER, KEYS[n], parameters, min_honest=1) for n in NAMES}
 
     def inputs(self, seed: int) -> dict[str, list[int]]:

@@ -245,12 +245,16 @@ class FakeConsortium:
     keys: dict[str, Any]
     roster: Roster
     params: PublicParameters
+    #: The hospitals of the run (the roster may name more).
+    enrolled: tuple[str, ...] = ()
 
     @classmethod
-    def make(cls, names: Sequence[str], **request: Any) -> Self:
+    def make(cls, names: Sequence[str], *, roster_size: int = 0, **request: Any) -> Self:
         """Hospitals ``names`` of ``FAKE_RECORDS`` records in a gmm run at ε = 1, δ = 1e-5;
-        ``request`` adds the run request's share fields (t_min, the graph's, …)."""
-        keys = {n: generate_signing_key() for n in names}
+        ``request`` adds the run request's share fields (t_min, the graph's, …). The roster
+        names ``names`` and, up to ``roster_size``, more hospitals h{i} not in the run."""
+        more = [f"h{i}" for i in range(roster_size) if f"h{i}" not in names]
+        keys = {n: generate_signing_key() for n in [*names, *more]}
         roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
         run = RunCreate(
             model="gmm",
@@ -267,14 +271,14 @@ class FakeConsortium:
             ],
             **request,
         )
-        return cls(keys, roster, public_parameters(run))
+        return cls(keys, roster, public_parameters(run), tuple(names))
 
     def others(self, parameters: RoundParameters) -> dict[str, Holder]:
         """The in-process holders of a round of ``parameters``: every hospital but h0."""
         return {
             n: Holder(n, self.roster, key, parameters, min_honest=1)
             for n, key in self.keys.items()
-            if n != "h0"
+            if n != "h0" and n in self.enrolled
         }
 
 
@@ -360,16 +364,28 @@ def attack(
     *,
     budget: tuple[str, ...] = ("--epsilon", "100", "--delta", "0.5"),
     min_honest: int = 3,
+    max_colluders: int | None = 0,
     envs: tuple[dict[str, str | None], ...] = ({},),
 ) -> Outcome:
-    """Run the agent h0 (``--min-honest min_honest``) against ``fake``, once per environment
-    in ``envs`` (a restart each), on one state directory; the last run's exit code, every
+    """Run the agent h0 (``--min-honest min_honest``, ``--max-colluders max_colluders``:
+    the fakes' small runs hide an input from no colluder, so 0 unless a test says; None:
+    the agent's default, a third of the roster) against ``fake``, once per environment in
+    ``envs`` (a restart each), on one state directory; the last run's exit code, every
     run's log."""
     write_csv(tmp_path, gmm_data(FAKE_RECORDS, FAKE_D))
     (tmp_path / "h0.key").write_bytes(signing_key_to_pem(fake.consortium.keys["h0"]))
     (tmp_path / "h0.key").chmod(0o600)
     (tmp_path / "roster.json").write_text(fake.consortium.roster.to_json())
-    extra = ("--signing-key", "h0.key", "--roster", "roster.json", "--min-honest", str(min_honest))
+    extra: tuple[str, ...] = (
+        "--signing-key",
+        "h0.key",
+        "--roster",
+        "roster.json",
+        "--min-honest",
+        str(min_honest),
+    )
+    if max_colluders is not None:
+        extra += ("--max-colluders", str(max_colluders))
     code, logs = 0, []
     with live_server(fake_coordinator(fake)) as url, process_manager(tmp_path) as procs:
         token_file(tmp_path, FAKE_TOKEN, "hospital.token")

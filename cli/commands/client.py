@@ -185,6 +185,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "it declares) are fewer than N (default: none; set with --signing-key and --roster)",
     )
     parser.add_argument(
+        "--max-colluders",
+        type=int,
+        default=None,
+        metavar="N",
+        help="secagg runs: the most roster members this hospital assumes may collude with "
+        "the coordinator (default: a third of the roster, rounded down). The agent checks "
+        "the run's K, t_min, c and topology against it, never against the run's c alone, "
+        "and charges each round for t_min - max(c, N) honest shares (docs/PRIVACY.md)",
+    )
+    parser.add_argument(
         "--dataset",
         default="default",
         metavar="NAME",
@@ -294,6 +304,8 @@ def _secagg_config(args: argparse.Namespace) -> SecAggConfig | None:
     """The secure aggregation flags, all three or none (UserError otherwise)."""
     given = [args.signing_key, args.roster, args.min_honest]
     if all(v is None for v in given):
+        if args.max_colluders is not None:
+            raise UserError("--max-colluders goes with --signing-key, --roster and --min-honest")
         return None
     if any(v is None for v in given):
         raise UserError("--signing-key, --roster and --min-honest go together")
@@ -301,4 +313,8 @@ def _secagg_config(args: argparse.Namespace) -> SecAggConfig | None:
         raise UserError(f"{args.signing_key}: a signing key must be mode 600")
     if args.min_honest < 1:
         raise UserError(f"--min-honest must be at least 1, got {args.min_honest}")
-    return SecAggConfig(args.signing_key, args.roster, args.min_honest)
+    if args.max_colluders is not None and args.max_colluders < 0:
+        raise UserError(f"--max-colluders must be at least 0, got {args.max_colluders}")
+    return SecAggConfig(
+        args.signing_key, args.roster, args.min_honest, max_colluders=args.max_colluders
+    )

@@ -29,7 +29,8 @@ def check_advertisement(
     advertisement: messages.KeyAdvertisement, roster: Roster, parameters: messages.RoundParameters
 ) -> None:
     """SecAggRefused unless ``advertisement`` is signed by the roster key of the holder it
-    names and is for this round, with this round's K, t_min, bits, c and roster digest."""
+    names and is for this round, with this round's K, t_min, bits, c, run digest (every
+    public parameter of the run) and roster digest."""
     name = advertisement.holder
     if name not in roster:
         raise SecAggRefused(f"participant {name!r} is not on the roster")
@@ -40,6 +41,14 @@ def check_advertisement(
         raise SecAggRefused(
             f"the key advertisement of {name!r} is for run {theirs.run_id!r} round "
             f"{theirs.round}, not this round: a replay"
+        )
+    if theirs.run_digest != parameters.run_digest:
+        # Another ε, δ, noise share, modulus, graph or model: a peer shown another run.
+        raise SecAggRefused(
+            f"{name!r} committed to other run parameters (digest "
+            f"{theirs.run_digest[:12] or 'none'}…, this holder's "
+            f"{parameters.run_digest[:12] or 'none'}…): the coordinator showed the holders "
+            f"different runs"
         )
     if _bound(theirs) != _bound(parameters):
         raise SecAggRefused(

@@ -50,6 +50,7 @@ from ldpem.common.secagg.dealing import COMMITMENT_BYTES, SIGNED_SHARE_BYTES
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.masks import X25519_KEY_BYTES, Vector
 from ldpem.common.secagg.parameters import (
+    DIGEST_FIELD,
     GRAPH_FIELDS,
     PARAMETER_FIELDS,
     RoundParameters,
@@ -123,7 +124,7 @@ class KeyAdvertisement:
     def from_dict(cls, data: object) -> KeyAdvertisement:
         kind = "key advertisement"
         graph = isinstance(data, dict) and "neighbours" in data
-        r = Reader(data, kind, _ADVERTISEMENT_FIELDS + (GRAPH_FIELDS if graph else ()))
+        r = Reader(data, kind, _ADVERTISEMENT_FIELDS + _optional_fields(data))
         parameters, digest = _read_round(r, graph=graph)
         return cls(
             holder=r.name("holder"),
@@ -170,8 +171,9 @@ def _read_round(r: Reader, *, graph: bool) -> tuple[RoundParameters, str]:
         raise refuse(r.kind, "field 'roster_digest' must be 64 lowercase hex digits")
     run_id = r.text("run_id")
     numbers = [r.integer(f) for f in PARAMETER_FIELDS[1:] + (GRAPH_FIELDS if graph else ())]
+    bound = r.text("run_digest") if "run_digest" in r.data else ""
     try:
-        return RoundParameters(run_id, *numbers), digest
+        return RoundParameters(run_id, *numbers, run_digest=bound), digest
     except SecAggRefused as error:
         raise refuse(r.kind, str(error)) from None
 
@@ -262,9 +264,18 @@ def _header(parameters: RoundParameters, roster_digest: str) -> dict[str, Any]:
     return {**parameters.to_dict(), "roster_digest": roster_digest}
 
 
+def _optional_fields(data: object) -> tuple[str, ...]:
+    """The optional round fields ``data`` carries: the graph's, and the run digest."""
+    if not isinstance(data, dict):
+        return ()
+    return (GRAPH_FIELDS if "neighbours" in data else ()) + (
+        DIGEST_FIELD if "run_digest" in data else ()
+    )
+
+
 def _read_header(data: object, kind: str) -> tuple[RoundParameters, str]:
     graph = isinstance(data, dict) and "neighbours" in data
-    fields = (*PARAMETER_FIELDS, "roster_digest") + (GRAPH_FIELDS if graph else ())
+    fields = (*PARAMETER_FIELDS, "roster_digest", *_optional_fields(data))
     return _read_round(Reader(data, kind, fields), graph=graph)
 
 

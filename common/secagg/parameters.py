@@ -11,6 +11,7 @@ from ldpem.common.secagg._reader import MAX_RUN_ID, refuse
 from ldpem.common.secagg.masks import MAX_BITS
 
 __all__ = [
+    "DIGEST_FIELD",
     "GRAPH_FIELDS",
     "PARAMETER_FIELDS",
     "RoundParameters",
@@ -70,6 +71,12 @@ class RoundParameters:
     #: union of k/2 random cycles (``cycles.CycleGraph``), and h + c ≤ T: the coordinator can
     #: exclude at most K − T holders, too few to cut the honest survivors apart.
     survivors: int = 0
+    #: The SHA-256 (64 hex digits) of the run's public parameters as this holder bound them
+    #: at its first contact (``runvalues.run_digest``; "": none, a bare library round).
+    #: Every advertisement signs it and every holder refuses a peer whose digest differs, so
+    #: no peer can have been shown another ε, δ, noise share, modulus or graph: the holders
+    #: of a round agree on the whole run, not only on K, t_min, c and bits.
+    run_digest: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not 0 < len(self.run_id) <= MAX_RUN_ID:
@@ -80,6 +87,10 @@ class RoundParameters:
                 raise refuse("round parameters", f"{name} must be an integer")
         if self.round < 0:
             raise refuse("round parameters", f"round must be at least 0, got {self.round}")
+        if not isinstance(self.run_digest, str) or (
+            self.run_digest and not _is_digest(self.run_digest)
+        ):
+            raise refuse("round parameters", "run_digest must be 64 lowercase hex digits")
         if not 1 <= self.bits <= MAX_BITS:
             raise refuse("round parameters", f"bits must be in [1, {MAX_BITS}], got {self.bits}")
         if self.k < 2:
@@ -127,8 +138,13 @@ class RoundParameters:
         return run_id == self.run_id and round_ == self.round
 
     def fields(self) -> tuple[str, ...]:
-        """The fields this round's messages carry (the graph's only on the graph)."""
-        return PARAMETER_FIELDS + (GRAPH_FIELDS if self.graph else ())
+        """The fields this round's messages carry (the graph's only on the graph, the run
+        digest only when bound)."""
+        return (
+            PARAMETER_FIELDS
+            + (GRAPH_FIELDS if self.graph else ())
+            + (DIGEST_FIELD if self.run_digest else ())
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.fields()}
@@ -136,6 +152,11 @@ class RoundParameters:
 
 PARAMETER_FIELDS = ("run_id", "round", "k", "t_min", "bits", "colluders")
 GRAPH_FIELDS = ("neighbours", "committee", "committee_threshold", "honest", "survivors")
+DIGEST_FIELD = ("run_digest",)
+
+
+def _is_digest(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def graph_rules(p: RoundParameters) -> str | None:

@@ -18,6 +18,8 @@ And the conversions between a holder's float report γ·(Q + Z) and the integers
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -44,6 +46,7 @@ __all__ = [
     "requested_graph",
     "resolve_topology",
     "round_parameters",
+    "run_digest",
     "run_expander",
     "run_graph",
     "run_modulus_bits",
@@ -313,5 +316,22 @@ def round_parameters(params: Any, run_id: str, t: int) -> RoundParameters:
             "survivors": graph.survivors,
         }
     return RoundParameters(
-        run_id, t, params.holders, params.t_min, params.modulus_bits, params.colluders or 0, **extra
+        run_id,
+        t,
+        params.holders,
+        params.t_min,
+        params.modulus_bits,
+        params.colluders or 0,
+        **extra,
+        run_digest=run_digest(params),
     )
+
+
+def run_digest(params: Any) -> str:
+    """The SHA-256 (hex) of a run's public parameters (a ``PublicParameters``) in canonical
+    JSON: what every holder's advertisement commits to (``RoundParameters.run_digest``), so
+    that holders shown different runs refuse each other before any masked input leaves."""
+    text = json.dumps(
+        params.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), allow_nan=False
+    )
+    return hashlib.sha256(text.encode()).hexdigest()

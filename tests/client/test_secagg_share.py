@@ -149,5 +149,6 @@ def test_min_honest_is_a_floor_on_the_honest_shares_t_min_minus_c(
     with pytest.raises(AgentError) as refused:
         load_secagg(config, run, "h0", mechanism)
     message = str(refused.value)
-    assert "t_min - c = 5 - 1 honest noise shares, below this agent's --min-honest 5" in message
+    assert "t_min - max(c, b) = 5 - max(1, 1) = 4 honest noise shares" in message
+    assert "below its --min-honest 5" in message
     assert "\n" not in message

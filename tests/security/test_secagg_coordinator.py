@@ -19,7 +19,7 @@ import pytest
 
 from ldpem.client.ledger import Ledger
 from ldpem.common.core.accounting import ratio_for_budget
-from ldpem.common.core.secagg_accounting import fallback_epsilon
+from ldpem.common.core.secagg_accounting import fallback_epsilon, skellam_epsilon
 from ldpem.common.secagg import (
     Aggregator,
     Holder,
@@ -30,7 +30,7 @@ from ldpem.common.secagg import (
     generate_signing_key,
 )
 from ldpem.common.secagg.messages import sign_advertisement
-from ldpem.common.secagg.runvalues import run_shares_mechanism
+from ldpem.common.secagg.runvalues import run_digest, run_shares_mechanism
 from tests.secaggkit import (
     FAKE_D,
     FAKE_ROUNDS,
@@ -55,7 +55,15 @@ class Consortium(FakeConsortium):
         assert p.holders is not None and p.t_min is not None and p.modulus_bits is not None
         values = {"k": p.holders, "t_min": p.t_min, "bits": p.modulus_bits, **change}
         colluders = values.get("colluders", p.colluders or 0)
-        return RoundParameters(FAKE_RUN, t, values["k"], values["t_min"], values["bits"], colluders)
+        return RoundParameters(
+            FAKE_RUN,
+            t,
+            values["k"],
+            values["t_min"],
+            values["bits"],
+            colluders,
+            run_digest=run_digest(p),
+        )
 
 
 def mesh_consortium() -> Consortium:
@@ -311,18 +319,19 @@ def test_the_ledger_records_the_fallback_epsilon_beside_the_charge(
     tmp_path: Path, consortium: Consortium
 ) -> None:
     """Each round charges the run's (ε, δ), the guarantee of the sum under the trust
-    assumption, and records the fallback ε of h0's own share alone (issue 21), which the
-    agent also logs; computed here from the share's Skellam mean and the sensitivity."""
+    assumption, and records beside it the ε a round refused after masking costs (issue 41):
+    that of a sum of t_min − max(c, b) = 3 − 0 honest shares (--max-colluders 0), computed
+    here from the shares' Skellam mean and the sensitivity; it equals the run's ε up to
+    the calibration's tolerance, where one share alone (issue 29's fallback) was 1.8."""
     outcome = attack(tmp_path, Fake(consortium))
     assert outcome.code == 0, outcome.log[-3000:]
     params = consortium.params
     share = run_shares_mechanism(params)
-    expected = fallback_epsilon(
-        float(getattr(share, "share_mean")),  # noqa: B009
-        delta=params.delta,
-        sensitivity=getattr(share, "integer_sensitivity")(FAKE_D),  # noqa: B009
-    )
-    assert expected > params.epsilon  # one share of t_min = 3 is weaker than the sum
+    sensitivity = getattr(share, "integer_sensitivity")(FAKE_D)  # noqa: B009
+    mean = float(getattr(share, "share_mean"))  # noqa: B009
+    expected = skellam_epsilon(T_MIN * mean, delta=params.delta, sensitivity=sensitivity)
+    alone = fallback_epsilon(mean, delta=params.delta, sensitivity=sensitivity)
+    assert expected == pytest.approx(params.epsilon, rel=1e-6) and alone > 1.5 * expected
     ledger = Ledger(tmp_path / "state")
     try:
         entries = ledger.entries(FAKE_RUN)
@@ -333,7 +342,7 @@ def test_the_ledger_records_the_fallback_epsilon_beside_the_charge(
         assert (e.epsilon, e.delta) == (params.epsilon, params.delta)
         assert e.mu == pytest.approx(ratio_for_budget(params.epsilon, params.delta, "exact"))
         assert e.fallback_epsilon == pytest.approx(expected, rel=1e-12)
-    assert f"fallback epsilon {expected:.4g} if all others collude" in outcome.log
+    assert "t_min - max(c, b) = 3 - max(0, 0) honest shares (--max-colluders 0" in outcome.log
 
 
 @pytest.mark.parametrize(

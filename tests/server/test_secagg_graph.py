@@ -30,7 +30,13 @@ from ldpem.common.secagg import (
     public_key_bytes,
 )
 from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed
-from ldpem.common.secagg.runvalues import grid_of, run_graph, run_shares_mechanism, signed_sum
+from ldpem.common.secagg.runvalues import (
+    grid_of,
+    run_digest,
+    run_graph,
+    run_shares_mechanism,
+    signed_sum,
+)
 from tests.fedkit import admin_headers, run_request
 from tests.secaggdriver import DrivenRun, InProcessCoordinator, create_run, hospital_tokens, stored
 
@@ -171,6 +177,7 @@ def test_a_graph_round_serves_each_holder_its_own_messages_and_survives_restarts
         committee=g.committee,
         committee_threshold=g.committee_threshold,
         honest=g.honest,
+        run_digest=run_digest(params),
     )
     holders = {n: Holder(n, ROSTER, KEYS[n], parameters, min_honest=1) for n in NAMES}
     seed = graph_seed(run_id, 0, ROSTER.digest)

@@ -28,10 +28,10 @@ from ldpem.common.secagg import (
     ConsistencyCheck,
     Holder,
     ParticipantList,
-    RoundParameters,
     ShareBundle,
     UnmaskRequest,
 )
+from ldpem.common.secagg.runvalues import round_parameters
 from ldpem.common.wire import PublicParameters
 from ldpem.server.app import create_app
 from tests.fedkit import admin_headers, run_request, settings
@@ -83,9 +83,8 @@ class Run:
 
     def holder(self, t: int, name: str) -> Holder:
         assert self.params.modulus_bits is not None
-        parameters = RoundParameters(
-            self.run_id, t, K, T_MIN, self.params.modulus_bits, self.params.colluders or 0
-        )
+        parameters = round_parameters(self.params, self.run_id, t)
+        assert (parameters.k, parameters.t_min) == (K, T_MIN)
         return Holder(name, ROSTER, KEYS[name], parameters, min_honest=1)
 
     def play(self, t: int, names: Collection[str], *, late: str | None = None) -> None:
