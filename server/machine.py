@@ -31,7 +31,16 @@ from ldpem.server.queries import averaged_reports, estimate_of, get_run, params_
 from ldpem.server.refusals import Conflict
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
-__all__ = ["Note", "Outcome", "accept_report", "cancel", "check_open", "close_round", "expire"]
+__all__ = [
+    "Note",
+    "Outcome",
+    "accept_report",
+    "cancel",
+    "check_open",
+    "close_round",
+    "expire",
+    "lose_round",
+]
 
 log = logging.getLogger("ldpem.server")
 
@@ -157,6 +166,30 @@ def close_round(
         ]
     beta_next = [float(v) for v in step.beta]
     store.close_round(run.id, t, now=now, beta_next=beta_next, noise=noise)
+    return _advance(store, run, params, beta_next, now, len(reports), count)
+
+
+def lose_round(store: Store, run: RunRow, params: PublicParameters, now: float) -> list[Note]:
+    """Close the run's current round without an update, β^{t+1} = β^t, and open the next
+    (inside a transaction): a secure-aggregation round whose sum could not be had or
+    trusted (``server/secagg.py``) costs that round's step, never the run. Its holders'
+    records were charged and are not asked again: the run's estimate has one step less."""
+    t = run.current_round
+    store.close_round(run.id, t, now=now, beta_next=list(run.beta), noise=None)
+    return _advance(store, run, params, list(run.beta), now, 0, 0)
+
+
+def _advance(
+    store: Store,
+    run: RunRow,
+    params: PublicParameters,
+    beta_next: list[float],
+    now: float,
+    reports: int,
+    count: int,
+) -> list[Note]:
+    """After round t closed with ``beta_next``: finish the run, or open round t + 1."""
+    t = run.current_round
     request = request_of(run)
     if t + 1 >= params.rounds:
         # The reported estimate, from the trajectory and the averaged rounds' reports (this
@@ -179,7 +212,7 @@ def close_round(
         Note(
             logging.INFO,
             "run %s round %d closed with %d reports (%d records); round %d open",
-            (run.id, t, len(reports), count, t + 1),
+            (run.id, t, reports, count, t + 1),
             {"run": run.id, "round": t},
         )
     ]

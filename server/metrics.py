@@ -48,7 +48,12 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from ldpem import __version__
@@ -58,6 +63,8 @@ from ldpem.server.store import Store
 
 __all__ = ["REFUSAL_REASONS", "MeteredStore", "Metrics", "MetricsMiddleware", "refusal_reason"]
 
+#: Values of the ``cause`` label of ldpem_secagg_lost_rounds_total (``SecAggRounds._lose``).
+LOST_CAUSES = ("faulty", "unattributable", "short")
 #: Values of the ``reason`` label of ldpem_reports_refused_total.
 REFUSAL_REASONS = (
     "unauthenticated",
@@ -207,6 +214,22 @@ class StateCollector(Collector):
         for state in RUN_STATES:
             by_status.add_metric([state], sum(r.status == state for r in runs))
         yield by_status
+        lost = CounterMetricFamily(
+            "ldpem_secagg_lost_rounds",
+            "Secure-aggregation rounds that ended without a sum, by cause (faulty: named "
+            "holders sent wrong material; unattributable: an out-of-range sum no holder can "
+            "be named for; short: too few holders left). The run kept its beta and went on.",
+            labels=["cause"],
+        )
+        causes = dict.fromkeys(LOST_CAUSES, 0)
+        for run in runs:
+            for _, kind, _, body in self.store.secagg_outline(run.id, ("lost",)):
+                if kind == "lost":
+                    cause = str(json.loads(body).get("cause"))
+                    causes[cause] = causes.get(cause, 0) + 1
+        for cause, count in causes.items():
+            lost.add_metric([cause], float(count))
+        yield lost
         durations = [
             r.closed_at - r.opened_at
             for run in runs

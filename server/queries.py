@@ -31,7 +31,7 @@ from ldpem.common.wire import (
     RunSummary,
     Trajectory,
 )
-from ldpem.common.wire.reads import LostStep, SecAggRoundSteps, SecAggStepClosing
+from ldpem.common.wire.reads import LostStep, SecAggLostRound, SecAggRoundSteps, SecAggStepClosing
 from ldpem.server.confidence import stored_region
 from ldpem.server.health import RoundView, RunHealth, assess, round_views
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor
@@ -188,6 +188,8 @@ def _steps(view: SecAggRound, params: PublicParameters) -> SecAggRoundSteps:
         survivors=None if view.survivors is None else list(view.survivors),
         lost=dict(view.lost),
         excluded=sorted(view.excluded),
+        disputed=dict(view.disputed),
+        lost_round=None if view.lost_round is None else SecAggLostRound(**view.lost_round),
         not_waited_for=list(view.not_waited),
         returned=list(view.returned),
         closings=[

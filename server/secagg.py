@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ldpem.common.secagg import Aggregator, Roster, SecAggError, SecAggRefused
-from ldpem.common.secagg.errors import FaultyDealer
+from ldpem.common.secagg.errors import FaultyDealer, SecAggFault
 from ldpem.common.secagg.runvalues import (
     grid_of,
     round_parameters,
@@ -52,7 +52,7 @@ from ldpem.common.secagg.runvalues import (
 )
 from ldpem.common.wire import expected_round_count
 from ldpem.server import secaggpolicy as policy
-from ldpem.server.machine import Note, close_round
+from ldpem.server.machine import Note, close_round, lose_round
 from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
 from ldpem.server.secagglog import MessageLog
@@ -60,12 +60,16 @@ from ldpem.server.secaggpolicy import Faults, Row
 from ldpem.server.secaggreplay import READERS, recover, replay
 from ldpem.server.store import ReportRow, Store
 
-__all__ = ["STEPS", "SecAggRounds"]
+__all__ = ["STEPS", "UNATTRIBUTABLE_LIMIT", "SecAggRounds"]
 
 log = logging.getLogger("ldpem.server")
 
 #: The steps of a round, in order; "done" once the round's sum is known (or it failed).
 STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
+
+#: The unattributable losses (an out-of-range sum: no holder can be named) after which a
+#: run stops, with what the operator can do, rather than lose every round to one holder.
+UNATTRIBUTABLE_LIMIT = 3
 
 _encoded = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))  # stored, sent
 
@@ -299,6 +303,10 @@ class SecAggRounds:
         elif r.step == "masked":
             check = aggregator.consistency_check()
             output("masked", "consistency_check", "", check.to_dict())
+            if aggregator.disputed:  # named: each pays its disputes with its place in S
+                out.append(("disputed", "", _encoded(aggregator.disputed)))
+                if not replay:
+                    policy.log_disputed(r.run_id, r.t, aggregator.disputed)
             r.step, r.expected = "signature", set(check.survivors)
         elif r.step == "signature":
             request = aggregator.unmask_request()
@@ -350,28 +358,88 @@ class SecAggRounds:
             count * mechanism.record_bound(params.d)
             + self.range_sigmas * math.sqrt(len(survivors)) * mechanism.noise_std
         )
-        notes: list[Note]
         if not all(abs(v) <= bound for v in total):
-            reason = (
-                f"the unmasked sum of round {r.t} is outside the range honest holders can "
-                f"produce (|total| ≤ {bound:.4g}): a holder sent a wrong input or share"
+            # Masked inputs cannot be range-checked one by one, so no holder can be named:
+            # the round is lost, not the run (``_lose``); repeated, the run stops.
+            problem = (
+                f"the unmasked sum is outside the range honest holders can produce "
+                f"(|total| <= {bound:.4g}): some holder sent a wrong input, which the masks "
+                f"keep anyone from attributing"
             )
-            with self._log.transaction():
-                self.store.add_secagg(r.run_id, r.t, summed)
-                self.store.update_run(
-                    run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
-                )
-            notes = [Note(logging.ERROR, "run %s failed: %s", (run.id, reason), {"run": run.id})]
-        else:
-            report = ReportRow(r.run_id, r.t, "", count, total, 0.0, "", self.clock())
-            with self._log.transaction():
-                self.store.add_secagg(r.run_id, r.t, summed)
-                notes = close_round(self.store, run, params, [report], self.clock())
+            self._lose(r, problem, cause="unattributable", stored=summed[:1])
+            return
+        report = ReportRow(r.run_id, r.t, "", count, total, 0.0, "", self.clock())
+        with self._log.transaction():
+            self.store.add_secagg(r.run_id, r.t, summed)
+            notes = close_round(self.store, run, params, [report], self.clock())
         del self._rounds[(r.run_id, r.t)]
         policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
         for note in notes:
             policy.sum_note(note, r.run_id, r.t, survivors).emit()
         self.notify()
+
+    def _lose(
+        self,
+        r: _Round,
+        problem: str,
+        *,
+        cause: str,
+        culprits: tuple[str, ...] = (),
+        stored: list[tuple[str, str, str]] | None = None,
+    ) -> None:
+        """Round ``r`` ends without a sum: β is kept, the next round opens and the run goes
+        on (``machine.lose_round``); a ``lost`` row names the ``cause`` ("faulty": the
+        ``culprits`` the aggregator proved at fault; "unattributable": nobody can be
+        named; "short": too few holders left) and is read by the page, the API and
+        /metrics. The ``UNATTRIBUTABLE_LIMIT``-th unattributable loss of a run stops it
+        instead, with what the operator can do: a holder that keeps sending wrong inputs
+        would otherwise cost every round."""
+        run = get_run(self.store, r.run_id)
+        params = params_of(run)
+        body = {"cause": cause, "reason": problem, "culprits": sorted(culprits)}
+        rows = [*(stored or []), ("lost", "", _encoded(body))]
+        earlier = self._unattributable(r.run_id) if cause == "unattributable" else 0
+        stop = cause == "unattributable" and earlier + 1 >= UNATTRIBUTABLE_LIMIT
+        with self._log.transaction():
+            self.store.add_secagg(r.run_id, r.t, rows)
+            if stop:
+                reason = (
+                    f"round {r.t}: {problem}; that is the {earlier + 1}th round lost this "
+                    f"way, so the run stops: check that every hospital runs an unmodified "
+                    f"agent (ldpem --version) and its logs, then create a new run, without "
+                    f"any hospital you cannot vouch for"
+                )
+                self.store.update_run(
+                    run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
+                )
+                notes = [
+                    Note(logging.ERROR, "run %s failed: %s", (run.id, reason), {"run": run.id})
+                ]
+            else:
+                notes = lose_round(self.store, run, params, self.clock())
+        self._rounds.pop((r.run_id, r.t), None)
+        r.changed.set()
+        named = f" ({', '.join(sorted(culprits))})" if culprits else ""
+        log.error(
+            "run %s round %d lost, %s%s: %s; the run goes on without this round's step",
+            r.run_id,
+            r.t,
+            cause,
+            named,
+            problem,
+        )
+        for note in notes:
+            note.emit()
+        self.notify()
+
+    def _unattributable(self, run_id: str) -> int:
+        """How many rounds of ``run_id`` were lost to an unattributable fault so far."""
+        rows = self.store.secagg_outline(run_id, ("lost",))
+        return sum(
+            1
+            for _, kind, _, body in rows
+            if kind == "lost" and json.loads(body)["cause"] == "unattributable"
+        )
 
     def forget(self, run_id: str) -> None:
         """Drop the open rounds of ``run_id``, which ended (cancelled), and wake their
@@ -392,24 +460,30 @@ class SecAggRounds:
 
     def _settle(self, r: _Round, *, at_deadline: bool = False) -> bool:
         """Close round ``r``'s current step; whether it closed. When it cannot close
-        (SecAggError: short of t_min, or a holder's wrong material), the run's policy
-        decides: at a deadline with holders still missing, ``on_short`` "extend" gives the
-        step another period (a missing holder may still answer); otherwise, or for a
-        dealer's wrong shares, the run fails with the reason, so that no round is ever left
-        open with nothing to wait for."""
+        (SecAggError: short of t_min, or a holder's wrong material), at a deadline with
+        holders still missing the run's ``on_short`` decides: "extend" gives the step
+        another period (a missing holder may still answer), "fail" fails the run (the
+        operator's choice). Otherwise, and always for a fault the aggregator proved
+        (``SecAggFault``: a dealer's wrong shares, a responder's wrong share, which no late
+        answer mends), the round is lost and the run goes on (``_lose``): one holder's
+        message, or one crash, never ends a run."""
         try:
             self._close(r, by="deadline" if at_deadline else "everyone")
             return True
         except SecAggError as error:
             problem = str(error)
+            culprits = error.culprits if isinstance(error, SecAggFault) else ()
             final = isinstance(error, FaultyDealer)  # no late answer can mend its shares
         run = get_run(self.store, r.run_id)
         missing = policy.still_missing(r.step, r.answered, r.expected, r.enrolled)
-        if at_deadline and missing and not final and request_of(run).on_short == "extend":
-            r.deadline = self.clock() + r.period
-            log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
+        if at_deadline and missing and not final:
+            if request_of(run).on_short == "extend":
+                r.deadline = self.clock() + r.period
+                log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
+            else:
+                self._fail(r.run_id, r.t, problem)
             return False
-        self._fail(r.run_id, r.t, problem)
+        self._lose(r, problem, cause="faulty" if culprits else "short", culprits=culprits)
         return False
 
     def _fail(self, run_id: str, t: int, problem: str) -> None:

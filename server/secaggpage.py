@@ -38,7 +38,16 @@ def _lost(view: SecAggRound) -> str:
     """Who this round lost (and at which step), did not wait for, or got back."""
     lost = [f"{name} (did not {STEP_WORDS[step]})" for name, step in sorted(view.lost.items())]
     lost += [f"{name} (left out of S by a peer)" for name in sorted(view.excluded)]
+    lost += [f"{name} (left out of S: {why})" for name, why in sorted(view.disputed.items())]
     parts = [f"lost: {', '.join(lost)}"] if lost else []
+    if view.lost_round is not None:
+        named = ", ".join(view.lost_round["culprits"])
+        parts.insert(
+            0,
+            f"round lost, {view.lost_round['cause']}"
+            + (f" ({named})" if named else "")
+            + f": {view.lost_round['reason']}",
+        )
     if view.not_waited:
         parts.append(f"not waited for: {', '.join(view.not_waited)}")
     if view.returned:

@@ -27,6 +27,7 @@ __all__ = [
     "closing_row",
     "complete",
     "log_closing",
+    "log_disputed",
     "log_faulty",
     "still_missing",
     "sum_note",
@@ -93,6 +94,18 @@ def log_faulty(run_id: str, t: int, faulty: Faults) -> None:
         log.warning(
             "run %s round %d: hospital %s sent a wrong unmasking share (%s); the sum was "
             "computed without it",
+            run_id,
+            t,
+            name,
+            why,
+        )
+
+
+def log_disputed(run_id: str, t: int, disputed: Faults) -> None:
+    """One warning per holder the disputes of the masked step left out of S."""
+    for name, why in sorted(disputed.items()):
+        log.warning(
+            "run %s round %d: hospital %s is left out of the survivor set, %s",
             run_id,
             t,
             name,

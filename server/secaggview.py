@@ -50,7 +50,7 @@ STEP_WORDS = {
     "done": "done",
 }
 #: Outputs whose body the outline keeps (small: holder names and the sum).
-LIGHT_KINDS = ("closed", "returned", "consistency_check", "sum")
+LIGHT_KINDS = ("closed", "returned", "consistency_check", "sum", "disputed", "lost")
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,18 @@ class SecAggRound:
     #: Enrolled holders the advertise step did not wait for (lost in an earlier round) and
     #: that did not advertise in this one; empty before that step closed.
     not_waited: tuple[str, ...] = ()
+    #: Holder → why the disputes of the masked step left it out of S (``aggregator.disputed``).
+    disputed: dict[str, str] = field(default_factory=dict)
+    #: The round ended without a sum (``SecAggRounds._lose``): cause ("faulty",
+    #: "unattributable", "short"), reason and culprits; None otherwise.
+    lost_round: dict[str, Any] | None = None
 
     @property
     def step(self) -> str:
-        """The open step ("done" once the sum is known)."""
+        """The open step ("done" once the sum is known, "lost" once the round ended without
+        one)."""
+        if self.lost_round is not None:
+            return "lost"
         if self.survivors is not None:
             return "done"
         return HOLDER_STEPS[min(len(self.closings), len(HOLDER_STEPS) - 1)]
@@ -129,6 +137,8 @@ def read_round(
     returned: list[str] = []
     checked: tuple[str, ...] | None = None
     survivors: tuple[str, ...] | None = None
+    disputed: dict[str, str] = {}
+    lost_round: dict[str, Any] | None = None
     for kind, holder, body in rows:
         if kind in answered:
             answered[kind].add(holder)
@@ -149,6 +159,10 @@ def read_round(
             checked = _survivors(json.loads(body), order)
         elif kind == "sum":
             survivors = tuple(json.loads(body)["survivors"])
+        elif kind == "disputed":
+            disputed = {str(k): str(v) for k, v in json.loads(body).items()}
+        elif kind == "lost":
+            lost_round = dict(json.loads(body))
     lost: dict[str, str] = {}
     for c in closings:
         for name in c.missing:
@@ -171,6 +185,8 @@ def read_round(
         lost=lost,
         excluded=excluded,
         not_waited=not_waited,
+        disputed=disputed,
+        lost_round=lost_round,
     )
 
 

@@ -146,6 +146,7 @@ def create_run(
     on_short: str = "fail",
     roster: Roster = ROSTER,
     shares: dict[str, Any] | None = None,
+    rounds: int = 2,
 ) -> DrivenRun:
     """A secagg run of the hospitals of ``roster`` (default: K, h0 … h{K-1}), 100 records
     each, whose tokens start with ``tag`` (two runs on one coordinator need different
@@ -154,7 +155,7 @@ def create_run(
     request = run_request(
         records=100,
         d=D,
-        rounds=2,
+        rounds=rounds,
         mechanism="secagg",
         roster=json.loads(roster.to_json()),
         round_deadline=round_deadline,

@@ -14,7 +14,8 @@ secret rebuilt from the other responders' shares) from a dealer that dealt wrong
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import TypeVar
 
@@ -39,7 +40,7 @@ from ldpem.common.secagg.protocol import x25519_public
 from ldpem.common.secagg.relay import GraphRelay
 from ldpem.common.secagg.shamir import SHARE_BYTES, ShamirError, Share, combine_secret
 
-__all__ = ["Aggregator"]
+__all__ = ["Aggregator", "disputed"]
 
 T = TypeVar("T")
 #: What each kind of dealt secret is, in messages.
@@ -86,6 +87,8 @@ class Aggregator(GraphRelay):
         self._result: Vector | None = None
         #: Responders whose revealed share was not dealt to them (``result``): name → why.
         self.faulty: dict[str, str] = {}
+        #: Holders left out of S by the disputes of the masked step: name → why.
+        self.disputed: dict[str, str] = {}
         self._peers: dict[str, frozenset[str]] = {}
         self._request_sets: tuple[frozenset[str], frozenset[str]] = frozenset(), frozenset()
 
@@ -207,19 +210,22 @@ class Aggregator(GraphRelay):
         self._store(self.masked_inputs, masked.holder, masked, "masked input")
 
     def consistency_check(self) -> messages.ConsistencyCheck:
-        """Close step 3: the survivor set S, the holders that sent a masked input less every
-        holder one of them excluded (its shares did not open there), so that every member
+        """Close step 3: the survivor set S, the holders that sent a masked input less those
+        left out by the disputes among them (``disputed``: every pair where one excluded the
+        other loses at least one member, the one in the most disputes), so that every member
         of S masked with every other. A masked input arriving later is refused: its holder
         counts as dropped, and its pairwise key is about to be reconstructed."""
         if self.step == "mask":
-            excluded = {peer for m in self.masked_inputs.values() for peer in m.excluded}
-            survivors = tuple(sorted(set(self.masked_inputs) - excluded))
+            self.disputed = disputed(self.masked_inputs)
+            survivors = tuple(sorted(set(self.masked_inputs) - set(self.disputed)))
             what = "sent a masked input that every other one masked with"
             self._enough(len(survivors), what, whole=True)
             holding = self._holding(survivors)
             for gone in sorted(set(self.encrypted_shares) - set(survivors)):
-                count = len(holding.get(gone, ()))
-                self._enough(count, f"of the survivors hold a share of {gone!r}'s key")
+                # Only a key some survivor masked with must be rebuilt: a dealer whose
+                # shares opened for nobody (garbage to all) left no mask to remove.
+                if count := len(holding.get(gone, ())):
+                    self._enough(count, f"of the survivors hold a share of {gone!r}'s key")
             alive = set(survivors)
             for survivor in survivors if self.graph is not None else ():
                 around = len(self._masked_with(survivor) & alive) + 1
@@ -316,6 +322,8 @@ class Aggregator(GraphRelay):
             )
             total = subtract(total, mask, p.bits)
         for gone in request.dropped:
+            if not any(gone in self._masked_with(s) for s in request.survivors):
+                continue  # no survivor added a mask with it: nothing to remove
             holders = holding.get(gone, [])
             if len(holders) < p.t_min:
                 raise SecAggError(
@@ -448,3 +456,42 @@ class Aggregator(GraphRelay):
             else:
                 total = add(total, mask, p.bits)
         return total
+
+
+def disputed(masked_inputs: Mapping[str, messages.MaskedInput]) -> dict[str, str]:
+    """The holders of ``masked_inputs`` to leave out of S for the disputes among them, each
+    with why: name → reason.
+
+    A holder that excludes a peer says the peer's shares did not open for it: the peer
+    dealt garbage, or the relay tampered, or the accuser lies; the aggregator cannot tell
+    which. The two then did not mask with each other, so they cannot both be in S. Each
+    such pair is an edge; while edges remain, every holder in the most of them leaves (all
+    of them on a tie). So a dealer whose garbage every peer reports leaves alone; a holder
+    that accuses many honest peers leaves alone, whatever it claims (it, not the round,
+    pays: issue 41, finding 2); and a lone accusation costs the accuser as much as the
+    accused, so naming a peer every round keeps the accuser out too, named. Accusations of
+    a holder that sent no masked input are moot (it is dropped anyway). Deterministic:
+    a restarted coordinator replaying the same messages leaves out the same holders.
+    """
+    senders = set(masked_inputs)
+    edges: set[frozenset[str]] = set()
+    made: Counter[str] = Counter()
+    received: Counter[str] = Counter()
+    for accuser, message in masked_inputs.items():
+        for accused in message.excluded:
+            if accused in senders:
+                edges.add(frozenset((accuser, accused)))
+                made[accuser] += 1
+                received[accused] += 1
+    out: dict[str, str] = {}
+    while edges:
+        degree = Counter(name for edge in edges for name in edge)
+        most = max(degree.values())
+        worst = {name for name, count in degree.items() if count == most}
+        for name in sorted(worst):
+            out[name] = (
+                f"in {most} disputes of the masked step (it excluded {made[name]} peers, "
+                f"{received[name]} excluded it)"
+            )
+        edges = {edge for edge in edges if not edge & worst}
+    return out

@@ -15,6 +15,7 @@ __all__ = [
     "HospitalParticipation",
     "LostStep",
     "RoundSummary",
+    "SecAggLostRound",
     "SecAggRoundSteps",
     "SecAggStepClosing",
     "Trajectory",
@@ -31,6 +32,17 @@ class SecAggStepClosing(_Schema):
     #: The holders it waited for that did not answer: lost at this step.
     missing: list[str]
     at: float
+
+
+class SecAggLostRound(_Schema):
+    """Why a secure-aggregation round ended without a sum."""
+
+    #: "faulty": the aggregator proved ``culprits`` sent wrong material; "unattributable":
+    #: the sum was out of range and the masks keep anyone from naming a holder; "short":
+    #: too few holders were left for the thresholds.
+    cause: Literal["faulty", "unattributable", "short"]
+    reason: str
+    culprits: list[str]
 
 
 class SecAggRoundSteps(_Schema):
@@ -56,6 +68,12 @@ class SecAggRoundSteps(_Schema):
     #: Holders that advertised after the step closed: waited for again next round.
     returned: list[str]
     closings: list[SecAggStepClosing]
+    #: Holder → why the disputes of the masked step (one holder excluding another) left it
+    #: out of the survivor set: each dispute costs its parties, never the round.
+    disputed: dict[str, str] = Field(default_factory=dict)
+    #: Set when the round ended without a sum (step "lost"): the run kept its β and went
+    #: on (docs/SECAGG.md, "A fault costs the faulty party").
+    lost_round: SecAggLostRound | None = None
 
 
 class LostStep(_Schema):

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
-from ldpem.server.secagg import SecAggRounds
+from ldpem.server.secagg import UNATTRIBUTABLE_LIMIT, SecAggRounds
 from tests.common.secagg.kit import dealing_wrong
 from tests.secaggdriver import (
     NAMES,
@@ -38,6 +38,17 @@ def stored_kinds(tmp_path: Path, run_id: str) -> list[str]:
             "SELECT kind FROM secagg_messages WHERE run_id = ? ORDER BY t, seq", (run_id,)
         ).fetchall()
     return [str(k) for (k,) in rows]
+
+
+def stored_body(tmp_path: Path, run_id: str, t: int, kind: str) -> dict[str, Any]:
+    """The body of round t's stored ``kind`` row."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
+        (body,) = db.execute(
+            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = ? AND kind = ?",
+            (run_id, t, kind),
+        ).fetchone()
+    answer: dict[str, Any] = json.loads(body)
+    return answer
 
 
 def stored_sum(tmp_path: Path, run_id: str, t: int) -> dict[str, Any]:
@@ -124,23 +135,67 @@ def test_under_on_short_extend_a_late_holder_completes_a_round_a_wrong_share_hel
     completed_without_the_liar(tmp_path, run, inputs)
 
 
-def test_a_dealer_of_wrong_shares_fails_the_run_naming_it_even_under_extend(
+def test_a_dealer_of_wrong_shares_costs_the_round_naming_it_and_the_run_goes_on(
     coordinator: InProcessCoordinator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A dealer's wrong shares cannot be mended by a late answer: at the deadline, h3
-    still missing, the run fails naming h0 although on_short is "extend" (it would wait
-    for ever otherwise)."""
+    still missing, round 0 is lost naming h0 although on_short is "extend" (it would wait
+    for ever otherwise), and the run goes on at round 1 with β unchanged (issue 41,
+    finding 2: on ff9f02a the run failed)."""
     run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="extend")
+    beta0 = run.summary()["beta"]
     holders = run.holders(0)
     dealing_wrong(monkeypatch, holders["h0"], "b")
     played = play_round(run, 0, run.inputs(1), silent={"h3"}, holders=holders)
     assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
     deadline = time.monotonic() + 30
-    while run.summary()["status"] == "running" and time.monotonic() < deadline:
+    while run.summary()["round"] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     summary = run.summary()
+    assert (summary["status"], summary["round"]) == ("running", 1), summary
+    assert summary["beta"] == beta0
+    lost = stored_body(coordinator.tmp_path, run.run_id, 0, "lost")
+    assert lost["cause"] == "faulty" and lost["culprits"] == ["h0"], lost
+    assert "'h0' dealt wrong shares" in lost["reason"]
+    # The next round runs as any other, with every holder.
+    played = play_round(run, 1, run.inputs(2))
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert run.summary()["round"] == 2
+
+
+def _out_of_range(run: DrivenRun, seed: int) -> dict[str, list[int]]:
+    """h0's input 1,000 grid units below 2^(bits-1): the sum comes out far out of range."""
+    bits = run.params.modulus_bits
+    assert bits is not None
+    inputs = run.inputs(seed)
+    inputs["h0"] = [2 ** (bits - 1) - 1000] * D
+    return inputs
+
+
+def test_an_out_of_range_sum_costs_the_round_unattributed_and_repeated_stops_the_run(
+    coordinator: InProcessCoordinator, tmp_path: Path
+) -> None:
+    """The masks keep anyone from knowing whose input was out of range: the round is lost
+    as unattributable (API, /metrics) and the run goes on; the UNATTRIBUTABLE_LIMIT-th
+    such round stops the run with what the operator can do (issue 41, finding 2: on
+    ff9f02a the first one failed the run)."""
+    run = create_run(coordinator.client, "a", rounds=UNATTRIBUTABLE_LIMIT + 1)
+    for t in range(UNATTRIBUTABLE_LIMIT):
+        play_round(run, t, _out_of_range(run, t))
+        summary = run.summary()
+        lost = stored_body(tmp_path, run.run_id, t, "lost")
+        assert lost["cause"] == "unattributable" and lost["culprits"] == [], lost
+        if t + 1 < UNATTRIBUTABLE_LIMIT:
+            assert (summary["status"], summary["round"]) == ("running", t + 1), summary
     assert summary["status"] == "failed", summary
-    assert "'h0' dealt wrong shares" in summary["reason"], summary
+    assert "unmodified agent" in summary["reason"] and "\n" not in summary["reason"]
+    rounds = coordinator.client.get(f"/v1/runs/{run.run_id}/rounds").json()
+    views = [r["secagg"] for r in rounds if r["secagg"] is not None]
+    assert views[0]["step"] == "lost" and views[0]["lost_round"]["cause"] == "unattributable"
+    metrics = coordinator.client.get("/metrics").text
+    assert f'ldpem_secagg_lost_rounds_total{{cause="unattributable"}} {UNATTRIBUTABLE_LIMIT}.0' in (
+        metrics
+    )
 
 
 def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import secrets
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
@@ -134,12 +134,14 @@ def run_round(
     garbage: Collection[tuple[str, str]] = (),
     no_unmask: Collection[str] = (),
     min_honest: int = 1,
+    accuse: Mapping[str, Collection[str]] | None = None,
 ) -> Round:
     """A round where ``silent`` holders never advertise, ``no_shares`` stop before sharing
     keys, ``dropped`` stop before their masked input reaches the aggregator (it is kept in
     ``Round.late``), ``no_sign`` do not sign the survivor set and ``no_unmask`` do not
     answer the unmasking request; each (sender, recipient) of ``garbage`` seals random bytes
-    in place of its shares for that recipient."""
+    in place of its shares for that recipient; each holder of ``accuse`` names those peers
+    ``excluded`` in its masked input although their shares opened (a false accusation)."""
     holders = consortium.holders(parameters, min_honest=min_honest)
     aggregator = Aggregator(consortium.roster, parameters, dimension=dim)
     inputs = inputs or random_inputs(holders, dim, parameters.bits)
@@ -161,6 +163,9 @@ def run_round(
     masked, late = {}, {}
     for name in active:
         message = wire(holders[name].masked_input(bundles[name], inputs[name]))
+        if accuse and name in accuse:
+            claimed = tuple(sorted(set(message.excluded) | set(accuse[name])))
+            message = wire(replace(message, excluded=claimed))
         if name in dropped:
             late[name] = message
         else:
