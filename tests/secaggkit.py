@@ -180,8 +180,11 @@ class SecAggRun:
         so that the run equals its simulation); ``faults``: hospital → its
         LDPEM_AGENT_FAULT (ldpem.client.faults)."""
         agents = {}
+        # The hospitals assume what the run declares (the consortium agreed on c): a run
+        # of small t_min hides an input from fewer than a third of the roster.
+        assumed = ("--max-colluders", str(self.params.colluders or 0))
         for i, path in enumerate(data):
-            extra = () if seeds is None else ("--seed", str(seeds[i]))
+            extra = assumed + (() if seeds is None else ("--seed", str(seeds[i])))
             fault = (faults or {}).get(f"h{i}")
             agents[f"h{i}"] = start_agent(
                 self.procs,

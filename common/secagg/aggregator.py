@@ -14,7 +14,6 @@ secret rebuilt from the other responders' shares) from a dealer that dealt wrong
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import TypeVar
@@ -211,12 +210,13 @@ class Aggregator(GraphRelay):
 
     def consistency_check(self) -> messages.ConsistencyCheck:
         """Close step 3: the survivor set S, the holders that sent a masked input less those
-        left out by the disputes among them (``disputed``: every pair where one excluded the
-        other loses at least one member, the one in the most disputes), so that every member
-        of S masked with every other. A masked input arriving later is refused: its holder
+        the ``excluded`` claims leave out (``disputed``: the accused of each honoured claim,
+        and a holder whose claims exceed what the round can spare), so that every member of
+        S masked with every other. A masked input arriving later is refused: its holder
         counts as dropped, and its pairwise key is about to be reconstructed."""
         if self.step == "mask":
-            self.disputed = disputed(self.masked_inputs)
+            floor = max(self.parameters.t_min, self.parameters.survivors)
+            self.disputed = disputed(self.masked_inputs, floor=floor)
             survivors = tuple(sorted(set(self.masked_inputs) - set(self.disputed)))
             what = "sent a masked input that every other one masked with"
             self._enough(len(survivors), what, whole=True)
@@ -458,40 +458,41 @@ class Aggregator(GraphRelay):
         return total
 
 
-def disputed(masked_inputs: Mapping[str, messages.MaskedInput]) -> dict[str, str]:
-    """The holders of ``masked_inputs`` to leave out of S for the disputes among them, each
-    with why: name → reason.
+def disputed(masked_inputs: Mapping[str, messages.MaskedInput], *, floor: int) -> dict[str, str]:
+    """The holders of ``masked_inputs`` to leave out of S for the ``excluded`` claims among
+    them, each with why (naming whoever made the claims): name → reason.
 
     A holder that excludes a peer says the peer's shares did not open for it: the peer
-    dealt garbage, or the relay tampered, or the accuser lies; the aggregator cannot tell
-    which. The two then did not mask with each other, so they cannot both be in S. Each
-    such pair is an edge; while edges remain, every holder in the most of them leaves (all
-    of them on a tie). So a dealer whose garbage every peer reports leaves alone; a holder
-    that accuses many honest peers leaves alone, whatever it claims (it, not the round,
-    pays: issue 41, finding 2); and a lone accusation costs the accuser as much as the
-    accused, so naming a peer every round keeps the accuser out too, named. Accusations of
-    a holder that sent no masked input are moot (it is dropped anyway). Deterministic:
-    a restarted coordinator replaying the same messages leaves out the same holders.
+    dealt garbage, the relay tampered, or the accuser lies, and nobody can tell which, so
+    the two did not mask with each other and cannot both be in S. A claim is honoured (the
+    accused leaves, the accuser named in its reason) while its maker's claims fit in what
+    the round can spare, ``len(masked_inputs) − floor`` (``floor``: the fewest survivors
+    the round needs, t_min or T); a holder whose claims exceed that is itself left out,
+    named, and its claims are void (issue 41, finding 2: one holder cannot end the round
+    by excluding its peers). A garbage dealer, reported by each peer it sent garbage to,
+    leaves. Claims about a holder that sent no masked input are moot (it is dropped
+    anyway). A function of the messages alone: a restarted coordinator replaying them
+    leaves out the same holders.
     """
     senders = set(masked_inputs)
-    edges: set[frozenset[str]] = set()
-    made: Counter[str] = Counter()
-    received: Counter[str] = Counter()
-    for accuser, message in masked_inputs.items():
-        for accused in message.excluded:
-            if accused in senders:
-                edges.add(frozenset((accuser, accused)))
-                made[accuser] += 1
-                received[accused] += 1
+    spare = len(senders) - floor
+    claims = {
+        accuser: sorted(set(message.excluded) & senders - {accuser})
+        for accuser, message in masked_inputs.items()
+    }
     out: dict[str, str] = {}
-    while edges:
-        degree = Counter(name for edge in edges for name in edge)
-        most = max(degree.values())
-        worst = {name for name, count in degree.items() if count == most}
-        for name in sorted(worst):
-            out[name] = (
-                f"in {most} disputes of the masked step (it excluded {made[name]} peers, "
-                f"{received[name]} excluded it)"
+    for accuser, accused in sorted(claims.items()):
+        if len(accused) > max(spare, 0):
+            out[accuser] = (
+                f"it excluded {len(accused)} peers, more than the {max(spare, 0)} this round "
+                f"can spare: its claims are void"
             )
-        edges = {edge for edge in edges if not edge & worst}
+    by_accused: dict[str, list[str]] = {}
+    for accuser, accused in sorted(claims.items()):
+        if accuser in out:
+            continue
+        for name in accused:
+            by_accused.setdefault(name, []).append(accuser)
+    for name, accusers in sorted(by_accused.items()):
+        out.setdefault(name, f"its shares did not open for {', '.join(accusers)}")
     return out
