@@ -14,7 +14,7 @@ import re
 from dataclasses import MISSING
 from typing import TypeVar, get_args
 
-from ldpem.common.core.plugins import ensure_plugins, note_registration
+from ldpem.common.core.plugins import class_path, ensure_plugins, note_registration
 from ldpem.common.mechanisms.base import PUBLIC_FIELDS, Mechanism, NoiseSite, ScaleRule
 from ldpem.common.mechanisms.shares import SharedNoise
 
@@ -65,8 +65,9 @@ def _check_fields(cls: type[Mechanism], name: str) -> None:
 
 def register_mechanism(cls: MechanismT) -> MechanismT:
     """Class decorator: make the ``Mechanism`` subclass ``cls`` available by its ``name``.
-    Its declarations are checked here, once; another class under a taken name is an error,
-    the same class again (a module imported twice) is not."""
+    Its declarations are checked here, once; another class under a taken name is an error
+    (a plugin's subclass of a built-in, under the built-in's class name too), the same class
+    again (its module imported again: same module, same qualified name) is not."""
     if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
         raise TypeError(f"a mechanism must be a Mechanism subclass, got {cls!r}")
     name = getattr(cls, "name", None)
@@ -85,8 +86,11 @@ def register_mechanism(cls: MechanismT) -> MechanismT:
         )
     _check_fields(cls, name)
     known = _MECHANISMS.get(name)
-    if known is not None and known.__qualname__ != cls.__qualname__:
-        raise ValueError(f"mechanism name {name!r} is taken by {known.__name__}")
+    if known is not None and class_path(known) != class_path(cls):
+        raise ValueError(
+            f"mechanism name {name!r} is taken by {class_path(known)}: "
+            f"give {class_path(cls)} another name"
+        )
     _MECHANISMS[name] = cls
     note_registration(cls.__module__)
     return cls
