@@ -254,7 +254,7 @@ class Agent:
         )
         log.info(
             "hospital %s in run %s: %d records, %s mechanism, budget epsilon %g delta %g, "
-            "noise std %.4g per record (round 0)",
+            "noise std %.4g %s (round 0)",
             me.hospital,
             me.run_id,
             me.records,
@@ -262,6 +262,7 @@ class Agent:
             epsilon,
             delta,
             mechanisms[0][0].noise_std,
+            mechanisms[0][0].noise_where,
         )
         shares = None
         if params.holders is not None:  # noise shares: masked (ldpem.client.secagg)
