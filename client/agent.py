@@ -264,7 +264,7 @@ class Agent:
         )
         log.info(
             "hospital %s in run %s: %d records, %s mechanism, budget epsilon %g delta %g, "
-            "noise std %.4g per record (round 0)",
+            "noise std %.4g %s (round 0)",
             me.hospital,
             me.run_id,
             me.records,
@@ -272,6 +272,7 @@ class Agent:
             epsilon,
             delta,
             mechanisms[0][0].noise_std,
+            mechanisms[0][0].noise_where,
         )
         if shares is not None:
             log.info(

@@ -118,6 +118,9 @@ class Coordinator:
         #: Derived results (the forecast) computed off the event loop; readers are woken
         #: when one is stored.
         self.background = Background(on_change=self._notify)
+        #: The health of the runs that ended: final, so assessed once (the run list asks
+        #: for every run's, and an ended run may hold thousands of reports per round).
+        self._ended_health: dict[str, queries.RunHealth] = {}
 
     # --- authentication ---------------------------------------------------------------
     def is_admin(self, token: str | None) -> bool:
@@ -231,13 +234,27 @@ class Coordinator:
         """The run's summary with its health now (what ``ldpem run status`` shows) and the
         derived results still being computed."""
         run = queries.get_run(self.store, run_id)
-        health = queries.health(self.store, run, self.clock())
-        return queries.summary(self.store, run, health, self._pending(run))
+        return queries.summary(self.store, run, self._health(run, self.clock()), self._pending(run))
 
     def list_runs(self) -> list[RunSummary]:
+        """Every run's summary, each with its health now (the status page's run list and
+        ``GET /v1/runs``): the same assessment as ``summary``'s, so a run with missing
+        rounds reads "degraded" in the list as on its own page."""
+        now = self.clock()
         return [
-            queries.summary(self.store, r, pending=self._pending(r)) for r in self.store.list_runs()
+            queries.summary(self.store, r, self._health(r, now), self._pending(r))
+            for r in self.store.list_runs()
         ]
+
+    def _health(self, run: RunRow, now: float) -> queries.RunHealth:
+        """``queries.health`` of ``run`` at ``now``; kept once the run ended."""
+        kept = self._ended_health.get(run.id)
+        if kept is not None:
+            return kept
+        health = queries.health(self.store, run, now)
+        if run.status != "running":
+            self._ended_health[run.id] = health
+        return health
 
     def identity(self, hospital: HospitalRow) -> Identity:
         return queries.identity(self.store, hospital)

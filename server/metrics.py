@@ -3,10 +3,11 @@
 A per-app ``CollectorRegistry`` (never the global one) so that several apps in one process
 (the tests) count separately. What is observed where:
 
-* reports accepted, duplicate and refused (by reason), and the open long-polls: by
-  ``MetricsMiddleware``, an ASGI middleware outside all but the request clock (which
-  only times requests for the access log), so a refusal by the body size limit, the token
-  check or the request validation is counted like one by the coordinator;
+* reports accepted, duplicate and refused (by reason), secure-aggregation messages by step
+  and outcome, and the open long-polls: by ``MetricsMiddleware``, an ASGI middleware
+  outside all but the request clock (which only times requests for the access log), so a
+  refusal by the body size limit, the token check or the request validation is counted
+  like one by the coordinator;
 * commit latency and group-commit batch size: by ``MeteredStore``, the store whose
   ``transaction`` times the COMMIT (the fsync) and counts the savepoints in it, one per
   report of a group commit (``Coordinator._flush``);
@@ -58,10 +59,19 @@ from prometheus_client.registry import Collector
 
 from ldpem import __version__
 from ldpem.common.wire import API_PREFIX
+from ldpem.server.routes.secagg import STEPS as SECAGG_STEPS
 from ldpem.server.runmetrics import RunHealthCollector
 from ldpem.server.store import Store
 
-__all__ = ["REFUSAL_REASONS", "MeteredStore", "Metrics", "MetricsMiddleware", "refusal_reason"]
+__all__ = [
+    "REFUSAL_REASONS",
+    "SECAGG_OUTCOMES",
+    "MeteredStore",
+    "Metrics",
+    "MetricsMiddleware",
+    "refusal_reason",
+    "secagg_outcome",
+]
 
 #: Values of the ``cause`` label of ldpem_secagg_lost_rounds_total (``SecAggRounds._lose``).
 LOST_CAUSES = ("faulty", "unattributable", "short")
@@ -77,6 +87,10 @@ REFUSAL_REASONS = (
     "too_large",
     "error",
 )
+#: Values of the ``outcome`` label of ldpem_secagg_messages_total (``secagg_outcome``).
+SECAGG_OUTCOMES = ("accepted", "refused", "out_of_step", "error")
+#: The ``step`` label of a message posted to a path with no step of the protocol (refused).
+OTHER_STEP = "other"
 #: Seconds: a round lasts from well under a second (a demo) to its deadline (default 600 s).
 ROUND_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 14400, 86400)
 #: Seconds: an fsync of the WAL, from a RAM disk to a busy spinning disk.
@@ -87,6 +101,7 @@ RUN_STATES = ("running", "finished", "failed", "cancelled")
 
 _ROUND_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/round")
 _REPORT_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/rounds/[^/]+/reports")
+_SECAGG_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/rounds/[^/]+/secagg/([^/]+)")
 
 
 #: Suffix of the sample prometheus_client adds to a counter, histogram or summary with the
@@ -135,6 +150,16 @@ class Metrics:
         )
         for reason in REFUSAL_REASONS:
             self.reports_refused.labels(reason=reason)
+        self.secagg_messages = self._metric(
+            Counter,
+            "ldpem_secagg_messages",
+            "Secure-aggregation messages posted by holders, by step and outcome.",
+            labelnames=["step", "outcome"],
+        )
+        # Every series from the start, at 0: increase() sees the first refusal.
+        for step in (*SECAGG_STEPS, OTHER_STEP):
+            for outcome in SECAGG_OUTCOMES:
+                self.secagg_messages.labels(step=step, outcome=outcome)
         self.long_polls = self._metric(
             Gauge, "ldpem_long_polls_open", "Requests waiting in the round long-poll now."
         )
@@ -180,6 +205,27 @@ class Metrics:
                 self.reports_accepted.inc()
             return
         self.reports_refused.labels(reason=refusal_reason(status, detail)).inc()
+
+    def observe_secagg(self, step: str, status: int | None) -> None:
+        """Count one answered ``POST …/secagg/{step}`` by its HTTP status."""
+        label = step if step in SECAGG_STEPS else OTHER_STEP
+        self.secagg_messages.labels(step=label, outcome=secagg_outcome(status)).inc()
+
+
+def secagg_outcome(status: int | None) -> str:
+    """The ``outcome`` label of a posted secure-aggregation message, from its HTTP status:
+    ``accepted`` (200 with the step's answer or 202 while the step is open: stored either
+    way), ``out_of_step`` (409: the run, round or step is not open to this holder, as for
+    one that comes back after its step closed), ``refused`` (any other 4xx: no or a wrong
+    token, an unknown run, a malformed or oversized message), ``error`` (5xx or no answer).
+    Read from the status alone: the secure-aggregation code is not touched to count."""
+    if status in (200, 202):
+        return "accepted"
+    if status == 409:
+        return "out_of_step"
+    if status is not None and 400 <= status < 500:
+        return "refused"
+    return "error"
 
 
 def refusal_reason(status: int | None, detail: Any) -> str:
@@ -284,7 +330,8 @@ Scope = dict[str, Any]
 
 
 class MetricsMiddleware:
-    """ASGI middleware: counts report outcomes and the long-polls in flight."""
+    """ASGI middleware: counts report and secure-aggregation message outcomes and the
+    long-polls in flight."""
 
     def __init__(self, app: Any, metrics: Metrics) -> None:
         self.app = app
@@ -301,6 +348,10 @@ class MetricsMiddleware:
                 await self.app(scope, receive, send)
             finally:
                 self.metrics.long_polls.dec()
+            return
+        secagg = _SECAGG_PATH.fullmatch(path) if method == "POST" else None
+        if secagg is not None:
+            await self._secagg(secagg[1], scope, receive, send)
             return
         if method != "POST" or not _REPORT_PATH.fullmatch(path):
             await self.app(scope, receive, send)
@@ -320,3 +371,19 @@ class MetricsMiddleware:
             await self.app(scope, receive, watch)
         finally:
             self.metrics.observe_report(status, bytes(body))
+
+    async def _secagg(self, step: str, scope: Scope, receive: Any, send: Any) -> None:
+        """Serve a holder's message of ``step``, counting it by the status it is answered
+        with (no body is kept: the outcome is the status's)."""
+        status: int | None = None
+
+        async def watch(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            self.metrics.observe_secagg(step, status)

@@ -26,6 +26,8 @@ th{background:#f4f4f4}
 .health.degraded{border-color:#d60;background:#fff6ee}
 .health.failed{border-color:#b00;background:#fdeeee}
 .health.cancelled{border-color:#777;background:#f4f4f4}
+.health-healthy{color:#0a5}.health-degraded{color:#d60}.health-failed{color:#b00}
+.health-cancelled{color:#777}
 .note{color:#555;font-size:.9em}
 .bar{display:inline-block;width:8em;height:.8em;background:#eee;vertical-align:middle}
 .bar span{display:block;height:100%;background:#0072B2}

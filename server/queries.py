@@ -40,6 +40,7 @@ from ldpem.server.secaggview import LIGHT_KINDS, SecAggRound, read_rounds
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
 __all__ = [
+    "RunHealth",
     "RunView",
     "averaged_reports",
     "estimate_of",
@@ -92,10 +93,11 @@ def _parsed_forecast(text: str) -> Forecast:
 
 
 def summary(
-    store: Store, run: RunRow, health: RunHealth | None = None, pending: list[str] | None = None
+    store: Store, run: RunRow, health: RunHealth, pending: list[str] | None = None
 ) -> RunSummary:
-    """The run's summary; with its ``health`` (``GET /v1/runs/{run}``), that too;
-    ``pending``: its derived results being computed (``ldpem.server.background``)."""
+    """The run's summary with its ``health`` (``health`` below: required, so no summary
+    leaves it out); ``pending``: its derived results being computed
+    (``ldpem.server.background``)."""
     params = params_of(run)
     return RunSummary(
         run_id=run.id,
@@ -119,8 +121,8 @@ def summary(
         else ("mesh" if params.graph is None else params.graph.topology),
         survivors=params.survivors,
         forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
-        health=None if health is None else health.state,
-        health_line=None if health is None else health.headline(),
+        health=health.state,
+        health_line=health.headline(),
         pending=list(pending or []),
         confidence=stored_region(store, run.id) if run.status == "finished" else None,
     )

@@ -40,25 +40,28 @@ __all__ = ["index_page", "run_page"]
 
 # --- index -------------------------------------------------------------------------------
 def index_page(runs: Sequence[RunSummary], *, now: float) -> str:
-    """Runs newest first: status, progress and age; reloads while any run is open."""
+    """Runs newest first: status, health, progress and age; reloads while any run is
+    open."""
     ordered = sorted(runs, key=lambda r: (r.created_at, r.run_id), reverse=True)
     rows = "".join(
         f'<tr><td><a href="/runs/{escape(r.run_id)}">{escape(r.run_id)}</a></td>'
-        f'<td class="status-{escape(r.status)}">{escape(r.status)}</td><td>{progress(r)}</td>'
+        f'<td class="status-{escape(r.status)}">{escape(r.status)}</td>{_health_cell(r)}'
+        f"<td>{progress(r)}</td>"
         f"<td>{escape(r.model)}, d = {r.d}, {escape(r.mechanism)}</td>"
         f'<td class="num">{r.hospitals}</td><td>{duration(now - r.created_at)} ago</td></tr>'
         for r in ordered
     )
     counts = {s: sum(r.status == s for r in runs) for s in ("running", "finished", "failed")}
     cancelled = sum(r.status == "cancelled" for r in runs)
+    degraded = sum(r.health == "degraded" for r in runs)
     summary = ", ".join(f"{n} {s}" for s, n in counts.items()) + (
         f", {cancelled} cancelled" if cancelled else ""
     )
     body = (
-        f"<p>{len(runs)} runs: {summary}.</p>"
-        '<table id="runs"><tr><th>run</th><th>status</th><th>progress</th><th>model</th>'
-        "<th>hospitals</th><th>created</th></tr>"
-        f"{rows or '<tr><td colspan=6>no runs yet</td></tr>'}</table>"
+        f"<p>{len(runs)} runs: {summary}{f'; {degraded} degraded' if degraded else ''}.</p>"
+        '<table id="runs"><tr><th>run</th><th>status</th><th>health</th><th>progress</th>'
+        "<th>model</th><th>hospitals</th><th>created</th></tr>"
+        f"{rows or '<tr><td colspan=7>no runs yet</td></tr>'}</table>"
     )
     return page("ldpem coordinator", body, refresh=counts["running"] > 0)
 
@@ -107,6 +110,16 @@ _LABELS = {
     "failed": "Failed",
     "cancelled": "Cancelled",
 }
+
+
+def _health_cell(run: RunSummary) -> str:
+    """The run list's health of ``run``: its state and, unless healthy, the run page's
+    headline naming who is late, missing or lost (a degraded run must not read as a plain
+    "finished")."""
+    state = run.health or "unknown"
+    label = _LABELS.get(state, state)
+    line = f": {escape(run.health_line)}" if state != "healthy" and run.health_line else ""
+    return f'<td class="health-{escape(state)}"><strong>{escape(label)}</strong>{line}</td>'
 
 
 def _health(health: RunHealth) -> str:

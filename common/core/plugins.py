@@ -23,6 +23,7 @@ from ldpem.common.core.errors import UserError
 
 __all__ = [
     "PLUGINS_ENV",
+    "class_path",
     "ensure_plugins",
     "import_plugins",
     "load_plugins",
@@ -91,6 +92,13 @@ def ensure_plugins() -> None:
             return
         load_plugins({PLUGINS_ENV: value} if value is not None else {})
         _SEEN[:] = [value]
+
+
+def class_path(cls: type) -> str:
+    """``module.QualifiedName``: what the registries compare to tell two classes apart. The
+    qualified name alone is not enough (a plugin's ``LocalTruncation`` is not ldpem's), and
+    the class object is too much: a module imported again makes a new, equal class."""
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def note_registration(module: str) -> None:

@@ -53,6 +53,7 @@ from ldpem.common.core.accounting import DEFAULT_ACCOUNTING, gaussian_noise_std
 from ldpem.common.core.privacy_events import DpEvent, GaussianEvent, NonPrivateEvent
 
 __all__ = [
+    "NOISE_WHERE",
     "PUBLIC_FIELDS",
     "Mechanism",
     "Needs",
@@ -65,6 +66,15 @@ FloatArray = NDArray[np.float64]
 NoiseSite = Literal["record", "holder", "aggregator", "shares", "nowhere"]
 Needs = Literal["scale", "clip"] | None
 ScaleRule = Literal["fourth-root", "square-root"]
+#: Where ``noise_std`` is drawn, by noise site, as a log line says it after the std: one
+#: draw per record only in the local model; hospital-level noise is ONE draw on the sum.
+NOISE_WHERE: dict[NoiseSite, str] = {
+    "record": "per record",
+    "holder": "once on the holder's sum",
+    "aggregator": "once on the average, by the coordinator",
+    "shares": "as this holder's share of the sum's noise",
+    "nowhere": "(no noise)",
+}
 #: The fields a mechanism declares for each public value it ``needs``.
 PUBLIC_FIELDS: dict[Needs, tuple[str, ...]] = {
     "scale": ("scale", "smoothing"),
@@ -167,6 +177,12 @@ class Mechanism(ABC):
                 raise ValueError(f"mechanism {cls.name} needs a value for {name}")
             values[name] = value
         return cls(**values)
+
+    @property
+    def noise_where(self) -> str:
+        """Where ``noise_std`` is drawn, in words (``NOISE_WHERE``): "per record" for the
+        local model, "once on the holder's sum" for hospital-level noise, …"""
+        return NOISE_WHERE[self.noise_site]
 
     @classmethod
     def declared_fields(cls) -> tuple[str, ...]:

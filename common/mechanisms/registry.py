@@ -10,11 +10,12 @@ coordinator's policy, the agent, the planner and the audit take their mechanisms
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from dataclasses import MISSING
-from typing import TypeVar, get_args
+from typing import ClassVar, TypeVar, get_args, get_origin
 
-from ldpem.common.core.plugins import ensure_plugins, note_registration
+from ldpem.common.core.plugins import class_path, ensure_plugins, note_registration
 from ldpem.common.mechanisms.base import PUBLIC_FIELDS, Mechanism, NoiseSite, ScaleRule
 from ldpem.common.mechanisms.shares import SharedNoise
 
@@ -25,6 +26,46 @@ MechanismT = TypeVar("MechanismT", bound=type[Mechanism])
 _MECHANISMS: dict[str, type[Mechanism]] = {}
 #: A name is a CLI choice, a JSON value and a ledger key: plain, short, lower case.
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+
+#: The class attributes a mechanism declares itself by, with the type to declare each as
+#: (``ClassVar``: a dataclass field would be a value each instance could set).
+DECLARATIONS = {
+    "name": "ClassVar[str]",
+    "label": "ClassVar[str]",
+    "noise_site": "ClassVar[NoiseSite]",
+    "needs": "ClassVar[Needs]",
+    "scale_rule": "ClassVar[ScaleRule | None]",
+    "per_holder_scale": "ClassVar[bool]",
+    "federated": "ClassVar[bool]",
+}
+#: A ClassVar annotation written as text (``from __future__ import annotations``).
+_CLASSVAR_TEXT = re.compile(r"\s*(typing\.)?ClassVar\b")
+
+
+def _is_classvar(annotation: object) -> bool:
+    if isinstance(annotation, str):
+        return _CLASSVAR_TEXT.match(annotation) is not None
+    return annotation is ClassVar or get_origin(annotation) is ClassVar
+
+
+def _check_declarations(cls: type[Mechanism], name: str) -> None:
+    """The declarations are class attributes, not fields, and a class that adds a field is
+    a dataclass of its own. TypeError, one line saying what to write."""
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for declaration, kind in DECLARATIONS.items():
+        if declaration in fields:
+            raise TypeError(
+                f"mechanism {name}: {declaration} is a dataclass field; declare it as a "
+                f"class attribute, {declaration}: {kind} = ..."
+            )
+    for attribute, annotation in inspect.get_annotations(cls).items():
+        if attribute not in fields and not _is_classvar(annotation):
+            raise TypeError(
+                f"mechanism {name}: {cls.__name__} adds the field {attribute!r} but is not a "
+                "dataclass itself: decorate it with @dataclass(frozen=True, kw_only=True) "
+                "too, or make it a ClassVar"
+            )
 
 
 def _check_fields(cls: type[Mechanism], name: str) -> None:
@@ -42,6 +83,7 @@ def _check_fields(cls: type[Mechanism], name: str) -> None:
             f"mechanism {name}: declare it as a @dataclass(frozen=True, kw_only=True) whose "
             f"fields are its public values ({fields})"
         )
+    _check_declarations(cls, name)
     declared = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     for wanted in required:
         if wanted not in declared:
@@ -65,8 +107,9 @@ def _check_fields(cls: type[Mechanism], name: str) -> None:
 
 def register_mechanism(cls: MechanismT) -> MechanismT:
     """Class decorator: make the ``Mechanism`` subclass ``cls`` available by its ``name``.
-    Its declarations are checked here, once; another class under a taken name is an error,
-    the same class again (a module imported twice) is not."""
+    Its declarations are checked here, once; another class under a taken name is an error
+    (a plugin's subclass of a built-in, under the built-in's class name too), the same class
+    again (its module imported again: same module, same qualified name) is not."""
     if not (isinstance(cls, type) and issubclass(cls, Mechanism)):
         raise TypeError(f"a mechanism must be a Mechanism subclass, got {cls!r}")
     name = getattr(cls, "name", None)
@@ -85,8 +128,11 @@ def register_mechanism(cls: MechanismT) -> MechanismT:
         )
     _check_fields(cls, name)
     known = _MECHANISMS.get(name)
-    if known is not None and known.__qualname__ != cls.__qualname__:
-        raise ValueError(f"mechanism name {name!r} is taken by {known.__name__}")
+    if known is not None and class_path(known) != class_path(cls):
+        raise ValueError(
+            f"mechanism name {name!r} is taken by {class_path(known)}: "
+            f"give {class_path(cls)} another name"
+        )
     _MECHANISMS[name] = cls
     note_registration(cls.__module__)
     return cls

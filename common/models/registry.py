@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
-from ldpem.common.core.plugins import ensure_plugins, note_registration
+from ldpem.common.core.plugins import class_path, ensure_plugins, note_registration
 from ldpem.common.models.base import DEFAULT_START, Model
 
 __all__ = ["get_model", "model_names", "register_model"]
@@ -26,8 +26,9 @@ ModelT = TypeVar("ModelT", bound=Model)
 
 def register_model(model: ModelT) -> ModelT:
     """Make ``model`` (an instance of a ``Model`` subclass) available by its ``name``;
-    returns it. Registering another model under a taken name is an error; registering the
-    same class again (a module imported twice) is not."""
+    returns it. Registering another class under a taken name is an error (a plugin's
+    subclass of a built-in, under the built-in's class name too); registering the same
+    class again (its module imported again: same module, same qualified name) is not."""
     if not isinstance(model, Model):
         raise TypeError(f"model must be a Model instance, got {type(model).__name__}")
     name = getattr(model, "name", None)
@@ -46,8 +47,11 @@ def register_model(model: ModelT) -> ModelT:
             f"model {name}: a start that reads data needs start_statistics and start_from"
         )
     known = _MODELS.get(name)
-    if known is not None and type(known).__qualname__ != type(model).__qualname__:
-        raise ValueError(f"model name {name!r} is taken by {type(known).__name__}")
+    if known is not None and class_path(type(known)) != class_path(kind):
+        raise ValueError(
+            f"model name {name!r} is taken by {class_path(type(known))}: "
+            f"give {class_path(kind)} another name"
+        )
     _MODELS[name] = model
     note_registration(type(model).__module__)
     return model

@@ -416,8 +416,10 @@ class RunSummary(_Schema):
     survivors: int | None = None
     #: The run's forecast (see RunCreated), once it is computed.
     forecast: Forecast | None = None
-    #: ``GET /v1/runs/{run}`` only: the run's health (healthy, degraded, failed) and the
-    #: status page's line for it, naming late, missing and lost hospitals.
+    #: The run's health (healthy, degraded, failed, cancelled) and the status page's line
+    #: for it, naming late, missing and lost hospitals, in every summary (``GET /v1/runs``
+    #: included). None only in an answer of an older coordinator, which sent them for
+    #: ``GET /v1/runs/{run}`` alone.
     health: str | None = None
     health_line: str | None = None
     #: Results being computed in the background (see RunCreated), e.g. ["forecast"].

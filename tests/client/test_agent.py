@@ -480,3 +480,18 @@ def test_5xx_answers_are_retried_with_backoff(tmp_path: Path) -> None:
     assert a.identity().run_id == "r1"
     a.close()
     assert answers == [] and len(sleeps) == 2
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "where"), [("local", "per record"), ("hospital", "once on the holder's sum")]
+)
+def test_the_agent_says_where_its_noise_is_drawn(
+    server: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, mechanism: str, where: str
+) -> None:
+    """Issue 43, finding 17: a hospital-level agent logged "noise std … per record", while
+    its noise is one draw on its sum."""
+    path, _ = single(server, tmp_path, mechanism=mechanism)
+    with caplog.at_level(logging.INFO, logger="ldpem.client"):
+        assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
+    (line,) = [r.getMessage() for r in caplog.records if "noise std" in r.getMessage()]
+    assert f"{mechanism} mechanism" in line and line.endswith(f" {where} (round 0)")

@@ -3,6 +3,7 @@ that match the run that produced them."""
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client import metrics as prometheus_metrics
@@ -20,6 +22,7 @@ from ldpem.client.trust import agent_mechanism
 from ldpem.server.app import create_app
 from ldpem.server.metrics import REFUSAL_REASONS, Metrics
 from tests.fedkit import hospital_headers, live_server, settings
+from tests.secaggdriver import NAMES, InProcessCoordinator, create_run
 from tests.server.opkit import READ, read_headers, run_gauges, scrape, start_run
 
 ROUNDS = 4
@@ -230,3 +233,93 @@ def test_run_health_gauges_follow_a_run_that_misses_a_hospital(tmp_path: Path) -
             "ldpem_run_degraded": 1,
         }
         assert run_gauges(scrape(client), study.run_id) == finished  # an ended run's are kept
+
+
+def test_secagg_messages_are_counted_by_step_and_outcome(tmp_path: Path) -> None:
+    """Issue 43, finding 6: ``ldpem_reports_*`` matched only ``…/reports``, so no secure
+    aggregation message was counted and an alert on refusals could not fire for them."""
+    coordinator = InProcessCoordinator(tmp_path)
+    try:
+        run = create_run(coordinator.client, "metrics")
+        holders = run.holders(0)
+        adverts = {n: h.advertise().to_dict() for n, h in holders.items()}
+        statuses = [run.post(0, n, "advertise", adverts[n]) for n in NAMES[:2]]
+        statuses.append(run.post(0, NAMES[0], "advertise", adverts[NAMES[0]]))  # retried
+        statuses += [
+            # Another holder's message under h2's token, and no token at all.
+            run.post(0, NAMES[2], "advertise", adverts[NAMES[3]]),
+            run.client.post(run.url(0, "advertise"), json=adverts[NAMES[2]]),
+            # Round 1 is not open yet; a step the protocol does not have.
+            run.post(1, NAMES[2], "advertise", adverts[NAMES[2]]),
+            run.post(0, NAMES[2], "gossip", {}),
+        ]
+        seen = [r.status_code for r in statuses]
+        samples = scrape(coordinator.client)
+    finally:
+        coordinator.close()
+    assert seen == [200, 200, 200, 403, 401, 409, 422]
+
+    def count(step: str, outcome: str) -> float:
+        return samples[("ldpem_secagg_messages_total", (("outcome", outcome), ("step", step)))]
+
+    assert count("advertise", "accepted") == 3
+    assert count("advertise", "refused") == 2
+    assert count("advertise", "out_of_step") == 1
+    assert count("other", "refused") == 1
+    # Every step's series exists from the start, at 0, for increase() to see a first one.
+    assert count("unmask", "refused") == 0 and count("shares", "error") == 0
+    # Secagg messages are not reports.
+    assert samples[("ldpem_reports_accepted_total", ())] == 0
+    assert refused(samples, "unauthenticated") == 0
+
+
+FEDERATED = Path(__file__).resolve().parents[2] / "docs" / "FEDERATED.md"
+#: ``name{label="value", label=~"regex"}`` in a PromQL expression (the selectors our rules use).
+_SELECTOR = re.compile(r"\b(ldpem_[a-z_]+)(?:\{([^}]*)\})?")
+_MATCHER = re.compile(r'(\w+)\s*(=~|=)\s*"([^"]*)"')
+
+
+def documented_rules() -> list[dict[str, Any]]:
+    """The alerting rules of docs/FEDERATED.md's ``groups:`` YAML block(s), parsed."""
+    blocks = re.findall(r"```yaml\n(groups:.*?)```", FEDERATED.read_text(), flags=re.S)
+    assert blocks, "no alerting rules in docs/FEDERATED.md"
+    groups = [g for block in blocks for g in yaml.safe_load(block)["groups"]]
+    return [rule for g in groups for rule in g["rules"]]
+
+
+def selects(samples: dict[Any, float], name: str, matchers: str) -> bool:
+    """Whether some exported sample is of ``name`` and matches every label matcher."""
+    wanted = _MATCHER.findall(matchers)
+    for sample_name, labels in samples:
+        found = dict(labels)
+        if sample_name == name and all(
+            (re.fullmatch(value, found.get(label, "")) if op == "=~" else found.get(label) == value)
+            for label, op, value in wanted
+        ):
+            return True
+    return False
+
+
+def test_the_documented_alerts_select_exported_series_secagg_refusals_included(
+    tmp_path: Path,
+) -> None:
+    """Every selector of docs/FEDERATED.md's alerting rules names a series /metrics
+    exports (of a running secagg run), and a rule fires on refused secagg messages
+    (issue 43, finding 6: the refusal alert could not fire for secure aggregation)."""
+    coordinator = InProcessCoordinator(tmp_path)
+    try:
+        create_run(coordinator.client, "alerts")
+        samples = scrape(coordinator.client)
+    finally:
+        coordinator.close()
+    rules = documented_rules()
+    selectors = [m for rule in rules for m in _SELECTOR.findall(rule["expr"])]
+    assert selectors
+    missing = [f"{n}{{{m}}}" for n, m in selectors if not selects(samples, n, m)]
+    assert missing == []
+    on_secagg = [
+        rule["alert"]
+        for rule in rules
+        if ("ldpem_secagg_messages_total", 'outcome="refused"') in _SELECTOR.findall(rule["expr"])
+    ]
+    assert len(on_secagg) == 1

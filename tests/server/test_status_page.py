@@ -301,6 +301,45 @@ def test_a_run_that_finished_with_missing_rounds_is_degraded_and_names_them(
     ) in page
 
 
+def test_the_run_list_and_get_runs_carry_each_run_s_health(tmp_path: Path) -> None:
+    """Issue 43, finding 5: the run list said "finished" for a degraded run, and
+    ``GET /v1/runs`` had ``health`` null, while the run's own page said "Degraded"."""
+    with TestClient(create_app(settings(tmp_path))) as client:
+        gap = start_run(client, records=200, rounds=2, quorum=2, round_deadline=0.2)
+        gap.round(0, [0, 1])
+        deadline = time.monotonic() + 20
+        while client.get(f"/v1/runs/{gap.run_id}").json()["round"] == 0:
+            assert time.monotonic() < deadline, "round 0 did not close at its deadline"
+            time.sleep(0.05)
+        gap.round(1, range(3))
+        # A second run, just opened (tokens generated: the first run holds the fixed ones).
+        request = run_request(rounds=5, hospitals=2)
+        request["hospitals"] = [{"name": f"x{i}", "records": 200} for i in range(2)]
+        fresh = client.post("/v1/runs", json=request, headers=admin_headers()).json()["run_id"]
+        listed = {r["run_id"]: r for r in client.get("/v1/runs").json()}
+        single = {r: client.get(f"/v1/runs/{r}").json() for r in listed}
+        page = client.get("/").text
+    assert sorted(listed) == sorted([gap.run_id, fresh])
+    for run_id, run in listed.items():
+        # The list says what the run's own summary says: one assessment for both.
+        assert (run["health"], run["health_line"]) == (
+            single[run_id]["health"],
+            single[run_id]["health_line"],
+        )
+    assert listed[gap.run_id]["status"] == "finished"
+    assert listed[gap.run_id]["health"] == "degraded"
+    assert listed[gap.run_id]["health_line"] == "finished with missing rounds: h2 reported 1 of 2"
+    assert listed[fresh]["health"] == "healthy"
+    table = page.split('<table id="runs">')[1].split("</table>")[0]
+    rows = {run_id: row for row in table.split("<tr>") for run_id in listed if run_id in row}
+    assert '<td class="health-healthy"><strong>Healthy</strong></td>' in rows[fresh]
+    assert (
+        '<td class="health-degraded"><strong>Degraded</strong>: finished with missing rounds: '
+        "h2 reported 1 of 2</td>"
+    ) in rows[gap.run_id]
+    assert "2 runs: 1 running, 1 finished, 0 failed; 1 degraded." in page
+
+
 def test_unknown_run_page_is_404(tmp_path: Path) -> None:
     with TestClient(create_app(settings(tmp_path))) as client:
         assert client.get("/runs/nope").status_code == 404
