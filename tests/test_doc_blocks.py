@@ -1,0 +1,186 @@
+"""Every shell block of README.md and docs/FEDERATED.md runs as pasted (issue 43).
+
+A document's ``sh``/``bash``/``console`` blocks are run in order, verbatim, by one
+``bash -euo pipefail`` in a fresh empty folder, with the installed ``ldpem`` on the PATH
+and none of the tests' ``LDPEM_*`` settings: as an operator pastes them one after the other
+into one terminal. Later blocks see the files, variables and background jobs of earlier
+ones; a block that needs something from an earlier one says so in the prose above it.
+
+A block that cannot run here by nature (a Docker engine, a database server, the
+repository's own Makefile) carries ``<!-- not-run: REASON -->`` on the line right above
+its fence. A shell block without the marker is run; a fence in a language the harness
+does not know fails the test, so no block escapes by its spelling. When the blocks are
+done, nothing they started may still be running: a try must clean up after itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.dockit import environment
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "FEDERATED.md"]
+SHELL = {"sh", "bash", "console"}
+#: Fenced blocks that are not commands: data, code the Python tests run, plain output.
+OTHER = {"", "json", "yaml", "sql", "python", "text", "toml"}
+NOT_RUN = re.compile(r"^\s*<!-- not-run: (?P<reason>.*\S) -->\s*$")
+FENCE = re.compile(r"^(?P<indent> *)```(?P<language>[\w-]*)\s*$")
+#: Seconds for all of one document's blocks (the harness's share of CI: about 4 minutes).
+TIMEOUT = 200
+#: Seconds for processes a document stopped to exit after its last block.
+SETTLE = 15
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced shell block: where it starts, its text (list indentation removed) and,
+    when marked, why it is not run."""
+
+    document: str
+    line: int
+    language: str
+    text: str
+    not_run: str | None
+
+
+def blocks(text: str, document: str) -> list[Block]:
+    """The shell blocks of ``text`` in order. A fence of an unknown language, an empty
+    ``not-run`` reason or a marker above anything but a shell block is an error."""
+    lines = text.splitlines()
+    found: list[Block] = []
+    number = 0
+    while number < len(lines):
+        fence = FENCE.match(lines[number])
+        if fence is None:
+            if "not-run" in lines[number] and NOT_RUN.match(lines[number]) is None:
+                raise ValueError(f"{document}:{number + 1}: malformed not-run marker")
+            number += 1
+            continue
+        indent, language = fence["indent"], fence["language"]
+        closing = next(
+            (i for i in range(number + 1, len(lines)) if lines[i] == f"{indent}```"), None
+        )
+        if closing is None:
+            raise ValueError(f"{document}:{number + 1}: fence never closed")
+        above = NOT_RUN.match(lines[number - 1]) if number > 0 else None
+        if language in SHELL:
+            body = "\n".join(line.removeprefix(indent) for line in lines[number + 1 : closing])
+            reason = above["reason"] if above else None
+            found.append(Block(document, number + 1, language, body + "\n", reason))
+        elif language not in OTHER:
+            raise ValueError(f"{document}:{number + 1}: a ```{language} block: sh or marked")
+        elif above is not None:
+            raise ValueError(f"{document}:{number}: a not-run marker above a non-shell block")
+        number = closing + 1
+    return found
+
+
+def commands(block: Block) -> str:
+    """What a block runs: a ``console`` block's ``$ `` lines (and their continuations),
+    the others whole."""
+    if block.language != "console":
+        return block.text
+    kept: list[str] = []
+    continued = False
+    for line in block.text.splitlines():
+        if continued or line.startswith("$ "):
+            kept.append(line if continued else line[2:])
+            continued = line.endswith("\\")
+    return "\n".join(kept) + "\n"
+
+
+def script(runnable: list[Block]) -> str:
+    """The blocks one after the other, each announced on stderr by its place in the
+    document, so that a failure names the block it happened in."""
+    parts = []
+    for block in runnable:
+        parts.append(f"printf '\\n=== %s\\n' '{block.document}:{block.line}' >&2\n")
+        parts.append(commands(block))
+    return "".join(parts)
+
+
+def test_blocks_are_found_marked_and_refused() -> None:
+    text = (
+        "intro\n\n```sh\necho one\n```\n\n<!-- not-run: needs docker -->\n```bash\n"
+        "docker compose up\n```\n\n1. step\n\n   ```console\n   $ echo two \\\n"
+        "   >   three\n   two three\n   ```\n\n```json\n{}\n```\n"
+    )
+    found = blocks(text, "doc.md")
+    assert [(b.line, b.language, b.not_run) for b in found] == [
+        (3, "sh", None),
+        (8, "bash", "needs docker"),
+        (14, "console", None),
+    ]
+    assert commands(found[2]) == "echo two \\\n>   three\n"
+    for bad in (
+        "```shell\nls\n```\n",  # an unknown language would escape the harness
+        "<!-- not-run:  -->\n```sh\nls\n```\n",  # a marker without its reason
+        "<!-- not-run: why -->\n```json\n{}\n```\n",  # a marker on a block that never runs
+        "```sh\nls\n",  # an unclosed fence
+    ):
+        with pytest.raises(ValueError):
+            blocks(bad, "doc.md")
+
+
+def test_the_documents_mark_only_what_cannot_run_here() -> None:
+    """Each marked block says why; the documents keep blocks that run (the marker is not
+    a way out of the harness)."""
+    for document in DOCUMENTS:
+        found = blocks(document.read_text(), document.name)
+        marked = [b for b in found if b.not_run is not None]
+        assert len(found) - len(marked) >= 4, f"{document.name}: few blocks run"
+        for block in marked:
+            assert len(block.not_run.split()) >= 3, f"{document.name}:{block.line}"
+
+
+def leftovers(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda d: d.name)
+def test_every_shell_block_runs_as_pasted(document: Path, tmp_path: Path) -> None:
+    name = str(document.relative_to(ROOT))
+    runnable = [b for b in blocks(document.read_text(), name) if b.not_run is None]
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "blocks.sh").write_text(script(runnable))
+    log = tmp_path / "blocks.log"
+    with log.open("wb") as out:
+        shell = subprocess.Popen(
+            ["bash", "-euo", "pipefail", str(tmp_path / "blocks.sh")],
+            cwd=work,
+            env=environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: whatever it started is in it
+        )
+    try:
+        status = shell.wait(TIMEOUT)
+    except subprocess.TimeoutExpired:
+        status = None
+    deadline = time.monotonic() + SETTLE
+    while leftovers(shell.pid) and status is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = leftovers(shell.pid)
+    if left:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait(10)
+    output = log.read_text(errors="replace")[-6000:]
+    assert status is not None, f"{name}: the blocks did not end in {TIMEOUT} s\n{output}"
+    assert status == 0, f"{name}: the block last announced failed (exit {status})\n{output}"
+    assert not left, f"{name}: the blocks left processes running\n{output}"
