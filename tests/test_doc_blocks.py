@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -167,12 +168,106 @@ def environment() -> dict[str, str]:
     return env
 
 
-def leftovers(group: int) -> bool:
+def busy_ports(text: str) -> list[int]:
+    """The ports the blocks serve or reach on this machine that something else listens on
+    already (another coordinator would answer the blocks' requests in their place)."""
+    ports = {int(p) for p in re.findall(r"(?:127\.0\.0\.1:|--port )(\d+)", text)}
+    busy = []
+    for port in sorted(ports):
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                busy.append(port)
+    return busy
+
+
+def state(pid: int) -> tuple[str, int] | None:
+    """A process's state letter and process group, from /proc; None once it is gone."""
     try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[2])
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent to reap it."""
+    found = state(pid)
+    return found is not None and found[0] != "Z"
+
+
+def running(group: int) -> list[int]:
+    """The processes of process group ``group`` still alive."""
+    pids = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()]
+    return [pid for pid in pids if (found := state(pid)) and found[1] == group and alive(pid)]
+
+
+def leftovers(group: int) -> bool:
+    return bool(running(group))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run of blocks ended: bash's exit status (None: stopped at the timeout),
+    whether processes it started were still running, and the tail of their output."""
+
+    status: int | None
+    left_running: bool
+    output: str
+
+
+def run_blocks(runnable: list[Block], folder: Path, *, timeout: float, settle: float) -> Outcome:
+    """``runnable`` in one ``bash -euo pipefail`` in ``folder``/work (made empty here),
+    then up to ``settle`` seconds for what they started to exit; whatever is left is
+    killed."""
+    work = folder / "work"
+    work.mkdir()
+    (folder / "blocks.sh").write_text(script(runnable))
+    log = folder / "blocks.log"
+    with log.open("wb") as out:
+        shell = subprocess.Popen(
+            ["bash", "-euo", "pipefail", str(folder / "blocks.sh")],
+            cwd=work,
+            env=environment(),
+            stdin=subprocess.DEVNULL,  # a command reading stdin must not eat the script
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: whatever it started is in it
+        )
+    try:
+        status: int | None = shell.wait(timeout)
+    except subprocess.TimeoutExpired:
+        status = None
+    deadline = time.monotonic() + settle
+    while leftovers(shell.pid) and status is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = leftovers(shell.pid)
+    if left:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait(10)
+        killed = time.monotonic() + 10  # a signal is delivered when its process next runs
+        while leftovers(shell.pid) and time.monotonic() < killed:
+            time.sleep(0.05)
+    return Outcome(status, left, log.read_text(errors="replace")[-6000:])
+
+
+def test_the_harness_fails_a_failing_block_and_one_left_running(tmp_path: Path) -> None:
+    def outcome(text: str, name: str) -> Outcome:
+        (tmp_path / name).mkdir()
+        return run_blocks(blocks(text, name), tmp_path / name, timeout=30, settle=1)
+
+    fine = outcome("```sh\nx=1\necho > file\n```\n\n```sh\ncat file; echo $x\n```\n", "a")
+    assert (fine.status, fine.left_running) == (0, False), fine.output
+    unset = outcome("```sh\necho $NOT_SET_ANYWHERE\nexit 0\n```\n", "b")  # -u
+    assert unset.status not in (None, 0) and "=== b:1" in unset.output, unset.output
+    piped = outcome("```sh\nfalse | cat\nexit 0\n```\n", "c")  # pipefail
+    assert piped.status not in (None, 0), piped.output
+    left = outcome("```sh\nsleep 60 &\necho $! > ../sleeper\n```\n", "d")  # left running
+    assert (left.status, left.left_running) == (0, True), left.output
+    sleeper = int((tmp_path / "d" / "sleeper").read_text())
+    assert not alive(sleeper)  # the harness killed it
 
 
 @pytest.mark.slow
@@ -180,32 +275,10 @@ def leftovers(group: int) -> bool:
 def test_every_shell_block_runs_as_pasted(document: Path, tmp_path: Path) -> None:
     name = str(document.relative_to(ROOT))
     runnable = [b for b in blocks(document.read_text(), name) if b.not_run is None]
-    work = tmp_path / "work"
-    work.mkdir()
-    (tmp_path / "blocks.sh").write_text(script(runnable))
-    log = tmp_path / "blocks.log"
-    with log.open("wb") as out:
-        shell = subprocess.Popen(
-            ["bash", "-euo", "pipefail", str(tmp_path / "blocks.sh")],
-            cwd=work,
-            env=environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: whatever it started is in it
-        )
-    try:
-        status = shell.wait(TIMEOUT)
-    except subprocess.TimeoutExpired:
-        status = None
-    deadline = time.monotonic() + SETTLE
-    while leftovers(shell.pid) and status is not None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = leftovers(shell.pid)
-    if left:
-        os.killpg(shell.pid, signal.SIGKILL)
-        shell.wait(10)
-    output = log.read_text(errors="replace")[-6000:]
-    assert status is not None, f"{name}: the blocks did not end in {TIMEOUT} s\n{output}"
-    assert status == 0, f"{name}: the block last announced failed (exit {status})\n{output}"
-    assert not left, f"{name}: the blocks left processes running\n{output}"
+    busy = busy_ports(script(runnable))
+    assert not busy, f"{name}: its blocks need ports {busy}, which are in use on this machine"
+    outcome = run_blocks(runnable, tmp_path, timeout=TIMEOUT, settle=SETTLE)
+    output = outcome.output
+    assert outcome.status is not None, f"{name}: the blocks did not end in {TIMEOUT} s\n{output}"
+    assert outcome.status == 0, f"{name}: the last block announced failed\n{output}"
+    assert not outcome.left_running, f"{name}: the blocks left processes running\n{output}"
