@@ -58,6 +58,7 @@ from ldpem.client.secagg import (
     aggregate,
     charged_ratio,
     check_graph,
+    check_worst_case,
     load_secagg,
     session_ratio,
 )
@@ -253,7 +254,16 @@ class Agent:
             # shares than the run's c promises: each round is charged for what it holds.
             least = session_ratio(shares)
             mechanisms = [(m, max(mu, least)) for m, mu in mechanisms]
-            self._check_worst_case(me, shares, max(mu for _, mu in mechanisms))
+            check_worst_case(
+                self.ledger,
+                shares,
+                run_id=me.run_id,
+                mu=max(mu for _, mu in mechanisms),
+                dataset=cfg.dataset,
+                epsilon=cfg.epsilon,
+                delta=cfg.delta,
+                accounting=cfg.accounting,
+            )
         binding = run_binding(
             me, mechanisms=mechanisms, allow_weaker=cfg.allow_weaker, dataset=cfg.dataset, **budget
         )
@@ -292,25 +302,6 @@ class Agent:
             groups=groups,
             params_json=canonical(params.model_dump(mode="json")),
         )
-
-    def _check_worst_case(self, me: Identity, shares: SecAggSession, mu: float) -> None:
-        """Refuse, before joining, a secagg run whose worst case would take this agent's
-        dataset over its budget: every round charged at the most it can cost, a round
-        refused after its masked input left included (``SecAggSession.fallback_epsilon``).
-        The ledger then never meets a round it must refuse half-way through the run."""
-        cfg = self.config
-        spent = self.ledger.spent_epsilon(
-            cfg.dataset, delta=cfg.delta, accounting=cfg.accounting, extra=(me.run_id, mu)
-        )
-        if spent > cfg.epsilon * (1.0 + 1e-9):
-            raise AgentError(
-                f"run {me.run_id}: its worst case, every round charged epsilon "
-                f"{max(shares.fallback_epsilon, shares.run.epsilon):.4g} (the fallback of a "
-                f"round refused after masking, with {shares.describe()} honest shares), "
-                f"would bring dataset {cfg.dataset!r} to epsilon {spent:.4g}, over this "
-                f"agent's --epsilon {cfg.epsilon:g}: refusing the run before joining (a "
-                f"smaller --max-colluders, if fewer roster members can collude, lowers it)"
-            )
 
     def _bind(self, run_id: str, binding: str, data_key: str) -> Binding:
         """The run's binding: stored at the first contact, checked at every restart."""

@@ -98,8 +98,9 @@ _ROUND_COLUMNS = (
 class Entry:
     """One round's ledger entry. ``data`` is the dataset the spend is charged to. status:
     reserved (spend charged, no report made yet: nothing was sent), persisted (report bytes
-    stored, not yet acknowledged), acknowledged, or late (the coordinator had closed the
-    round; the budget counts as spent all the same)."""
+    stored, not yet acknowledged), acknowledged, late (the coordinator had closed the
+    round; the budget counts as spent all the same), and for noise shares masked and
+    refused (``client/secagg.py``)."""
 
     run_key: str
     round: int
@@ -111,8 +112,9 @@ class Entry:
     beta_digest: str
     body: bytes
     status: str
-    #: Noise shares only: the ε (at the run's δ) of this holder's own share alone, if every
-    #: other holder colluded with the coordinator; recorded, not charged. None otherwise.
+    #: Noise shares only: the ε (at the run's δ) of a sum of the honest shares this agent
+    #: assumes (t_min − max(c, b), or h), what a masked round costs, refused or not
+    #: (docs/PRIVACY.md, "What a refused round costs"). None otherwise.
     fallback_epsilon: float | None = None
 
 

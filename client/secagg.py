@@ -66,6 +66,7 @@ __all__ = [
     "charged_ratio",
     "check_graph",
     "check_share",
+    "check_worst_case",
     "fallback",
     "load_secagg",
     "session_ratio",
@@ -296,6 +297,34 @@ def charged_ratio(
     if params.holders is None:
         return mu
     return ratio_for_budget(epsilon, delta, accounting)
+
+
+def check_worst_case(
+    ledger: Ledger,
+    session: SecAggSession,
+    *,
+    run_id: str,
+    mu: float,
+    dataset: str,
+    epsilon: float,
+    delta: float,
+    accounting: str,
+) -> None:
+    """Refuse (AgentError, one line), before joining, a secagg run whose worst case would
+    take ``dataset`` over the agent's budget (``epsilon`` at ``delta``): every round
+    charged ``mu``, the most one can cost, a round refused after its masked input left
+    included (``SecAggSession.fallback_epsilon``; docs/PRIVACY.md, "What a refused round
+    costs"). The ledger then never meets a round it must refuse half-way through."""
+    spent = ledger.spent_epsilon(dataset, delta=delta, accounting=accounting, extra=(run_id, mu))
+    if spent > epsilon * (1.0 + 1e-9):
+        raise AgentError(
+            f"run {run_id}: its worst case, every round charged epsilon "
+            f"{max(session.fallback_epsilon, session.run.epsilon):.4g} (a round refused "
+            f"after masking costs the same: a sum with {session.describe()} honest shares), "
+            f"would bring dataset {dataset!r} to epsilon {spent:.4g}, over this agent's "
+            f"--epsilon {epsilon:g}: refusing the run before joining (a smaller "
+            f"--max-colluders, if fewer roster members can collude, lowers it)"
+        )
 
 
 def session_ratio(session: SecAggSession) -> float:

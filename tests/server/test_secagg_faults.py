@@ -338,3 +338,19 @@ def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: InProcessCoor
     # Round 1's liar was named and left out; the run finished.
     assert run.summary()["status"] == "finished"
     assert list(stored_sum(coordinator.tmp_path, run.run_id, 1)["faulty"]) == ["h2"]
+
+
+def test_a_retry_is_accepted_while_the_round_is_open_and_409_after(
+    coordinator: InProcessCoordinator,
+) -> None:
+    """docs/SECAGG.md's claim, as it now reads (issue 41, finding 5: it said a retry is
+    accepted "also after the step closed", and after the round closed it was a 409): an
+    advertisement sent again once its step closed is accepted while the round is open; once
+    the round closed, the same message is answered 409."""
+    run = create_run(coordinator.client, "a")
+    played = play_round(run, 0, run.inputs(1), until="shares")
+    advert = played.sent["advertise"]["h0"].to_dict()
+    assert run.post(0, "h0", "advertise", advert).status_code == 200  # step closed, round open
+    played = play_round(run, 0, run.inputs(1), holders=played.holders)
+    assert run.summary()["round"] == 1
+    assert run.post(0, "h0", "advertise", advert).status_code == 409
