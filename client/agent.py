@@ -51,6 +51,7 @@ from ldpem.client.binding import (
 from ldpem.client.faults import FAULT_ENV, inject
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
 from ldpem.client.link import CoordinatorLink, LinkHooks
+from ldpem.client.retry import GIVE_UP
 from ldpem.client.secagg import (
     MASKED,
     SecAggConfig,
@@ -112,7 +113,7 @@ class AgentConfig:
     model: str
     accounting: str = "exact"
     allow_weaker: bool = False
-    give_up: float = 600.0
+    give_up: float = GIVE_UP
     wait: float = 30.0
     #: CA certificate (PEM) to verify the coordinator's TLS certificate; default: system CAs.
     ca_cert: Path | None = None
