@@ -312,7 +312,11 @@ def init_coordinator(args: argparse.Namespace) -> int:
     # All or nothing: refuse before writing if any file exists (a token in use, a key).
     existing = [directory / name for name in files if (directory / name).exists()]
     if existing:
-        raise UserError(f"{existing[0]}: exists; ldpem coordinator init never overwrites")
+        raise UserError(
+            f"{existing[0]}: exists, and ldpem coordinator init never overwrites (a "
+            f"coordinator or the hospitals may be using it): init into a new folder "
+            f"(ldpem coordinator init NEW_DIR ...), or remove {directory} first if nothing uses it"
+        )
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -94,8 +95,13 @@ CLIENT = "client --coordinator http://127.0.0.1:1 --token-file t --model gmm --d
     ],
 )
 def test_an_unknown_option_is_named_not_taken_as_a_prefix(
-    argv: str, named: str, capsys: pytest.CaptureFixture[str]
+    argv: str,
+    named: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # a command taken wrongly writes there, not in the checkout
     assert_refused(argv, capsys)
     line = capsys.readouterr().err.strip()
     assert named in line, line
