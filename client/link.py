@@ -4,7 +4,7 @@ A connection error or a 5xx is retried with exponential backoff and jitter until
 ``give_up`` seconds have passed; a 4xx is the caller's to judge. A TLS certificate that
 does not verify is not retried: it will not verify later either (``untrusted``). Every 200
 answer is parsed with the wire's strict schemas, and anything else is a one-line refusal:
-the coordinator's words in a message are bounded to one line of 300 characters.
+the coordinator's words in a message are bounded to one line of DETAIL_BOUND characters.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ log = logging.getLogger("ldpem.client")
 #: timeout (``ldpem coordinator``'s KEEP_ALIVE), so the agent never reuses a connection
 #: the server is closing; a server that closes sooner costs a retried request.
 KEEPALIVE_EXPIRY = 60.0
+#: Characters of a coordinator's refusal an agent's message shows (``detail``).
+DETAIL_BOUND = 1000
 #: Seconds beyond a long-poll's asked wait before its read times out: the coordinator's
 #: answer may leave after the full wait, then crosses the network.
 READ_MARGIN = 30.0
@@ -219,10 +221,12 @@ class CoordinatorLink:
         except ValueError:
             body = response.text
         detail = body.get("detail", body) if isinstance(body, dict) else body
-        text = detail if isinstance(detail, str) else json.dumps(detail)
-        # The coordinator's words end up in this agent's one-line error: one line, bounded.
+        text = detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)
+        # The coordinator's words end up in this agent's one-line error: one line, bounded
+        # (a hostile coordinator's megabyte is not printed), above any refusal of ours, so
+        # that none is cut before its fix.
         text = " ".join(text.split())
-        return text if len(text) <= 300 else text[:300] + "…"
+        return text if len(text) <= DETAIL_BOUND else text[:DETAIL_BOUND] + "…"
 
     def answer(self, model: type[Answer], response: httpx.Response, what: str) -> Answer:
         """The coordinator's 200 answer as ``model`` (strict types); AgentError, one line,

@@ -165,4 +165,8 @@ def test_secagg_topology_expander_from_the_command_line_is_refused_where_it_cann
     message = captured.err.strip()
     assert "secagg_topology expander cannot be met" in message and "\n" not in message
     assert "use secagg_topology mesh" in message and "Traceback" not in message
+    # Whole, and as written (issue 43, finding 11): it was cut at 200 characters before
+    # its fix ("…use secagg_topology mesh (aut\\u2026"), the escape printed raw.
+    assert message.endswith('use secagg_topology mesh (auto picks it)"'), message
+    assert "\\u" not in message, message
     assert captured.out == ""
