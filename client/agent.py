@@ -253,29 +253,11 @@ class Agent:
         groups = round_groups(
             records, params.rounds, reuse=False, rng=rng, schedule=params.schedule
         )
-        log.info(
-            "hospital %s in run %s: %d records, %s mechanism, budget epsilon %g delta %g, "
-            "noise std %.4g per record (round 0)",
-            me.hospital,
-            me.run_id,
-            me.records,
-            params.mechanism,
-            epsilon,
-            delta,
-            mechanisms[0][0].noise_std,
-        )
         shares = None
         if params.holders is not None:  # noise shares: masked (ldpem.client.secagg)
             # Equal rounds only (``protocol.check_noise_shares``): one mechanism for all.
             first = mechanisms[0][0]
             shares = load_secagg(cfg.secagg, params, me.hospital, first)
-            log.info(
-                "charged: epsilon %g with at least %s honest holders; "
-                "fallback epsilon %.4g if all others collude (both in the ledger)",
-                epsilon,
-                shares.describe(),
-                shares.fallback_epsilon,
-            )
         return _Session(
             shares=shares,
             me=me,
@@ -297,6 +279,8 @@ class Agent:
         while True:
             info = self.poll(session.run_id, after)
             check_round(session.me, info, session.params_json)
+            if after == -1:
+                self._announce(session, info.round)
             if info.status == "finished":
                 self._warn_missed(session, after + 1, session.params.rounds)
                 log.info("run %s finished after %d rounds", session.run_id, session.params.rounds)
@@ -316,6 +300,26 @@ class Agent:
             with log_context(round=info.round):
                 self._report(session, info)
             after = info.round
+
+    def _announce(self, session: _Session, t: int) -> None:
+        """The agent's first line, once the run's round ``t`` is known (a restarted agent
+        joins a run at its round, not at round 0): who, what, the budget and the noise of
+        the round it takes part in next."""
+        params = session.params
+        current = min(t, params.rounds - 1)
+        log.info(
+            "hospital %s in run %s: %d records, %s mechanism, budget epsilon %g delta %g, "
+            "noise std %.4g per record (round %d of %d)",
+            session.me.hospital,
+            session.run_id,
+            session.me.records,
+            params.mechanism,
+            session.epsilon,
+            session.delta,
+            session.mechanisms[current][0].noise_std,
+            current,
+            params.rounds,
+        )
 
     def _warn_missed(self, session: _Session, first: int, end: int) -> None:
         """A warning for each round in [first, end) that closed before this agent reported
@@ -399,7 +403,7 @@ class Agent:
         limit_epsilon, limit_delta = cfg.epsilon, cfg.delta
         unchecked = cfg.allow_weaker and math.isinf(mu)
         try:
-            return self.ledger.reserve(
+            reserved = self.ledger.reserve(
                 Entry(
                     run_key=me.run_id,
                     round=t,
@@ -423,6 +427,16 @@ class Agent:
                 f"(at delta {limit_delta:g}) on some records of dataset {cfg.dataset!r} of "
                 f"{cfg.state}, over this agent's budget of {limit_epsilon:g}; refusing"
             ) from None
+        if shares is not None:  # said once it is so: a refused round was never charged
+            log.info(
+                "round %d charged: epsilon %g with at least %s honest holders; "
+                "fallback epsilon %.4g if all others collude (both in the ledger)",
+                t,
+                session.epsilon,
+                shares.describe(),
+                shares.fallback_epsilon,
+            )
+        return reserved
 
     def _send(self, run_id: str, t: int, body: bytes) -> None:
         response = self.link.request(
