@@ -59,6 +59,7 @@ from ldpem.run_request import (
     describe_setting,
     planned_setting,
     read_request,
+    requested_setting,
 )
 from ldpem.run_tokens import check_token_files, write_token_files
 from ldpem.run_watch import UNREACHABLE, CoordinatorGone, RunReader
@@ -260,9 +261,12 @@ def create_run(args: argparse.Namespace) -> int:
     if args.secagg_topology is not None:
         request["secagg_topology"] = args.secagg_topology
     planned: dict[str, Any] | None = None
+    requested: dict[str, Any] | None = None
     if args.plan:
         from ldpem.run_plan import planned_request
 
+        if isinstance(request, dict):
+            requested = requested_setting(request)
         request = planned_request(request, seeds=args.plan_seeds, workers=args.workers)
         planned = planned_setting(request)
     if args.tokens_dir is not None:
@@ -283,15 +287,19 @@ def create_run(args: argparse.Namespace) -> int:
     if response.status_code != 201:
         raise _fail(response, f"{args.config}: run not created")
     body = response.json()
+    secagg = secagg_line(body["params"])
     if args.tokens_dir is None:
         json.dump(body if planned is None else {**body, "plan": planned}, sys.stdout, indent=2)
         print()
+        if secagg is not None:  # stdout is the JSON alone
+            print(secagg, file=sys.stderr)
     else:
         files = write_token_files(args.tokens_dir, body["tokens"], request)
         summary = _created_summary(body, files)
         if planned is not None:  # the first line: "run … created: …, with the planner's …"
             first, _, rest = summary.partition("\n")
-            summary = f"{first}, with the planner's setting: {describe_setting(planned)}\n{rest}"
+            setting = describe_setting(planned, requested)
+            summary = f"{first}, with the planner's setting: {setting}\n{rest}"
         print(summary)
     for warning in (body.get("warning"), default_delta_warning(request, body["params"])):
         if warning:
@@ -306,6 +314,9 @@ def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str
         f"{params['rounds']} rounds, mechanism {params['mechanism']}, "
         f"epsilon {params['epsilon']:g}, delta {params['delta']:g}"
     ]
+    secagg = secagg_line(params)
+    if secagg is not None:
+        lines.append(secagg)
     lines.extend(forecast_lines(body))
     lines.append("token files (mode 600): send each to its hospital only")
     width = max(len(name) for name in files)
@@ -319,6 +330,32 @@ def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str
     return "\n".join(lines)
 
 
+def secagg_line(params: dict[str, Any]) -> str | None:
+    """A secure-aggregation run's values as the coordinator published them (its public
+    parameters: t_min, c, K and, on a graph, its degree and survivor floor): None for any
+    other run. The topology is the published graph's (``SecAggGraph.topology``)."""
+    from ldpem.common.wire import PublicParameters
+
+    published = PublicParameters.model_validate(params)
+    if published.t_min is None or published.holders is None:
+        return None
+    c = published.colluders or 0
+    graph = published.graph
+    topology = "mesh" if graph is None else graph.topology
+    # The honest shares the noise is sized for: t_min - c on the mesh, the graph's h.
+    honest = f"t_min - c = {published.t_min - c}" if graph is None else f"h = {graph.honest}"
+    line = (
+        f"secure aggregation over K = {published.holders} holders: t_min = {published.t_min} "
+        f"(a round's sum needs that many holders' inputs), c = {c} (holders that may collude "
+        f"with the coordinator; the noise shares are sized for {honest} honest holders), "
+        f"topology {topology}"
+    )
+    if graph is not None:
+        line += f" (k = {graph.neighbours} neighbours"
+        line += f", survivor floor T = {graph.survivors})" if graph.survivors else ")"
+    return line
+
+
 def forecast_lines(body: dict[str, Any]) -> list[str]:
     """The forecast of a run (``RunCreated`` or ``RunSummary``): its mean and band, how
     many simulated runs it rests on, and what it becomes at other ‖β*‖/σ; or that it is
@@ -327,7 +364,7 @@ def forecast_lines(body: dict[str, Any]) -> list[str]:
     if forecast is None and "forecast" in body.get("pending", []):
         return [
             "forecast pending: the coordinator simulates the run in the background; "
-            "`ldpem run status` shows it when ready"
+            "`ldpem run status` shows it when ready, or why there is none"
         ]
     if forecast is None:
         expected = body.get("expected_error")

@@ -111,8 +111,10 @@ def test_plan_states_its_setting_in_the_created_line(
     config.write_text(json.dumps(request))
     assert create(server, config, "--plan", "--tokens-dir", str(tmp_path / "tokens")) == 0
     first = capsys.readouterr().out.splitlines()[0]
+    # What it changed, from the request's own (issue 43, finding 14).
     assert first.endswith(
-        ", with the planner's setting: rounds 4, schedule geometric:1.5, final average:2"
+        ", with the planner's setting: rounds 5 -> 4, schedule equal -> geometric:1.5, "
+        "final last -> average:2"
     )
     assert first.startswith("run ") and " created: gmm, d = 4, 4 rounds" in first
 
