@@ -428,6 +428,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _serve(settings, [lock_path(settings.state)] if created else [])
     finally:
+        if created and not settings.state.exists():  # a start that failed leaves nothing
+            with contextlib.suppress(OSError):
+                lock_path(settings.state).unlink()
         os.close(lock)  # the lock is released with its descriptor
 
 

@@ -13,6 +13,7 @@ SIGKILL leaves the file behind but not the lock, so the next start takes it at o
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
@@ -55,7 +56,9 @@ def hold_lock(path: Path, **holder: str) -> int:
     try:
         os.ftruncate(descriptor, 0)
         os.pwrite(descriptor, " ".join(f"{k}={v}" for k, v in fields.items()).encode("ascii"), 0)
-    except OSError:  # a full disk: no lock held, no descriptor left open
-        os.close(descriptor)
-        raise
+    except OSError:
+        # A full disk: the lock holds without its note (a second process is refused all
+        # the same, without the pid); the state's own open then says what is wrong.
+        with contextlib.suppress(OSError):
+            os.ftruncate(descriptor, 0)
     return descriptor
