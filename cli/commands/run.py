@@ -53,6 +53,7 @@ from typing import Any
 from ldpem.actions import ActionSpec, add_actions
 from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
+from ldpem.common.core.naming import natural_sorted
 from ldpem.run_cancel import cancel, cancel_options
 from ldpem.run_request import (
     default_delta_warning,
@@ -320,7 +321,8 @@ def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str
     lines.extend(forecast_lines(body))
     lines.append("token files (mode 600): send each to its hospital only")
     width = max(len(name) for name in files)
-    for name, path in files.items():
+    for name in natural_sorted(files):
+        path = files[name]
         where = "its token was given in the run request" if path is None else str(path)
         lines.append(f"  {name:<{width}}  {where}")
     lines.append(

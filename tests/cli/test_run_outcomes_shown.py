@@ -38,9 +38,9 @@ def secagg_config(tmp_path: Path, k: int, **extra: Any) -> tuple[Path, Path]:
     keys.mkdir(exist_ok=True)
     _, roster_file, _ = keys_and_roster(keys, k)
     request = run_request(hospitals=0, d=2, rounds=2, mechanism="secagg", delta=1e-6, **extra)
-    request["hospitals"] = [
+    request["hospitals"] = [  # listed last to first: the output's order is its own
         {"name": f"h{i}", "records": 100, "token": f"shown-token-{k}-{i:02d}-abcdefgh"}
-        for i in range(k)
+        for i in reversed(range(k))
     ]
     config = tmp_path / f"run{k}.json"
     config.write_text(json.dumps(request))
@@ -68,6 +68,9 @@ def test_run_create_states_t_min_c_and_the_topology_it_got(
     line = next(x for x in out.splitlines() if x.startswith("secure aggregation"))
     assert "K = 16 holders: t_min = 5 " in line and ", c = 2 " in line, line
     assert line.endswith("topology graph (k = 6 neighbours)"), line
+    # The token files in natural order, h2 before h10 (finding 12).
+    listed = [x.split()[0] for x in out.splitlines() if x.startswith("  h")]
+    assert listed == [f"h{i}" for i in range(16)], listed
 
 
 def test_a_failed_forecast_is_shown_by_run_status_and_wait(
