@@ -419,14 +419,14 @@ def lock_state(state: Path, port: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    flags = {name: getattr(args, name) for name in _SETTING_FLAGS}
     from ldpem.server.settings import load_settings
 
+    flags = {name: getattr(args, name) for name in _SETTING_FLAGS}
     settings = load_settings(args.config, **flags)
     created = not lock_path(settings.state).exists()
     lock = lock_state(settings.state, settings.port)
     try:
-        return _serve(settings, [lock_path(settings.state)] if created else [])
+        return _serve(settings)
     finally:
         if created and not settings.state.exists():  # a start that failed leaves nothing
             with contextlib.suppress(OSError):
@@ -434,9 +434,8 @@ def run(args: argparse.Namespace) -> int:
         os.close(lock)  # the lock is released with its descriptor
 
 
-def _serve(settings: Settings, lock_files: list[Path]) -> int:
-    """Serve ``settings`` once this process holds the state's lock; ``lock_files``: the
-    lock file when this start created it, removed with the rest if the state cannot open."""
+def _serve(settings: Settings) -> int:
+    """Serve ``settings`` once this process holds the state's lock."""
     import uvicorn
 
     from ldpem.server.app import create_app
@@ -487,7 +486,7 @@ def _serve(settings: Settings, lock_files: list[Path]) -> int:
     except sqlite3.Error as error:
         # Disk full, read-only directory, not a database: one line, and nothing left
         # behind that this start created.
-        for path in [*fresh, *generated, *lock_files]:
+        for path in [*fresh, *generated]:
             with contextlib.suppress(OSError):  # a read-only directory: nothing was created
                 path.unlink(missing_ok=True)
         raise UserError(f"{settings.state}: cannot open the coordinator state ({error})") from None
