@@ -11,6 +11,7 @@ process ended by SIGPIPE, 141, as ``cat`` would.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import select
 import sys
@@ -73,14 +74,56 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (no usage block), exit status 2, and
-    whose help (its subcommands' too: they are of this class) uses HelpFormatter."""
+    whose help (its subcommands' too: they are of this class) uses HelpFormatter.
+
+    No option is taken by a prefix of its name (``allow_abbrev=False``): ``--eps 1`` is not
+    ``--epsilon 1`` but an unknown option, and so is a prefix that a later option would make
+    ambiguous. An unknown option is named before a missing required one (``--epsilom 1``
+    is reported as unknown, with the option it is nearest to, not as "--epsilon is
+    required"): it is most often that option misspelt."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        given = list(sys.argv[1:] if args is None else args)
+        self._refuse_unknown_options(given)
+        return super().parse_known_args(given, namespace)
+
+    def _refuse_unknown_options(self, given: list[str]) -> None:
+        """Exit naming the first option of ``given`` that this parser (or a subcommand's,
+        which checks its own) does not know, before required options are checked: a first
+        parse with none of them required finds what is left over."""
+        required = [action for action in self._actions if action.required]
+        for action in required:
+            action.required = False
+        try:
+            _, extras = super().parse_known_args(list(given), None)
+        finally:
+            for action in required:
+                action.required = True
+        for extra in extras:
+            if extra == "--":
+                break
+            if extra.startswith("-") and not self._negative_number_matcher.match(extra):
+                name = extra.split("=", 1)[0]
+                self.error(f"unknown option {name}{self._nearest_option(name)}")
+
+    def _nearest_option(self, name: str) -> str:
+        """`` (did you mean --x?)`` for the option ``name`` abbreviates or is nearest to."""
+        known = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+        longer = [o for o in known if o.startswith(name) and len(name) > 2]
+        if longer:
+            return f" (options are not abbreviated: did you mean {' or '.join(longer)}?)"
+        nearest = difflib.get_close_matches(name, known, n=1)
+        return f" (did you mean {nearest[0]}?)" if nearest else ""
 
 
 def _command_modules() -> list[ModuleType]:

@@ -10,15 +10,14 @@ import argparse
 from pathlib import Path
 
 from ldpem.runhttp import CA_HELP, admin_token, refused, token_file_option, unreachable
+from ldpem.urls import coordinator_option
 
 __all__ = ["cancel", "cancel_options"]
 
 
 def cancel_options(cancel: argparse.ArgumentParser) -> None:
     """RUN_ID, --reason and how to reach the coordinator as its admin."""
-    cancel.add_argument(
-        "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
-    )
+    coordinator_option(cancel)
     cancel.add_argument("run_id", metavar="RUN_ID", help="the run to cancel")
     cancel.add_argument(
         "--reason", required=True, metavar="TEXT", help="why, in one line (shown with the run)"

@@ -23,6 +23,7 @@ __all__ = [
     "describe_setting",
     "planned_setting",
     "read_request",
+    "requested_setting",
 ]
 
 #: The request fields ``run create --plan`` sets (``ldpem.run_plan``).
@@ -74,6 +75,20 @@ def planned_setting(request: dict[str, Any]) -> dict[str, Any]:
     return {name: request[name] for name in PLANNED}
 
 
-def describe_setting(setting: dict[str, Any]) -> str:
-    """``rounds 10, schedule equal, final last``."""
-    return ", ".join(f"{name} {value}" for name, value in setting.items())
+def requested_setting(request: dict[str, Any]) -> dict[str, Any]:
+    """The rounds, schedule and final of ``request`` as written, a field left out at its
+    default (schedule equal, final last; rounds has none)."""
+    defaults = {"schedule": "equal", "final": "last"}
+    return {name: request.get(name, defaults.get(name)) for name in PLANNED}
+
+
+def describe_setting(setting: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """``rounds 10, schedule equal, final last``; with the setting ``before`` it, what
+    changed: ``rounds 5 -> 10, schedule equal, final last``."""
+    before = before or {}
+    return ", ".join(
+        f"{name} {before[name]} -> {value}"
+        if before.get(name) is not None and before[name] != value
+        else f"{name} {value}"
+        for name, value in setting.items()
+    )

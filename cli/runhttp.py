@@ -42,12 +42,14 @@ def admin_token(path: Path | None) -> str:
 
 
 def refused(response: Any, what: str) -> UserError:
-    """One line for a coordinator's refusal: ``what``, the HTTP status and its detail."""
+    """One line for a coordinator's refusal: ``what``, the HTTP status and its detail, as
+    written (a string in quotes, its "…" and "ε" as such, not as JSON escapes), whole."""
     try:
         detail = response.json().get("detail")
     except ValueError:
         detail = response.text
-    return UserError(f"{what}: HTTP {response.status_code} {json.dumps(detail)}")
+    shown = " ".join(json.dumps(detail, ensure_ascii=False).split())
+    return UserError(f"{what}: HTTP {response.status_code} {shown}")
 
 
 def unreachable(error: Exception, url: str) -> UserError:

@@ -51,6 +51,7 @@ from ldpem.client.binding import (
 from ldpem.client.faults import FAULT_ENV, inject
 from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
 from ldpem.client.link import CoordinatorLink, LinkHooks
+from ldpem.client.retry import GIVE_UP
 from ldpem.client.secagg import (
     MASKED,
     SecAggConfig,
@@ -114,7 +115,7 @@ class AgentConfig:
     model: str
     accounting: str = "exact"
     allow_weaker: bool = False
-    give_up: float = 600.0
+    give_up: float = GIVE_UP
     wait: float = 30.0
     #: CA certificate (PEM) to verify the coordinator's TLS certificate; default: system CAs.
     ca_cert: Path | None = None
@@ -272,27 +273,6 @@ class Agent:
         groups = round_groups(
             records, params.rounds, reuse=False, rng=rng, schedule=params.schedule
         )
-        log.info(
-            "hospital %s in run %s: %d records, %s mechanism, budget epsilon %g delta %g, "
-            "noise std %.4g %s (round 0)",
-            me.hospital,
-            me.run_id,
-            me.records,
-            params.mechanism,
-            epsilon,
-            delta,
-            mechanisms[0][0].noise_std,
-            mechanisms[0][0].noise_where,
-        )
-        if shares is not None:
-            log.info(
-                "secure aggregation: each masked round will be charged epsilon %.4g, a sum "
-                "with at least %s honest shares (--max-colluders %d; a round refused after "
-                "masking costs the same)",
-                max(epsilon, shares.fallback_epsilon),
-                shares.describe(),
-                shares.assumed,
-            )
         return _Session(
             shares=shares,
             me=me,
@@ -314,6 +294,8 @@ class Agent:
         while True:
             info = self.poll(session.run_id, after)
             check_round(session.me, info, session.params_json)
+            if after == -1:
+                self._announce(session, info.round)
             if info.status == "finished":
                 self._warn_missed(session, after + 1, session.params.rounds)
                 log.info("run %s finished after %d rounds", session.run_id, session.params.rounds)
@@ -333,6 +315,27 @@ class Agent:
             with log_context(round=info.round):
                 self._report(session, info)
             after = info.round
+
+    def _announce(self, session: _Session, t: int) -> None:
+        """The agent's first line, once the run's round ``t`` is known (a restarted agent
+        joins a run at its round, not at round 0): who, what, the budget and the noise of
+        the round it takes part in next."""
+        params = session.params
+        current = min(t, params.rounds - 1)
+        log.info(
+            "hospital %s in run %s: %d records, %s mechanism, budget epsilon %g delta %g, "
+            "noise std %.4g %s (round %d of %d)",
+            session.me.hospital,
+            session.run_id,
+            session.me.records,
+            params.mechanism,
+            session.epsilon,
+            session.delta,
+            session.mechanisms[current][0].noise_std,
+            session.mechanisms[current][0].noise_where,
+            current,
+            params.rounds,
+        )
 
     def _warn_missed(self, session: _Session, first: int, end: int) -> None:
         """A warning for each round in [first, end) that closed before this agent reported
@@ -416,7 +419,7 @@ class Agent:
         limit_epsilon, limit_delta = cfg.epsilon, cfg.delta
         unchecked = cfg.allow_weaker and math.isinf(mu)
         try:
-            return self.ledger.reserve(
+            reserved = self.ledger.reserve(
                 Entry(
                     run_key=me.run_id,
                     round=t,
@@ -440,6 +443,16 @@ class Agent:
                 f"(at delta {limit_delta:g}) on some records of dataset {cfg.dataset!r} of "
                 f"{cfg.state}, over this agent's budget of {limit_epsilon:g}; refusing"
             ) from None
+        if shares is not None:  # said once it is so: a refused round was never charged
+            log.info(
+                "round %d charged: epsilon %.4g, a sum with at least %s honest shares "
+                "(--max-colluders %d; a round refused after masking costs the same)",
+                t,
+                max(session.epsilon, shares.fallback_epsilon),
+                shares.describe(),
+                shares.assumed,
+            )
+        return reserved
 
     def _send(self, run_id: str, t: int, body: bytes) -> None:
         response = self.link.request(

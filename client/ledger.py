@@ -38,7 +38,6 @@ same directory stops with one line before it reads a record or contacts anyone.
 
 from __future__ import annotations
 
-import fcntl
 import math
 import os
 import secrets
@@ -48,6 +47,7 @@ from pathlib import Path
 
 from ldpem.common.core.accounting import epsilon_for_ratio
 from ldpem.common.core.errors import UserError
+from ldpem.common.infra.locks import LockHeld, hold_lock
 from ldpem.common.infra.sqlite import connect_durable, immediate
 
 __all__ = ["DEFAULT_DATASET", "LOCK_FILE", "Binding", "BudgetExceeded", "Entry", "Ledger"]
@@ -403,22 +403,17 @@ class Ledger:
 
 def _lock_directory(directory: Path) -> int:
     """An open descriptor of ``directory``/LOCK_FILE holding an exclusive flock, with this
-    process's pid written in it; UserError naming the holder when another process has it."""
-    path = directory / LOCK_FILE
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    process's pid written in it (``common/infra/locks.py``, the coordinator's lock too);
+    UserError naming the holder when another process has it."""
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(descriptor, 32, 0).decode("ascii", "replace").strip()
-        os.close(descriptor)
-        who = f" (pid {holder})" if holder.isdigit() else ""
+        return hold_lock(directory / LOCK_FILE)
+    except LockHeld as held:
+        pid = held.holder.get("pid", "")
+        who = f" (pid {pid})" if pid.isdigit() else ""
         raise UserError(
             f"{directory}: another agent{who} is using this state directory; one agent per "
             "state directory (its ledger guards one budget)"
         ) from None
-    os.ftruncate(descriptor, 0)
-    os.pwrite(descriptor, str(os.getpid()).encode("ascii"), 0)
-    return descriptor
 
 
 def _fsync_dir(directory: Path) -> None:

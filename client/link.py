@@ -4,7 +4,7 @@ A connection error or a 5xx is retried with exponential backoff and jitter until
 ``give_up`` seconds have passed; a 4xx is the caller's to judge. A TLS certificate that
 does not verify is not retried: it will not verify later either (``untrusted``). Every 200
 answer is parsed with the wire's strict schemas, and anything else is a one-line refusal:
-the coordinator's words in a message are bounded to one line of 300 characters.
+the coordinator's words in a message are bounded to one line of DETAIL_BOUND characters.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ log = logging.getLogger("ldpem.client")
 #: timeout (``ldpem coordinator``'s KEEP_ALIVE), so the agent never reuses a connection
 #: the server is closing; a server that closes sooner costs a retried request.
 KEEPALIVE_EXPIRY = 60.0
+#: Characters of a coordinator's refusal an agent's message shows (``detail``).
+DETAIL_BOUND = 1000
 #: Seconds beyond a long-poll's asked wait before its read times out: the coordinator's
 #: answer may leave after the full wait, then crosses the network.
 READ_MARGIN = 30.0
@@ -82,12 +84,58 @@ def untrusted(error: BaseException, url: str) -> str | None:
         seen = seen.__cause__ or seen.__context__
     if seen is None:
         return None
+    if seen.verify_code in _NAME_MISMATCH:
+        return _wrong_name(url)
     reason = seen.verify_message or seen.reason or "verification failed"
     return (
         f"certificate not trusted: the TLS certificate of {url} did not verify ({reason}); "
         "pass --ca-cert with the CA certificate that signed it (the ca.pem of ldpem "
         "coordinator init --self-signed)"
     )
+
+
+#: OpenSSL's verify codes of a certificate that verifies but names another host
+#: (X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH): --ca-cert is not the fix.
+_NAME_MISMATCH = (62, 64)
+
+
+def _wrong_name(url: str) -> str:
+    """One line for a certificate that is not valid for the host of ``url``: the names it
+    holds (read from the coordinator, unverified: only to say which to use) and the two
+    fixes, a URL with one of them, or a certificate made for this name."""
+    target = httpx.URL(url)
+    host = target.host
+    names = certificate_names(host, target.port or 443)
+    held = f"it is for {', '.join(names)} only" if names else "it names other hosts"
+    use = f"connect to https://{names[0]}:{target.port or 443}, or " if names else ""
+    local = host in ("127.0.0.1", "localhost", "::1")
+    remake = (
+        f"make it again with ldpem coordinator init NEW_DIR --self-signed "
+        f"{names[0] if names else 'HOST'} --with-localhost (valid for 127.0.0.1 and localhost "
+        "too)"
+        if local
+        else f"make one for {host}: ldpem coordinator init NEW_DIR --self-signed {host}"
+    )
+    return (
+        f"certificate not valid for {host}: the TLS certificate of {url} verifies but "
+        f"{held}; {use}{remake}"
+    )
+
+
+def certificate_names(host: str, port: int) -> list[str]:
+    """The DNS names and IP addresses the TLS certificate served at ``host``:``port`` is
+    for, read without verifying it (best effort: empty when it cannot be read)."""
+    from cryptography import x509
+
+    try:
+        pem = ssl.get_server_certificate((host, port), timeout=5)
+        certificate = x509.load_pem_x509_certificate(pem.encode("ascii"))
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (OSError, ValueError, x509.ExtensionNotFound):
+        return []
+    return [*names.get_values_for_type(x509.DNSName)] + [
+        str(ip) for ip in names.get_values_for_type(x509.IPAddress)
+    ]
 
 
 def backoff_delay(attempt: int, *, first: float = 0.2, cap: float = 5.0) -> float:
@@ -173,10 +221,12 @@ class CoordinatorLink:
         except ValueError:
             body = response.text
         detail = body.get("detail", body) if isinstance(body, dict) else body
-        text = detail if isinstance(detail, str) else json.dumps(detail)
-        # The coordinator's words end up in this agent's one-line error: one line, bounded.
+        text = detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)
+        # The coordinator's words end up in this agent's one-line error: one line, bounded
+        # (a hostile coordinator's megabyte is not printed), above any refusal of ours, so
+        # that none is cut before its fix.
         text = " ".join(text.split())
-        return text if len(text) <= 300 else text[:300] + "…"
+        return text if len(text) <= DETAIL_BOUND else text[:DETAIL_BOUND] + "…"
 
     def answer(self, model: type[Answer], response: httpx.Response, what: str) -> Answer:
         """The coordinator's 200 answer as ``model`` (strict types); AgentError, one line,

@@ -74,7 +74,7 @@ def usable_parameters(request: RunCreate) -> PublicParameters:
             f"the run's derived parameters are out of range: {describe_errors(error.errors())}"
         ) from None
     except (ValueError, ArithmeticError) as error:
-        reason = " ".join(str(error).split())[:200]
+        reason = " ".join(str(error).split())  # whole: the fix comes last
         raise Invalid(f"the run's parameters are out of range: {reason}") from None
     if not usable:
         raise Invalid("the run's parameters are out of range: its noise or record bound overflows")

@@ -10,6 +10,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ldpem.common.core.naming import natural_sorted
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.protocol import (
@@ -165,7 +166,7 @@ def rounds(store: Store, run_id: str) -> list[RoundSummary]:
             opened_at=r.opened_at,
             deadline=r.deadline,
             closed_at=r.closed_at,
-            reporters=sorted(r.reporters),
+            reporters=natural_sorted(r.reporters),
             count=sum(p.count for p in r.reports),
             beta=r.beta,
             beta_next=r.beta_next,
@@ -189,7 +190,7 @@ def _steps(view: SecAggRound, params: PublicParameters) -> SecAggRoundSteps:
         unmasked=list(answered.get("unmask", ())),
         survivors=None if view.survivors is None else list(view.survivors),
         lost=dict(view.lost),
-        excluded=sorted(view.excluded),
+        excluded=natural_sorted(view.excluded),
         disputed=dict(view.disputed),
         lost_round=None if view.lost_round is None else SecAggLostRound(**view.lost_round),
         not_waited_for=list(view.not_waited),

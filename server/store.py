@@ -29,6 +29,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from ldpem.common.core.naming import natural_key
 from ldpem.common.infra.sqlite import connect_durable, immediate
 
 __all__ = ["HospitalRow", "ReportRow", "RoundRow", "RoundState", "RunRow", "RunState", "Store"]
@@ -318,8 +319,10 @@ class Store:
         return self._count("SELECT COUNT(*) FROM hospitals WHERE run_id = ?", (run_id,))
 
     def hospitals(self, run_id: str) -> list[HospitalRow]:
-        rows = self._all("SELECT * FROM hospitals WHERE run_id = ? ORDER BY name", (run_id,))
-        return [_from_row(HospitalRow, r) for r in rows]
+        """The run's hospitals in natural order of their names (h2 before h10), the order
+        every page and answer lists them in."""
+        rows = self._all("SELECT * FROM hospitals WHERE run_id = ?", (run_id,))
+        return sorted((_from_row(HospitalRow, r) for r in rows), key=lambda h: natural_key(h.name))
 
     # --- rounds -----------------------------------------------------------------------
     def insert_round(

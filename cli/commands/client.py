@@ -30,10 +30,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import model_names
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import read_secret
+from ldpem.urls import coordinator_option
 
 if TYPE_CHECKING:
     from ldpem.client.secagg import SecAggConfig
@@ -120,9 +122,7 @@ EXAMPLES = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
-    )
+    coordinator_option(parser)
     parser.add_argument(
         "--model",
         required=True,
@@ -216,7 +216,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--give-up",
         type=float,
-        default=600.0,
+        default=GIVE_UP,
         metavar="SECONDS",
         help="stop after this long without reaching the coordinator",
     )

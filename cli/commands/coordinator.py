@@ -18,6 +18,10 @@ The read token (status pages, read API, /metrics) comes from LDPEM_READ_TOKEN,
 --public-status (LDPEM_PUBLIC_STATUS=1) serves run state to anyone who can reach the port
 instead. A token or key file that group or others can read is refused (chmod 600 FILE).
 Create runs with "ldpem run create".
+
+One coordinator per state: before anything else it locks <state>.lock (flock, released
+when it exits, even by SIGKILL), and a second coordinator on the same state exits at once
+with one line naming the first one's pid and port.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import contextlib
 import datetime
 import ipaddress
 import logging
+import os
 import re
 import secrets
 import shlex
@@ -36,12 +41,15 @@ from typing import TYPE_CHECKING
 
 from ldpem.actions import ActionSpec, add_actions
 from ldpem.common.core.errors import UserError
+from ldpem.common.infra.locks import LockHeld, hold_lock
 from ldpem.logsetup import setup_logging
 from ldpem.secretfiles import check_private, read_secret, write_secret
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
     from cryptography.x509 import Certificate, GeneralName
+
+    from ldpem.server.settings import Settings
 
 __all__ = ["add_arguments", "resolve_admin_token", "resolve_token"]
 
@@ -304,7 +312,11 @@ def init_coordinator(args: argparse.Namespace) -> int:
     # All or nothing: refuse before writing if any file exists (a token in use, a key).
     existing = [directory / name for name in files if (directory / name).exists()]
     if existing:
-        raise UserError(f"{existing[0]}: exists; ldpem coordinator init never overwrites")
+        raise UserError(
+            f"{existing[0]}: exists, and ldpem coordinator init never overwrites (a "
+            f"coordinator or the hospitals may be using it): init into a new folder "
+            f"(ldpem coordinator init NEW_DIR ...), or remove {directory} first if nothing uses it"
+        )
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
@@ -376,15 +388,59 @@ def _state_files(state: Path) -> list[Path]:
     return [state, *(Path(f"{state}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
 
 
-def run(args: argparse.Namespace) -> int:
-    import uvicorn
+def lock_path(state: Path) -> Path:
+    """The file a coordinator holds locked while it serves ``state``: ``<state>.lock``."""
+    return Path(f"{state}.lock")
 
-    from ldpem.server.app import create_app
-    from ldpem.server.heap import tune_collector
+
+def lock_state(state: Path, port: int) -> int:
+    """An exclusive lock on ``state`` for this process's lifetime (``common/infra/locks.py``,
+    the agent's lock too), taken before anything reads or writes the state: two
+    coordinators on one state would each take reports and hold rounds open the other
+    never sees. UserError, one line, naming the holder's pid and port when it is held."""
+    path = lock_path(state)
+    created = not path.exists()
+    try:
+        return hold_lock(path, port=str(port))
+    except LockHeld as held:
+        pid, its_port = held.holder.get("pid", "?"), held.holder.get("port", "?")
+        raise UserError(
+            f"{state}: another coordinator (pid {pid}, port {its_port}) serves this state; "
+            "one coordinator per state file: stop that one first, or give this one "
+            "another --state"
+        ) from None
+    except OSError as error:
+        if created:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        raise UserError(
+            f"{state}: cannot open the coordinator state (its lock file {path}: {error.strerror})"
+        ) from None
+
+
+def run(args: argparse.Namespace) -> int:
     from ldpem.server.settings import load_settings
 
     flags = {name: getattr(args, name) for name in _SETTING_FLAGS}
     settings = load_settings(args.config, **flags)
+    created = not lock_path(settings.state).exists()
+    lock = lock_state(settings.state, settings.port)
+    try:
+        return _serve(settings)
+    finally:
+        if created and not settings.state.exists():  # a start that failed leaves nothing
+            with contextlib.suppress(OSError):
+                lock_path(settings.state).unlink()
+        os.close(lock)  # the lock is released with its descriptor
+
+
+def _serve(settings: Settings) -> int:
+    """Serve ``settings`` once this process holds the state's lock."""
+    import uvicorn
+
+    from ldpem.server.app import create_app
+    from ldpem.server.heap import tune_collector
+
     try:
         setup_logging(settings.log_level, settings.log_format)
     except ValueError as error:

@@ -3,7 +3,7 @@
     ldpem run create --coordinator URL --config run.json [--roster FILE] [--tokens-dir DIR]
                      [--secagg-topology auto|mesh|graph|expander]
                      [--admin-token-file FILE] [--ca-cert PEM] [--plan [--plan-seeds S]]
-    ldpem run status --coordinator URL [RUN_ID] [--wait] [--beta-star FILE]
+    ldpem run status --coordinator URL [RUN_ID] [--wait [--give-up SECONDS]] [--beta-star FILE]
                      [--token-file FILE | --admin-token-file FILE] [--ca-cert PEM]
     ldpem run cancel --coordinator URL RUN_ID --reason TEXT [--admin-token-file FILE]
 
@@ -24,13 +24,17 @@ the "created" line (JSON: "plan").
 
 "status" prints a run as JSON (without RUN_ID: the run created last). It reads with the
 read token (LDPEM_READ_TOKEN or --token-file) or the admin token (LDPEM_ADMIN_TOKEN or
---admin-token-file); a coordinator started with --public-status needs neither. --wait
-follows it, one line per closed round on stderr, until it finished (exit 0) or failed
-(exit 2), and then prints one line (--json: the JSON too) and the finished run's estimate
-with its confidence intervals (once the coordinator computed them); --beta-star FILE (JSON
-from ldpem generate --beta-star-out) also prints the estimation error of the run's beta
+--admin-token-file); a coordinator started with --public-status needs neither. The run's
+warning (a forecast that failed, …) also goes to stderr. --wait follows it, a line on
+stderr each time a poll finds a new round, until it finished (exit 0) or failed (exit 2),
+and then prints one line (--json: the JSON too) and the finished run's estimate with its
+confidence intervals (once the coordinator computed them); --beta-star FILE (JSON from
+ldpem generate --beta-star-out) also prints the estimation error of the run's beta
 against beta*, next to the trivial error of beta = 0. A run that did not finish (failed,
-or cancelled) ends --wait with exit 2.
+or cancelled) ends --wait with exit 2. A coordinator that cannot be reached (a restart) is
+retried for --give-up seconds, by default as long as the agents retry it
+(ldpem.client.retry.GIVE_UP), and then --wait exits 75 (ldpem.run_watch.UNREACHABLE):
+the run's outcome is unknown.
 
 "cancel" ends a running run as "cancelled" with the reason given (admin token; POST
 /v1/runs/RUN_ID/cancel): its agents stop with one line and exit 0, and the status page,
@@ -47,21 +51,26 @@ from pathlib import Path
 from typing import Any
 
 from ldpem.actions import ActionSpec, add_actions
+from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
+from ldpem.common.core.naming import natural_sorted
 from ldpem.run_cancel import cancel, cancel_options
 from ldpem.run_request import (
     default_delta_warning,
     describe_setting,
     planned_setting,
     read_request,
+    requested_setting,
 )
 from ldpem.run_tokens import check_token_files, write_token_files
+from ldpem.run_watch import UNREACHABLE, CoordinatorGone, RunReader
 from ldpem.runhttp import CA_HELP as _CA_HELP
 from ldpem.runhttp import admin_token as _admin_token
 from ldpem.runhttp import refused as _fail
 from ldpem.runhttp import token_file_option as _token_file_option
 from ldpem.runhttp import unreachable as _unreachable
 from ldpem.secretfiles import read_secret
+from ldpem.urls import coordinator_option
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -108,9 +117,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             show_status,
             help="show a run, or follow it to its end",
             description=(
-                "Print a run as JSON, or with --wait follow it (one line per closed round on "
-                "stderr) until it finished (exit 0) or failed (exit 2), print one line and the "
-                "estimate with its confidence intervals. "
+                "Print a run as JSON (and its warning, if any, on stderr). With --wait, follow "
+                "it instead: a line on stderr each time a poll finds a new round (rounds that "
+                "close between two polls share one) and the run's warning when one appears (a "
+                "forecast that failed); at its end one line with its status and rounds, its "
+                "forecast, and the estimate with its confidence intervals. Exit 0: finished; "
+                "2: failed or cancelled; "
+                f"{UNREACHABLE}: the coordinator could not be reached for --give-up seconds "
+                "(retried meanwhile, as the agents retry it), so the outcome is unknown. "
                 "Reads with the read token, else the admin token; a coordinator started with "
                 "--public-status needs neither."
             ),
@@ -142,9 +156,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _create_options(create: argparse.ArgumentParser) -> None:
-    create.add_argument(
-        "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
-    )
+    coordinator_option(create)
     create.add_argument(
         "--config", required=True, type=Path, metavar="FILE", help="the run request, JSON"
     )
@@ -199,9 +211,7 @@ def _create_options(create: argparse.ArgumentParser) -> None:
 
 
 def _status_options(status: argparse.ArgumentParser) -> None:
-    status.add_argument(
-        "--coordinator", required=True, metavar="URL", help="the coordinator's base URL"
-    )
+    coordinator_option(status)
     status.add_argument(
         "run_id", nargs="?", metavar="RUN_ID", help="the run (default: the run created last)"
     )
@@ -217,6 +227,15 @@ def _status_options(status: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help="with --wait, also print the run's JSON before the final line",
+    )
+    status.add_argument(
+        "--give-up",
+        type=float,
+        default=GIVE_UP,
+        metavar="SECONDS",
+        help="with --wait, how long a coordinator that cannot be reached (a restart, the "
+        f"network) is retried before exiting {UNREACHABLE}: by default as long as the "
+        "agents retry it (their --give-up)",
     )
     status.add_argument(
         "--interval",
@@ -243,9 +262,12 @@ def create_run(args: argparse.Namespace) -> int:
     if args.secagg_topology is not None:
         request["secagg_topology"] = args.secagg_topology
     planned: dict[str, Any] | None = None
+    requested: dict[str, Any] | None = None
     if args.plan:
         from ldpem.run_plan import planned_request
 
+        if isinstance(request, dict):
+            requested = requested_setting(request)
         request = planned_request(request, seeds=args.plan_seeds, workers=args.workers)
         planned = planned_setting(request)
     if args.tokens_dir is not None:
@@ -266,15 +288,19 @@ def create_run(args: argparse.Namespace) -> int:
     if response.status_code != 201:
         raise _fail(response, f"{args.config}: run not created")
     body = response.json()
+    secagg = secagg_line(body["params"])
     if args.tokens_dir is None:
         json.dump(body if planned is None else {**body, "plan": planned}, sys.stdout, indent=2)
         print()
+        if secagg is not None:  # stdout is the JSON alone
+            print(secagg, file=sys.stderr)
     else:
         files = write_token_files(args.tokens_dir, body["tokens"], request)
         summary = _created_summary(body, files)
         if planned is not None:  # the first line: "run … created: …, with the planner's …"
             first, _, rest = summary.partition("\n")
-            summary = f"{first}, with the planner's setting: {describe_setting(planned)}\n{rest}"
+            setting = describe_setting(planned, requested)
+            summary = f"{first}, with the planner's setting: {setting}\n{rest}"
         print(summary)
     for warning in (body.get("warning"), default_delta_warning(request, body["params"])):
         if warning:
@@ -289,10 +315,14 @@ def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str
         f"{params['rounds']} rounds, mechanism {params['mechanism']}, "
         f"epsilon {params['epsilon']:g}, delta {params['delta']:g}"
     ]
+    secagg = secagg_line(params)
+    if secagg is not None:
+        lines.append(secagg)
     lines.extend(forecast_lines(body))
     lines.append("token files (mode 600): send each to its hospital only")
     width = max(len(name) for name in files)
-    for name, path in files.items():
+    for name in natural_sorted(files):
+        path = files[name]
         where = "its token was given in the run request" if path is None else str(path)
         lines.append(f"  {name:<{width}}  {where}")
     lines.append(
@@ -300,6 +330,32 @@ def _created_summary(body: dict[str, Any], files: dict[str, Path | None]) -> str
         "or a larger budget (a hospital whose budget is smaller refuses the run)"
     )
     return "\n".join(lines)
+
+
+def secagg_line(params: dict[str, Any]) -> str | None:
+    """A secure-aggregation run's values as the coordinator published them (its public
+    parameters: t_min, c, K and, on a graph, its degree and survivor floor): None for any
+    other run. The topology is the published graph's (``SecAggGraph.topology``)."""
+    from ldpem.common.wire import PublicParameters
+
+    published = PublicParameters.model_validate(params)
+    if published.t_min is None or published.holders is None:
+        return None
+    c = published.colluders or 0
+    graph = published.graph
+    topology = "mesh" if graph is None else graph.topology
+    # The honest shares the noise is sized for: t_min - c on the mesh, the graph's h.
+    honest = f"t_min - c = {published.t_min - c}" if graph is None else f"h = {graph.honest}"
+    line = (
+        f"secure aggregation over K = {published.holders} holders: t_min = {published.t_min} "
+        f"(a round's sum needs that many holders' inputs), c = {c} (holders that may collude "
+        f"with the coordinator; the noise shares are sized for {honest} honest holders), "
+        f"topology {topology}"
+    )
+    if graph is not None:
+        line += f" (k = {graph.neighbours} neighbours"
+        line += f", survivor floor T = {graph.survivors})" if graph.survivors else ")"
+    return line
 
 
 def forecast_lines(body: dict[str, Any]) -> list[str]:
@@ -310,7 +366,7 @@ def forecast_lines(body: dict[str, Any]) -> list[str]:
     if forecast is None and "forecast" in body.get("pending", []):
         return [
             "forecast pending: the coordinator simulates the run in the background; "
-            "`ldpem run status` shows it when ready"
+            "`ldpem run status` shows it when ready, or why there is none"
         ]
     if forecast is None:
         expected = body.get("expected_error")
@@ -349,18 +405,6 @@ def _read_headers(token_file: Path | None, admin_token_file: Path | None) -> dic
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _get(url: str, verify: Any, what: str, headers: dict[str, str]) -> Any:
-    import httpx
-
-    try:
-        response = httpx.get(url, timeout=30.0, verify=verify, headers=headers)
-    except httpx.HTTPError as error:
-        raise _unreachable(error, url) from None
-    if response.status_code != 200:
-        raise _fail(response, what)
-    return response.json()
-
-
 def _beta_star(path: Path) -> list[float]:
     try:
         data = json.loads(path.read_text())
@@ -391,35 +435,51 @@ def _error_line(run: dict[str, Any], path: Path) -> str:
 
 
 def show_status(args: argparse.Namespace) -> int:
+    try:
+        return _show_status(args)
+    except CoordinatorGone as gone:
+        print(f"ldpem run: {gone}", file=sys.stderr)
+        return UNREACHABLE
+
+
+def _show_status(args: argparse.Namespace) -> int:
     import time
 
     from ldpem.client.link import tls_context
 
-    verify = tls_context(args.ca_cert)
+    if args.give_up <= 0:
+        raise UserError("--give-up must be > 0")
     headers = _read_headers(args.token_file, args.admin_token_file)
+    reader = RunReader(
+        args.coordinator, tls_context(args.ca_cert), headers, args.give_up if args.wait else 0.0
+    )
     base = f"{args.coordinator.rstrip('/')}/v1/runs"
     run_id = args.run_id
     if run_id is None:
-        runs = _get(base, verify, "runs", headers)
+        runs = reader.get(base, "runs")
         if not runs:
             raise UserError(f"no run on {args.coordinator} yet")
         run_id = max(runs, key=lambda r: r["created_at"])["run_id"]
-    run = _get(f"{base}/{run_id}", verify, f"run {run_id}", headers)
+
+    def fetch() -> Any:
+        return reader.get(f"{base}/{run_id}", f"run {run_id}")
+
+    run = fetch()
     shown = -1
+    warned: set[str] = set()
     while args.wait:
         if run["round"] != shown:
             shown = run["round"]
             print(f"run {run_id}: {run['status']}, round {shown}/{run['rounds']}", file=sys.stderr)
+        _print_new_warning(run, warned)
         if run["status"] != "running":
             break
         time.sleep(args.interval)
-        run = _get(f"{base}/{run_id}", verify, f"run {run_id}", headers)
+        run = fetch()
     if args.wait and run["status"] == "finished":
         from ldpem.run_estimate import await_confidence
 
-        run = await_confidence(
-            run, lambda: _get(f"{base}/{run_id}", verify, "run", headers), args.interval
-        )
+        run = await_confidence(run, fetch, args.interval)
     # Following a run ends with one line, not the whole JSON above it (--json asks for it).
     if args.json or not args.wait:
         json.dump(run, sys.stdout, indent=2)
@@ -431,6 +491,8 @@ def show_status(args: argparse.Namespace) -> int:
     if args.wait and not args.json:
         for line in forecast_lines(run):
             print(f"run {run_id}: {line}")
+    if not args.wait:
+        _print_new_warning(run, warned)
     if args.wait and run["status"] != "finished":
         raise UserError(f"run {run_id} {run['status']}: {run.get('reason')}")
     if args.wait:
@@ -438,3 +500,12 @@ def show_status(args: argparse.Namespace) -> int:
 
         print("\n".join(estimate_lines(run)))
     return 0
+
+
+def _print_new_warning(run: dict[str, Any], shown: set[str]) -> None:
+    """The run's ``warning`` (a forecast that failed or predicts no gain, …) on stderr, the
+    first time it is seen: the JSON carries it, the lines of --wait would not."""
+    warning = run.get("warning")
+    if warning and warning not in shown:
+        shown.add(warning)
+        print(f"run {run['run_id']}: warning: {warning}", file=sys.stderr, flush=True)

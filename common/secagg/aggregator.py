@@ -115,12 +115,14 @@ class Aggregator(GraphRelay):
         step's on the expander, below the floor T (holders refuse a smaller S)."""
         if count < self.parameters.t_min:
             raise SecAggError(
-                f"only {count} holders {what}; t_min = {self.parameters.t_min}: the round "
+                f"only {count} holder{'s' if count != 1 else ''} {what}; t_min = "
+                f"{self.parameters.t_min}: the round "
                 f"cannot go on"
             )
         if whole and count < self.parameters.survivors:
             raise SecAggError(
-                f"only {count} holders {what}, fewer than the survivor floor T = "
+                f"only {count} holder{'s' if count != 1 else ''} {what}, fewer than the "
+                "survivor floor T = "
                 f"{self.parameters.survivors}: the round cannot go on"
             )
 
@@ -327,7 +329,8 @@ class Aggregator(GraphRelay):
             holders = holding.get(gone, [])
             if len(holders) < p.t_min:
                 raise SecAggError(
-                    f"only {len(holders)} responders hold a share of {gone!r}'s key; "
+                    f"only {len(holders)} responder{'s hold' if len(holders) != 1 else ' holds'} "
+                    f"a share of {gone!r}'s key; "
                     f"t_min = {p.t_min}"
                 )
             private = X25519PrivateKey.from_private_bytes(self._secret(gone, "s", holders))

@@ -318,13 +318,16 @@ class Holder:
         if bundle.holder != self.name:
             raise SecAggRefused(f"the share bundle is addressed to {bundle.holder!r}")
         if len(bundle.ciphertexts) + 1 < p.t_min:
+            shared = len(bundle.ciphertexts) + 1
             raise SecAggRefused(
-                f"only {len(bundle.ciphertexts) + 1} holders shared keys; t_min = {p.t_min}"
+                f"only {shared} holder{'s' if shared != 1 else ''} shared keys; t_min = {p.t_min}"
             )
         opened = self._open(bundle)
         received = {peer: pair for peer, pair in opened.items() if pair is not None}
         if len(received) + 1 < p.t_min:
-            raise SecAggRefused(f"only {len(received) + 1} holders' shares open; t_min = {p.t_min}")
+            opened_of = len(received) + 1
+            whose = "holders'" if opened_of != 1 else "holder's"
+            raise SecAggRefused(f"only {opened_of} {whose} shares open; t_min = {p.t_min}")
         length = len(vector)
         masked = add(
             vector,

@@ -103,8 +103,8 @@ def describe_errors(errors: Sequence[Mapping[str, Any]], *, model: Any = None) -
             ),
         ]
         reason = _unknown(first, known)
-    if len(reason) > 200:
-        reason = reason[:200] + "…"
+    # Never cut: the reasons are the validators' own words (never an input value), and
+    # they end with the fix ("…; use secagg_topology mesh (auto picks it)").
     more = len(errors) - 1
     tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
     if first.get("type") == "extra_forbidden":

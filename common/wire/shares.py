@@ -171,7 +171,10 @@ def check_shares(request: SharesRequest) -> None:
     if k < 2:
         raise ValueError("a run of noise shares needs at least 2 hospitals")
     if request.roster is None:
-        raise ValueError("a run of noise shares needs the consortium's roster")
+        raise ValueError(
+            "a run of noise shares needs the consortium's roster: give it with ldpem run "
+            'create --roster FILE (or "roster": "FILE" in the request; docs/SECAGG.md)'
+        )
     try:
         roster = Roster.from_json(json.dumps(request.roster))
     except RosterError as error:

@@ -125,3 +125,10 @@ def test_every_subcommand_ends_with_one_or_two_examples_that_parse(
             pytest.fail(
                 f"{parser.prog}: the example does not parse (exit {stopped.code}): {example}"
             )
+
+
+@pytest.mark.parametrize("parser", PARSERS, ids=ids(PARSERS))
+def test_no_parser_takes_a_prefix_of_an_option(parser: argparse.ArgumentParser) -> None:
+    """Issue 43, finding 13: ``--eps 1`` must not be taken as ``--epsilon 1`` (nor
+    ``--coord`` as ``--coordinator``) in any parser of the tree."""
+    assert parser.allow_abbrev is False, parser.prog

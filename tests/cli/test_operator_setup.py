@@ -92,10 +92,14 @@ def test_init_never_overwrites_and_refuses_a_bad_host(
     before = (coord / "admin.token").read_text()
     capsys.readouterr()
     assert main(["coordinator", "init", str(coord), "--self-signed", "127.0.0.1"]) == 2
-    assert one_error_line(capsys) == (
-        f"ldpem coordinator: error: {coord / 'admin.token'}: exists; "
-        "ldpem coordinator init never overwrites"
-    )
+    line = one_error_line(capsys)
+    assert line.startswith(
+        f"ldpem coordinator: error: {coord / 'admin.token'}: exists, and ldpem coordinator "
+        "init never overwrites"
+    ), line
+    # What to do instead (issue 43, finding 4): a new folder, or remove this one.
+    assert "init into a new folder (ldpem coordinator init NEW_DIR" in line, line
+    assert f"or remove {coord} first" in line, line
     assert (coord / "admin.token").read_text() == before
     assert sorted(p.name for p in coord.iterdir()) == ["admin.token", "read.token"]
     assert main(["coordinator", "init", str(tmp_path / "x"), "--self-signed", "a b"]) == 2

@@ -111,8 +111,10 @@ def test_plan_states_its_setting_in_the_created_line(
     config.write_text(json.dumps(request))
     assert create(server, config, "--plan", "--tokens-dir", str(tmp_path / "tokens")) == 0
     first = capsys.readouterr().out.splitlines()[0]
+    # What it changed, from the request's own (issue 43, finding 14).
     assert first.endswith(
-        ", with the planner's setting: rounds 4, schedule geometric:1.5, final average:2"
+        ", with the planner's setting: rounds 5 -> 4, schedule equal -> geometric:1.5, "
+        "final last -> average:2"
     )
     assert first.startswith("run ") and " created: gmm, d = 4, 4 rounds" in first
 
@@ -165,4 +167,8 @@ def test_secagg_topology_expander_from_the_command_line_is_refused_where_it_cann
     message = captured.err.strip()
     assert "secagg_topology expander cannot be met" in message and "\n" not in message
     assert "use secagg_topology mesh" in message and "Traceback" not in message
+    # Whole, and as written (issue 43, finding 11): it was cut at 200 characters before
+    # its fix ("…use secagg_topology mesh (aut\\u2026"), the escape printed raw.
+    assert message.endswith('use secagg_topology mesh (auto picks it)"'), message
+    assert "\\u" not in message, message
     assert captured.out == ""

@@ -169,17 +169,34 @@ def test_run_create_plan_sets_the_searched_rounds_schedule_and_final(
         params = created["params"]  # as the coordinator published them
         status = httpx.get(f"{url}/v1/runs/{created['run_id']}", timeout=30).json()
     assert status["rounds"] == params["rounds"]
-    # The same search on the same problem, by hand.
-    run = RunCreate.model_validate({**request, "rounds": 10})
+    # The same search on the same problem, by hand: the request's own setting first, the
+    # reference the grid's settings must beat clearly (issue 43, finding 14).
+    run = RunCreate.model_validate(request)
+    own = Setting(5, "equal", "last")
+    grid = (own, *(s for s in DEFAULT_GRID if s != own))
     with SerialExecutor() as executor:
-        expected = search_schedule(
-            run_problem(run, public_parameters(run)), MECHANISM, seeds=2, executor=executor
-        ).setting
+        search = search_schedule(
+            run_problem(run, public_parameters(run)),
+            MECHANISM,
+            grid=grid,
+            seeds=2,
+            executor=executor,
+        )
+    expected = search.setting
+    assert search.reference[0] == own and "T = 5, equal, last" in captured.err
     # Fields at their defaults are left out of the published parameters (common/wire/__init__.py).
     published = (params["rounds"], params.get("schedule", "equal"), params.get("final", "last"))
     assert published == (expected.rounds, expected.schedule, expected.final)
-    chosen = f"rounds {expected.rounds}, schedule {expected.schedule}, final {expected.final}"
-    assert f"--plan: {chosen}" in captured.err
+    rounds = (
+        f"rounds {expected.rounds}" if expected.rounds == 5 else f"rounds 5 -> {expected.rounds}"
+    )
+    schedule = f"schedule {'equal -> ' if expected.schedule != 'equal' else ''}{expected.schedule}"
+    final = f"final {'last -> ' if expected.final != 'last' else ''}{expected.final}"
+    assert f"--plan: {rounds}, {schedule}, {final}" in captured.err
+    if expected == own:
+        assert "the request's own setting, kept" in captured.err
+    else:
+        assert "lower than the request's T = 5, equal, last" in captured.err
     # The JSON answer states the setting applied too (issue 32).
     assert created["plan"] == {
         "rounds": expected.rounds,

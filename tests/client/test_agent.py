@@ -242,6 +242,31 @@ def test_a_crash_after_persisting_resends_the_same_bytes(
     ledger.close()
 
 
+def test_a_restarted_agents_first_line_names_the_round_it_rejoins(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 43, finding 12: the first line said "(round 0)" whatever the round."""
+    path, created = single(server, tmp_path)
+
+    def crash(t: int) -> None:
+        if t == 1:
+            raise KeyboardInterrupt("simulated crash after persisting round 1")
+
+    monkeypatch.setattr(agent_module, "_fault_after_persist", crash)
+    with caplog.at_level(logging.INFO, logger="ldpem.client"):
+        first = agent(server, tmp_path, 0, path)
+        with pytest.raises(KeyboardInterrupt):
+            first.run()
+        first.close()
+        monkeypatch.undo()
+        caplog.clear()
+        assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
+    joined = [r.getMessage() for r in caplog.records if "records, " in r.getMessage()]
+    assert len(joined) == 1, joined
+    assert joined[0].startswith(f"hospital h0 in run {created['run_id']}: 90 records"), joined
+    assert joined[0].endswith(f"per record (round 1 of {ROUNDS})"), joined
+
+
 def test_an_unreachable_coordinator_gives_up_with_a_clear_message(tmp_path: Path) -> None:
     (path,), _ = write_gmm_data(tmp_path, [90], D)
     now = [0.0]

@@ -117,7 +117,7 @@ def test_two_writers_released_together_cannot_both_pass_the_check(tmp_path: Path
 
 def test_the_lock_names_its_holder_and_is_released_on_close(tmp_path: Path) -> None:
     holder = Ledger(tmp_path, exclusive=True)
-    assert (tmp_path / LOCK_FILE).read_text() == str(os.getpid())
+    assert (tmp_path / LOCK_FILE).read_text() == f"pid={os.getpid()}"
     with pytest.raises(UserError, match=rf"another agent \(pid {os.getpid()}\) is using"):
         Ledger(tmp_path, exclusive=True)
     reader = Ledger(tmp_path)  # readers do not take the lock

@@ -324,7 +324,9 @@ def test_other_mechanisms_publish_no_t_min() -> None:
 
 
 def test_a_federated_run_needs_the_roster_and_an_honest_majority() -> None:
-    with pytest.raises(ValueError, match="needs the consortium's roster"):
+    with pytest.raises(ValueError, match="needs the consortium's roster") as missing:
         RunCreate.model_validate(run_request(roster=None))
+    # Where it goes (issue 43, finding 12).
+    assert "ldpem run create --roster FILE" in str(missing.value)
     with pytest.raises(ValueError, match="more than half"):
         RunCreate.model_validate(run_request(t_min=2))
