@@ -170,10 +170,11 @@ def _read_round(r: Reader, *, graph: bool) -> tuple[RoundParameters, str]:
     if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
         raise refuse(r.kind, "field 'roster_digest' must be 64 lowercase hex digits")
     run_id = r.text("run_id")
-    numbers = [r.integer(f) for f in PARAMETER_FIELDS[1:] + (GRAPH_FIELDS if graph else ())]
+    fields = PARAMETER_FIELDS[1:] + (GRAPH_FIELDS if graph else ())
+    numbers = {name: r.integer(name) for name in fields}
     bound = r.text("run_digest") if "run_digest" in r.data else ""
     try:
-        return RoundParameters(run_id, *numbers, run_digest=bound), digest
+        return RoundParameters(run_id, **numbers, run_digest=bound), digest
     except SecAggRefused as error:
         raise refuse(r.kind, str(error)) from None
 

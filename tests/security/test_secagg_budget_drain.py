@@ -125,6 +125,19 @@ def test_a_refusal_before_masking_releases_the_charge(tmp_path: Path) -> None:
         ledger.close()
 
 
+def _check_worst_case(ledger: Ledger, session: SecAggSession, mu: float, *, budget: float) -> None:
+    check_worst_case(
+        ledger,
+        session,
+        run_id=RUN,
+        mu=mu,
+        epsilon=budget,
+        dataset="default",
+        delta=1e-5,
+        accounting="exact",
+    )
+
+
 def test_a_run_whose_worst_case_exceeds_the_budget_is_refused_before_joining(
     expander: tuple[PublicParameters, Path], tmp_path: Path
 ) -> None:
@@ -133,10 +146,9 @@ def test_a_run_whose_worst_case_exceeds_the_budget_is_refused_before_joining(
     ledger = Ledger(tmp_path / "state")
     try:
         mu = session_ratio(session)
-        flags = {"dataset": "default", "delta": 1e-5, "accounting": "exact"}
-        check_worst_case(ledger, session, run_id=RUN, mu=mu, epsilon=1.0, **flags)
+        _check_worst_case(ledger, session, mu, budget=1.0)  # the run's own epsilon fits
         with pytest.raises(AgentError) as refused:
-            check_worst_case(ledger, session, run_id=RUN, mu=mu, epsilon=0.9, **flags)
+            _check_worst_case(ledger, session, mu, budget=0.9)
         line = str(refused.value)
         assert "worst case, every round charged epsilon 1" in line
         assert "--epsilon 0.9" in line and "--max-colluders" in line and "\n" not in line

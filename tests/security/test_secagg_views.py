@@ -105,6 +105,7 @@ def test_the_agent_refuses_an_unmasking_of_an_isolated_view(tmp_path: Path) -> N
     # Refused after masking: the coordinator may still learn one sum of >= t_min = 3
     # holders with >= t_min - b = 3 honest shares (--max-colluders 0), the run's epsilon;
     # never one share alone (issue 41, finding 4).
+    assert entry.fallback_epsilon is not None
     assert entry.fallback_epsilon == pytest.approx(params.epsilon, rel=1e-6)
     assert entry.epsilon == pytest.approx(entry.fallback_epsilon, rel=1e-12)
     assert entry.mu == pytest.approx(
