@@ -24,7 +24,7 @@ on one problem see the same seeds (``schedule_search.paired_gain``).
 Its band is a predictive interval for one new run: the 10–90% quantiles of the S errors
 taken at ranks p·(S+1) (``quantile``), so that on average it covers 80% of new runs,
 with its own finite S allowed for. The share one band covers still varies with its seeds
-(a Beta share, standard deviation √(0.16/(S+2)), ``band_spread``): ± 5.1% with the
+(a Beta share, standard deviation √(0.16/(S+2)), ``band_spread``): ± 4.0% with the
 planner's ``DEFAULT_SEEDS``, ± 2.8% with the forecast's 200
 (``server.forecast.FORECAST_SEEDS``); 20 seeds gave ± 8.5%, and the band of about one
 problem in four then covered less than 70% or more than 90% of new runs (issue 43). The
@@ -78,14 +78,15 @@ PREDICTION_SEED_BASE = 1_000_000_000
 #: A problem's first seed is PREDICTION_SEED_BASE plus its hash modulo this.
 SEED_SPAN = 10**12
 #: Simulations behind a prediction's band unless asked otherwise (``ldpem plan``). S + 1 is
-#: a multiple of 10, so the band's ends are order statistics (the 6th and the 54th of the
-#: sorted errors, ranks p·(S+1)), and the share of new runs it covers is exactly Beta(48,
-#: 12): 80% on average, ± 5.1% from one problem to another, between 70% and 90% for 95% of
-#: problems (20 seeds: ± 8.5%, about three problems in four). Not the forecast's 200
-#: (``server.forecast.FORECAST_SEEDS``): the plan simulates six mechanisms, not one, at the
-#: planned n, and 200 of each at 2·10⁵ records are ~40 s of CPU, more than its 15 s on two
-#: cores (docs/PERFORMANCE.md, "The plan's bands").
-DEFAULT_SEEDS = 59
+#: a multiple of 10, so the band's ends are order statistics (the 10th and the 90th of the
+#: sorted errors, ranks p·(S+1)), and the share of new runs it covers is exactly Beta(80,
+#: 20): 80% on average, ± 4.0% from one problem to another, between 70% and 90% for 98.8%
+#: of problems, and for all four of issue 43's cases at once with probability 0.95 (20
+#: seeds: ± 8.5%, 78% of problems; 59: ± 5.1%, 95%, four at once 0.82). Not the forecast's
+#: 200 (``server.forecast.FORECAST_SEEDS``): the plan simulates six mechanisms at the
+#: planned n, not one, and 200 of each at 2·10⁵ records are ~40 s of CPU, more than the
+#: plan's 15 s on two cores (docs/PERFORMANCE.md, "The plan's bands").
+DEFAULT_SEEDS = 99
 #: Simulations behind a figure that is only compared (the SNR sensitivity, the crossover
 #: and schedule searches): their means, not their bands.
 SEARCH_SEEDS = 20
