@@ -19,7 +19,8 @@ Two parts:
   0.9] explains a count from the 0.5% quantile of Binomial(RUNS, 0.7) to the 99.5% one of
   Binomial(RUNS, 0.9), and a count outside that range is refused. Hospitals of 8,000,
   6,000, 4,000 and 2,000 records (n = 2·10⁴: ``run_study`` takes ~0.03 s a run), d = 10,
-  T = 10, ε = 1, ‖β*‖/σ = 3; about 30 s of CPU, hence slow.
+  T = 10, ε = 1, ‖β*‖/σ = 3; 800 ``run_study`` runs: 207 s on the two cores of the
+  development machine at load 6–8 (2026-12-07), hence slow (``make test`` and CI run it).
 """
 
 from __future__ import annotations
