@@ -219,7 +219,7 @@ def format_plan(plan: Plan) -> str:
         split_line(p.sizes),
         f"expected final error ‖β − β*‖: mean [10–90% band] over {plan.seeds} simulations "
         f"(seeds {first}–{first + plan.seeds - 1})",
-        band_line(plan.seeds),
+        band_line(plan.seeds, _whatif_seeds(plan)),
         f"  {'‖β*‖/σ =':<42}{f'{p.snr:g} (assumed)':<26}"
         + "".join(f"{f'if {snr:g}':>10}" for snr in others),
     ]
@@ -252,13 +252,23 @@ def format_plan(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def band_line(seeds: int) -> str:
+def band_line(seeds: int, whatif_seeds: int | None = None) -> str:
     """What a band of ``seeds`` simulations promises: 80% of new runs on average, give or
-    take its own spread (``prediction.band_spread``)."""
+    take its own spread (``prediction.band_spread``); and how many simulations each mean of
+    the 'if' columns rests on, when there are any."""
+    whatif = "" if whatif_seeds is None else f"; each 'if' is a mean of {whatif_seeds}"
     return (
         f"  (a band from {seeds} simulations holds 80% of new runs on average, "
-        f"± {band_spread(seeds):.0%} from one problem to another; more: --seeds)"
+        f"± {band_spread(seeds):.0%} from one problem to another{whatif}; more: --seeds)"
     )
+
+
+def _whatif_seeds(plan: Plan) -> int | None:
+    """Simulations behind each mean at the other SNRs (None: the plan has none)."""
+    for outlook in plan.outlooks:
+        if outlook.sensitivity:
+            return outlook.sensitivity[0].seeds
+    return None
 
 
 def split_line(sizes: tuple[int, ...]) -> str:

@@ -37,6 +37,7 @@ from ldpem.common.planning.executor import SerialExecutor
 from ldpem.common.planning.prediction import (
     BAND,
     DEFAULT_SEEDS,
+    SENSITIVITY_SEEDS,
     Problem,
     predict,
     prediction_seeds,
@@ -93,6 +94,7 @@ def test_plan_states_its_band_and_seeds_at_the_default(
     text = capsys.readouterr().out
     assert f"mean [10–90% band] over {DEFAULT_SEEDS} simulations" in text
     assert f"a band from {DEFAULT_SEEDS} simulations holds 80% of new runs" in text
+    assert f"each 'if' is a mean of {SENSITIVITY_SEEDS};" in text
 
 
 @pytest.mark.slow
