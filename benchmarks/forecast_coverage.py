@@ -9,7 +9,9 @@ T = 10, ε = 1, ‖β*‖/σ = 3), three predictions of the final error, each a 
 
   before     what main (8e54e94) stated: ``run_study`` at the fixed seeds 10⁹ … 10⁹ + 19,
              shared by every problem
-  plan       ``ldpem plan`` now: 20 fast-path simulations at the problem's own seeds
+  plan       ``ldpem plan`` now: ``DEFAULT_SEEDS`` fast-path simulations (20 until issue
+             43, 99 since) at the problem's own seeds; benchmarks/plan_coverage.py
+             compares seed counts
   forecast   the coordinator's forecast now: 200 at the problem's own seeds
 
 against ``--fresh`` runs of ``ldpem simulate``'s pipeline (``run_study``, seeds 0 …
@@ -102,7 +104,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print("| case | fresh mean | before (20 shared seeds) | plan (20 own seeds) | forecast (200) |")
+    plan_column = f"plan ({DEFAULT_SEEDS} own seeds)"
+    print(f"| case | fresh mean | before (20 shared seeds) | {plan_column} | forecast (200) |")
     print("|---|---|---|---|---|")
     for row in rows:
         cells = [_cell(row[k]) for k in ("before", "plan", "forecast")]

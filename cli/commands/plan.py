@@ -22,6 +22,7 @@ from ldpem.common.planning.prediction import (
     SNR_FACTORS,
     Prediction,
     Problem,
+    band_spread,
     predict,
     predict_many,
 )
@@ -105,7 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seeds",
         type=int,
         default=None,
-        help=f"simulations behind each band (default {DEFAULT_SEEDS}; for means that are only "
+        help=f"simulations behind each band (default {DEFAULT_SEEDS}: a band then covers 80%% "
+        f"± {100 * band_spread(DEFAULT_SEEDS):.0f}%% of new runs; for means that are only "
         f"compared, {SENSITIVITY_SEEDS} at other SNRs, {SEARCH_SEEDS} at other sizes and in "
         "--search-schedule); their seeds, from 10^9 on, are drawn from the problem",
     )
@@ -217,6 +219,7 @@ def format_plan(plan: Plan) -> str:
         split_line(p.sizes),
         f"expected final error ‖β − β*‖: mean [10–90% band] over {plan.seeds} simulations "
         f"(seeds {first}–{first + plan.seeds - 1})",
+        band_line(plan.seeds, _whatif_seeds(plan)),
         f"  {'‖β*‖/σ =':<42}{f'{p.snr:g} (assumed)':<26}"
         + "".join(f"{f'if {snr:g}':>10}" for snr in others),
     ]
@@ -247,6 +250,25 @@ def format_plan(plan: Plan) -> str:
     lines.append(f"recommendation: {plan.recommendation}")
     lines.extend(FOOTER)
     return "\n".join(lines)
+
+
+def band_line(seeds: int, whatif_seeds: int | None = None) -> str:
+    """What a band of ``seeds`` simulations promises: 80% of new runs on average, give or
+    take its own spread (``prediction.band_spread``); and how many simulations each mean of
+    the 'if' columns rests on, when there are any."""
+    whatif = "" if whatif_seeds is None else f"; each 'if' is a mean of {whatif_seeds}"
+    return (
+        f"  (a band from {seeds} simulations holds 80% of new runs on average, "
+        f"± {band_spread(seeds):.0%} from one problem to another{whatif}; more: --seeds)"
+    )
+
+
+def _whatif_seeds(plan: Plan) -> int | None:
+    """Simulations behind each mean at the other SNRs (None: the plan has none)."""
+    for outlook in plan.outlooks:
+        if outlook.sensitivity:
+            return outlook.sensitivity[0].seeds
+    return None
 
 
 def split_line(sizes: tuple[int, ...]) -> str:

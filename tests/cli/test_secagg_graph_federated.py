@@ -72,6 +72,8 @@ def test_a_graph_run_of_agent_processes_finishes_with_one_holder_dropped(
             tmp_path / "roster.json",
             "--seed",
             str(seeds[i]),
+            "--max-colluders",  # the c = C the graph is derived for
+            str(C),
             env=fault,
         )
     for i, agent in agents.items():
