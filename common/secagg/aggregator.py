@@ -480,8 +480,9 @@ def disputed(masked_inputs: Mapping[str, messages.MaskedInput], *, floor: int) -
     senders = set(masked_inputs)
     spare = len(senders) - floor
     claims = {
-        accuser: sorted(set(message.excluded) & senders - {accuser})
+        accuser: sorted(senders.intersection(message.excluded).difference((accuser,)))
         for accuser, message in masked_inputs.items()
+        if message.excluded  # O(claims), not O(K) per holder: most claim nothing
     }
     out: dict[str, str] = {}
     for accuser, accused in sorted(claims.items()):
