@@ -42,7 +42,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldpem.common.secagg import Aggregator, Roster, SecAggError, SecAggRefused
+from ldpem.common.secagg import (
+    Aggregator,
+    KeyAdvertisement,
+    Roster,
+    SecAggError,
+    SecAggRefused,
+)
+from ldpem.common.secagg.checks import check_advertisement
 from ldpem.common.secagg.errors import FaultyDealer
 from ldpem.common.secagg.runvalues import (
     grid_of,
@@ -67,6 +74,9 @@ log = logging.getLogger("ldpem.server")
 #: The steps of a round, in order; "done" once the round's sum is known (or it failed).
 STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
 
+#: The steps at which a restarted holder is counted out at once (``_restarted``).
+_COUNTED_OUT_FROM = ("masked", "signature", "unmask")
+
 _encoded = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))  # stored, sent
 
 
@@ -81,6 +91,10 @@ class _Round:
     deadline: float
     step: str = "advertise"
     answered: set[str] = field(default_factory=set)
+    #: Holders that sent a second, validly signed advertisement after the advertise step
+    #: closed: they restarted and lost their round secrets, so no later step waits for
+    #: them (``_restarted``).
+    gone: set[str] = field(default_factory=set)
     outputs: dict[str, bytes] = field(default_factory=dict)  # JSON, encoded once (``_close``)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -216,6 +230,8 @@ class SecAggRounds:
             if step == "advertise" and r.aggregator.advertisements.get(hospital) is None:
                 with self._log.transaction():
                     policy.came_back(self.store, r.run_id, t, hospital)
+            elif step == "advertise":
+                self._restarted(r, hospital, message)
             if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
                 raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
             raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
@@ -236,6 +252,33 @@ class SecAggRounds:
         if policy.complete(r.step, r.answered, r.expected, r.aggregator):
             self._settle(r)  # its close commits the message, with the step's outputs
         return committed
+
+    def _restarted(self, r: _Round, hospital: str, advertisement: KeyAdvertisement) -> None:
+        """``hospital`` advertised again, differently, after the advertise step closed: if
+        the advertisement is its own for this round (signed by its roster key), it was
+        restarted and lost the secrets of the keys it advertised first, so it can answer
+        no later step of this round. It is counted out of every step from now on (a
+        signer it would have been, its seed is released against its attestation on the
+        graph), and the step closes at once if everyone else answered, not at its
+        deadline. Stored (a ``restarted`` row) so that a restarted coordinator does the
+        same; the holder still gets 409. From the masked step on only: at the shares step
+        (just after the advertisements closed) a second advertisement is refused and
+        changes nothing else, as before."""
+        if hospital in r.gone or r.step not in _COUNTED_OUT_FROM:
+            return
+        try:
+            check_advertisement(advertisement, r.aggregator.roster, r.aggregator.parameters)
+        except SecAggRefused:
+            return  # not provably its own: it changes nothing
+        r.gone.add(hospital)
+        body = _encoded({"step": r.step})
+        with self._log.transaction():
+            self.store.add_secagg(r.run_id, r.t, [(policy.RESTARTED, hospital, body)])
+        policy.log_restarted(r.run_id, r.t, hospital, r.step)
+        if hospital in r.expected and hospital not in r.answered:
+            r.expected.discard(hospital)
+            if policy.complete(r.step, r.answered, r.expected, r.aggregator):
+                self._settle(r)
 
     # --- messages to holders ----------------------------------------------------------
     def output(
@@ -322,6 +365,7 @@ class SecAggRounds:
             with self._log.transaction():
                 self.store.add_secagg(r.run_id, r.t, out)
             policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
+        r.expected -= r.gone  # restarted holders answer no later step
         r.answered = set()
         r.deadline = self.clock() + r.period
         event, r.changed = r.changed, asyncio.Event()
