@@ -52,7 +52,9 @@ with c colluding holders unable to obtain both seeds of one holder, are in docs/
 answers cover only the holder's k neighbours in a public graph seeded by (run, round,
 roster digest), t_min is the neighbourhood threshold t_k, and every check above applies to
 the holder's neighbourhood; S is certified by τ signatures of a public committee, and a
-neighbour's seed share is released only against that neighbour's own signature of S.
+neighbour's seed share is released only against that neighbour's own signature of S or,
+if it never signed, the masked-with set it signed with its masked input
+(``attestation.py``), checked as it would have checked S itself.
 On the expander (``RoundParameters.expander``: at most k neighbours each, from k/2 random
 cycles) a holder also signs and answers only for an S of at least T holders (the survivor
 floor, ``consistency.check_floor``). Otherwise (small K) the full mesh, O(K) per holder.
