@@ -177,11 +177,11 @@ def test_a_silent_signer_costs_the_deadline_not_the_round(
 ) -> None:
     """A crash (nothing more from SILENT): under "extend" the signature step closes at its
     deadline, where 802cc97 extended it for ever ("did not sign the survivor set")."""
-    run = create(coordinator, deadline=2.0, on_short="extend")
+    run = create(coordinator, deadline=5.0, on_short="extend")
     everyone, values = holders(run, 0), inputs(run)
     checks = to_signatures(run, everyone, values)
     sign(run, everyone, checks)
-    summary = unmask(run, everyone, within=20.0)
+    summary = unmask(run, everyone, within=30.0)
     assert summary["round"] == 1
     signature = closing(tmp_path, run, "signature")
     assert signature["by"] == "deadline" and signature["missing"] == [SILENT]
