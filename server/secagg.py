@@ -21,7 +21,10 @@ M-step are one transaction: no round is finished twice.
 On the SecAgg+ graph (a run whose ``graph`` is published, docs/SECAGG_GRAPH.md) the round's
 ``RoundParameters`` carry k, m, τ and h (``runvalues.round_parameters``), and the
 participant list and the unmasking request are per holder, like the bundles
-(``GraphRelay``): each holder fetches its own, cut to its neighbourhood.
+(``GraphRelay``): each holder fetches its own, cut to its neighbourhood. A holder that
+advertises again with new keys, validly signed, from the masked step on was restarted and
+lost its round secrets: it gets 409 and no step of the round waits for it any more
+(``_restarted``; on the graph its seed is released against its masked-with attestation).
 
 A holder's fault costs its run a round at most (``_settle``): a step that cannot close
 (short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
@@ -91,9 +94,9 @@ class _Round:
     deadline: float
     step: str = "advertise"
     answered: set[str] = field(default_factory=set)
-    #: Holders that sent a second, validly signed advertisement after the advertise step
-    #: closed: they restarted and lost their round secrets, so no later step waits for
-    #: them (``_restarted``).
+    #: Holders that sent a second, validly signed advertisement from the masked step on:
+    #: they restarted and lost their round secrets, so no later step waits for them
+    #: (``_restarted``).
     gone: set[str] = field(default_factory=set)
     outputs: dict[str, bytes] = field(default_factory=dict)  # JSON, encoded once (``_close``)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
