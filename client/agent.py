@@ -57,6 +57,7 @@ from ldpem.client.secagg import (
     SecAggConfig,
     SecAggSession,
     aggregate,
+    announce_restart,
     charged_ratio,
     check_graph,
     check_worst_case,
@@ -400,6 +401,8 @@ class Agent:
             log.info("round %d: resending the report persisted before (not redrawn)", t)
         elif entry.status == MASKED:  # noise shares: one masked input per round, ever
             log.warning("round %d: its input was masked before a restart; not made again", t)
+            if session.shares is not None:  # its round secrets are lost: say so at once
+                announce_restart(session.shares, self.link, session.run_id, t, self.link.wait)
         if entry.status == "persisted" and session.shares is not None:
             # Each step's answer is long-polled at least ``secagg.STEP_WAIT`` (this wait
             # if longer): the coordinator answers as soon as a step closes, so a shorter

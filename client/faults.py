@@ -7,7 +7,9 @@ while the round cannot move past this agent). The points:
 
 * ``after-persist``: the round's report is committed to the ledger, nothing sent;
 * ``after-mask`` (secagg): the ledger marks the round masked, the masked input is made and
-  not yet sent.
+  not yet sent;
+* ``before-sign`` (secagg): the masked input was sent and the survivor set received, not
+  yet signed (a survivor that never signs, unless restarted: issue 41, finding 3).
 """
 
 from __future__ import annotations

@@ -473,6 +473,7 @@ def aggregate(
             # survivor set it signed), so its masked input stays hidden.
             log.warning("round %d: the aggregator left this holder out of the survivor set", t)
             return
+        inject("before-sign", t)  # tests only: a survivor that never signs
         signature = holder.sign_survivors(check).to_dict()
         data = exchange.post_then_fetch("signature", signature, "unmask-request")
         if data is None:
@@ -491,6 +492,36 @@ def aggregate(
         else:
             _release_unsent(ledger, run_id, t)
         raise AgentError(f"round {t}: secure aggregation refused: {error}") from None
+
+
+def announce_restart(
+    session: SecAggSession, link: CoordinatorLink, run_id: str, t: int, wait: float
+) -> None:
+    """Round t's input was masked before this agent restarted: the round's keys, seed and
+    received shares were in memory only, so it can sign and answer nothing of the round.
+    It says so at once with a fresh advertisement for the round, signed with its roster
+    key (fresh keys and a fresh seed, never used: nothing of the report): the coordinator
+    answers 409 and counts it out of the round's later steps (server/secagg.py,
+    ``_restarted``), which then close without waiting for their deadline; on the graph its
+    neighbours release its seed against the masked-with set it signed with its input. A
+    refusal or a lost connection here only costs that early close: logged, never fatal."""
+    try:
+        holder = Holder(
+            session.name,
+            session.roster,
+            session.key,
+            _parameters(session, run_id, t),
+            min_honest=session.min_honest,
+        )
+        exchange = _Exchange(link, run_id, t, wait)
+        accepted = exchange.post("advertise", holder.advertise().to_dict())
+    except (SecAggRefused, SecAggError, AgentError) as error:
+        log.warning("round %d: could not tell the coordinator of the restart: %s", t, error)
+        return
+    if accepted:  # never for a round it masked (its advertise step closed): said if so
+        log.warning("round %d: the coordinator took the restart's advertisement as new", t)
+    else:
+        log.info("round %d: the coordinator was told this agent restarted", t)
 
 
 def _charge_refused(

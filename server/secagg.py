@@ -21,7 +21,10 @@ M-step are one transaction: no round is finished twice.
 On the SecAgg+ graph (a run whose ``graph`` is published, docs/SECAGG_GRAPH.md) the round's
 ``RoundParameters`` carry k, m, τ and h (``runvalues.round_parameters``), and the
 participant list and the unmasking request are per holder, like the bundles
-(``GraphRelay``): each holder fetches its own, cut to its neighbourhood.
+(``GraphRelay``): each holder fetches its own, cut to its neighbourhood. A holder that
+advertises again with new keys, validly signed, from the masked step on was restarted and
+lost its round secrets: it gets 409 and no step of the round waits for it any more
+(``_restarted``; on the graph its seed is released against its masked-with attestation).
 
 A holder's fault costs its run a round at most (``_settle``): a step that cannot close
 (short of t_min, or ``SecAggFault``: wrong shares, whose senders the aggregator names) is
@@ -42,7 +45,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldpem.common.secagg import Aggregator, Roster, SecAggError, SecAggRefused
+from ldpem.common.secagg import (
+    Aggregator,
+    KeyAdvertisement,
+    Roster,
+    SecAggError,
+    SecAggRefused,
+)
+from ldpem.common.secagg.checks import check_advertisement
 from ldpem.common.secagg.errors import FaultyDealer, SecAggFault
 from ldpem.common.secagg.runvalues import (
     grid_of,
@@ -60,16 +70,23 @@ from ldpem.server.secaggpolicy import Faults, Row
 from ldpem.server.secaggreplay import READERS, recover, replay
 from ldpem.server.store import ReportRow, Store
 
-__all__ = ["STEPS", "UNATTRIBUTABLE_LIMIT", "SecAggRounds"]
+__all__ = ["MAX_EXTENSIONS", "STEPS", "UNATTRIBUTABLE_LIMIT", "SecAggRounds"]
 
 log = logging.getLogger("ldpem.server")
 
 #: The steps of a round, in order; "done" once the round's sum is known (or it failed).
 STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
 
+#: The periods a step after the advertise step is extended at most, holders missing and
+#: short of its thresholds, before its round is lost (a crashed holder cannot come back to
+#: a round: its secrets were in memory). The advertise step waits as long as "extend" says.
+MAX_EXTENSIONS = 3
+
 #: The unattributable losses (an out-of-range sum: no holder can be named) after which a
 #: run stops, with what the operator can do, rather than lose every round to one holder.
 UNATTRIBUTABLE_LIMIT = 3
+#: The steps at which a restarted holder is counted out at once (``_restarted``).
+_COUNTED_OUT_FROM = ("masked", "signature", "unmask")
 
 _encoded = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))  # stored, sent
 
@@ -85,6 +102,13 @@ class _Round:
     deadline: float
     step: str = "advertise"
     answered: set[str] = field(default_factory=set)
+    #: Holders that sent a second, validly signed advertisement from the masked step on:
+    #: they restarted and lost their round secrets, so no later step waits for them
+    #: (``_restarted``).
+    gone: set[str] = field(default_factory=set)
+    #: How often the open step was extended at its deadline (``_settle``; 0 when a step
+    #: opens): bounded after the advertise step, so no round waits for ever.
+    extensions: int = 0
     outputs: dict[str, bytes] = field(default_factory=dict)  # JSON, encoded once (``_close``)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -220,6 +244,8 @@ class SecAggRounds:
             if step == "advertise" and r.aggregator.advertisements.get(hospital) is None:
                 with self._log.transaction():
                     policy.came_back(self.store, r.run_id, t, hospital)
+            elif step == "advertise":
+                self._restarted(r, hospital, message)
             if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
                 raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
             raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
@@ -240,6 +266,33 @@ class SecAggRounds:
         if policy.complete(r.step, r.answered, r.expected, r.aggregator):
             self._settle(r)  # its close commits the message, with the step's outputs
         return committed
+
+    def _restarted(self, r: _Round, hospital: str, advertisement: KeyAdvertisement) -> None:
+        """``hospital`` advertised again, differently, after the advertise step closed: if
+        the advertisement is its own for this round (signed by its roster key), it was
+        restarted and lost the secrets of the keys it advertised first, so it can answer
+        no later step of this round. It is counted out of every step from now on (a
+        signer it would have been, its seed is released against its attestation on the
+        graph), and the step closes at once if everyone else answered, not at its
+        deadline. Stored (a ``restarted`` row) so that a restarted coordinator does the
+        same; the holder still gets 409. From the masked step on only: at the shares step
+        (just after the advertisements closed) a second advertisement is refused and
+        changes nothing else, as before."""
+        if hospital in r.gone or r.step not in _COUNTED_OUT_FROM:
+            return
+        try:
+            check_advertisement(advertisement, r.aggregator.roster, r.aggregator.parameters)
+        except SecAggRefused:
+            return  # not provably its own: it changes nothing
+        r.gone.add(hospital)
+        body = _encoded({"step": r.step})
+        with self._log.transaction():
+            self.store.add_secagg(r.run_id, r.t, [(policy.RESTARTED, hospital, body)])
+        policy.log_restarted(r.run_id, r.t, hospital, r.step)
+        if hospital in r.expected and hospital not in r.answered:
+            r.expected.discard(hospital)
+            if policy.complete(r.step, r.answered, r.expected, r.aggregator):
+                self._settle(r)
 
     # --- messages to holders ----------------------------------------------------------
     def output(
@@ -330,7 +383,8 @@ class SecAggRounds:
             with self._log.transaction():
                 self.store.add_secagg(r.run_id, r.t, out)
             policy.log_closing(r.run_id, r.t, closing[2], len(r.answered))
-        r.answered = set()
+        r.expected -= r.gone  # restarted holders answer no later step
+        r.answered, r.extensions = set(), 0
         r.deadline = self.clock() + r.period
         event, r.changed = r.changed, asyncio.Event()
         event.set()
@@ -462,8 +516,10 @@ class SecAggRounds:
         """Close round ``r``'s current step; whether it closed. When it cannot close
         (SecAggError: short of t_min, or a holder's wrong material), at a deadline with
         holders still missing the run's ``on_short`` decides: "extend" gives the step
-        another period (a missing holder may still answer), "fail" fails the run (the
-        operator's choice). Otherwise, and always for a fault the aggregator proved
+        another period (a missing holder may still answer; after the advertise step at
+        most ``MAX_EXTENSIONS`` times, since a holder that crashed there lost its round's
+        secrets and cannot come back to it), "fail" fails the run (the operator's
+        choice). Otherwise, and always for a fault the aggregator proved
         (``SecAggFault``: a dealer's wrong shares, a responder's wrong share, which no late
         answer mends), the round is lost and the run goes on (``_lose``): one holder's
         message, or one crash, never ends a run."""
@@ -476,13 +532,17 @@ class SecAggRounds:
             final = isinstance(error, FaultyDealer)  # no late answer can mend its shares
         run = get_run(self.store, r.run_id)
         missing = policy.still_missing(r.step, r.answered, r.expected, r.enrolled)
-        if at_deadline and missing and not final:
+        bounded = r.step != "advertise" and r.extensions >= MAX_EXTENSIONS
+        if at_deadline and missing and not final and not bounded:
             if request_of(run).on_short == "extend":
                 r.deadline = self.clock() + r.period
+                r.extensions += 1
                 log.warning("run %s round %d: %s; extended", r.run_id, r.t, problem)
             else:
                 self._fail(r.run_id, r.t, problem)
             return False
+        if bounded:
+            problem += f" (still short after {MAX_EXTENSIONS} extensions of the {r.step} step)"
         self._lose(r, problem, cause="faulty" if culprits else "short", culprits=culprits)
         return False
 

@@ -21,6 +21,7 @@ from ldpem.server.secaggview import LIGHT_KINDS, STEP_WORDS, read_round, waited_
 from ldpem.server.store import Store
 
 __all__ = [
+    "RESTARTED",
     "Faults",
     "Row",
     "came_back",
@@ -29,6 +30,7 @@ __all__ = [
     "log_closing",
     "log_disputed",
     "log_faulty",
+    "log_restarted",
     "still_missing",
     "sum_note",
     "waited_in",
@@ -134,6 +136,21 @@ def waited_in(store: Store, run_id: str, t: int, enrolled: Sequence[str]) -> set
         rows = store.secagg_outline(run_id, LIGHT_KINDS, t - 1)
         previous = read_round(t - 1, [row[1:] for row in rows], enrolled)
     return waited_for(enrolled, previous)
+
+
+#: The kind of the row stored when a holder restarted mid-round (``SecAggRounds._restarted``).
+RESTARTED = "restarted"
+
+
+def log_restarted(run_id: str, t: int, hospital: str, step: str) -> None:
+    log.warning(
+        "run %s round %d: %s advertised again with new keys during the %s step: it restarted "
+        "and lost this round's secrets; no step of this round waits for it any more",
+        run_id,
+        t,
+        hospital,
+        step,
+    )
 
 
 def came_back(store: Store, run_id: str, t: int, hospital: str) -> None:

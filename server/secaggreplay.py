@@ -62,6 +62,7 @@ class _Round(Protocol):
     step: str
     answered: set[str]
     expected: set[str]
+    gone: set[str]
     aggregator: Any
 
 
@@ -90,6 +91,10 @@ def replay(rounds: SecAggRounds, r: _Round) -> None:
             r.answered.add(holder)
         elif CLOSED_BY.get(kind) == r.step:
             rounds._close(r, replay=True)
+        elif kind == policy.RESTARTED:  # as ``SecAggRounds._restarted`` did
+            r.gone.add(holder)
+            if holder not in r.answered:
+                r.expected.discard(holder)
     if stored:
         log.info(
             "run %s round %d: secure aggregation rebuilt from %d stored messages, at the %s step",

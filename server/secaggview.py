@@ -13,6 +13,10 @@ Rows the coordinator stores besides the protocol's messages (``ldpem.server.seca
   "at"}`` with ``by`` "everyone" (every holder it waited for answered) or "deadline".
 * ``returned`` (holder: a holder): a holder's advertisement came after its step closed; it
   is waited for again from the next round on.
+* ``restarted`` (holder: a holder; body ``{"step"}``): a holder that had advertised sent a
+  second, validly signed advertisement during that step: it restarted and lost its round
+  secrets, so no later step of the round waits for it (not read here: the replay of
+  ``ldpem.server.secaggreplay`` applies it).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ldpem.common.secagg import consistency, dealing, messages, neighbourhood
+from ldpem.common.secagg.attestation import attested_bytes
 from ldpem.common.secagg.checks import check_advertisement, check_round
 from ldpem.common.secagg.errors import FaultyDealer, FaultyResponders, SecAggError, SecAggRefused
 from ldpem.common.secagg.keys import Roster
@@ -208,7 +209,27 @@ class Aggregator(GraphRelay):
             raise SecAggRefused(
                 f"the masked input of {masked.holder!r} excludes {stray[0]!r}, not a peer"
             )
+        self._check_attestation(masked, peers)
         self._store(self.masked_inputs, masked.holder, masked, "masked input")
+
+    def _check_attestation(self, masked: messages.MaskedInput, peers: set[str]) -> None:
+        """SecAggRefused unless, on the graph, ``masked`` carries its holder's signature of
+        the set it masked with as the aggregator computes it (its bundle's senders less the
+        ones it excluded): what its neighbours release its seed share against should it not
+        sign S (``attestation.py``). On the full mesh it carries none."""
+        name = masked.holder
+        if self.graph is None:
+            if masked.attestation:
+                raise SecAggRefused(f"the masked input of {name!r} carries an attestation")
+            return
+        masked_with = peers.difference(masked.excluded)
+        p = self.parameters
+        signed = attested_bytes(p.run_id, p.round, name, masked_with)
+        if not self.roster.verify(name, masked.attestation, signed):
+            raise SecAggRefused(
+                f"the masked input of {name!r} does not carry its signature of the set it "
+                f"masked with"
+            )
 
     def consistency_check(self) -> messages.ConsistencyCheck:
         """Close step 3: the survivor set S, the holders that sent a masked input less those
@@ -255,15 +276,17 @@ class Aggregator(GraphRelay):
 
     def unmask_request(self) -> messages.UnmaskRequest:
         """Close step 4: survivors S, dropped holders (shared keys, not in S) and the
-        survivors' signatures of S (at least t_min)."""
+        survivors' signatures of S (at least t_min). On the graph a survivor that did not
+        sign (it crashed, or restarted and lost its secrets) is still summed: its
+        neighbours release its seed share against its masked-with attestation
+        (``unmask_requests``), so the step closes with whoever signed as long as the
+        signers certify S and can rebuild every secret the sum needs (``_answerable``);
+        SecAggError otherwise."""
         if self.step == "consistency":
             check = self._opened(self._check, "consistency check")
             self._enough(len(self.signatures), "signed the survivor set")
-            if self.graph is not None and (
-                unsigned := sorted(set(check.survivors) - set(self.signatures))
-            ):
-                # Its neighbours release its seed share only against its signature of S.
-                raise SecAggError(f"survivor {unsigned[0]!r} did not sign the survivor set")
+            if self.graph is not None:
+                self._answerable(check.survivors)
             dropped = tuple(sorted(set(self.encrypted_shares) - set(check.survivors)))
             signatures = tuple(self.signatures[n] for n in sorted(self.signatures))
             self._request = messages.UnmaskRequest(
@@ -272,6 +295,33 @@ class Aggregator(GraphRelay):
             self._request_sets = frozenset(dropped), frozenset(check.survivors)
             self.step = "unmask"
         return self._opened(self._request, "unmasking request")
+
+    def _answerable(self, survivors: tuple[str, ...]) -> None:
+        """SecAggError unless, on the graph, the signers of S can complete the round: τ of
+        them on the committee (every holder refuses an uncertified S), and for every
+        survivor's seed and every dropped holder's masking key at least t_k signers that
+        hold a share of it (only signers are asked to answer; ``result`` needs t_k shares
+        of each)."""
+        graph = self.graph
+        assert graph is not None
+        signers = sorted(self.signatures, key=self.roster.index)
+        members = len(graph.committee.intersection(signers))
+        if members < graph.threshold:
+            raise SecAggError(
+                f"only {members} committee members signed the survivor set; tau = "
+                f"{graph.threshold}: the round cannot go on"
+            )
+        holding = self._holding(signers)
+        dropped = set(self.encrypted_shares) - set(survivors)
+        t = self.parameters.t_min
+        needed = [(n, "self-mask seed") for n in survivors]
+        needed += [(n, "masking key") for n in sorted(dropped)]
+        for owner, what in needed:
+            if (count := len(holding.get(owner, ()))) < t:
+                raise SecAggError(
+                    f"only {count} signers of the survivor set hold a share of {owner!r}'s "
+                    f"{what}; t_min = {t}: the round cannot go on"
+                )
 
     # Step 5
 

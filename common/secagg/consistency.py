@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ldpem.common.secagg._encoding import b64encode, binding, bitmap, order_digest, positions
 from ldpem.common.secagg._reader import Reader, refuse
+from ldpem.common.secagg.attestation import ATTESTATION_BYTES, Attestation
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster
 
@@ -178,6 +179,10 @@ class UnmaskRequest:
     dropped: tuple[str, ...]
     signatures: tuple[SurvivorSignature, ...] = ()
     order: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    #: On the graph, the masked-with attestations of the answering holder's masking
+    #: neighbours in S that did not sign S (``attestation.py``); none in an honest round
+    #: where every survivor signed, and then not sent.
+    attestations: tuple[Attestation, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         order = _order(self.order, "unmasking request")
@@ -185,7 +190,7 @@ class UnmaskRequest:
             raise ValueError(f"the signature of {stray[0]!r} is for another round")
         where = positions(order)
         ordered = sorted(self.signatures, key=lambda s: where.get(s.holder, -1))
-        return {
+        out = {
             "run_id": self.run_id,
             "round": self.round,
             "survivors": b64encode(_set_bitmap(tuple(self.survivors), order)),
@@ -193,6 +198,11 @@ class UnmaskRequest:
             "signers": b64encode(bitmap((s.holder for s in ordered), order)),
             "signatures": b64encode(b"".join(s.signature for s in ordered)),
         }
+        if self.attestations:
+            out["attestations"] = [
+                [a.holder, b64encode(a.signature), list(a.masked_with)] for a in self.attestations
+            ]
+        return out
 
     @property
     def _round(self) -> tuple[str, int]:
@@ -202,8 +212,9 @@ class UnmaskRequest:
     def from_dict(cls, data: object, order: Sequence[str]) -> UnmaskRequest:
         """The request in ``data``, its sets read over ``order`` (the roster's names)."""
         ordered = _order(order, "unmasking request")
+        attested = isinstance(data, dict) and "attestations" in data
         fields = ("run_id", "round", "survivors", "dropped", "signers", "signatures")
-        r = Reader(data, "unmasking request", fields)
+        r = Reader(data, "unmasking request", fields + (("attestations",) if attested else ()))
         run_id, round_ = r.text("run_id"), r.integer("round")
         signers = r.members("signers", ordered)
         blob = r.blob("signatures", SIGNATURE_BYTES * len(signers))
@@ -214,8 +225,31 @@ class UnmaskRequest:
             for i, name in enumerate(signers)
         )
         return cls(
-            run_id, round_, r.members("survivors", ordered), r.names("dropped"), signatures, ordered
+            run_id,
+            round_,
+            r.members("survivors", ordered),
+            r.names("dropped"),
+            signatures,
+            ordered,
+            _attestations(r) if attested else (),
         )
+
+
+def _attestations(r: Reader) -> tuple[Attestation, ...]:
+    """The request's attestations: entries [holder, base64 signature, [P_v's names]], each
+    holder once, P_v without repeats, in name order and without the holder itself (one set,
+    one encoding)."""
+    out: list[Attestation] = []
+    for name, signature, extra in r.entries("attestations", ATTESTATION_BYTES):
+        peers = Reader({"masked_with": extra}, r.kind, ("masked_with",)).names("masked_with")
+        if list(peers) != sorted(peers) or name in peers:
+            raise refuse(
+                r.kind, f"the attestation of {name!r} must list its peers in name order, once"
+            )
+        out.append(Attestation(name, peers, signature))
+    if len({a.holder for a in out}) != len(out):
+        raise refuse(r.kind, "field 'attestations' names a holder twice")
+    return tuple(out)
 
 
 def check_floor(survivors: Collection[str], *, floor: int) -> None:

@@ -17,7 +17,8 @@ In the order of the round (H: a holder, A: the aggregator)::
                               signed by the holder (``dealing.py``), sealed
     A → H  ShareBundle        the ciphertexts addressed to one holder (senders: U2)
     H → A  MaskedInput        y = x + PRG(b) + Σ ±PRG(s_uv) mod 2^bits; the peers of its
-                              bundle whose shares did not open (not masked with)
+                              bundle whose shares did not open (not masked with); on the
+                              graph its signed masked-with set (``attestation.py``)
     A → H  ConsistencyCheck   the survivor set S, a bitmap over the roster's names
                               (``consistency.py``)
     H → A  SurvivorSignature  Ed25519 signature by the roster key over (run, round, S)
@@ -39,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ldpem.common.secagg._encoding import b64encode, binding
 from ldpem.common.secagg._reader import Reader, encoded, frozen, refuse
+from ldpem.common.secagg.attestation import ATTESTATION_BYTES
 from ldpem.common.secagg.channel import NONCE_BYTES, TAG_BYTES
 from ldpem.common.secagg.consistency import (
     SIGNATURE_BYTES,
@@ -337,30 +339,45 @@ class ShareBundle(_Ciphertexts):
 class MaskedInput(_FromHolder):
     """A holder's masked vector y, as little-endian 64-bit words (8 bytes per value), and
     ``excluded``: the peers of its share bundle whose shares did not open, which it did not
-    mask with (the aggregator leaves them out of the survivor set)."""
+    mask with (the aggregator leaves them out of the survivor set). On the SecAgg+ graph
+    also ``attestation``: the holder's signature of the set it masked with
+    (``attestation.py``; empty on the full mesh, where the field is not sent)."""
 
     values: bytes
     excluded: tuple[str, ...] = ()
+    attestation: bytes = b""
 
     @classmethod
     def from_vector(
-        cls, holder: str, run_id: str, round_: int, vector: Vector, excluded: tuple[str, ...] = ()
+        cls,
+        holder: str,
+        run_id: str,
+        round_: int,
+        vector: Vector,
+        excluded: tuple[str, ...] = (),
+        attestation: bytes = b"",
     ) -> MaskedInput:
-        return cls(holder, run_id, round_, vector.astype("<u8").tobytes(), excluded)
+        return cls(holder, run_id, round_, vector.astype("<u8").tobytes(), excluded, attestation)
 
     def vector(self) -> Vector:
         return np.frombuffer(self.values, dtype="<u8").astype(np.uint64)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self._head(), "values": b64encode(self.values), "excluded": list(self.excluded)}
+        out = {**self._head(), "values": b64encode(self.values), "excluded": list(self.excluded)}
+        if self.attestation:  # the graph's only: a mesh input is what it always was
+            out["attestation"] = b64encode(self.attestation)
+        return out
 
     @classmethod
     def from_dict(cls, data: object) -> MaskedInput:
-        r = Reader(data, "masked input", (*_HEAD, "values", "excluded"))
+        attested = isinstance(data, dict) and "attestation" in data
+        fields = (*_HEAD, "values", "excluded", *(("attestation",) if attested else ()))
+        r = Reader(data, "masked input", fields)
         values = r.blob("values", None)  # its length is the aggregator's to check
         if len(values) % 8:
             raise refuse("masked input", "field 'values' must hold 8 bytes per value")
-        return cls(*cls._read_head(r), values, r.names("excluded"))
+        attestation = r.blob("attestation", ATTESTATION_BYTES) if attested else b""
+        return cls(*cls._read_head(r), values, r.names("excluded"), attestation)
 
 
 @dataclass(frozen=True)

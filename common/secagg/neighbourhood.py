@@ -76,15 +76,21 @@ def check_certificate(
     *,
     own: str,
     masked_with: Collection[str],
+    roster: Roster | None = None,
+    t_min: int = 0,
 ) -> None:
     """SecAggRefused unless ``request`` (whose signatures ``consistency.check_signatures``
     verified, t_min = 0) certifies its S for holder ``own`` on the graph: at least τ
     signatures by committee members (two sets so certified share an honest signer, who
-    signs one set per round: S is unique), and a signature of S by every neighbour whose
-    seed share ``own`` would release (S ∩ what it masked with). A neighbour v signs S only
-    after its own check that at least t_k − 1 of the neighbours it masked with are in S
-    (``consistency.check_signed_set``), so its signature is the signed masked-with set of
-    docs/SECAGG_GRAPH.md, condition 2, checked by v itself."""
+    signs one set per round: S is unique), and for every neighbour v whose seed share
+    ``own`` would release (S ∩ what it masked with), either v's signature of S or v's
+    masked-with attestation (``attestation.py``), valid under v's key in ``roster`` for
+    this run and round, with which v could have signed S: at least t_k − 1 (``t_min`` − 1)
+    of the neighbours it masked with in S, and none of S ∩ N(v) outside them
+    (``consistency.check_signed_set``, the predicate v checks itself before it signs).
+    Either proves docs/SECAGG_GRAPH.md's condition 2 for v; the attestation lets the round
+    close without v's signature (v crashed, or restarted and lost its secrets). Without
+    ``roster`` no attestation is accepted."""
     signers = {s.holder for s in request.signatures}
     members = len(signers & graph.committee)
     if members < graph.threshold:
@@ -93,8 +99,25 @@ def check_certificate(
             f"set, fewer than tau = {graph.threshold}"
         )
     released = (set(request.survivors) & set(masked_with)) - {own}
-    if unsigned := sorted(released - signers):
-        raise SecAggRefused(
-            f"the unmasking request carries no signature of {unsigned[0]!r}, whose seed "
-            f"share this holder would release"
-        )
+    attested = {a.holder: a for a in request.attestations}
+    for unsigned in sorted(released - signers):
+        attestation = attested.get(unsigned)
+        if attestation is None or roster is None:
+            raise SecAggRefused(
+                f"the unmasking request carries no signature of {unsigned!r}, whose seed "
+                f"share this holder would release, nor its masked-with attestation"
+            )
+        attestation.verify(roster, request.run_id, request.round)
+        try:
+            consistency.check_signed_set(
+                request.survivors,
+                own=unsigned,
+                masked_with={*attestation.masked_with, unsigned},
+                t_min=t_min,
+                neighbours=graph.neighbours(unsigned),
+            )
+        except SecAggRefused as refusal:
+            raise SecAggRefused(
+                f"the masked-with attestation of {unsigned!r} does not allow the release of "
+                f"its seed share: {refusal}"
+            ) from None

@@ -52,7 +52,9 @@ with c colluding holders unable to obtain both seeds of one holder, are in docs/
 answers cover only the holder's k neighbours in a public graph seeded by (run, round,
 roster digest), t_min is the neighbourhood threshold t_k, and every check above applies to
 the holder's neighbourhood; S is certified by τ signatures of a public committee, and a
-neighbour's seed share is released only against that neighbour's own signature of S.
+neighbour's seed share is released only against that neighbour's own signature of S or,
+if it never signed, the masked-with set it signed with its masked input
+(``attestation.py``), checked as it would have checked S itself.
 On the expander (``RoundParameters.expander``: at most k neighbours each, from k/2 random
 cycles) a holder also signs and answers only for an S of at least T holders (the survivor
 floor, ``consistency.check_floor``). Otherwise (small K) the full mesh, O(K) per holder.
@@ -68,6 +70,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ldpem.common.secagg import channel, consistency, dealing, messages, neighbourhood
+from ldpem.common.secagg.attestation import sign_masked_with
 from ldpem.common.secagg.checks import check_participants, check_round
 from ldpem.common.secagg.errors import SecAggRefused
 from ldpem.common.secagg.keys import Roster, public_key_bytes
@@ -360,7 +363,14 @@ class Holder:
         self._shared_with = frozenset(opened) | {self.name}
         self._masked_with = frozenset(received) | {self.name}
         excluded = tuple(sorted(self.excluded))
-        return messages.MaskedInput.from_vector(self.name, p.run_id, p.round, masked, excluded)
+        attestation = b""
+        if self.graph is not None:  # its neighbours may release b against it (attestation.py)
+            attestation = sign_masked_with(
+                self._signing_key, self.name, p.run_id, p.round, self._masked_with
+            )
+        return messages.MaskedInput.from_vector(
+            self.name, p.run_id, p.round, masked, excluded, attestation
+        )
 
     # Step 4
 
@@ -403,7 +413,12 @@ class Holder:
         else:
             consistency.check_signatures(request, self.roster, t_min=0)
             neighbourhood.check_certificate(
-                request, self.graph, own=self.name, masked_with=self._masked_with
+                request,
+                self.graph,
+                own=self.name,
+                masked_with=self._masked_with,
+                roster=self.roster,
+                t_min=p.t_min,
             )
         if self._neighbours is not None:  # only its own neighbourhood is this holder's to split
             survivors &= self._neighbours | {self.name}

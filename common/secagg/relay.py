@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from ldpem.common.secagg import messages
+from ldpem.common.secagg.attestation import Attestation
 from ldpem.common.secagg.neighbourhood import RoundGraph
 
 __all__ = ["GraphRelay"]
@@ -25,6 +26,7 @@ class _Closing(Protocol):
     def unmask_request(self) -> messages.UnmaskRequest: ...
     def _around(self, name: str) -> frozenset[str]: ...
     def _masked_with(self, holder: str) -> frozenset[str]: ...
+    def _attestation(self, holder: str) -> Attestation: ...
 
 
 class GraphRelay:
@@ -82,19 +84,25 @@ class GraphRelay:
     def unmask_requests(self: _Closing) -> dict[str, messages.UnmaskRequest]:
         """Close step 4 (``unmask_request``): each signer's request. On the graph only the
         signatures of the signer's masking neighbours and of τ committee members (the
-        fewest that certify S, those neighbours counted) go with it, and only its
-        neighbours are named as dropped, so that it stays O(k + τ) long but S's bitmap."""
+        fewest that certify S, those neighbours counted) go with it, the masked-with
+        attestations of its masking neighbours in S that did not sign (none in a round
+        where every survivor signed), and only its neighbours are named as dropped, so that
+        it stays O(k + τ) long but S's bitmap."""
         request = self.unmask_request()
         if self.graph is None:
             return dict.fromkeys(sorted(self.signatures), request)
         by_signer = {s.holder: s for s in request.signatures}
         committee = sorted(self.graph.committee & by_signer.keys())
+        _, survivors = self._request_sets
         out = {}
         for name in sorted(self.signatures):
-            masking = self._masked_with(name) & by_signer.keys()
+            masked_with = self._masked_with(name)
+            masking = masked_with & by_signer.keys()
             certifying = len(masking.intersection(committee))
             more = [n for n in committee if n not in masking]
             wanted = masking.union(more[: max(self.graph.threshold - certifying, 0)])
+            # Survivors it masked with that did not sign: their attestations instead.
+            unsigned = sorted((masked_with & survivors) - by_signer.keys() - {name})
             out[name] = messages.UnmaskRequest(
                 request.run_id,
                 request.round,
@@ -102,8 +110,18 @@ class GraphRelay:
                 tuple(n for n in request.dropped if n in self.bundles[name].ciphertexts),
                 tuple(by_signer[n] for n in sorted(wanted)),
                 request.order,
+                tuple(self._attestation(n) for n in unsigned),
             )
         return out
+
+    def _attestation(self: _Closing, holder: str) -> Attestation:
+        """``holder``'s masked-with attestation, as its masked input carried it (checked on
+        receipt), with the set it covers."""
+        return Attestation(
+            holder,
+            tuple(sorted(self._masked_with(holder))),
+            self.masked_inputs[holder].attestation,
+        )
 
     def _masked_with(self, holder: str) -> frozenset[str]:
         """The peers a survivor ``holder`` masked with: the senders of its bundle less the

@@ -29,6 +29,7 @@ from ldpem.common.secagg import (
     UnmaskRequest,
     generate_signing_key,
 )
+from ldpem.common.secagg.checks import check_advertisement
 from ldpem.common.secagg.messages import sign_advertisement
 from ldpem.common.secagg.runvalues import run_digest, run_shares_mechanism
 from tests.secaggkit import (
@@ -366,15 +367,32 @@ def test_an_agent_restarted_after_masking_never_masks_that_round_again(
     tmp_path: Path, consortium: Consortium
 ) -> None:
     """Killed (SIGKILL) right after its ledger marked round 0 masked and before the masked
-    input left, then restarted: the agent sends nothing more for round 0 (a second masked
-    input under other masks would give the coordinator the difference of two inputs), and
-    takes part in round 1."""
+    input left, then restarted: the agent sends nothing more for round 0 but a fresh
+    advertisement that tells the coordinator it lost the round's secrets (issue 41: new
+    keys, never used; a second masked input under other masks would give the coordinator
+    the difference of two inputs), and takes part in round 1."""
     fake = Fake(consortium)
+    first: list[Any] = []
+    take = fake.take
+
+    def taken(t: int, step: str, body: dict[str, Any]) -> None:
+        if (t, step) == (0, "advertise"):
+            first.append(body)
+            if len(first) > 1:
+                return  # the restart's: recorded only (the real coordinator answers 409)
+        take(t, step, body)
+
+    fake.take = taken  # type: ignore[method-assign]
     outcome = attack(tmp_path, fake, envs=({"LDPEM_AGENT_FAULT": "kill-after-mask:0"}, {}))
     assert outcome.code == 0, outcome.log[-3000:]
     steps = ["advertise", "shares", "masked", "signature", "unmask"]
-    assert outcome.posts == [(0, "advertise"), (0, "shares")] + [(1, s) for s in steps]
+    restart = [(0, "advertise"), (0, "shares"), (0, "advertise")]
+    assert outcome.posts == restart + [(1, s) for s in steps]
     assert "not made again" in outcome.log
+    again = [KeyAdvertisement.from_dict(body) for body in first]
+    assert len(again) == 2 and again[0].masking_key != again[1].masking_key
+    for advert in again:  # both its own, for round 0
+        check_advertisement(advert, consortium.roster, advert.parameters)
     ledger = Ledger(tmp_path / "state")
     try:
         assert [e.status for e in ledger.entries(FAKE_RUN)] == ["masked", "masked"]

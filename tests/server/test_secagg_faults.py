@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
-from ldpem.server.secagg import UNATTRIBUTABLE_LIMIT, SecAggRounds
+from ldpem.server.secagg import MAX_EXTENSIONS, UNATTRIBUTABLE_LIMIT, SecAggRounds
 from tests.common.secagg.kit import dealing_wrong
 from tests.secaggdriver import (
     NAMES,
@@ -354,3 +354,24 @@ def test_a_retry_is_accepted_while_the_round_is_open_and_409_after(
     played = play_round(run, 0, run.inputs(1), holders=played.holders)
     assert run.summary()["round"] == 1
     assert run.post(0, "h0", "advertise", advert).status_code == 409
+
+
+def test_a_step_short_of_a_holder_that_never_comes_back_is_extended_a_bounded_number_of_times(
+    coordinator: InProcessCoordinator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41, finding 3's general case: under "extend", a step after the advertise step
+    that is short because a holder crashed (its round secrets are gone: it cannot come
+    back) was extended for ever. Now after MAX_EXTENSIONS periods the round is lost,
+    naming the proved culprit, and the run goes on."""
+    run = create_run(coordinator.client, "a", round_deadline=1.0, on_short="extend")
+    played = play_round(run, 0, run.inputs(1), alter=liar("h1", "h0"), silent={"h3"})
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    deadline = time.monotonic() + 60
+    while run.summary()["round"] == 0:
+        assert time.monotonic() < deadline, caplog.text
+        time.sleep(0.05)
+    assert caplog.text.count("wrong shares came from 'h1'; extended") == MAX_EXTENSIONS
+    lost = stored_body(tmp_path, run.run_id, 0, "lost")
+    assert (lost["cause"], lost["culprits"]) == ("faulty", ["h1"]), lost
+    assert f"still short after {MAX_EXTENSIONS} extensions of the unmask step" in lost["reason"]
+    assert run.summary()["status"] == "running"
