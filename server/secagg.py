@@ -375,7 +375,9 @@ class SecAggRounds:
             # step is done only once the sum and the round's close are stored, together.
             residues = [int(v) for v in aggregator.result()]
             survivors = set(aggregator.unmask_request().survivors)
-            self._finish(r, residues, survivors, aggregator.faulty, closing)
+            self._finish(
+                r, residues, survivors, {**aggregator.faulty, **aggregator.dealt_wrong}, closing
+            )
             r.step = "done"
         if out and not replay:  # the unmasking's closing is stored with its sum (_finish)
             kind, name, body = closing

@@ -91,11 +91,13 @@ def log_closing(run_id: str, t: int, closing: dict[str, Any], answered: int) -> 
 
 
 def log_faulty(run_id: str, t: int, faulty: Faults) -> None:
-    """One warning per responder whose wrong unmasking share the sum was computed without."""
+    """One warning per holder at fault in a round whose sum came out all the same: a
+    responder whose wrong unmasking share the sum was computed without, or a dealer whose
+    wrong shares were decoded around (``Aggregator.faulty``, ``dealt_wrong``)."""
     for name, why in sorted(faulty.items()):
         log.warning(
-            "run %s round %d: hospital %s sent a wrong unmasking share (%s); the sum was "
-            "computed without it",
+            "run %s round %d: hospital %s is at fault (%s); the sum was computed without "
+            "its wrong shares",
             run_id,
             t,
             name,

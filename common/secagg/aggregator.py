@@ -38,7 +38,14 @@ from ldpem.common.secagg.masks import (
 )
 from ldpem.common.secagg.protocol import x25519_public
 from ldpem.common.secagg.relay import GraphRelay
-from ldpem.common.secagg.shamir import SHARE_BYTES, ShamirError, Share, combine_secret
+from ldpem.common.secagg.shamir import (
+    SECRET_BYTES,
+    SHARE_BYTES,
+    ShamirError,
+    Share,
+    combine_secret,
+    decode,
+)
 
 __all__ = ["Aggregator", "disputed"]
 
@@ -89,6 +96,9 @@ class Aggregator(GraphRelay):
         self.faulty: dict[str, str] = {}
         #: Holders left out of S by the disputes of the masked step: name → why.
         self.disputed: dict[str, str] = {}
+        #: Dealers whose signed shares were not all on one polynomial, their secret decoded
+        #: from the others (``_secret``): name → why.
+        self.dealt_wrong: dict[str, str] = {}
         self._peers: dict[str, frozenset[str]] = {}
         self._request_sets: tuple[frozenset[str], frozenset[str]] = frozenset(), frozenset()
 
@@ -409,7 +419,9 @@ class Aggregator(GraphRelay):
         checked against ``owner``'s signature until t_min verified ones are found; a
         responder whose share fails is faulty (``faulty``), dropped for the rest of the
         round. Verified shares that still miss the commitment were dealt wrong by
-        ``owner``: FaultyDealer.
+        ``owner``: every responder's share is then verified and the secret decoded from
+        them, with up to (n − t)/2 wrong (``shamir.decode``); ``owner`` is named in
+        ``dealt_wrong`` and the round completes, or FaultyDealer when too many are wrong.
         """
         t, what = self.parameters.t_min, _SECRET[kind]
         usable = [r for r in responders if r not in self.faulty]
@@ -434,12 +446,34 @@ class Aggregator(GraphRelay):
                 culprits=named,
             )
         secret = self._combine(owner, kind, verified)
+        if secret is not None:
+            return secret
+        # t shares the owner signed miss its commitment: it dealt shares not all on one
+        # polynomial. With every responder's verified share the committed secret may still
+        # be decoded (at most (n − t)/2 of n wrong: ``shamir.decode``); it is named either
+        # way, and its round completes when enough correct shares remain.
+        checked = set(verified)
+        for responder in usable:
+            if responder in checked or responder in self.faulty:
+                continue
+            if self._dealt(owner, kind, responder):
+                verified.append(responder)
+            else:
+                self.faulty[responder] = (
+                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
+                )
+        secret = self._decoded(owner, kind, verified)
         if secret is None:
             raise FaultyDealer(
-                f"{owner!r} dealt wrong shares: {t} shares it signed do not give the {what} "
-                f"it committed to",
+                f"{owner!r} dealt wrong shares: the {len(verified)} shares it signed do not "
+                f"give the {what} it committed to, even with up to "
+                f"{(len(verified) - t) // 2} of them wrong",
                 culprits=(owner,),
             )
+        self.dealt_wrong[owner] = (
+            f"it dealt shares of its {what} not all on one polynomial; rebuilt from the "
+            f"{len(verified)} shares it signed"
+        )
         return secret
 
     def _revealed(self, owner: str, kind: dealing.Kind, responder: str) -> bytes:
@@ -464,6 +498,22 @@ class Aggregator(GraphRelay):
         )
         return value is not None
 
+    def _decoded(self, owner: str, kind: dealing.Kind, responders: list[str]) -> bytes | None:
+        """``owner``'s secret decoded from ``responders``' shares, some of which may be
+        wrong (``shamir.decode``), if it matches its commitment; else None."""
+        p = self.parameters
+        shares = [
+            Share.from_bytes(self.roster.index(r), self._revealed(owner, kind, r)[:SHARE_BYTES])
+            for r in responders
+        ]
+        try:
+            value = decode(shares, p.t_min)
+        except ShamirError:
+            return None
+        if value is None:
+            return None
+        return self._matching(owner, kind, value.to_bytes(SECRET_BYTES, "big"))
+
     def _combine(self, owner: str, kind: dealing.Kind, responders: list[str]) -> bytes | None:
         """The secret the shares of ``responders`` give if it matches ``owner``'s
         commitment (seed commitment for b, s_pk for s_sk), else None; for s_sk, the
@@ -477,6 +527,12 @@ class Aggregator(GraphRelay):
             secret = combine_secret(shares, p.t_min)
         except ShamirError:  # too few shares, or a value that is not a field element
             return None
+        return self._matching(owner, kind, secret)
+
+    def _matching(self, owner: str, kind: dealing.Kind, secret: bytes) -> bytes | None:
+        """``secret`` (for s_sk, as the X25519 private key's bytes) if it matches
+        ``owner``'s commitment (seed commitment for b, s_pk for s_sk), else None."""
+        p = self.parameters
         advertisement = self.advertisements[owner]
         if kind == "b":
             commitment = dealing.seed_commitment(

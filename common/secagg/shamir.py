@@ -42,6 +42,7 @@ __all__ = [
     "barycentric_weights",
     "combine",
     "combine_secret",
+    "decode",
     "lagrange_at",
     "lagrange_at_zero",
     "split",
@@ -275,3 +276,87 @@ def combine_secret(shares: Sequence[Share], threshold: int) -> bytes:
     """The SECRET_BYTES-byte secret of ``shares`` (every field element is one: whether it
     is the dealer's is for its commitment to say, ``dealing.py``)."""
     return combine(shares, threshold).to_bytes(SECRET_BYTES, "big")
+
+
+# Decoding shares some of which are wrong (a dealer that signed shares not on one
+# polynomial, aggregator.py): Shamir shares are a Reed–Solomon codeword, and Gao's
+# algorithm (S. Gao, "A new algorithm for decoding Reed-Solomon codes", 2003) recovers f
+# from n shares of which at most (n − t)/2 are wrong. Polynomials are coefficient lists,
+# lowest degree first, without trailing zeros ([] is the zero polynomial).
+
+
+def _trim(p: list[int]) -> list[int]:
+    while p and p[-1] == 0:
+        p.pop()
+    return p
+
+
+def _sub(a: Sequence[int], b: Sequence[int], prime: int) -> list[int]:
+    out = [0] * max(len(a), len(b))
+    for i, v in enumerate(a):
+        out[i] = v
+    for i, v in enumerate(b):
+        out[i] = (out[i] - v) % prime
+    return _trim(out)
+
+
+def _mul(a: Sequence[int], b: Sequence[int], prime: int) -> list[int]:
+    if not a or not b:
+        return []
+    out = [0] * (len(a) + len(b) - 1)
+    for i, u in enumerate(a):
+        if u:
+            for j, v in enumerate(b):
+                out[i + j] += u * v
+    return _trim([v % prime for v in out])
+
+
+def _divmod(a: Sequence[int], b: Sequence[int], prime: int) -> tuple[list[int], list[int]]:
+    """(q, r) with a = q·b + r and deg r < deg b (b non-zero)."""
+    remainder = list(a)
+    inverse = pow(b[-1], prime - 2, prime)
+    quotient = [0] * max(len(a) - len(b) + 1, 0)
+    for shift in range(len(a) - len(b), -1, -1):
+        factor = remainder[shift + len(b) - 1] * inverse % prime
+        quotient[shift] = factor
+        if factor:
+            for j, v in enumerate(b):
+                remainder[shift + j] = (remainder[shift + j] - factor * v) % prime
+    return _trim(quotient), _trim(remainder[: len(b) - 1])
+
+
+def decode(shares: Sequence[Share], threshold: int, *, prime: int = PRIME) -> int | None:
+    """f(0) of the polynomial of degree < ``threshold`` that agrees with all but at most
+    ⌊(n − threshold)/2⌋ of the n ``shares`` (Gao's algorithm), or None when there is none:
+    too many wrong shares to tell which are right. O(n²) field products; used only when a
+    dealer's shares do not combine to its commitment, never in an honest round."""
+    _check_threshold(threshold)
+    points = [_checked(s, prime) for s in shares]
+    n = len(points)
+    if n < threshold:
+        return None
+    xs = tuple(s.x for s in points)
+    weights = barycentric_weights(xs, prime)
+    vanishing = [1]  # g0 = Π (X − x_i)
+    for x in xs:
+        vanishing = _mul(vanishing, [(-x) % prime, 1], prime)
+    interpolated = [0] * n  # g1: degree < n through every share
+    for x, w, s in zip(xs, weights, points, strict=True):
+        quotient, _ = _divmod(vanishing, [(-x) % prime, 1], prime)
+        factor = s.y * w % prime
+        for i, v in enumerate(quotient):
+            interpolated[i] = (interpolated[i] + factor * v) % prime
+    r_prev, r_cur = vanishing, _trim(interpolated)
+    v_prev: list[int] = []
+    v_cur = [1]
+    bound = (n + threshold) / 2
+    while len(r_cur) - 1 >= bound:
+        q, r = _divmod(r_prev, r_cur, prime)
+        r_prev, r_cur = r_cur, r
+        v_prev, v_cur = v_cur, _sub(v_prev, _mul(q, v_cur, prime), prime)
+    if not v_cur:
+        return None
+    f, remainder = _divmod(r_cur, v_cur, prime)
+    if remainder or len(f) > threshold:
+        return None
+    return f[0] if f else 0

@@ -93,7 +93,7 @@ def test_a_random_unmasking_share_is_named_and_the_round_completes_without_it(
     played = play_round(run, 0, inputs, alter=liar("h1", "h0"))
     assert played.statuses == [200] * (len(STEPS) * len(NAMES))
     completed_without_the_liar(tmp_path, run, inputs)
-    assert "hospital h1 sent a wrong unmasking share" in caplog.text
+    assert "hospital h1 is at fault" in caplog.text
 
 
 def test_a_wrong_share_among_exactly_t_min_responses_fails_the_run_naming_its_sender(

@@ -210,10 +210,12 @@ def as_list(vector: np.ndarray[Any, Any]) -> list[int]:
     return [int(v) for v in vector]
 
 
-def dealing_wrong(monkeypatch: pytest.MonkeyPatch, holder: Holder, kind: Kind) -> None:
+def dealing_wrong(
+    monkeypatch: pytest.MonkeyPatch, holder: Holder, kind: Kind, *, moved: int = 2
+) -> None:
     """Make ``holder`` deal shares of ``kind`` that are not all on one polynomial: the
-    values of its shares to the first two holders in name order are moved (signed as
-    usual, so no responder can be blamed for them)."""
+    values of its shares to the first ``moved`` (1 or 2) holders in name order are moved
+    (signed as usual, so no responder can be blamed for them)."""
     honest = split_secret
     secret = holder._seed if kind == "b" else masking_key_secret(holder._masking_raw)
 
@@ -223,9 +225,9 @@ def dealing_wrong(monkeypatch: pytest.MonkeyPatch, holder: Holder, kind: Kind) -
             return shares
         # By 1 and 2: at t = 3 the Lagrange weights at 0 of x = 1, 2, 3 are 3, -3, 1, so
         # moving both by 1 would keep f(0).
-        moved = [
-            dataclasses.replace(sh, y=(sh.y + i) % PRIME) for i, sh in enumerate(shares[:2], 1)
+        shifted = [
+            dataclasses.replace(sh, y=(sh.y + i) % PRIME) for i, sh in enumerate(shares[:moved], 1)
         ]
-        return [*moved, *shares[2:]]
+        return [*shifted, *shares[moved:]]
 
     monkeypatch.setattr(dealing, "split_secret", split)

@@ -23,6 +23,7 @@ from ldpem.common.secagg.shamir import (
     barycentric_weights,
     combine,
     combine_secret,
+    decode,
     lagrange_at,
     lagrange_at_zero,
     split,
@@ -259,3 +260,29 @@ def test_any_altered_share_of_a_neighbourhood_is_caught() -> None:
             combine(altered, 87)
     with pytest.raises(ShamirError, match="86 shares are fewer than the threshold 87"):
         combine(ordered[:86], 87)
+
+
+@pytest.mark.parametrize(("n", "t"), [(5, 3), (8, 5), (20, 11), (60, 31)])
+def test_decode_corrects_up_to_half_the_spare_shares_and_no_more(n: int, t: int) -> None:
+    """Shamir shares are a Reed–Solomon codeword: from n shares of which e ≤ (n − t)/2 are
+    wrong (anywhere, any values), ``decode`` gives f(0); with one more wrong it returns
+    None or another value, never silently the same secret from too little (the caller
+    checks the result against the dealer's commitment)."""
+    rng = random.Random(n * 1000 + t)
+    secret = rng.randrange(PRIME)
+    xs = rng.sample(range(1, 10 * n), n)
+    shares = split(secret, t, xs)
+    assert decode(shares, t) == secret  # no error
+    most = (n - t) // 2
+    wrong = rng.sample(range(n), most + 1)
+
+    def spoilt(count: int) -> list[Share]:
+        bad = set(wrong[:count])
+        return [
+            Share(s.x, (s.y + rng.randrange(1, PRIME)) % PRIME) if i in bad else s
+            for i, s in enumerate(shares)
+        ]
+
+    assert decode(spoilt(most), t) == secret
+    assert decode(spoilt(most + 1), t) != secret
+    assert decode(shares[: t - 1], t) is None  # fewer than t: nothing to decode

@@ -94,6 +94,7 @@ def stage(
     dropped: Collection[str] = (),
     wrong_dealer: tuple[str, dealing.Kind] | None = None,
     monkeypatch: pytest.MonkeyPatch | None = None,
+    moved: int = 2,
 ) -> Staged:
     """The round; ``wrong_dealer`` (name, kind): that holder deals wrong shares of that
     secret (``dealing_wrong``)."""
@@ -108,7 +109,7 @@ def stage(
         if wrong_dealer is not None and wrong_dealer[0] == name:
             assert monkeypatch is not None
             with monkeypatch.context() as patch:
-                dealing_wrong(patch, h, wrong_dealer[1])
+                dealing_wrong(patch, h, wrong_dealer[1], moved=moved)
                 aggregator.receive_shares(wire(h.share_keys(participants)))
         else:
             aggregator.receive_shares(wire(h.share_keys(participants)))
@@ -235,6 +236,22 @@ def test_a_dealer_of_wrong_shares_is_named_when_its_secret_is_needed(
     # The same dealing, h00 dropped: its seed is not needed, its key is (and right).
     d = stage(consortium, dropped={"h00"}, wrong_dealer=("h00", "b"), monkeypatch=monkeypatch)
     assert d.result(d.responses) == d.expected()
+
+
+def test_a_dealer_whose_wrong_shares_can_be_decoded_around_is_named_and_the_round_completes(
+    consortium: Consortium, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: "a faulty dealing ... names it, and the round completes when enough
+    correct shares remain". h00, a survivor, signed one share of its seed off its
+    polynomial: t_min = 3 of the shares miss its commitment, but the K = 5 responses leave
+    at most (5 − 3)/2 = 1 wrong, which decoding corrects (``shamir.decode``; the same code
+    rebuilds a dropped holder's key). The sum is exact, h00 is named in ``dealt_wrong``
+    and no responder is blamed. On ff9f02a this was FaultyDealer, and the coordinator
+    failed the run."""
+    s = stage(consortium, wrong_dealer=("h00", "b"), monkeypatch=monkeypatch, moved=1)
+    assert s.result(s.responses) == s.expected()
+    assert list(s.last.dealt_wrong) == ["h00"] and s.last.faulty == {}
+    assert "not all on one polynomial" in s.last.dealt_wrong["h00"]
 
 
 def test_a_dealers_wrong_shares_of_a_secret_not_needed_cost_nothing(
