@@ -207,7 +207,13 @@ def _worker(job: dict[str, Any], results: Any) -> None:
             mechanism = run_shares_mechanism(params)
             grid = grid_of(mechanism)
             for name, _, _ in job["holders"]:
-                config = SecAggConfig(workdir / f"{name}.key", roster_path, min_honest=2)
+                # The hospitals assume the c the run declares (the consortium agreed on it).
+                config = SecAggConfig(
+                    workdir / f"{name}.key",
+                    roster_path,
+                    min_honest=2,
+                    max_colluders=params.colluders or 0,
+                )
                 sessions[name] = load_secagg(config, params, name, mechanism)
         outcome: dict[str, str] = {}
         before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()

@@ -1,4 +1,5 @@
-"""``ldpem run cancel``: end a running run as cancelled, with the operator's reason.
+"""``ldpem run cancel``: end a running (or paused) run as cancelled, with the operator's
+reason; ``ldpem run resume``: set a paused run running again.
 
 The coordinator stores the run as ``cancelled`` (a restart keeps it so); its agents learn it
 from their next poll and stop with one line and exit 0. A run that ended already is a 409.
@@ -12,7 +13,7 @@ from pathlib import Path
 from ldpem.runhttp import CA_HELP, admin_token, refused, token_file_option, unreachable
 from ldpem.urls import coordinator_option
 
-__all__ = ["cancel", "cancel_options"]
+__all__ = ["cancel", "cancel_options", "resume", "resume_options"]
 
 
 def cancel_options(cancel: argparse.ArgumentParser) -> None:
@@ -54,4 +55,38 @@ def cancel(args: argparse.Namespace) -> int:
         f"run {run['run_id']} cancelled after {run['round']} of {run['rounds']} rounds "
         f"({run['reason']})"
     )
+    return 0
+
+
+def resume_options(resume: argparse.ArgumentParser) -> None:
+    """RUN_ID and how to reach the coordinator as its admin."""
+    coordinator_option(resume)
+    resume.add_argument("run_id", metavar="RUN_ID", help="the paused run to resume")
+    token_file_option(resume, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
+    resume.add_argument("--ca-cert", type=Path, metavar="PEM", help=CA_HELP)
+
+
+def resume(args: argparse.Namespace) -> int:
+    """POST /v1/runs/RUN_ID/resume with the admin token; one line: the run and its round."""
+    import urllib.parse
+
+    import httpx
+
+    from ldpem.client.link import tls_context
+
+    token = admin_token(args.admin_token_file)
+    run_id = urllib.parse.quote(args.run_id, safe="")
+    try:
+        response = httpx.post(
+            f"{args.coordinator.rstrip('/')}/v1/runs/{run_id}/resume",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30.0,
+            verify=tls_context(args.ca_cert),
+        )
+    except httpx.HTTPError as error:
+        raise unreachable(error, args.coordinator) from None
+    if response.status_code != 200:
+        raise refused(response, f"run {args.run_id} not resumed")
+    run = response.json()
+    print(f"run {run['run_id']} resumed at round {run['round']} of {run['rounds']}")
     return 0

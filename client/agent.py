@@ -291,7 +291,7 @@ class Agent:
 
     def _follow(self, session: _Session) -> int:
         """Long-poll round after round until the run ends; 0 when it finished."""
-        after = -1
+        after, paused = -1, False
         while True:
             info = self.poll(session.run_id, after)
             check_round(session.me, info, session.params_json)
@@ -310,6 +310,16 @@ class Agent:
                     " ".join((info.reason or "no reason given").split())[:500],
                 )
                 return 0
+            if info.status == "paused":  # the operator's decision: resume or cancel
+                if not paused:
+                    log.warning(
+                        "run %s is paused (%s); waiting for the operator",
+                        session.run_id,
+                        " ".join((info.reason or "no reason given").split())[:500],
+                    )
+                paused = True
+                continue  # the coordinator holds the long-poll while paused
+            paused = False
             if info.round <= after:
                 continue  # the long-poll timed out; ask again
             self._warn_missed(session, after + 1, info.round)

@@ -40,7 +40,7 @@ from ldpem.server.confidence import (
 )
 from ldpem.server.forecast import ForecastOptions
 from ldpem.server.groupcommit import GroupCommit
-from ldpem.server.machine import Outcome, accept_report, cancel, check_open, expire
+from ldpem.server.machine import Outcome, accept_report, cancel, check_open, expire, resume
 from ldpem.server.policy import (
     NOISE_FLOOR_RTOL,
     check_report,
@@ -205,6 +205,17 @@ class Coordinator:
         self._notify()
         return self.summary(run_id)
 
+    def resume_run(self, run_id: str) -> RunSummary:
+        """Set a paused run running again (the operator's answer to a pause, docs/SECAGG.md);
+        its agents learn it from the long-poll and take part in its open round. Conflict
+        unless it is paused."""
+        with self.store.transaction():
+            notes = resume(self.store, run_id)
+        for note in notes:
+            note.emit()
+        self._notify()
+        return self.summary(run_id)
+
     def _start_forecast(self, run_id: str, request: RunCreate, params: PublicParameters) -> None:
         job = runs.ForecastJob(self.store, run_id, request, params, self.forecast)
         self.background.submit(run_id, runs.FORECAST, job.compute, job.save, failed=job.failed)
@@ -273,7 +284,9 @@ class Coordinator:
             if info is None:
                 info = self._infos[run_id] = self.round_info(run_id)
             remaining = min(wait, end - self.clock())
-            if info.round > after or info.status != "running" or remaining <= 0:
+            # A paused run is neither open nor ended: the agents wait until it resumes.
+            waiting = info.status == "paused" or (info.status == "running" and info.round <= after)
+            if not waiting or remaining <= 0:
                 return info
             try:
                 await asyncio.wait_for(event.wait(), timeout=remaining)

@@ -48,7 +48,7 @@ NAMED = 10
 #: A hospital in the open round: reported, not yet (waiting), overdue (late), out of it (a
 #: secagg holder lost at a step, or not waited for since), or "" when no round is open.
 Presence = Literal["reported", "waiting", "late", "lost", ""]
-HealthState = Literal["healthy", "degraded", "failed", "cancelled"]
+HealthState = Literal["healthy", "degraded", "paused", "failed", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ class RunHealth:
 
     @property
     def state(self) -> HealthState:
-        if self.run_status in ("failed", "cancelled"):
+        if self.run_status in ("paused", "failed", "cancelled"):
             return self.run_status
         return "degraded" if self.degraded else "healthy"
 
@@ -180,6 +180,8 @@ class RunHealth:
             return f"stopped after {self.closed} of {self.rounds} rounds"
         if self.run_status == "cancelled":
             return f"cancelled after {self.closed} of {self.rounds} rounds"
+        if self.run_status == "paused":
+            return f"paused after {self.closed} of {self.rounds} rounds: `ldpem run resume` goes on"
         lost = f"; lost: {_named([str(x) for x in self.lost])}" if self.lost else ""
         if self.run_status == "finished":
             if not self.missing:
@@ -205,6 +207,8 @@ class RunHealth:
             found.append(f"the run failed: {self.reason or 'no reason recorded'}")
         if self.run_status == "cancelled":
             found.append(self.reason or "cancelled by the operator")
+        if self.run_status == "paused":
+            found.append(f"the run is paused: {self.reason or 'no reason recorded'}")
         if self.warning:
             found.append(f"forecast warning: {self.warning}")
         if self.open_round is not None:

@@ -40,6 +40,7 @@ __all__ = [
     "close_round",
     "expire",
     "lose_round",
+    "resume",
 ]
 
 log = logging.getLogger("ldpem.server")
@@ -275,13 +276,34 @@ def expire(store: Store, now: float) -> bool:
     return changed
 
 
+def resume(store: Store, run_id: str) -> list[Note]:
+    """Set the paused run ``run_id`` running again (inside a transaction): its open round
+    takes reports and secure-aggregation messages again. Conflict unless it is paused."""
+    run = get_run(store, run_id)
+    if run.status != "paused":
+        raise Conflict(f"run {run_id} is {run.status}: only a paused run can be resumed")
+    store.update_run(
+        run_id, status="running", current_round=run.current_round, beta=run.beta, reason=None
+    )
+    return [
+        Note(
+            logging.WARNING,
+            "run %s resumed by the operator at round %d",
+            (run_id, run.current_round),
+            {"run": run_id, "round": run.current_round},
+        )
+    ]
+
+
 def cancel(store: Store, run_id: str, reason: str) -> list[Note]:
     """End the running run ``run_id`` as cancelled, with the operator's ``reason`` (inside a
     transaction); Conflict when it ended already. Its open round is left as it was, like a
     failed run's: no report is accepted any more and nothing is averaged."""
     run = get_run(store, run_id)
-    if run.status != "running":
-        raise Conflict(f"run {run_id} is {run.status}: only a running run can be cancelled")
+    if run.status not in ("running", "paused"):
+        raise Conflict(
+            f"run {run_id} is {run.status}: only a running or paused run can be cancelled"
+        )
     stated = f"cancelled by the operator: {reason}"
     store.update_run(
         run_id, status="cancelled", current_round=run.current_round, beta=run.beta, reason=stated

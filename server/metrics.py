@@ -97,7 +97,7 @@ ROUND_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 360
 COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 #: Reports per group commit.
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-RUN_STATES = ("running", "finished", "failed", "cancelled")
+RUN_STATES = ("running", "paused", "finished", "failed", "cancelled")
 
 _ROUND_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/round")
 _REPORT_PATH = re.compile(rf"{re.escape(API_PREFIX)}/runs/[^/]+/rounds/[^/]+/reports")

@@ -82,8 +82,8 @@ STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
 #: a round: its secrets were in memory). The advertise step waits as long as "extend" says.
 MAX_EXTENSIONS = 3
 
-#: The unattributable losses (an out-of-range sum: no holder can be named) after which a
-#: run stops, with what the operator can do, rather than lose every round to one holder.
+#: The unattributable losses (an out-of-range sum: no holder can be named) from which a
+#: run pauses, with what the operator can do, rather than lose every round to one holder.
 UNATTRIBUTABLE_LIMIT = 3
 #: The steps at which a restarted holder is counted out at once (``_restarted``).
 _COUNTED_OUT_FROM = ("masked", "signature", "unmask")
@@ -447,9 +447,10 @@ class SecAggRounds:
         on (``machine.lose_round``); a ``lost`` row names the ``cause`` ("faulty": the
         ``culprits`` the aggregator proved at fault; "unattributable": nobody can be
         named; "short": too few holders left) and is read by the page, the API and
-        /metrics. The ``UNATTRIBUTABLE_LIMIT``-th unattributable loss of a run stops it
-        instead, with what the operator can do: a holder that keeps sending wrong inputs
-        would otherwise cost every round."""
+        /metrics. From the ``UNATTRIBUTABLE_LIMIT``-th unattributable loss of a run on, the
+        run is paused after it, with what the operator can do (``ldpem run resume`` or
+        ``cancel``): a holder that keeps sending wrong inputs would otherwise cost every
+        round."""
         run = get_run(self.store, r.run_id)
         params = params_of(run)
         body = {"cause": cause, "reason": problem, "culprits": sorted(culprits)}
@@ -458,21 +459,25 @@ class SecAggRounds:
         stop = cause == "unattributable" and earlier + 1 >= UNATTRIBUTABLE_LIMIT
         with self._log.transaction():
             self.store.add_secagg(r.run_id, r.t, rows)
-            if stop:
+            notes = lose_round(self.store, run, params, self.clock())
+            if stop and (paused := get_run(self.store, r.run_id)).status == "running":
                 reason = (
                     f"round {r.t}: {problem}; that is the {earlier + 1}th round lost this "
-                    f"way, so the run stops: check that every hospital runs an unmodified "
-                    f"agent (ldpem --version) and its logs, then create a new run, without "
-                    f"any hospital you cannot vouch for"
+                    f"way, so the run is paused: check that every hospital runs an "
+                    f"unmodified agent (ldpem --version) and its logs, then `ldpem run "
+                    f"resume` to go on, or `ldpem run cancel` and a new run without any "
+                    f"hospital you cannot vouch for"
                 )
                 self.store.update_run(
-                    run.id, status="failed", current_round=r.t, beta=run.beta, reason=reason
+                    paused.id,
+                    status="paused",
+                    current_round=paused.current_round,
+                    beta=paused.beta,
+                    reason=reason,
                 )
-                notes = [
-                    Note(logging.ERROR, "run %s failed: %s", (run.id, reason), {"run": run.id})
-                ]
-            else:
-                notes = lose_round(self.store, run, params, self.clock())
+                notes.append(
+                    Note(logging.ERROR, "run %s paused: %s", (run.id, reason), {"run": run.id})
+                )
         self._rounds.pop((r.run_id, r.t), None)
         r.changed.set()
         named = f" ({', '.join(sorted(culprits))})" if culprits else ""

@@ -107,6 +107,7 @@ def run_page(view: RunView) -> str:
 _LABELS = {
     "healthy": "Healthy",
     "degraded": "Degraded",
+    "paused": "Paused",
     "failed": "Failed",
     "cancelled": "Cancelled",
 }

@@ -34,7 +34,7 @@ from ldpem.common.infra.sqlite import connect_durable, immediate
 
 __all__ = ["HospitalRow", "ReportRow", "RoundRow", "RoundState", "RunRow", "RunState", "Store"]
 
-RunState = Literal["running", "finished", "failed", "cancelled"]
+RunState = Literal["running", "paused", "finished", "failed", "cancelled"]
 RoundState = Literal["open", "closed"]
 
 _SCHEMA = """

@@ -6,6 +6,7 @@
     ldpem run status --coordinator URL [RUN_ID] [--wait [--give-up SECONDS]] [--beta-star FILE]
                      [--token-file FILE | --admin-token-file FILE] [--ca-cert PEM]
     ldpem run cancel --coordinator URL RUN_ID --reason TEXT [--admin-token-file FILE]
+    ldpem run resume --coordinator URL RUN_ID [--admin-token-file FILE]
 
 "create" posts the run request (JSON, the fields of ldpem.common.wire.RunCreate) with the
 admin token (LDPEM_ADMIN_TOKEN or --admin-token-file); a secagg run's roster file goes in
@@ -54,7 +55,7 @@ from ldpem.actions import ActionSpec, add_actions
 from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
 from ldpem.common.core.naming import natural_sorted
-from ldpem.run_cancel import cancel, cancel_options
+from ldpem.run_cancel import cancel, cancel_options, resume, resume_options
 from ldpem.run_request import (
     default_delta_warning,
     describe_setting,
@@ -80,7 +81,7 @@ _PLAN_SEEDS = 20
 
 
 NAME = "run"
-HELP = "create, inspect or cancel runs on a coordinator"
+HELP = "create, inspect, cancel or resume runs on a coordinator"
 EXAMPLES = (
     "ldpem run create --coordinator https://coord.example:8443 --ca-cert coord/ca.pem "
     "--admin-token-file coord/admin.token --config run.json --tokens-dir tokens",
@@ -151,6 +152,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 '--reason "wrong delta"',
             ),
             options=cancel_options,
+        ),
+        ActionSpec(
+            "resume",
+            resume,
+            help="resume a paused run (admin)",
+            description=(
+                "Set a paused run running again, using the admin token. A secure-"
+                "aggregation run pauses after repeated rounds lost to out-of-range sums, "
+                "which the masks keep anyone from pinning on a hospital (docs/SECAGG.md): "
+                "check the hospitals' agents and logs first, or cancel the run instead. A "
+                "run that is not paused is refused."
+            ),
+            example_lines=(
+                "ldpem run resume --coordinator https://coord.example:8443 --ca-cert "
+                "coord/ca.pem --admin-token-file coord/admin.token 3f2a9c1b7d04",
+            ),
+            options=resume_options,
         ),
     )
 
@@ -465,14 +483,17 @@ def _show_status(args: argparse.Namespace) -> int:
         return reader.get(f"{base}/{run_id}", f"run {run_id}")
 
     run = fetch()
-    shown = -1
+    shown: tuple[int, str] = (-1, "")
     warned: set[str] = set()
     while args.wait:
-        if run["round"] != shown:
-            shown = run["round"]
-            print(f"run {run_id}: {run['status']}, round {shown}/{run['rounds']}", file=sys.stderr)
+        if (run["round"], run["status"]) != shown:
+            shown = (run["round"], run["status"])
+            line = f"run {run_id}: {run['status']}, round {run['round']}/{run['rounds']}"
+            if run["status"] == "paused":  # the operator's to resume or cancel: keep waiting
+                line += f" ({run.get('reason')})"
+            print(line, file=sys.stderr)
         _print_new_warning(run, warned)
-        if run["status"] != "running":
+        if run["status"] not in ("running", "paused"):
             break
         time.sleep(args.interval)
         run = fetch()

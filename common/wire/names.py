@@ -39,7 +39,7 @@ ModelName = Annotated[str, AfterValidator(_registered_model)]
 #: A registered mechanism a federated run may use (``ldpem.common.mechanisms``).
 FederatedMechanism = Annotated[str, AfterValidator(_federated_mechanism)]
 #: A run ends finished, failed, or cancelled by the operator (``POST …/cancel``).
-RunStatus = Literal["running", "finished", "failed", "cancelled"]
+RunStatus = Literal["running", "paused", "finished", "failed", "cancelled"]
 AccountingName = Literal["exact", "paper"]
 #: Integers are stored as SQLite INTEGER (signed 64-bit): larger ones are refused up front.
 INT_LIMIT = 2**63

@@ -36,6 +36,14 @@ async def cancel_run(
     return coordinator.cancel_run(run_id, cancel.reason)
 
 
+@router.post("/{run_id}/resume", response_model=RunSummary)
+async def resume_run(run_id: str, coordinator: CoordinatorDep, _: AdminDep) -> RunSummary:
+    """Set a paused run running again (admin token): a secure-aggregation run pauses after
+    repeated rounds lost to faults nobody can be named for (docs/SECAGG.md). 409 unless
+    it is paused."""
+    return coordinator.resume_run(run_id)
+
+
 @router.get("", dependencies=[ReaderDep], response_model=list[RunSummary])
 async def list_runs(coordinator: CoordinatorDep) -> list[RunSummary]:
     return coordinator.list_runs()

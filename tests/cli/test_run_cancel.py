@@ -148,7 +148,7 @@ def test_a_cancelled_run_stops_its_agents_and_shows_as_cancelled(
     _, err = lines(capsys)
     assert err == [
         f'ldpem run: error: run {run_id} not cancelled: HTTP 409 "run {run_id} is cancelled: '
-        'only a running run can be cancelled"'
+        'only a running or paused run can be cancelled"'
     ]
     assert main([*cancel[:4], "nosuchrun", "--reason", "x"]) == 2
     _, err = lines(capsys)
@@ -188,7 +188,7 @@ def test_only_the_admin_cancels_and_a_finished_run_is_a_409(server: str, tmp_pat
     refused = httpx.post(url, json={"reason": "x"}, headers=admin_headers())
     assert (refused.status_code, refused.json()) == (
         409,
-        {"detail": f"run {run_id} is finished: only a running run can be cancelled"},
+        {"detail": f"run {run_id} is finished: only a running or paused run can be cancelled"},
     )
     assert httpx.get(f"{server}/v1/runs/{run_id}").json()["status"] == "finished"
 

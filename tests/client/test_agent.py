@@ -519,4 +519,4 @@ def test_the_agent_says_where_its_noise_is_drawn(
     with caplog.at_level(logging.INFO, logger="ldpem.client"):
         assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
     (line,) = [r.getMessage() for r in caplog.records if "noise std" in r.getMessage()]
-    assert f"{mechanism} mechanism" in line and line.endswith(f" {where} (round 0)")
+    assert f"{mechanism} mechanism" in line and line.endswith(f" {where} (round 0 of 3)")

@@ -19,6 +19,7 @@ import pytest
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
 from ldpem.server.secagg import MAX_EXTENSIONS, UNATTRIBUTABLE_LIMIT, SecAggRounds
 from tests.common.secagg.kit import dealing_wrong
+from tests.fedkit import admin_headers
 from tests.secaggdriver import (
     NAMES,
     STEPS,
@@ -172,23 +173,25 @@ def _out_of_range(run: DrivenRun, seed: int) -> dict[str, list[int]]:
     return inputs
 
 
-def test_an_out_of_range_sum_costs_the_round_unattributed_and_repeated_stops_the_run(
+def test_an_out_of_range_sum_costs_the_round_unattributed_and_repeated_pauses_the_run(
     coordinator: InProcessCoordinator, tmp_path: Path
 ) -> None:
     """The masks keep anyone from knowing whose input was out of range: the round is lost
-    as unattributable (API, /metrics) and the run goes on; the UNATTRIBUTABLE_LIMIT-th
-    such round stops the run with what the operator can do (issue 41, finding 2: on
-    ff9f02a the first one failed the run)."""
-    run = create_run(coordinator.client, "a", rounds=UNATTRIBUTABLE_LIMIT + 1)
+    as unattributable (API, /metrics) and the run goes on; after the
+    UNATTRIBUTABLE_LIMIT-th such round the run pauses, saying what the operator can do,
+    its agents' long-poll is held (no spin), and `resume` lets it go on (issue 41,
+    finding 2: on ff9f02a the first one failed the run)."""
+    run = create_run(coordinator.client, "a", rounds=UNATTRIBUTABLE_LIMIT + 2)
     for t in range(UNATTRIBUTABLE_LIMIT):
         play_round(run, t, _out_of_range(run, t))
         summary = run.summary()
         lost = stored_body(tmp_path, run.run_id, t, "lost")
         assert lost["cause"] == "unattributable" and lost["culprits"] == [], lost
+        assert summary["round"] == t + 1, summary
         if t + 1 < UNATTRIBUTABLE_LIMIT:
-            assert (summary["status"], summary["round"]) == ("running", t + 1), summary
-    assert summary["status"] == "failed", summary
-    assert "unmodified agent" in summary["reason"] and "\n" not in summary["reason"]
+            assert summary["status"] == "running", summary
+    assert summary["status"] == "paused", summary
+    assert "ldpem run resume" in summary["reason"] and "\n" not in summary["reason"]
     rounds = coordinator.client.get(f"/v1/runs/{run.run_id}/rounds").json()
     views = [r["secagg"] for r in rounds if r["secagg"] is not None]
     assert views[0]["step"] == "lost" and views[0]["lost_round"]["cause"] == "unattributable"
@@ -196,6 +199,29 @@ def test_an_out_of_range_sum_costs_the_round_unattributed_and_repeated_stops_the
     assert f'ldpem_secagg_lost_rounds_total{{cause="unattributable"}} {UNATTRIBUTABLE_LIMIT}.0' in (
         metrics
     )
+    assert 'ldpem_runs{status="paused"} 1.0' in metrics
+    # Paused: secure-aggregation messages are refused, and an agent's long-poll is held
+    # for its wait (it would otherwise spin), then answers "paused".
+    advert = run.holders(UNATTRIBUTABLE_LIMIT)["h0"].advertise().to_dict()
+    assert run.post(UNATTRIBUTABLE_LIMIT, "h0", "advertise", advert).status_code == 409
+    token = run.tokens["h0"]
+    began = time.monotonic()
+    info = coordinator.client.get(
+        f"/v1/runs/{run.run_id}/round",
+        params={"after": UNATTRIBUTABLE_LIMIT - 1, "wait": 0.5},
+        headers={"Authorization": f"Bearer {token}"},
+    ).json()
+    assert info["status"] == "paused" and time.monotonic() - began >= 0.45
+    # The operator resumes: the open round runs as any other.
+    assert coordinator.client.post(f"/v1/runs/{run.run_id}/resume").status_code == 401
+    resumed = coordinator.client.post(f"/v1/runs/{run.run_id}/resume", headers=admin_headers())
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["status"] == "running"
+    played = play_round(run, UNATTRIBUTABLE_LIMIT, run.inputs(9))
+    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert run.summary()["round"] == UNATTRIBUTABLE_LIMIT + 1
+    again = coordinator.client.post(f"/v1/runs/{run.run_id}/resume", headers=admin_headers())
+    assert again.status_code == 409  # only a paused run resumes
 
 
 def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(
