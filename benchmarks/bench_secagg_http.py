@@ -68,6 +68,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -277,7 +278,13 @@ def _stored_sum(state: Path, run_id: str, t: int) -> dict[str, Any] | None:
 
 
 def _wait(
-    url: str, run_id: str, processes: Processes, *, until: int | None, timeout: float
+    url: str,
+    run_id: str,
+    processes: Processes,
+    *,
+    until: int | None,
+    timeout: float,
+    alive: Callable[[], bool] = lambda: True,
 ) -> dict[str, Any]:
     """Long-poll (admin token) until the run ends or round ``until`` opens, as
     ``_fedkit.wait_finished`` does, except that a coordinator too busy to answer within a
@@ -292,6 +299,8 @@ def _wait(
             problem = processes.failed()
             if problem is not None:
                 raise RuntimeError(problem)
+            if not alive():  # nobody is left to send anything: say so, do not wait it out
+                raise RuntimeError("every load-generator worker exited (its error is above)")
             if time.monotonic() > end:
                 raise RuntimeError(f"run {run_id} did not finish within {timeout:.0f} s")
             try:
@@ -392,7 +401,14 @@ def run_setting(
         try:
             for t in range(1, args.rounds + 1):
                 until = t if t < args.rounds else None
-                info = _wait(url, run_id, processes, until=until, timeout=args.timeout)
+                info = _wait(
+                    url,
+                    run_id,
+                    processes,
+                    until=until,
+                    timeout=args.timeout,
+                    alive=lambda: any(w.is_alive() for w in workers),
+                )
                 coordinator_cpu.append(cpu_seconds(coordinator.pid))
                 print(
                     f"K={holders}: round {t - 1} over after {time.monotonic() - started:.0f} s; "
