@@ -42,7 +42,11 @@ AGENT = {
     ("POST", "/v1/runs/{run_id}/rounds/{t}/secagg/{step}"),
     ("GET", "/v1/runs/{run_id}/rounds/{t}/secagg/{fetched}"),
 }
-ADMIN_ONLY = {("POST", "/v1/runs"), ("POST", "/v1/runs/{run_id}/cancel")}
+ADMIN_ONLY = {
+    ("POST", "/v1/runs"),
+    ("POST", "/v1/runs/{run_id}/cancel"),
+    ("POST", "/v1/runs/{run_id}/resume"),
+}
 
 
 def routes(app: FastAPI) -> set[tuple[str, str]]:
