@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from ldpem.runhttp import CA_HELP, admin_token, refused, token_file_option, unreachable
 from ldpem.urls import coordinator_option
@@ -30,27 +31,7 @@ def cancel_options(cancel: argparse.ArgumentParser) -> None:
 def cancel(args: argparse.Namespace) -> int:
     """POST /v1/runs/RUN_ID/cancel with the admin token; one line: the run, its rounds and
     the reason."""
-    import urllib.parse
-
-    import httpx
-
-    from ldpem.client.link import tls_context
-
-    token = admin_token(args.admin_token_file)
-    run_id = urllib.parse.quote(args.run_id, safe="")
-    try:
-        response = httpx.post(
-            f"{args.coordinator.rstrip('/')}/v1/runs/{run_id}/cancel",
-            json={"reason": args.reason},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=30.0,
-            verify=tls_context(args.ca_cert),
-        )
-    except httpx.HTTPError as error:
-        raise unreachable(error, args.coordinator) from None
-    if response.status_code != 200:
-        raise refused(response, f"run {args.run_id} not cancelled")
-    run = response.json()
+    run = _admin_post(args, "cancel", {"reason": args.reason}, "not cancelled")
     print(
         f"run {run['run_id']} cancelled after {run['round']} of {run['rounds']} rounds "
         f"({run['reason']})"
@@ -68,6 +49,16 @@ def resume_options(resume: argparse.ArgumentParser) -> None:
 
 def resume(args: argparse.Namespace) -> int:
     """POST /v1/runs/RUN_ID/resume with the admin token; one line: the run and its round."""
+    run = _admin_post(args, "resume", None, "not resumed")
+    print(f"run {run['run_id']} resumed at round {run['round']} of {run['rounds']}")
+    return 0
+
+
+def _admin_post(
+    args: argparse.Namespace, action: str, body: dict[str, Any] | None, failed: str
+) -> dict[str, Any]:
+    """POST /v1/runs/RUN_ID/``action`` with the admin token: the run's summary, or the
+    one-line UserError of an unreachable coordinator or a refusal (``run … failed``)."""
     import urllib.parse
 
     import httpx
@@ -78,7 +69,8 @@ def resume(args: argparse.Namespace) -> int:
     run_id = urllib.parse.quote(args.run_id, safe="")
     try:
         response = httpx.post(
-            f"{args.coordinator.rstrip('/')}/v1/runs/{run_id}/resume",
+            f"{args.coordinator.rstrip('/')}/v1/runs/{run_id}/{action}",
+            json=body,
             headers={"Authorization": f"Bearer {token}"},
             timeout=30.0,
             verify=tls_context(args.ca_cert),
@@ -86,7 +78,6 @@ def resume(args: argparse.Namespace) -> int:
     except httpx.HTTPError as error:
         raise unreachable(error, args.coordinator) from None
     if response.status_code != 200:
-        raise refused(response, f"run {args.run_id} not resumed")
-    run = response.json()
-    print(f"run {run['run_id']} resumed at round {run['round']} of {run['rounds']}")
-    return 0
+        raise refused(response, f"run {args.run_id} {failed}")
+    run: dict[str, Any] = response.json()
+    return run

@@ -345,6 +345,17 @@ def _parameters(session: SecAggSession, run_id: str, t: int) -> RoundParameters:
     return round_parameters(session.run, run_id, t)
 
 
+def _holder(session: SecAggSession, run_id: str, t: int) -> Holder:
+    """A fresh ``Holder`` for round t: new keys and seed, the run's bound parameters."""
+    return Holder(
+        session.name,
+        session.roster,
+        session.key,
+        _parameters(session, run_id, t),
+        min_honest=session.min_honest,
+    )
+
+
 #: Seconds a holder asks the coordinator to hold each long-poll of a step's answer (it
 #: holds at most its ``max_wait``, 300 s by default). A step whose holders all answered
 #: closes at once, but one that lost a holder closes only at its deadline, and until then
@@ -436,13 +447,7 @@ def aggregate(
     peer whose shares do not open only costs that peer the round (logged by name)."""
     total = json.loads(body)["total"]
     values = to_residues(total, session.grid, session.bits)
-    holder = Holder(
-        session.name,
-        session.roster,
-        session.key,
-        _parameters(session, run_id, t),
-        min_honest=session.min_honest,
-    )
+    holder = _holder(session, run_id, t)
     exchange = _Exchange(link, run_id, t, wait)
     masked_sent = False
     try:
@@ -506,13 +511,7 @@ def announce_restart(
     neighbours release its seed against the masked-with set it signed with its input. A
     refusal or a lost connection here only costs that early close: logged, never fatal."""
     try:
-        holder = Holder(
-            session.name,
-            session.roster,
-            session.key,
-            _parameters(session, run_id, t),
-            min_honest=session.min_honest,
-        )
+        holder = _holder(session, run_id, t)
         exchange = _Exchange(link, run_id, t, wait)
         accepted = exchange.post("advertise", holder.advertise().to_dict())
     except (SecAggRefused, SecAggError, AgentError) as error:
