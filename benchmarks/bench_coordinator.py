@@ -250,7 +250,7 @@ def bench(agents: int, total_rounds: int, d: int, workdir: Path) -> dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--agents", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--d", type=int, default=10)

@@ -53,7 +53,7 @@ def measure(count: int, k: int, repeats: int) -> dict[str, float | int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--holders", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--k", type=int, default=174)
     parser.add_argument("--repeats", type=int, default=5)

@@ -56,7 +56,7 @@ def run(figure: str, seeds: int) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--figure", default="fig1")
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--json", action="store_true")

@@ -262,7 +262,7 @@ def floors(x: np.ndarray, rounds_: int, sizes: list[int], repeats: int) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--records", type=int, default=1_000_000, help="overhead job: n")
     parser.add_argument("--hospitals", type=int, default=10, help="overhead job: K")
     parser.add_argument("--d", type=int, default=10)

@@ -283,7 +283,7 @@ def table(title: str, stats: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--d", type=int, default=10, help="covariates (besides the response y)")
     parser.add_argument("--repeats", type=int, default=9, help="in-process loads per file")

@@ -59,7 +59,7 @@ def bench_dimension(n: int, d: int, repeats: int, seed: int) -> dict[str, float]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--dims", type=int, nargs="+", default=[5, 10, 50])
     parser.add_argument("--repeats", type=int, default=3)

@@ -154,7 +154,7 @@ def coordinator(workdir: Path, total: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--records", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
     parser.add_argument("--chunks", type=int, nargs="+", default=[1 << 13, 1 << 15, 1 << 17])
     parser.add_argument(

@@ -351,7 +351,7 @@ def bench_demo(repeats: int, root: Path, before: Path | None) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--demos", type=int, default=3)
     parser.add_argument("--skip", default="", help="comma-separated parts to skip")

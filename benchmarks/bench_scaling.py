@@ -176,7 +176,7 @@ def plot(rows: list[dict[str, Any]], key: str, fixed: str, path: Path) -> str | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument(
         "--ns", type=int, nargs="+", default=[10_000, 30_000, 100_000, 300_000, 1_000_000]
     )

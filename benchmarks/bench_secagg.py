@@ -542,7 +542,9 @@ def main_processes(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0], allow_abbrev=False
+    )
     parser.add_argument("--holders", type=int, nargs="*", default=[10, 100, 1000])
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.51, 0.9])
     parser.add_argument("--dimension", type=int, default=11, help="values per masked input")

@@ -115,7 +115,9 @@ def graph_round(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0], allow_abbrev=False
+    )
     parser.add_argument("--holders", type=int, default=1000)
     parser.add_argument("--dropped", type=float, default=0.1)
     parser.add_argument("--dimension", type=int, default=11)

@@ -492,7 +492,9 @@ def run_setting(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0], allow_abbrev=False
+    )
     parser.add_argument("--holders", type=int, nargs="+", default=[100, 200])
     parser.add_argument("--dropped", type=float, nargs="+", default=[0.0, 0.1])
     parser.add_argument("--rounds", type=int, default=4)

@@ -135,7 +135,7 @@ def read(kind: str, location: str, query: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--d", type=int, default=10)
     parser.add_argument("--postgres", help="database URL (default: a throw-away server)")

@@ -127,7 +127,7 @@ def bench(n: int, d: int, repeats: int, seed: int) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--d", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=21)

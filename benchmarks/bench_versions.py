@@ -161,7 +161,7 @@ def ratios(before: list[dict[str, float]], after: list[dict[str, float]]) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--before", type=Path, required=True, help="the older checkout")
     parser.add_argument("--after", type=Path, required=True, help="the newer checkout")
     for side in ("before", "after"):

@@ -136,7 +136,7 @@ def table(rows: list[Coverage], nonprivate: dict[tuple[str, int], float]) -> str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--n", type=int, nargs="+", default=[20_000, 200_000])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--draws", type=int, default=19)

@@ -54,7 +54,7 @@ def load(csv: Path | None) -> tuple[Dataset, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--csv", type=Path, default=None)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--draws", type=int, default=99)

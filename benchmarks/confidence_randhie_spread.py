@@ -114,7 +114,7 @@ def truncated(data: Dataset, sigma: float, scale: float) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--csv", type=Path, default=None)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--json", action="store_true")

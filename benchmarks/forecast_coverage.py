@@ -66,7 +66,7 @@ def figures(errors: list[float], fresh: np.ndarray) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--fresh", type=int, default=50, help="unseen runs per case")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--json", action="store_true")

@@ -160,7 +160,7 @@ def plot(model: str, by_n: list[Row], by_k: list[Row]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--models", default="gmm,mrm,rmc")
     parser.add_argument("--skip-acceptance", action="store_true")

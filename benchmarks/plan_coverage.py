@@ -123,7 +123,9 @@ def time_plan(sizes: str, *extra: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").splitlines()[0], allow_abbrev=False
+    )
     parser.add_argument("--fresh", type=int, default=200, help="unseen runs per case")
     parser.add_argument("--first-fresh", type=int, default=9000, help="their first seed")
     parser.add_argument("--sizes", default=SIZES, help="records per hospital")
