@@ -4,8 +4,9 @@ round, the survivors, who was lost at which step and how each step closed
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
+from ldpem.common.core.naming import natural_key, natural_sorted
 from ldpem.server.health import RoundView
 from ldpem.server.pagekit import escape
 from ldpem.server.secaggview import HOLDER_STEPS, STEP_WORDS, SecAggRound
@@ -34,14 +35,19 @@ def _who(names: Collection[str], enrolled: Sequence[str]) -> str:
     return f"{len(names)}, without {', '.join(without)}"
 
 
+def _by_name(named: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``named``'s items in the order hospitals are listed to people (h2 before h10)."""
+    return sorted(named.items(), key=lambda item: natural_key(item[0]))
+
+
 def _lost(view: SecAggRound) -> str:
     """Who this round lost (and at which step), did not wait for, or got back."""
-    lost = [f"{name} (did not {STEP_WORDS[step]})" for name, step in sorted(view.lost.items())]
-    lost += [f"{name} (left out of S by a peer)" for name in sorted(view.excluded)]
-    lost += [f"{name} (left out of S: {why})" for name, why in sorted(view.disputed.items())]
+    lost = [f"{name} (did not {STEP_WORDS[step]})" for name, step in _by_name(view.lost)]
+    lost += [f"{name} (left out of S by a peer)" for name in natural_sorted(view.excluded)]
+    lost += [f"{name} (left out of S: {why})" for name, why in _by_name(view.disputed)]
     parts = [f"lost: {', '.join(lost)}"] if lost else []
     if view.lost_round is not None:
-        named = ", ".join(view.lost_round["culprits"])
+        named = ", ".join(natural_sorted(view.lost_round["culprits"]))
         parts.insert(
             0,
             f"round lost, {view.lost_round['cause']}"

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ldpem.common.core.naming import natural_sorted
 from ldpem.common.secagg import ConsistencyCheck
 
 __all__ = [
@@ -153,7 +154,7 @@ def read_round(
                     str(data["step"]),
                     str(data["by"]),
                     tuple(data["waited_for"]),
-                    tuple(data["missing"]),
+                    tuple(natural_sorted(data["missing"])),
                     float(data["at"]),
                 )
             )
@@ -162,7 +163,7 @@ def read_round(
         elif kind == "consistency_check" and order:
             checked = _survivors(json.loads(body), order)
         elif kind == "sum":
-            survivors = tuple(json.loads(body)["survivors"])
+            survivors = tuple(natural_sorted(json.loads(body)["survivors"]))
         elif kind == "disputed":
             disputed = {str(k): str(v) for k, v in json.loads(body).items()}
         elif kind == "lost":
@@ -181,9 +182,9 @@ def read_round(
     not_waited = tuple(n for n in enrolled if n in gone and n not in answered["advertise"])
     return SecAggRound(
         t=t,
-        answered={step: tuple(sorted(names)) for step, names in answered.items()},
+        answered={step: tuple(natural_sorted(names)) for step, names in answered.items()},
         closings=tuple(closings),
-        returned=tuple(sorted(returned)),
+        returned=tuple(natural_sorted(returned)),
         checked=checked,
         survivors=survivors,
         lost=lost,
