@@ -12,7 +12,7 @@ from typing import Any
 from ldpem.actions import from_options
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
-from ldpem.demo import BASELINES, DemoConfig, run_demo
+from ldpem.demo.runner import BASELINES, DemoConfig, run_demo
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ldpem.commands.plan import add_executor_arguments
-from ldpem.experiment import FIGURES, run_experiments
+from ldpem.experiment.runner import FIGURES, run_experiments
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 

@@ -11,7 +11,7 @@
 "create" posts the run request (JSON, the fields of ldpem.common.wire.RunCreate) with the
 admin token (LDPEM_ADMIN_TOKEN or --admin-token-file); a secagg run's roster file goes in
 with --roster FILE, or as "roster": "FILE" in the request (relative to it), and a request
-without "delta" is warned about with the default it got (ldpem.run_request). With
+without "delta" is warned about with the default it got (ldpem.run.request). With
 --tokens-dir DIR it writes each generated hospital token to DIR/<hospital>.token (mode
 600) and prints which file goes to which hospital, with the run's budget the agents must
 accept; without it, it prints the response as JSON: run id, public parameters, expected
@@ -34,7 +34,7 @@ ldpem generate --beta-star-out) also prints the estimation error of the run's be
 against beta*, next to the trivial error of beta = 0. A run that did not finish (failed,
 or cancelled) ends --wait with exit 2. A coordinator that cannot be reached (a restart) is
 retried for --give-up seconds, by default as long as the agents retry it
-(ldpem.client.retry.GIVE_UP), and then --wait exits 75 (ldpem.run_watch.UNREACHABLE):
+(ldpem.client.retry.GIVE_UP), and then --wait exits 75 (ldpem.run.watch.UNREACHABLE):
 the run's outcome is unknown.
 
 "cancel" ends a running run as "cancelled" with the reason given (admin token; POST
@@ -55,21 +55,21 @@ from ldpem.actions import ActionSpec, add_actions
 from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
 from ldpem.common.core.naming import natural_sorted
-from ldpem.run_cancel import cancel, cancel_options, resume, resume_options
-from ldpem.run_request import (
+from ldpem.run.cancel import cancel, cancel_options, resume, resume_options
+from ldpem.run.request import (
     default_delta_warning,
     describe_setting,
     planned_setting,
     read_request,
     requested_setting,
 )
-from ldpem.run_tokens import check_token_files, write_token_files
-from ldpem.run_watch import UNREACHABLE, CoordinatorGone, RunReader
-from ldpem.runhttp import CA_HELP as _CA_HELP
-from ldpem.runhttp import admin_token as _admin_token
-from ldpem.runhttp import refused as _fail
-from ldpem.runhttp import token_file_option as _token_file_option
-from ldpem.runhttp import unreachable as _unreachable
+from ldpem.run.shared import CA_HELP as _CA_HELP
+from ldpem.run.shared import admin_token as _admin_token
+from ldpem.run.shared import refused as _fail
+from ldpem.run.shared import token_file_option as _token_file_option
+from ldpem.run.shared import unreachable as _unreachable
+from ldpem.run.tokens import check_token_files, write_token_files
+from ldpem.run.watch import UNREACHABLE, CoordinatorGone, RunReader
 from ldpem.secretfiles import read_secret
 from ldpem.urls import coordinator_option
 
@@ -282,7 +282,7 @@ def create_run(args: argparse.Namespace) -> int:
     planned: dict[str, Any] | None = None
     requested: dict[str, Any] | None = None
     if args.plan:
-        from ldpem.run_plan import planned_request
+        from ldpem.run.plan import planned_request
 
         if isinstance(request, dict):
             requested = requested_setting(request)
@@ -498,7 +498,7 @@ def _show_status(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
         run = fetch()
     if args.wait and run["status"] == "finished":
-        from ldpem.run_estimate import await_confidence
+        from ldpem.run.estimate import await_confidence
 
         run = await_confidence(run, fetch, args.interval)
     # Following a run ends with one line, not the whole JSON above it (--json asks for it).
@@ -517,7 +517,7 @@ def _show_status(args: argparse.Namespace) -> int:
     if args.wait and run["status"] != "finished":
         raise UserError(f"run {run_id} {run['status']}: {run.get('reason')}")
     if args.wait:
-        from ldpem.run_estimate import estimate_lines
+        from ldpem.run.estimate import estimate_lines
 
         print("\n".join(estimate_lines(run)))
     return 0

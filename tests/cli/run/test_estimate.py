@@ -1,4 +1,4 @@
-"""What ``run status --wait`` ends with (``ldpem.run_estimate``): it waits for the region
+"""What ``run status --wait`` ends with (``ldpem.run.estimate``): it waits for the region
 only while the coordinator says one is coming, and prints β̂ with or without it."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ldpem import run_estimate
-from ldpem.run_estimate import await_confidence, estimate_lines, final_region
+from ldpem.run import estimate
+from ldpem.run.estimate import await_confidence, estimate_lines, final_region
 
 REGION = {
     "level": 0.9,
@@ -45,7 +45,7 @@ def test_a_region_not_pending_is_not_waited_for() -> None:
 
 
 def test_it_gives_up_after_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_estimate, "CONFIDENCE_WAIT", 0.0)
+    monkeypatch.setattr(estimate, "CONFIDENCE_WAIT", 0.0)
     waiting = {"confidence": None, "pending": ["confidence"]}
     assert await_confidence(waiting, lambda: {}, 0.0) == waiting
 

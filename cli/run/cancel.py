@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ldpem.runhttp import CA_HELP, admin_token, refused, token_file_option, unreachable
+from ldpem.run.shared import CA_HELP, admin_token, refused, token_file_option, unreachable
 from ldpem.urls import coordinator_option
 
 __all__ = ["cancel", "cancel_options", "resume", "resume_options"]

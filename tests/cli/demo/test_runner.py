@@ -21,7 +21,7 @@ from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.planning.confidence import DEFAULT_LEVEL, least_draws
 from ldpem.common.planning.study import Dataset
-from ldpem.demo import (
+from ldpem.demo.runner import (
     DEMO_CONFIDENCE_DRAWS,
     DEMO_FORECAST_SEEDS,
     DEMO_SENSITIVITY_SEEDS,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from ldpem.common.core.errors import UserError
-from ldpem.demo_follow import follow
+from ldpem.demo.follow import follow
 from ldpem.processes import Processes
 
 ADMIN = "admin-token"

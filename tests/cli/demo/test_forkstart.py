@@ -1,4 +1,4 @@
-"""ldpem.forkstart: an ``ldpem`` command forked from this interpreter behaves as
+"""ldpem.demo.forkstart: an ``ldpem`` command forked from this interpreter behaves as
 ``Processes.start`` runs it in a fresh one (log, exit status, environment, session), and
 stopping it ends what it started.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ldpem import __version__
-from ldpem.forkstart import fork_agent, fork_command, fork_coordinator
+from ldpem.demo.forkstart import fork_agent, fork_command, fork_coordinator
 from ldpem.processes import Processes
 
 
