@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    result = run_demo(from_options(DemoConfig, args), quiet=args.json)
+    result = run_demo(from_options(DemoConfig, args), main=args.main, quiet=args.json)
     if args.json:
         print(json.dumps(result))
     else:

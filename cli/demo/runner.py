@@ -35,7 +35,7 @@ from ldpem.common.planning.simulation import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
 from ldpem.demo.follow import await_forecast, follow
-from ldpem.demo.forkstart import fork_agent, fork_coordinator
+from ldpem.demo.forkstart import Main, fork_agent, fork_coordinator
 from ldpem.demo.plot import plot_convergence
 from ldpem.processes import Processes, ProcessFailed
 from ldpem.run.estimate import final_region
@@ -191,8 +191,10 @@ def _write_data(
     return paths, Dataset(records, beta_star, tuple(sizes))
 
 
-def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
-    """Run the demo; returns the JSON-able result (also written to workdir/result.json)."""
+def run_demo(config: DemoConfig, *, main: Main, quiet: bool = False) -> dict[str, Any]:
+    """Run the demo, its coordinator and agents forked to run ``main`` (``ldpem.cli.main``)
+    on their command lines; returns the JSON-able result (also written to
+    workdir/result.json)."""
     if config.hospitals < 1:
         raise UserError(f"--hospitals must be at least 1, got {config.hospitals}")
     if config.rounds < 1:
@@ -234,6 +236,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             # Forked from this interpreter, which imported numpy and the rest already.
             coordinator, url = fork_coordinator(
                 processes,
+                main=main,
                 state=workdir / "coordinator.sqlite",
                 # A demo on 127.0.0.1 with throw-away data: its status page opens as is.
                 args=["--public-status"],
@@ -273,6 +276,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 fork_agent(
                     processes,
                     name,
+                    main=main,
                     url=url,
                     token=token,
                     model=config.model,
