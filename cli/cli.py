@@ -21,9 +21,9 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from ldpem import __version__
-from ldpem.actions import ActionSpec, add_actions, examples, from_options
 from ldpem.common.core.errors import UserError
 from ldpem.common.core.plugins import ensure_plugins
+from ldpem.options import ActionSpec, add_actions, examples, from_options
 
 __all__ = [
     "BLAS_THREAD_VARIABLES",

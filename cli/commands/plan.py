@@ -7,7 +7,6 @@ import argparse
 import json
 import math
 
-from ldpem.actions import from_options
 from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.core.errors import UserError
@@ -28,6 +27,7 @@ from ldpem.common.planning.prediction import (
 )
 from ldpem.common.planning.schedule_search import DEFAULT_GRID, ScheduleSearch, search_schedule
 from ldpem.common.planning.simulation_cache import SimulationCache
+from ldpem.options import from_options
 
 __all__ = [
     "add_arguments",

@@ -51,10 +51,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.actions import ActionSpec, add_actions
 from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
 from ldpem.common.core.naming import natural_sorted
+from ldpem.options import ActionSpec, add_actions
 from ldpem.run.cancel import cancel, cancel_options, resume, resume_options
 from ldpem.run.request import (
     default_delta_warning,
