@@ -1,21 +1,37 @@
-"""What the subcommand modules share with the ``ldpem`` command (``ldpem.cli``): example
-epilogs, subcommands of a command (``ActionSpec``, ``add_actions``) and dataclasses built
-from parsed options (``from_options``). A module of its own so that the commands import it
-and ``ldpem.cli``, which imports the commands, is imported by none of them."""
+"""What the commands' parsers share, in one place: example epilogs, subcommands of a
+command (``ActionSpec``, ``add_actions``), dataclasses built from parsed options
+(``from_options``), and the options several commands take, worded alike: the
+coordinator's URL (checked while parsing), its CA certificate, token files, and where
+simulations run. The commands and ``ldpem.cli`` import it; it imports neither, since
+``ldpem.cli`` imports the commands."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
     _Described = TypeVar("_Described", bound=DataclassInstance)
 
-__all__ = ["ActionSpec", "add_actions", "examples", "from_options"]
+__all__ = [
+    "CA_HELP",
+    "ActionSpec",
+    "add_actions",
+    "add_executor_arguments",
+    "admin_token_file_option",
+    "ca_cert_option",
+    "coordinator_option",
+    "coordinator_url",
+    "examples",
+    "from_options",
+    "token_file_option",
+]
 
 
 def examples(*lines: str) -> str:
@@ -67,3 +83,90 @@ def from_options(cls: type[_Described], args: argparse.Namespace, **given: Any) 
         if field.name not in given and hasattr(args, field.name)
     }
     return cls(**values, **given)
+
+
+#: The schemes ``--coordinator URL`` takes, checked while parsing: a URL without one would
+#: otherwise reach the agent's retry loop and be retried for its whole ``--give-up``
+#: (httpx's "UnsupportedProtocol"), where one line at once names the fix.
+SCHEMES = ("https", "http")
+
+
+def coordinator_url(text: str) -> str:
+    """``text`` when it is an ``https://`` or ``http://`` URL naming a host (and a valid
+    port, if any); ``argparse.ArgumentTypeError``, one line naming the fix, otherwise."""
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no scheme: add https:// or http:// (https://{text} for a "
+            "coordinator serving TLS, http://… for one without)"
+        )
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in SCHEMES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the scheme must be https:// or http://, not {parts.scheme}://"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if not parts.hostname or port == -1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no host and valid port: https://HOST[:PORT] (https://coord.example:8443)"
+        )
+    return text
+
+
+def coordinator_option(parser: argparse.ArgumentParser) -> None:
+    """``--coordinator URL`` (required), checked by ``coordinator_url`` while parsing."""
+    parser.add_argument(
+        "--coordinator",
+        required=True,
+        type=coordinator_url,
+        metavar="URL",
+        help="the coordinator's base URL, https://HOST:PORT (or http:// without TLS)",
+    )
+
+
+#: ``--ca-cert``'s help, for the operator's commands (the agent's names the CA it was sent).
+CA_HELP = (
+    "CA certificate that signed the coordinator's (ca.pem of ldpem coordinator init "
+    "--self-signed; default: the system's CAs)"
+)
+
+
+def token_file_option(parser: argparse.ArgumentParser, flag: str, token: str, default: str) -> None:
+    """``flag FILE``: the file holding ``token`` (mode 600), else ``default``; every
+    action's token files are worded alike."""
+    parser.add_argument(
+        flag,
+        type=Path,
+        metavar="FILE",
+        help=f"file holding the {token}, mode 600 (default: {default})",
+    )
+
+
+def ca_cert_option(parser: argparse.ArgumentParser) -> None:
+    """``--ca-cert PEM``: the CA that signed the coordinator's certificate (``CA_HELP``)."""
+    parser.add_argument("--ca-cert", type=Path, metavar="PEM", help=CA_HELP)
+
+
+def admin_token_file_option(parser: argparse.ArgumentParser) -> None:
+    """``--admin-token-file FILE``, read when LDPEM_ADMIN_TOKEN is not set."""
+    token_file_option(parser, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """--workers and --scheduler: where the simulations run (``common.planning.executor``)."""
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes that run the simulations (default: this machine's cores; 1: serial)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:8786",
+        help="run the simulations on this existing Dask distributed cluster "
+        "(pip install 'ldpem[dask]'); the numbers are the same as on this machine "
+        "(default: none, this machine's cores)",
+    )

@@ -54,7 +54,14 @@ from typing import Any
 from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
 from ldpem.common.core.naming import natural_sorted
-from ldpem.options import ActionSpec, add_actions
+from ldpem.options import (
+    ActionSpec,
+    add_actions,
+    admin_token_file_option,
+    ca_cert_option,
+    coordinator_option,
+    token_file_option,
+)
 from ldpem.run.cancel import cancel, cancel_options, resume, resume_options
 from ldpem.run.request import (
     default_delta_warning,
@@ -63,15 +70,10 @@ from ldpem.run.request import (
     read_request,
     requested_setting,
 )
-from ldpem.run.shared import CA_HELP as _CA_HELP
-from ldpem.run.shared import admin_token as _admin_token
-from ldpem.run.shared import refused as _fail
-from ldpem.run.shared import token_file_option as _token_file_option
-from ldpem.run.shared import unreachable as _unreachable
+from ldpem.run.shared import admin_post
 from ldpem.run.tokens import check_token_files, write_token_files
 from ldpem.run.watch import UNREACHABLE, CoordinatorGone, RunReader
 from ldpem.secretfiles import read_secret
-from ldpem.urls import coordinator_option
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -202,8 +204,8 @@ def _create_options(create: argparse.ArgumentParser) -> None:
         help="write each generated hospital token to DIR/<hospital>.token, mode 600, and "
         "print which file goes to whom (default: the tokens are in the JSON printed)",
     )
-    _token_file_option(create, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
-    create.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
+    admin_token_file_option(create)
+    ca_cert_option(create)
     create.add_argument(
         "--plan",
         action="store_true",
@@ -233,11 +235,11 @@ def _status_options(status: argparse.ArgumentParser) -> None:
     status.add_argument(
         "run_id", nargs="?", metavar="RUN_ID", help="the run (default: the run created last)"
     )
-    status.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
-    _token_file_option(
+    ca_cert_option(status)
+    token_file_option(
         status, "--token-file", "read token", "LDPEM_READ_TOKEN, else the admin token"
     )
-    _token_file_option(status, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
+    admin_token_file_option(status)
     status.add_argument(
         "--wait", action="store_true", help="follow the run until it finished or failed"
     )
@@ -272,10 +274,6 @@ def _status_options(status: argparse.ArgumentParser) -> None:
 
 
 def create_run(args: argparse.Namespace) -> int:
-    import httpx
-
-    from ldpem.client.link import tls_context
-
     request = read_request(args.config, args.roster)
     if args.secagg_topology is not None:
         request["secagg_topology"] = args.secagg_topology
@@ -290,22 +288,15 @@ def create_run(args: argparse.Namespace) -> int:
         planned = planned_setting(request)
     if args.tokens_dir is not None:
         check_token_files(args.tokens_dir, request)
-    token = _admin_token(args.admin_token_file)
-    verify = tls_context(args.ca_cert)
-    try:
-        response = httpx.post(
-            f"{args.coordinator.rstrip('/')}/v1/runs",
-            json=request,
-            headers={"Authorization": f"Bearer {token}"},
-            # The coordinator answers at once (its forecast follows in the background).
-            timeout=60.0,
-            verify=verify,
-        )
-    except httpx.HTTPError as error:
-        raise _unreachable(error, args.coordinator) from None
-    if response.status_code != 201:
-        raise _fail(response, f"{args.config}: run not created")
-    body = response.json()
+    # The coordinator answers at once (its forecast follows in the background).
+    body = admin_post(
+        args,
+        "/v1/runs",
+        request,
+        timeout=60.0,
+        expect=201,
+        failed=f"{args.config}: run not created",
+    )
     secagg = secagg_line(body["params"])
     if args.tokens_dir is None:
         json.dump(body if planned is None else {**body, "plan": planned}, sys.stdout, indent=2)
