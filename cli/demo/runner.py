@@ -34,11 +34,10 @@ from ldpem.common.models import get_model
 from ldpem.common.planning.simulation import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
-from ldpem.demo.follow import await_forecast, follow
+from ldpem.demo.follow import await_forecast, final_region, follow
 from ldpem.demo.forkstart import Main, fork_agent, fork_coordinator
 from ldpem.demo.plot import plot_convergence
 from ldpem.processes import Processes, ProcessFailed
-from ldpem.run.estimate import final_region
 
 __all__ = [
     "BASELINES",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ldpem.run import estimate
-from ldpem.run.estimate import await_confidence, estimate_lines, final_region
+from ldpem.run.estimate import await_confidence, estimate_lines
 
 REGION = {
     "level": 0.9,
@@ -61,12 +61,3 @@ def test_the_lines_show_the_estimate_with_or_without_its_intervals() -> None:
     assert estimate_lines({"beta": [1.0, 1.25]}) == [
         "estimate β̂ = [1.000, 1.250] (no confidence region from the coordinator)"
     ]
-
-
-def test_the_final_region_is_fetched_until_stored_or_none() -> None:
-    answers: list[dict[str, Any]] = [
-        {"confidence": None, "pending": ["confidence"]},
-        {"confidence": REGION, "pending": []},
-    ]
-    assert final_region(lambda: answers.pop(0), 0.0) == REGION
-    assert final_region(lambda: {"confidence": None, "pending": []}, 0.0) is None
