@@ -42,6 +42,7 @@ TYPECHECK_TREE := $(VENV)/typecheck
 typecheck: $(STAMP)
 	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/ldpem
 	ln -s $(CURDIR)/cli/*.py $(CURDIR)/cli/py.typed $(CURDIR)/cli/commands $(TYPECHECK_TREE)/ldpem/
+	ln -s $(CURDIR)/cli/run $(CURDIR)/cli/demo $(CURDIR)/cli/experiment $(TYPECHECK_TREE)/ldpem/
 	ln -s $(CURDIR)/common $(CURDIR)/server $(CURDIR)/client $(TYPECHECK_TREE)/ldpem/
 	MYPYPATH=$(TYPECHECK_TREE) $(BIN)/mypy -p ldpem -p tests
 	MYPYPATH=$(TYPECHECK_TREE):$(CURDIR) $(BIN)/mypy benchmarks

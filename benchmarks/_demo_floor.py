@@ -37,7 +37,7 @@ import numpy as np
 from ldpem.common.mechanisms.local import LocalTruncation
 from ldpem.common.protocol import holder_mechanism, report_noise_std
 from ldpem.common.wire import RunCreate, public_parameters
-from ldpem.demo import DemoConfig, demo_hospital_sizes, demo_request
+from ldpem.demo.runner import DemoConfig, demo_hospital_sizes, demo_request
 
 __all__ = ["CLIP_FLOOR", "JOB_FLOOR", "clip_floor_command", "job_floor_command"]
 

@@ -54,9 +54,9 @@ from _fedkit import (
     write_hospital_files,
 )
 
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import make_mechanism
+from ldpem.common.protocol.rounds import holder_round
 
 
 def equal_sizes(n: int, k: int) -> list[int]:

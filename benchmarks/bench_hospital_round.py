@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.models import get_model
 from ldpem.common.protocol import make_mechanism
+from ldpem.common.protocol.rounds import holder_round
 
 
 def main() -> None:

@@ -48,7 +48,7 @@ import numpy as np
 from ldpem.common.models import get_model
 from ldpem.common.protocol import make_mechanism
 from ldpem.common.models import Records, get_model
-from ldpem.common.core.rounds import holder_round
+from ldpem.common.protocol.rounds import holder_round
 
 path, n, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 x = np.load(path, mmap_mode="r")[:n]

@@ -70,7 +70,7 @@ from ldpem.common.planning.confidence import RegionDraws, study_region
 from ldpem.common.planning.executor import local_workers, make_executor
 from ldpem.common.planning.fastsim import simulate
 from ldpem.common.planning.study import Study, run_study
-from ldpem.demo import (
+from ldpem.demo.runner import (
     BASELINES,
     DEMO_CONFIDENCE_DRAWS,
     DEMO_FORECAST_SEEDS,

@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
 
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.models import get_model
 from ldpem.common.protocol import make_mechanism
+from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.wire import ReportIn, RunCreate, expected_round_count
 from ldpem.server.coordinator import Coordinator, run_noise_std
 from ldpem.server.store import Store

@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _fedkit import machine
 
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import make_mechanism
+from ldpem.common.protocol.rounds import holder_round
 
 CASES = ("inliers", "outliers", "nonfinite", "subnormal")
 

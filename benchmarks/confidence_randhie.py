@@ -35,7 +35,7 @@ from _fedkit import machine
 from ldpem.common.planning.confidence import confidence_region
 from ldpem.common.planning.executor import make_executor
 from ldpem.common.planning.study import Dataset, Study, run_study
-from ldpem.experiment_data import missing_covariates_dataset
+from ldpem.experiment.data import missing_covariates_dataset
 
 COVARIATES = ("lncoins", "idp", "lpi", "fmde", "physlm", "disea", "hlthg", "hlthf", "hlthp")
 SHARES = (0.1, 0.2, 0.3, 0.4)

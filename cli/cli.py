@@ -21,9 +21,9 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from ldpem import __version__
-from ldpem.actions import ActionSpec, add_actions, examples, from_options
 from ldpem.common.core.errors import UserError
 from ldpem.common.core.plugins import ensure_plugins
+from ldpem.options import ActionSpec, add_actions, examples, from_options
 
 __all__ = [
     "BLAS_THREAD_VARIABLES",
@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Federated gradient EM under local differential privacy.",
     )
     parser.add_argument("--version", action="version", version=f"ldpem {__version__}")
+    # The entry point itself, for a command that runs ``ldpem`` commands in children it
+    # forks (the demo): handed down, since no command module may import this one back.
+    parser.set_defaults(main=main)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _command_modules():
         command = subparsers.add_parser(

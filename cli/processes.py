@@ -45,7 +45,7 @@ Child = subprocess.Popen[bytes]
 
 class Running(Protocol):
     """What the manager needs of a child: a ``Child``, or one started otherwise (the
-    demo forks its coordinator and agents from its own interpreter, ``ldpem.forkstart``)."""
+    demo forks its coordinator and agents from its own interpreter, ``ldpem.demo.forkstart``)."""
 
     @property
     def returncode(self) -> int | None: ...

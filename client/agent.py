@@ -17,7 +17,7 @@ round's records, their count and the noise std used. The coordinator is an adver
   later change before anything is sent (``ldpem.client.binding``);
 * partitions its records into T disjoint groups of the run's schedule's sizes (partition
   seed and the run id's SHA-256; each record reports in one round) and in round t runs
-  ``ldpem.common.core.rounds.holder_round`` (the simulator's code) on group t at β^t with round
+  ``ldpem.common.protocol.rounds.holder_round`` (the simulator's code) on group t at β^t with round
   t's mechanism (its scale s_t under a schedule), with noise from a fresh 256-bit OS seed
   (``--seed`` makes it reproducible for research and voids the guarantee);
 * checks the round's spend against its budget and charges it in one ledger transaction,
@@ -74,7 +74,6 @@ from ldpem.client.trust import (
     run_budget,
 )
 from ldpem.common.core.plugins import ensure_plugins
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.infra.logs import log_context
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
@@ -86,6 +85,7 @@ from ldpem.common.protocol import (
     report_noise_std,
     start_round,
 )
+from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.wire import (
     API_PREFIX,
     Identity,

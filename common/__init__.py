@@ -26,7 +26,6 @@ from ldpem.common.core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ldpem.common.core.accounting import epsilon_spent, epsilon_tilde, noise_std_for
-    from ldpem.common.core.rounds import HolderReport, holder_round
     from ldpem.common.core.truncation import TRUNCATION_BOUND, smoothed_truncation
     from ldpem.common.core.truncation_bound import truncation_bound
     from ldpem.common.mechanisms import (
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from ldpem.common.planning.simulation import EMResult, run_gradient_em
     from ldpem.common.planning.study import Dataset, Study, StudyResult, run_study
     from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
+    from ldpem.common.protocol.rounds import HolderReport, holder_round
 
 __all__ = [
     "TRUNCATION_BOUND",
@@ -88,8 +88,8 @@ _SURFACE = {
     "epsilon_spent": "ldpem.common.core.accounting",
     "epsilon_tilde": "ldpem.common.core.accounting",
     "noise_std_for": "ldpem.common.core.accounting",
-    "HolderReport": "ldpem.common.core.rounds",
-    "holder_round": "ldpem.common.core.rounds",
+    "HolderReport": "ldpem.common.protocol.rounds",
+    "holder_round": "ldpem.common.protocol.rounds",
     "TRUNCATION_BOUND": "ldpem.common.core.truncation",
     "smoothed_truncation": "ldpem.common.core.truncation",
     "truncation_bound": "ldpem.common.core.truncation_bound",

@@ -1,5 +1,8 @@
-"""The layers import downwards only: ``ldpem.common``, ``ldpem.server`` and ``ldpem.client``
-never import the command-line package (``ldpem.<command module>``), docs/ARCHITECTURE.md."""
+"""The layers import downwards only, and no module imports itself back: ``ldpem.common``,
+``ldpem.server`` and ``ldpem.client`` never import the command-line package, the layers of
+``common/`` and of ``cli/`` import their own and lower ones, and no import circle exists
+anywhere, counting every import statement and every ``importlib.import_module("…")`` of a
+module named in the source (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -16,11 +19,29 @@ LOWER = ("common", "server", "client")
 ALLOWED = {f"ldpem.{layer}" for layer in LOWER}
 
 
+def imported_by_name(node: ast.AST) -> str | None:
+    """The module that ``node`` imports by name, ``importlib.import_module("ldpem.cli")`` or
+    ``import_module("ldpem.cli")`` with a string literal, else None: an import all the
+    same, which the ``import`` statements alone would not show."""
+    if not (isinstance(node, ast.Call) and node.args):
+        return None
+    function, first = node.func, node.args[0]
+    named = (isinstance(function, ast.Attribute) and function.attr == "import_module") or (
+        isinstance(function, ast.Name) and function.id == "import_module"
+    )
+    if named and isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
+
+
 def imported_ldpem_modules(path: Path) -> set[str]:
-    """Modules under ``ldpem`` that the file imports (``from ldpem import x`` → ``ldpem.x``)."""
+    """Modules under ``ldpem`` that the file imports (``from ldpem import x`` → ``ldpem.x``;
+    ``importlib.import_module("ldpem.x")`` → ``ldpem.x``)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
+        if (name := imported_by_name(node)) is not None and name.startswith("ldpem"):
+            found.add(name)
+        elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("ldpem"))
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == "ldpem":
@@ -54,8 +75,13 @@ def test_the_check_sees_a_command_line_import(tmp_path: Path) -> None:
     source = tmp_path / "x.py"
     source.write_text(
         "import ldpem.demo\nfrom ldpem import errors, __version__\nfrom ldpem.common import wire\n"
+        "import importlib\ndef f():\n    return importlib.import_module('ldpem.cli').main\n"
     )
-    assert outside_the_layers(imported_ldpem_modules(source)) == ["ldpem.demo", "ldpem.errors"]
+    assert outside_the_layers(imported_ldpem_modules(source)) == [
+        "ldpem.cli",
+        "ldpem.demo",
+        "ldpem.errors",
+    ]
 
 
 #: The installed package's modules come from these folders (pyproject.toml's package-dir):
@@ -79,12 +105,15 @@ def _module_name(path: Path) -> str:
 def _all_imports(path: Path, modules: set[str]) -> set[str]:
     """Every ``ldpem`` module the file imports, wherever the import stands: at the top,
     inside a function (a lazy import still makes a circle when it runs) or under ``if
-    TYPE_CHECKING:`` (mypy and every reader follow it; a circle there is a design one).
+    TYPE_CHECKING:`` (mypy and every reader follow it; a circle there is a design one), and
+    by name (``importlib.import_module("ldpem.cli")``, a circle hidden from the statements).
     ``from package import name`` counts as an import of ``package.name`` when that is one
     of ``modules``, else of ``package``."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
+        if (name := imported_by_name(node)) is not None:
+            found.add(name)
+        elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
@@ -156,29 +185,51 @@ def test_the_circle_check_finds_a_circle() -> None:
     assert _cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_the_scan_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+def test_the_scan_sees_lazy_type_checking_and_by_name_imports(tmp_path: Path) -> None:
     source = tmp_path / "x.py"
     source.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from ldpem.client.sources import Source\n"
         "def f():\n    from ldpem.common import wire\n    import ldpem.server.app\n"
+        "def g():\n    return importlib.import_module('ldpem.cli').main\n"
+        "def h(name):\n    return import_module(name)\n"
     )
-    modules = {"ldpem.client.sources", "ldpem.common.wire", "ldpem.common", "ldpem.server.app"}
+    modules = {
+        "ldpem.client.sources",
+        "ldpem.common.wire",
+        "ldpem.common",
+        "ldpem.server.app",
+        "ldpem.cli",
+    }
     assert _all_imports(source, modules) == {
         "ldpem.client.sources",
         "ldpem.common.wire",
         "ldpem.server.app",
+        "ldpem.cli",
     }
 
 
 #: The layers of ``common/``, lowest first (docs/ARCHITECTURE.md, "Layers"): a module may
-#: import its own layer and the layers of lower rank. The core and infra share the bottom
-#: rank without importing each other: the core does no I/O, infra knows no maths. The
-#: package ``ldpem.common`` itself is the facade above them all.
-LAYER_RANKS = {"core": 0, "infra": 0, "secagg": 1, "wire": 2, "planning": 3, "audit": 4}
-FACADE_RANK = 5
+#: import its own layer and the layers of lower rank. The core's flat modules and infra
+#: share the bottom rank without importing each other: the core does no I/O, infra knows no
+#: maths. Above the flat modules, the models and the mechanisms (side by side), then the
+#: protocol that drives both. The package ``ldpem.common`` itself is the facade above them.
+LAYER_RANKS = {
+    "core": 0,
+    "infra": 0,
+    "models": 1,
+    "mechanisms": 1,
+    "protocol": 2,
+    "secagg": 3,
+    "wire": 4,
+    "planning": 5,
+    "audit": 6,
+}
+FACADE_RANK = 7
 #: The core's public plugin packages keep their paths (docs/EXTENDING.md cites them).
 CORE_PACKAGES = ("models", "mechanisms", "protocol")
+#: The core in the wide sense, the walk and its privacy: no pydantic, no I/O, so no infra.
+CORE_LAYERS = ("core", *CORE_PACKAGES)
 COMMON = PACKAGES["common"]
 
 
@@ -193,7 +244,7 @@ def layer_of(module: str) -> str | None:
     top = module.removeprefix(f"{COMMON}.").split(".")[0]
     if top in LAYER_RANKS:
         return top
-    return "core"  # CORE_PACKAGES and any flat module
+    return "core"  # any flat module
 
 
 def _rank(layer: str) -> int:
@@ -209,7 +260,7 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
             high = layer_of(target)
             if low is None or high is None or high == low:
                 continue
-            if _rank(high) >= _rank(low):
+            if _rank(high) >= _rank(low) or (low in CORE_LAYERS and high == "infra"):
                 found.append(f"{module} ({low}) imports {target} ({high})")
     return found
 
@@ -231,15 +282,67 @@ def test_the_layer_check_names_an_upward_import() -> None:
         core: {wire},
         wire: {core, f"{COMMON}.secagg.k"},
         plan: {wire, COMMON},
-        f"{COMMON}.mechanisms.m": {f"{COMMON}.infra.logs"},
+        f"{COMMON}.mechanisms.m": {f"{COMMON}.infra.logs", f"{COMMON}.models.g"},
+        f"{COMMON}.core.rounds": {f"{COMMON}.mechanisms.m", f"{COMMON}.core.v"},
+        f"{COMMON}.protocol.p": {f"{COMMON}.mechanisms.m", f"{COMMON}.models.g"},
         f"{COMMON}.flat": {plan},
         COMMON: {plan},
     }
     assert layer_violations(graph) == [
+        f"{COMMON}.core.rounds (core) imports {COMMON}.mechanisms.m (mechanisms)",
         f"{core} (core) imports {wire} (wire)",
         f"{COMMON}.flat (core) imports {plan} (planning)",
-        f"{COMMON}.mechanisms.m (core) imports {COMMON}.infra.logs (infra)",
+        f"{COMMON}.mechanisms.m (mechanisms) imports {COMMON}.infra.logs (infra)",
+        f"{COMMON}.mechanisms.m (mechanisms) imports {COMMON}.models.g (models)",
         f"{plan} (planning) imports {COMMON} (facade)",
+    ]
+
+
+#: The command line's own layers, lowest first: the helpers the commands share or own
+#: (``ldpem.processes``, ``ldpem.run``, ``ldpem.demo``, …), the commands, then the entry
+#: point that builds their parser (and ``python -m ldpem``, which runs it). The entry point
+#: is handed down where a helper needs it (the demo's forked children), never imported.
+COMMAND_LINE_RANKS = {"helper": 0, "command": 1, "entry": 2}
+
+
+def command_line_layer(module: str) -> str | None:
+    """The layer of a module of ``cli/`` (None outside it)."""
+    if module in {"ldpem.cli", "ldpem.__main__"}:
+        return "entry"
+    if module == "ldpem.commands" or module.startswith("ldpem.commands."):
+        return "command"
+    if any(module == p or module.startswith(f"{p}.") for p in PACKAGES.values() if p != "ldpem"):
+        return None
+    return "helper"
+
+
+def command_line_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of ``graph`` from a layer of ``cli/`` to a higher one, named."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        low = command_line_layer(module)
+        for target in sorted(targets):
+            high = command_line_layer(target)
+            if low and high and COMMAND_LINE_RANKS[high] > COMMAND_LINE_RANKS[low]:
+                found.append(f"{module} ({low}) imports {target} ({high})")
+    return found
+
+
+def test_the_command_line_imports_downwards_only() -> None:
+    assert command_line_violations(_import_graph()) == []
+
+
+def test_the_command_line_check_names_an_upward_import() -> None:
+    graph = {
+        "ldpem.demo.forkstart": {"ldpem.cli", "ldpem.processes"},
+        "ldpem.run.watch": {"ldpem.commands.run", "ldpem.common.wire"},
+        "ldpem.commands.demo": {"ldpem.demo.runner", "ldpem.commands.plan", "ldpem.cli"},
+        "ldpem.cli": {"ldpem.commands.demo", "ldpem.options"},
+    }
+    assert command_line_violations(graph) == [
+        "ldpem.commands.demo (command) imports ldpem.cli (entry)",
+        "ldpem.demo.forkstart (helper) imports ldpem.cli (entry)",
+        "ldpem.run.watch (helper) imports ldpem.commands.run (command)",
     ]
 
 
@@ -260,7 +363,7 @@ def _imports_pydantic(path: Path) -> bool:
 def pydantic_paths(graph: dict[str, set[str]], importers: set[str]) -> list[str]:
     """For each core module that reaches a pydantic importer through ``graph``, the chain."""
     found = []
-    for start in sorted(m for m in graph if layer_of(m) == "core"):
+    for start in sorted(m for m in graph if layer_of(m) in CORE_LAYERS):
         seen, queue = {start}, [[start]]
         while queue:
             path = queue.pop(0)
@@ -301,7 +404,7 @@ def test_importing_the_core_loads_no_pydantic_and_no_higher_layer() -> None:
         f"for m in {core!r}: importlib.import_module(m)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'"
         f" or m.split('.')[:3] in ([{COMMON.split('.')!r}[0], 'common', x] for x in"
-        f" {sorted(set(LAYER_RANKS) - {'core'})!r})))\n"
+        f" {sorted(set(LAYER_RANKS) - set(CORE_LAYERS))!r})))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -34,8 +34,8 @@ from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import model_names
 from ldpem.logsetup import setup_logging
+from ldpem.options import coordinator_option
 from ldpem.secretfiles import read_secret
-from ldpem.urls import coordinator_option
 
 if TYPE_CHECKING:
     from ldpem.client.secagg import SecAggConfig

@@ -39,10 +39,10 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ldpem.actions import ActionSpec, add_actions
 from ldpem.common.core.errors import UserError
 from ldpem.common.infra.locks import LockHeld, hold_lock
 from ldpem.logsetup import setup_logging
+from ldpem.options import ActionSpec, add_actions
 from ldpem.secretfiles import check_private, read_secret, write_secret
 
 if TYPE_CHECKING:

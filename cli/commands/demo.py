@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.actions import from_options
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
-from ldpem.demo import BASELINES, DemoConfig, run_demo
+from ldpem.demo.runner import BASELINES, DemoConfig, run_demo
+from ldpem.options import from_options
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    result = run_demo(from_options(DemoConfig, args), quiet=args.json)
+    result = run_demo(from_options(DemoConfig, args), main=args.main, quiet=args.json)
     if args.json:
         print(json.dumps(result))
     else:

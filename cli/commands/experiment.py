@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ldpem.commands.plan import add_executor_arguments
-from ldpem.experiment import FIGURES, run_experiments
+from ldpem.experiment.runner import FIGURES, run_experiments
+from ldpem.options import add_executor_arguments
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ldpem.actions import ActionSpec, add_actions
 from ldpem.common.core.errors import UserError
+from ldpem.options import ActionSpec, add_actions
 from ldpem.secretfiles import read_secret, write_secret
 
 if TYPE_CHECKING:

@@ -7,7 +7,6 @@ import argparse
 import json
 import math
 
-from ldpem.actions import from_options
 from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.core.errors import UserError
@@ -28,10 +27,10 @@ from ldpem.common.planning.prediction import (
 )
 from ldpem.common.planning.schedule_search import DEFAULT_GRID, ScheduleSearch, search_schedule
 from ldpem.common.planning.simulation_cache import SimulationCache
+from ldpem.options import add_executor_arguments, from_options
 
 __all__ = [
     "add_arguments",
-    "add_executor_arguments",
     "format_plan",
     "parse_sizes",
     "problem_from_args",
@@ -136,24 +135,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_executor_arguments(parser)
     add("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=handle)
-
-
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
-    """--workers and --scheduler: where the simulations run (``common.planning.executor``)."""
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="processes that run the simulations (default: this machine's cores; 1: serial)",
-    )
-    parser.add_argument(
-        "--scheduler",
-        default=None,
-        metavar="tcp://HOST:8786",
-        help="run the simulations on this existing Dask distributed cluster "
-        "(pip install 'ldpem[dask]'); the numbers are the same as on this machine "
-        "(default: none, this machine's cores)",
-    )
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:

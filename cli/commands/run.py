@@ -11,7 +11,7 @@
 "create" posts the run request (JSON, the fields of ldpem.common.wire.RunCreate) with the
 admin token (LDPEM_ADMIN_TOKEN or --admin-token-file); a secagg run's roster file goes in
 with --roster FILE, or as "roster": "FILE" in the request (relative to it), and a request
-without "delta" is warned about with the default it got (ldpem.run_request). With
+without "delta" is warned about with the default it got (ldpem.run.request). With
 --tokens-dir DIR it writes each generated hospital token to DIR/<hospital>.token (mode
 600) and prints which file goes to which hospital, with the run's budget the agents must
 accept; without it, it prints the response as JSON: run id, public parameters, expected
@@ -34,7 +34,7 @@ ldpem generate --beta-star-out) also prints the estimation error of the run's be
 against beta*, next to the trivial error of beta = 0. A run that did not finish (failed,
 or cancelled) ends --wait with exit 2. A coordinator that cannot be reached (a restart) is
 retried for --give-up seconds, by default as long as the agents retry it
-(ldpem.client.retry.GIVE_UP), and then --wait exits 75 (ldpem.run_watch.UNREACHABLE):
+(ldpem.client.retry.GIVE_UP), and then --wait exits 75 (ldpem.run.watch.UNREACHABLE):
 the run's outcome is unknown.
 
 "cancel" ends a running run as "cancelled" with the reason given (admin token; POST
@@ -51,27 +51,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldpem.actions import ActionSpec, add_actions
 from ldpem.client.retry import GIVE_UP
 from ldpem.common.core.errors import UserError
 from ldpem.common.core.naming import natural_sorted
-from ldpem.run_cancel import cancel, cancel_options, resume, resume_options
-from ldpem.run_request import (
+from ldpem.options import (
+    ActionSpec,
+    add_actions,
+    admin_token_file_option,
+    ca_cert_option,
+    coordinator_option,
+    token_file_option,
+)
+from ldpem.run.cancel import cancel, cancel_options, resume, resume_options
+from ldpem.run.request import (
     default_delta_warning,
     describe_setting,
     planned_setting,
     read_request,
     requested_setting,
 )
-from ldpem.run_tokens import check_token_files, write_token_files
-from ldpem.run_watch import UNREACHABLE, CoordinatorGone, RunReader
-from ldpem.runhttp import CA_HELP as _CA_HELP
-from ldpem.runhttp import admin_token as _admin_token
-from ldpem.runhttp import refused as _fail
-from ldpem.runhttp import token_file_option as _token_file_option
-from ldpem.runhttp import unreachable as _unreachable
+from ldpem.run.shared import admin_post
+from ldpem.run.tokens import check_token_files, write_token_files
+from ldpem.run.watch import UNREACHABLE, CoordinatorGone, RunReader
 from ldpem.secretfiles import read_secret
-from ldpem.urls import coordinator_option
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -202,8 +204,8 @@ def _create_options(create: argparse.ArgumentParser) -> None:
         help="write each generated hospital token to DIR/<hospital>.token, mode 600, and "
         "print which file goes to whom (default: the tokens are in the JSON printed)",
     )
-    _token_file_option(create, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
-    create.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
+    admin_token_file_option(create)
+    ca_cert_option(create)
     create.add_argument(
         "--plan",
         action="store_true",
@@ -233,11 +235,11 @@ def _status_options(status: argparse.ArgumentParser) -> None:
     status.add_argument(
         "run_id", nargs="?", metavar="RUN_ID", help="the run (default: the run created last)"
     )
-    status.add_argument("--ca-cert", type=Path, metavar="PEM", help=_CA_HELP)
-    _token_file_option(
+    ca_cert_option(status)
+    token_file_option(
         status, "--token-file", "read token", "LDPEM_READ_TOKEN, else the admin token"
     )
-    _token_file_option(status, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
+    admin_token_file_option(status)
     status.add_argument(
         "--wait", action="store_true", help="follow the run until it finished or failed"
     )
@@ -272,17 +274,13 @@ def _status_options(status: argparse.ArgumentParser) -> None:
 
 
 def create_run(args: argparse.Namespace) -> int:
-    import httpx
-
-    from ldpem.client.link import tls_context
-
     request = read_request(args.config, args.roster)
     if args.secagg_topology is not None:
         request["secagg_topology"] = args.secagg_topology
     planned: dict[str, Any] | None = None
     requested: dict[str, Any] | None = None
     if args.plan:
-        from ldpem.run_plan import planned_request
+        from ldpem.run.plan import planned_request
 
         if isinstance(request, dict):
             requested = requested_setting(request)
@@ -290,22 +288,15 @@ def create_run(args: argparse.Namespace) -> int:
         planned = planned_setting(request)
     if args.tokens_dir is not None:
         check_token_files(args.tokens_dir, request)
-    token = _admin_token(args.admin_token_file)
-    verify = tls_context(args.ca_cert)
-    try:
-        response = httpx.post(
-            f"{args.coordinator.rstrip('/')}/v1/runs",
-            json=request,
-            headers={"Authorization": f"Bearer {token}"},
-            # The coordinator answers at once (its forecast follows in the background).
-            timeout=60.0,
-            verify=verify,
-        )
-    except httpx.HTTPError as error:
-        raise _unreachable(error, args.coordinator) from None
-    if response.status_code != 201:
-        raise _fail(response, f"{args.config}: run not created")
-    body = response.json()
+    # The coordinator answers at once (its forecast follows in the background).
+    body = admin_post(
+        args,
+        "/v1/runs",
+        request,
+        timeout=60.0,
+        expect=201,
+        failed=f"{args.config}: run not created",
+    )
     secagg = secagg_line(body["params"])
     if args.tokens_dir is None:
         json.dump(body if planned is None else {**body, "plan": planned}, sys.stdout, indent=2)
@@ -498,7 +489,7 @@ def _show_status(args: argparse.Namespace) -> int:
         time.sleep(args.interval)
         run = fetch()
     if args.wait and run["status"] == "finished":
-        from ldpem.run_estimate import await_confidence
+        from ldpem.run.estimate import await_confidence
 
         run = await_confidence(run, fetch, args.interval)
     # Following a run ends with one line, not the whole JSON above it (--json asks for it).
@@ -517,7 +508,7 @@ def _show_status(args: argparse.Namespace) -> int:
     if args.wait and run["status"] != "finished":
         raise UserError(f"run {run_id} {run['status']}: {run.get('reason')}")
     if args.wait:
-        from ldpem.run_estimate import estimate_lines
+        from ldpem.run.estimate import estimate_lines
 
         print("\n".join(estimate_lines(run)))
     return 0

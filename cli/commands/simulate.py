@@ -16,9 +16,8 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.actions import from_options
 from ldpem.commands.client import add_source_arguments, source_from_args
-from ldpem.commands.plan import add_executor_arguments, parse_sizes
+from ldpem.commands.plan import parse_sizes
 from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.core.errors import UserError
@@ -33,6 +32,7 @@ from ldpem.common.planning.confidence import (
 )
 from ldpem.common.planning.plan import beta_zero_warning
 from ldpem.common.planning.study import Dataset, RoundCallback, Study, run_study
+from ldpem.options import add_executor_arguments, from_options
 from ldpem.simulate_outcome import SPLITS, outcome
 
 __all__ = [

@@ -48,9 +48,9 @@ from ldpem.common.audit.stats import (
     reference_noise_std,
 )
 from ldpem.common.core._validation import check_count, check_positive
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.mechanisms import Mechanism, noise_shares
 from ldpem.common.models import Model, Records
+from ldpem.common.protocol.rounds import holder_round
 
 __all__ = [
     "DECLARATION_SLACK",

@@ -1,8 +1,8 @@
 """The core layer: the walk itself and its privacy (docs/ARCHITECTURE.md, "Layers").
 
-The flat modules here (accounting, calibration, rounds, truncation, privacy events,
-validation, errors, plugins, the Skellam numerics of secure aggregation) and the public
-plugin packages ``ldpem.common.models``, ``ldpem.common.mechanisms`` and
-``ldpem.common.protocol`` import nothing but each other: no pydantic, no I/O, no other
-layer of ``common/`` (tests/test_layers.py).
+The flat modules here (accounting, calibration, truncation, privacy events,
+validation, errors, plugins, the Skellam numerics of secure aggregation) import nothing but
+each other; above them, the public plugin packages ``ldpem.common.models`` and
+``ldpem.common.mechanisms``, and above those ``ldpem.common.protocol``. None of them
+imports pydantic, does I/O or imports another layer of ``common/`` (tests/test_layers.py).
 """

@@ -30,7 +30,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.core._validation import check_count, check_positive
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.mechanisms import Mechanism, honest_holders
 from ldpem.common.models import Model, Records, get_model
 from ldpem.common.protocol import (
@@ -52,6 +51,7 @@ from ldpem.common.protocol import (
     start_finish,
     start_round,
 )
+from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.wire import PublicParameters
 
 __all__ = [

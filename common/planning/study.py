@@ -4,7 +4,7 @@ a coordinator states at run creation, the demo's in-process baselines and
 
 A ``Study`` is the declarative description (model, mechanism, size, budget, hospitals,
 seed); ``run_study`` draws it and runs it through the round protocol: every hospital's
-round is ``ldpem.common.core.rounds.holder_round`` and every M-step ``protocol.m_step`` (via
+round is ``ldpem.common.protocol.rounds.holder_round`` and every M-step ``protocol.m_step`` (via
 ``simulation.run_gradient_em``), the functions the agent and the coordinator run. The
 study defaults (δ, B, τ, m, β⁰) and the mechanisms are ``ldpem.common.protocol``'s, and
 ``study_mechanisms`` is the one place a study builds them.

@@ -11,7 +11,7 @@ import pytest
 from ldpem.common.mechanisms.local import LocalTruncation
 from ldpem.common.planning.study import Study, study_mechanisms
 from ldpem.common.protocol import report_noise_std, study_beta_bound, study_delta, study_tau
-from ldpem.demo import DemoConfig, demo_hospital_sizes
+from ldpem.demo.runner import DemoConfig, demo_hospital_sizes
 
 
 def _demo_job(n: int) -> list[str]:

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import make_mechanism
+from ldpem.common.protocol.rounds import holder_round
 
 COLUMNS = ["x1", "x2", "x3", "y"]
 #: Selects the records in their written order (``id`` is the row number, from 1).

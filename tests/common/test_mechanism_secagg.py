@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.core.secagg_quantize import grid_step, integer_sensitivity, modulus_bits
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import (
@@ -30,6 +29,7 @@ from ldpem.common.protocol import (
     study_colluders,
     study_t_min,
 )
+from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.secagg import Roster, generate_signing_key, minimum_t_min, public_key_bytes
 from ldpem.common.wire import PublicParameters, RunCreate
 

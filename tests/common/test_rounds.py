@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import (
     CentralTruncation,
@@ -17,6 +16,7 @@ from ldpem.common.mechanisms import (
     NoPrivacy,
 )
 from ldpem.common.models import Records, get_model
+from ldpem.common.protocol.rounds import holder_round
 
 
 def test_chunked_sum_equals_the_direct_sum() -> None:

@@ -223,8 +223,8 @@ def test_bad_studies_raise_one_line_errors(change: dict[str, Any], message: str)
 def test_every_round_of_every_hospital_goes_through_holder_round(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ldpem.common.core import rounds
     from ldpem.common.planning import simulation
+    from ldpem.common.protocol import rounds
 
     calls: list[int] = []
     real = rounds.holder_round  # what ldpem.common.planning.simulation calls
@@ -257,8 +257,8 @@ def test_central_noise_is_the_aggregators() -> None:
 
 
 def test_records_dealt_in_order_keep_their_hospitals(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ldpem.common.core import rounds
     from ldpem.common.planning import simulation
+    from ldpem.common.protocol import rounds
 
     seen: list[Records] = []
     real = rounds.holder_round

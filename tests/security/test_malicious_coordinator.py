@@ -38,11 +38,11 @@ from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import agent_mechanism
 from ldpem.common.core.calibration import smoothing_precision
-from ldpem.common.core.rounds import holder_round
 from ldpem.common.mechanisms import LocalTruncation
 from ldpem.common.models import get_model
 from ldpem.common.planning.simulation import round_groups
 from ldpem.common.protocol import partition_rng
+from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.wire import PublicParameters
 from tests.fedkit import TOKENS, live_server, process_manager, token_file
 

@@ -1,5 +1,6 @@
-"""What the operator's run commands (``ldpem run create|status|cancel``) share: their token
-and CA options, the admin token, and the one-line errors of a request that failed."""
+"""What the operator's run commands (``ldpem run create|status|cancel|resume``) share: the
+admin token, the admin's POST, and the one-line errors of a request that failed (their
+options are ``ldpem.options``')."""
 
 from __future__ import annotations
 
@@ -12,23 +13,7 @@ from typing import Any
 from ldpem.common.core.errors import UserError
 from ldpem.secretfiles import read_secret
 
-__all__ = ["CA_HELP", "admin_token", "refused", "token_file_option", "unreachable"]
-
-CA_HELP = (
-    "CA certificate that signed the coordinator's (ca.pem of ldpem coordinator init "
-    "--self-signed; default: the system's CAs)"
-)
-
-
-def token_file_option(parser: argparse.ArgumentParser, flag: str, token: str, default: str) -> None:
-    """``flag FILE``: the file holding ``token`` (mode 600), else ``default``; every
-    action's token files are worded alike."""
-    parser.add_argument(
-        flag,
-        type=Path,
-        metavar="FILE",
-        help=f"file holding the {token}, mode 600 (default: {default})",
-    )
+__all__ = ["admin_post", "admin_token", "refused", "unreachable"]
 
 
 def admin_token(path: Path | None) -> str:
@@ -58,3 +43,37 @@ def unreachable(error: Exception, url: str) -> UserError:
     from ldpem.client.link import untrusted
 
     return UserError(untrusted(error, url) or f"cannot reach {url}: {error}")
+
+
+def admin_post(
+    args: argparse.Namespace,
+    path: str,
+    body: Any,
+    *,
+    timeout: float,
+    expect: int,
+    failed: str,
+) -> dict[str, Any]:
+    """POST ``body`` (JSON) to ``path`` of ``args.coordinator`` with the admin token
+    (``admin_token(args.admin_token_file)``), verified by ``args.ca_cert``: the answer's
+    JSON when its status is ``expect``, else the one-line UserError of an unreachable
+    coordinator or of its refusal (``failed``: what did not happen, said first)."""
+    import httpx
+
+    from ldpem.client.link import tls_context
+
+    token = admin_token(args.admin_token_file)
+    try:
+        response = httpx.post(
+            f"{args.coordinator.rstrip('/')}{path}",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            verify=tls_context(args.ca_cert),
+        )
+    except httpx.HTTPError as error:
+        raise unreachable(error, args.coordinator) from None
+    if response.status_code != expect:
+        raise refused(response, failed)
+    answer: dict[str, Any] = response.json()
+    return answer

@@ -1,18 +1,20 @@
 """``ldpem demo`` following its run: the rounds as they close (a line each, or a redrawn
-bar on a terminal), then the coordinator's background forecast."""
+bar on a terminal), then the coordinator's background forecast and confidence region."""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import httpx
 
 from ldpem.common.core.errors import UserError
 from ldpem.processes import Processes
+from ldpem.run.estimate import await_confidence
 
-__all__ = ["FORECAST_TIMEOUT", "await_forecast", "follow"]
+__all__ = ["FORECAST_TIMEOUT", "await_forecast", "final_region", "follow"]
 
 #: Seconds the demo waits, once the run finished, for the forecast the coordinator computes
 #: in the background (usually ready long before).
@@ -109,3 +111,12 @@ def await_forecast(client: httpx.Client, run_id: str, summary: dict[str, Any]) -
         time.sleep(0.05)
         summary = client.get(f"/v1/runs/{run_id}").json()
     return summary
+
+
+def final_region(
+    fetch: Callable[[], dict[str, Any]], interval: float = 0.1
+) -> dict[str, Any] | None:
+    """A finished run's confidence region (``fetch`` gets its JSON) once no longer
+    pending (as ``ldpem run status --wait`` waits for it); None when it has none."""
+    region: dict[str, Any] | None = await_confidence(fetch(), fetch, interval).get("confidence")
+    return region

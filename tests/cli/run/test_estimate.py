@@ -1,4 +1,4 @@
-"""What ``run status --wait`` ends with (``ldpem.run_estimate``): it waits for the region
+"""What ``run status --wait`` ends with (``ldpem.run.estimate``): it waits for the region
 only while the coordinator says one is coming, and prints β̂ with or without it."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ldpem import run_estimate
-from ldpem.run_estimate import await_confidence, estimate_lines, final_region
+from ldpem.run import estimate
+from ldpem.run.estimate import await_confidence, estimate_lines
 
 REGION = {
     "level": 0.9,
@@ -45,7 +45,7 @@ def test_a_region_not_pending_is_not_waited_for() -> None:
 
 
 def test_it_gives_up_after_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_estimate, "CONFIDENCE_WAIT", 0.0)
+    monkeypatch.setattr(estimate, "CONFIDENCE_WAIT", 0.0)
     waiting = {"confidence": None, "pending": ["confidence"]}
     assert await_confidence(waiting, lambda: {}, 0.0) == waiting
 
@@ -61,12 +61,3 @@ def test_the_lines_show_the_estimate_with_or_without_its_intervals() -> None:
     assert estimate_lines({"beta": [1.0, 1.25]}) == [
         "estimate β̂ = [1.000, 1.250] (no confidence region from the coordinator)"
     ]
-
-
-def test_the_final_region_is_fetched_until_stored_or_none() -> None:
-    answers: list[dict[str, Any]] = [
-        {"confidence": None, "pending": ["confidence"]},
-        {"confidence": REGION, "pending": []},
-    ]
-    assert final_region(lambda: answers.pop(0), 0.0) == REGION
-    assert final_region(lambda: {"confidence": None, "pending": []}, 0.0) is None

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from ldpem.common.core.errors import UserError
-from ldpem.demo_follow import follow
+from ldpem.demo.follow import final_region, follow
 from ldpem.processes import Processes
 
 ADMIN = "admin-token"
@@ -90,3 +90,13 @@ def test_a_failed_run_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr("sys.stderr", io.StringIO())
     with pytest.raises(UserError, match=r"^the run failed: a hospital left$"):
         follow_fake(FakeCoordinator(rounds=2, end="failed"), tmp_path)
+
+
+def test_the_final_region_is_fetched_until_stored_or_none() -> None:
+    region = {"level": 0.9, "low": [0.5], "high": [1.5], "radius": 0.5, "draws": 99}
+    answers: list[dict[str, Any]] = [
+        {"confidence": None, "pending": ["confidence"]},
+        {"confidence": region, "pending": []},
+    ]
+    assert final_region(lambda: answers.pop(0), 0.0) == region
+    assert final_region(lambda: {"confidence": None, "pending": []}, 0.0) is None

@@ -26,7 +26,7 @@ __all__ = [
     "requested_setting",
 ]
 
-#: The request fields ``run create --plan`` sets (``ldpem.run_plan``).
+#: The request fields ``run create --plan`` sets (``ldpem.run.plan``).
 PLANNED = ("rounds", "schedule", "final")
 
 

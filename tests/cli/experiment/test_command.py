@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
-from ldpem.experiment import run_experiments
-from ldpem.experiment_data import balanced_gmm_dataset, missing_covariates_dataset
+from ldpem.experiment.data import balanced_gmm_dataset, missing_covariates_dataset
+from ldpem.experiment.runner import run_experiments
 
 COLUMNS = ["figure", "panel", "series", "x", "mean", "std", "min", "max", "seeds"]
 

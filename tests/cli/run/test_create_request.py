@@ -99,12 +99,12 @@ def test_plan_states_its_setting_in_the_created_line(
 ) -> None:
     """The search itself is tested in test_schedule_search.py; here, what the line says
     about the setting it returned."""
-    import ldpem.run_plan
+    import ldpem.run.plan
 
     def planned(request: dict[str, Any], **_: Any) -> dict[str, Any]:
         return {**request, "rounds": 4, "schedule": "geometric:1.5", "final": "average:2"}
 
-    monkeypatch.setattr(ldpem.run_plan, "planned_request", planned)
+    monkeypatch.setattr(ldpem.run.plan, "planned_request", planned)
     config = tmp_path / "run.json"
     request = run_request(hospitals=2, records=500, delta=1e-6)
     request["hospitals"] = [{"name": h["name"], "records": 500} for h in request["hospitals"]]

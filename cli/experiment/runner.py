@@ -34,8 +34,8 @@ from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.planning.executor import Executor, SerialExecutor, make_executor
 from ldpem.common.planning.study import Study, run_study
-from ldpem.experiment_data import DatasetFactory, real_sources
-from ldpem.experiment_figures import (
+from ldpem.experiment.data import DatasetFactory, real_sources
+from ldpem.experiment.figures import (
     FigureResult,
     Panel,
     Series,

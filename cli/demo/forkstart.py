@@ -4,10 +4,11 @@
 interpreters (``ldpem.processes``), each first spends most of a second of CPU importing
 numpy, scipy, pydantic and the rest, K + 1 times over, on the cores the run itself needs.
 Forked from the demo, which has imported them already, a child starts at once: it is the
-same ``ldpem COMMAND ARGS`` (``ldpem.cli.main``: the same parser, the same agent and
-coordinator code, the same checks), in a process of its own, in its own session, its
-output in its log, talking HTTP on 127.0.0.1 like the others. Its environment and working
-directory are the ones ``Processes`` gives a started child.
+same ``ldpem COMMAND ARGS`` (``ldpem.cli.main``, which the demo's command hands down as
+``main``: the same parser, the same agent and coordinator code, the same checks), in a
+process of its own, in its own session, its output in its log, talking HTTP on 127.0.0.1
+like the others. Its environment and working directory are the ones ``Processes`` gives a
+started child.
 
 A fork copies only the thread that calls it, so ``fork_command`` refuses to run while
 this process runs other threads (their locks would be copied in whatever state they
@@ -20,7 +21,6 @@ status, so nothing of the parent's (its ``finally`` blocks, ``atexit``) runs in 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import select
@@ -30,13 +30,18 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Unpack
 
 from ldpem.processes import AgentOptions, Processes, agent_command, coordinator_command
 
-__all__ = ["ForkedChild", "fork_agent", "fork_command", "fork_coordinator"]
+__all__ = ["ForkedChild", "Main", "fork_agent", "fork_command", "fork_coordinator"]
+
+#: The ``ldpem`` command's entry point (``ldpem.cli.main``: arguments → exit status), which
+#: a forked child runs. It is passed down from the command line, not imported here: this
+#: module stands below ``ldpem.cli``, which imports the demo's command.
+Main = Callable[[Sequence[str]], int]
 
 
 class ForkedChild:
@@ -103,12 +108,13 @@ def fork_command(
     name: str,
     command: Sequence[str],
     *,
+    main: Main,
     env: Mapping[str, str | None] | None = None,
 ) -> ForkedChild:
-    """Run ``ldpem COMMAND`` as ``name`` in a forked child managed by ``processes``, as
-    ``processes.start(name, *command, env=env)`` would run it in a fresh interpreter: the
-    same environment, working directory, log (``<logs>/<name>.log``, appended) and
-    session of its own. RuntimeError when other threads run here."""
+    """Run ``ldpem COMMAND`` (``main(command)``) as ``name`` in a forked child managed by
+    ``processes``, as ``processes.start(name, *command, env=env)`` would run it in a fresh
+    interpreter: the same environment, working directory, log (``<logs>/<name>.log``,
+    appended) and session of its own. RuntimeError when other threads run here."""
     if threading.active_count() > 1:
         raise RuntimeError(f"cannot fork {name}: this process runs other threads")
     environment = processes.environment(env)
@@ -118,14 +124,16 @@ def fork_command(
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # pragma: no cover  (the child; its log and exit status are tested)
-        os._exit(_child(log, list(command), environment, processes.cwd))
+        os._exit(_child(log, list(command), environment, processes.cwd, main))
     os.close(log)
     child = ForkedChild(pid)
     processes.adopt(name, child, path)
     return child
 
 
-def _child(log: int, command: list[str], environment: dict[str, str], cwd: Path | None) -> int:
+def _child(
+    log: int, command: list[str], environment: dict[str, str], cwd: Path | None, main: Main
+) -> int:
     """In the forked child: become the command's process and run it; its exit status."""
     code = 1
     try:
@@ -145,9 +153,8 @@ def _child(log: int, command: list[str], environment: dict[str, str], cwd: Path 
         os.environ.update(environment)
         if cwd is not None:
             os.chdir(cwd)
-        # The program by name, as ``python -m ldpem`` finds it: the command line that runs
-        # the demo is what runs each child, not a layer below the demo.
-        code = importlib.import_module("ldpem.cli").main(command)
+        # The command line that runs the demo is what runs each child, not a layer below it.
+        code = main(command)
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BaseException:  # reported in the log, as an interpreter would
@@ -178,6 +185,7 @@ def _fresh_streams_and_logging() -> None:
 def fork_coordinator(
     processes: Processes,
     *,
+    main: Main,
     state: Path,
     args: Collection[str] = (),
     env: Mapping[str, str | None] | None = None,
@@ -187,16 +195,18 @@ def fork_coordinator(
     """``ldpem.processes.start_coordinator(..., wait=False)``, forked: the child and its
     base URL (call ``Processes.wait_healthy`` before using it)."""
     command, url = coordinator_command(state=state, args=args, log_level=log_level)
-    return fork_command(processes, name, command, env=env), url
+    return fork_command(processes, name, command, main=main, env=env), url
 
 
 def fork_agent(
     processes: Processes,
     name: str,
     *,
+    main: Main,
     env: Mapping[str, str | None] | None = None,
     **options: Unpack[AgentOptions],
 ) -> ForkedChild:
     """``ldpem.processes.start_agent``, forked: the token in its private file, never on a
     command line."""
-    return fork_command(processes, name, agent_command(processes, name, **options), env=env)
+    command = agent_command(processes, name, **options)
+    return fork_command(processes, name, command, main=main, env=env)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ldpem.common.planning.confidence import region_lines
 
-__all__ = ["CONFIDENCE_WAIT", "await_confidence", "estimate_lines", "final_region"]
+__all__ = ["CONFIDENCE_WAIT", "await_confidence", "estimate_lines"]
 
 #: Seconds ``run status --wait`` waits, once the run finished, for its confidence region.
 CONFIDENCE_WAIT = 300.0
@@ -28,15 +28,6 @@ def await_confidence(
         time.sleep(interval)
         run = fetch()
     return run
-
-
-def final_region(
-    fetch: Callable[[], dict[str, Any]], interval: float = 0.1
-) -> dict[str, Any] | None:
-    """A finished run's confidence region (``fetch`` gets its JSON) once no longer
-    pending; None when it has none (the demo)."""
-    region: dict[str, Any] | None = await_confidence(fetch(), fetch, interval).get("confidence")
-    return region
 
 
 def estimate_lines(run: dict[str, Any]) -> list[str]:

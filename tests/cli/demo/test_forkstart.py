@@ -1,4 +1,4 @@
-"""ldpem.forkstart: an ``ldpem`` command forked from this interpreter behaves as
+"""ldpem.demo.forkstart: an ``ldpem`` command forked from this interpreter behaves as
 ``Processes.start`` runs it in a fresh one (log, exit status, environment, session), and
 stopping it ends what it started.
 
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from ldpem import __version__
-from ldpem.forkstart import fork_agent, fork_command, fork_coordinator
+from ldpem.cli import main
+from ldpem.demo.forkstart import fork_agent, fork_command, fork_coordinator
 from ldpem.processes import Processes
 
 
@@ -46,8 +47,8 @@ def in_a_fresh_interpreter(test: Callable[..., None]) -> Callable[..., None]:
 @in_a_fresh_interpreter
 def test_a_forked_command_logs_and_exits_as_a_started_one(tmp_path: Path) -> None:
     with Processes(tmp_path / "logs") as processes:
-        fine = fork_command(processes, "fine", ["--version"])
-        broken = fork_command(processes, "broken", ["no-such-command"])
+        fine = fork_command(processes, "fine", ["--version"], main=main)
+        broken = fork_command(processes, "broken", ["no-such-command"], main=main)
         started = processes.start("started", "no-such-command")
         assert processes.wait(["fine", "broken", "started"], timeout=60)
         assert (fine.returncode, broken.returncode) == (0, 2)
@@ -68,6 +69,7 @@ def test_a_forked_child_has_its_environment_and_session(tmp_path: Path) -> None:
         child = fork_agent(
             processes,
             "h1",
+            main=main,
             url="http://127.0.0.1:9",
             token="t" * 32,
             model="gmm",
@@ -91,7 +93,9 @@ def test_a_forked_child_has_its_environment_and_session(tmp_path: Path) -> None:
 @in_a_fresh_interpreter
 def test_stop_ends_a_forked_coordinator_that_leads_its_own_session(tmp_path: Path) -> None:
     processes = Processes(tmp_path)
-    child, url = fork_coordinator(processes, state=tmp_path / "c.sqlite", log_level="info")
+    child, url = fork_coordinator(
+        processes, main=main, state=tmp_path / "c.sqlite", log_level="info"
+    )
     try:
         processes.wait_healthy(child, url, timeout=60)
         # Its own session and process group: a signal to the group reaches what it starts
@@ -109,7 +113,7 @@ def test_a_wait_with_a_timeout_raises_and_a_fork_with_threads_is_refused(
     tmp_path: Path,
 ) -> None:
     with Processes(tmp_path) as processes:
-        child, _ = fork_coordinator(processes, state=tmp_path / "c.sqlite")
+        child, _ = fork_coordinator(processes, main=main, state=tmp_path / "c.sqlite")
         began = time.monotonic()
         with pytest.raises(subprocess.TimeoutExpired):
             child.wait(0.2)
@@ -119,7 +123,7 @@ def test_a_wait_with_a_timeout_raises_and_a_fork_with_threads_is_refused(
         other.start()
         try:
             with pytest.raises(RuntimeError, match="cannot fork h2: this process runs other"):
-                fork_command(processes, "h2", ["--version"])
+                fork_command(processes, "h2", ["--version"], main=main)
         finally:
             stop.set()
             other.join()

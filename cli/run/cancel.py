@@ -8,11 +8,11 @@ from their next poll and stop with one line and exit 0. A run that ended already
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import urllib.parse
 from typing import Any
 
-from ldpem.runhttp import CA_HELP, admin_token, refused, token_file_option, unreachable
-from ldpem.urls import coordinator_option
+from ldpem.options import admin_token_file_option, ca_cert_option, coordinator_option
+from ldpem.run.shared import admin_post
 
 __all__ = ["cancel", "cancel_options", "resume", "resume_options"]
 
@@ -24,8 +24,8 @@ def cancel_options(cancel: argparse.ArgumentParser) -> None:
     cancel.add_argument(
         "--reason", required=True, metavar="TEXT", help="why, in one line (shown with the run)"
     )
-    token_file_option(cancel, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
-    cancel.add_argument("--ca-cert", type=Path, metavar="PEM", help=CA_HELP)
+    admin_token_file_option(cancel)
+    ca_cert_option(cancel)
 
 
 def cancel(args: argparse.Namespace) -> int:
@@ -43,8 +43,8 @@ def resume_options(resume: argparse.ArgumentParser) -> None:
     """RUN_ID and how to reach the coordinator as its admin."""
     coordinator_option(resume)
     resume.add_argument("run_id", metavar="RUN_ID", help="the paused run to resume")
-    token_file_option(resume, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
-    resume.add_argument("--ca-cert", type=Path, metavar="PEM", help=CA_HELP)
+    admin_token_file_option(resume)
+    ca_cert_option(resume)
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -59,25 +59,12 @@ def _admin_post(
 ) -> dict[str, Any]:
     """POST /v1/runs/RUN_ID/``action`` with the admin token: the run's summary, or the
     one-line UserError of an unreachable coordinator or a refusal (``run … failed``)."""
-    import urllib.parse
-
-    import httpx
-
-    from ldpem.client.link import tls_context
-
-    token = admin_token(args.admin_token_file)
     run_id = urllib.parse.quote(args.run_id, safe="")
-    try:
-        response = httpx.post(
-            f"{args.coordinator.rstrip('/')}/v1/runs/{run_id}/{action}",
-            json=body,
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=30.0,
-            verify=tls_context(args.ca_cert),
-        )
-    except httpx.HTTPError as error:
-        raise unreachable(error, args.coordinator) from None
-    if response.status_code != 200:
-        raise refused(response, f"run {args.run_id} {failed}")
-    run: dict[str, Any] = response.json()
-    return run
+    return admin_post(
+        args,
+        f"/v1/runs/{run_id}/{action}",
+        body,
+        timeout=30.0,
+        expect=200,
+        failed=f"run {args.run_id} {failed}",
+    )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ldpem.demo import BASELINES
-from ldpem.demo_plot import convergence_svg, plot_convergence
+from ldpem.demo.plot import convergence_svg, plot_convergence
+from ldpem.demo.runner import BASELINES
 
 SVG = "{http://www.w3.org/2000/svg}"
 

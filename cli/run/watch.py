@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ldpem.common.core.errors import UserError
-from ldpem.runhttp import refused, unreachable
+from ldpem.run.shared import refused, unreachable
 
 __all__ = ["UNREACHABLE", "CoordinatorGone", "RunReader"]
 

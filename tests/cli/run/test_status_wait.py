@@ -13,7 +13,7 @@ from pathlib import Path
 from ldpem.cli import build_parser
 from ldpem.client.retry import GIVE_UP
 from ldpem.processes import Processes, wait_until
-from ldpem.run_watch import UNREACHABLE
+from ldpem.run.watch import UNREACHABLE
 from tests.fedkit import run_request, write_gmm_data
 from tests.reliability.kit import Cluster
 

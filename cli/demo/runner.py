@@ -34,11 +34,10 @@ from ldpem.common.models import get_model
 from ldpem.common.planning.simulation import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
-from ldpem.demo_follow import await_forecast, follow
-from ldpem.demo_plot import plot_convergence
-from ldpem.forkstart import fork_agent, fork_coordinator
+from ldpem.demo.follow import await_forecast, final_region, follow
+from ldpem.demo.forkstart import Main, fork_agent, fork_coordinator
+from ldpem.demo.plot import plot_convergence
 from ldpem.processes import Processes, ProcessFailed
-from ldpem.run_estimate import final_region
 
 __all__ = [
     "BASELINES",
@@ -191,8 +190,10 @@ def _write_data(
     return paths, Dataset(records, beta_star, tuple(sizes))
 
 
-def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
-    """Run the demo; returns the JSON-able result (also written to workdir/result.json)."""
+def run_demo(config: DemoConfig, *, main: Main, quiet: bool = False) -> dict[str, Any]:
+    """Run the demo, its coordinator and agents forked to run ``main`` (``ldpem.cli.main``)
+    on their command lines; returns the JSON-able result (also written to
+    workdir/result.json)."""
     if config.hospitals < 1:
         raise UserError(f"--hospitals must be at least 1, got {config.hospitals}")
     if config.rounds < 1:
@@ -234,6 +235,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
             # Forked from this interpreter, which imported numpy and the rest already.
             coordinator, url = fork_coordinator(
                 processes,
+                main=main,
                 state=workdir / "coordinator.sqlite",
                 # A demo on 127.0.0.1 with throw-away data: its status page opens as is.
                 args=["--public-status"],
@@ -273,6 +275,7 @@ def run_demo(config: DemoConfig, *, quiet: bool = False) -> dict[str, Any]:
                 fork_agent(
                     processes,
                     name,
+                    main=main,
                     url=url,
                     token=token,
                     model=config.model,

@@ -21,7 +21,7 @@ from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
 from ldpem.common.planning.confidence import DEFAULT_LEVEL, least_draws
 from ldpem.common.planning.study import Dataset
-from ldpem.demo import (
+from ldpem.demo.runner import (
     DEMO_CONFIDENCE_DRAWS,
     DEMO_FORECAST_SEEDS,
     DEMO_SENSITIVITY_SEEDS,
@@ -317,11 +317,11 @@ def test_the_demo_leaves_its_heap_out_of_the_exit_collections(
 
     from ldpem.commands import demo as command
 
-    monkeypatch.setattr(command, "run_demo", lambda config, quiet: {"ran": True})
+    monkeypatch.setattr(command, "run_demo", lambda config, main, quiet: {"ran": True})
     monkeypatch.setattr(command, "from_options", lambda kind, args: None)
     gc.unfreeze()
     try:
-        assert command.handle(argparse.Namespace(json=True)) == 0
+        assert command.handle(argparse.Namespace(json=True, main=None)) == 0
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()

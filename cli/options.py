@@ -1,0 +1,172 @@
+"""What the commands' parsers share, in one place: example epilogs, subcommands of a
+command (``ActionSpec``, ``add_actions``), dataclasses built from parsed options
+(``from_options``), and the options several commands take, worded alike: the
+coordinator's URL (checked while parsing), its CA certificate, token files, and where
+simulations run. The commands and ``ldpem.cli`` import it; it imports neither, since
+``ldpem.cli`` imports the commands."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    _Described = TypeVar("_Described", bound=DataclassInstance)
+
+__all__ = [
+    "CA_HELP",
+    "ActionSpec",
+    "add_actions",
+    "add_executor_arguments",
+    "admin_token_file_option",
+    "ca_cert_option",
+    "coordinator_option",
+    "coordinator_url",
+    "examples",
+    "from_options",
+    "token_file_option",
+]
+
+
+def examples(*lines: str) -> str:
+    """An epilog of one or two example command lines (tests/cli/test_help_tree.py parses
+    them with the real parser, so an example cannot drift from the options)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """A subcommand of a command (``ldpem keys generate``), as ``add_actions`` registers it:
+    its name, the handler it runs, its one-line help, its description, its example lines
+    and the function that adds its options to its parser."""
+
+    name: str
+    handler: Callable[[argparse.Namespace], int]
+    help: str
+    description: str
+    example_lines: Sequence[str]
+    options: Callable[[argparse.ArgumentParser], None]
+
+
+def add_actions(
+    parser: argparse.ArgumentParser, *actions: ActionSpec, required: bool = True
+) -> None:
+    """The subcommands ``actions`` of ``parser``: the one given is ``args.action`` and runs
+    as ``args.handler`` (``required``: one must be given); each one's epilog is
+    ``examples(*example_lines)``."""
+    subparsers = parser.add_subparsers(dest="action", required=required, metavar="ACTION")
+    for action in actions:
+        sub: argparse.ArgumentParser = subparsers.add_parser(
+            action.name,
+            help=action.help,
+            description=action.description,
+            epilog=examples(*action.example_lines),
+        )
+        sub.set_defaults(handler=action.handler)
+        action.options(sub)
+
+
+def from_options(cls: type[_Described], args: argparse.Namespace, **given: Any) -> _Described:
+    """A ``cls`` (a dataclass: a study, a planned problem) from a command's parsed options:
+    the ``given`` fields, and every other field from the option of its name where the
+    command has one (else the field's default). Options are named after the fields they
+    set, so that one added to both reaches the object without a second list of names."""
+    values = {
+        field.name: getattr(args, field.name)
+        for field in fields(cls)
+        if field.name not in given and hasattr(args, field.name)
+    }
+    return cls(**values, **given)
+
+
+#: The schemes ``--coordinator URL`` takes, checked while parsing: a URL without one would
+#: otherwise reach the agent's retry loop and be retried for its whole ``--give-up``
+#: (httpx's "UnsupportedProtocol"), where one line at once names the fix.
+SCHEMES = ("https", "http")
+
+
+def coordinator_url(text: str) -> str:
+    """``text`` when it is an ``https://`` or ``http://`` URL naming a host (and a valid
+    port, if any); ``argparse.ArgumentTypeError``, one line naming the fix, otherwise."""
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no scheme: add https:// or http:// (https://{text} for a "
+            "coordinator serving TLS, http://… for one without)"
+        )
+    parts = urlsplit(text)
+    if parts.scheme.lower() not in SCHEMES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the scheme must be https:// or http://, not {parts.scheme}://"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if not parts.hostname or port == -1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no host and valid port: https://HOST[:PORT] (https://coord.example:8443)"
+        )
+    return text
+
+
+def coordinator_option(parser: argparse.ArgumentParser) -> None:
+    """``--coordinator URL`` (required), checked by ``coordinator_url`` while parsing."""
+    parser.add_argument(
+        "--coordinator",
+        required=True,
+        type=coordinator_url,
+        metavar="URL",
+        help="the coordinator's base URL, https://HOST:PORT (or http:// without TLS)",
+    )
+
+
+#: ``--ca-cert``'s help, for the operator's commands (the agent's names the CA it was sent).
+CA_HELP = (
+    "CA certificate that signed the coordinator's (ca.pem of ldpem coordinator init "
+    "--self-signed; default: the system's CAs)"
+)
+
+
+def token_file_option(parser: argparse.ArgumentParser, flag: str, token: str, default: str) -> None:
+    """``flag FILE``: the file holding ``token`` (mode 600), else ``default``; every
+    action's token files are worded alike."""
+    parser.add_argument(
+        flag,
+        type=Path,
+        metavar="FILE",
+        help=f"file holding the {token}, mode 600 (default: {default})",
+    )
+
+
+def ca_cert_option(parser: argparse.ArgumentParser) -> None:
+    """``--ca-cert PEM``: the CA that signed the coordinator's certificate (``CA_HELP``)."""
+    parser.add_argument("--ca-cert", type=Path, metavar="PEM", help=CA_HELP)
+
+
+def admin_token_file_option(parser: argparse.ArgumentParser) -> None:
+    """``--admin-token-file FILE``, read when LDPEM_ADMIN_TOKEN is not set."""
+    token_file_option(parser, "--admin-token-file", "admin token", "LDPEM_ADMIN_TOKEN")
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """--workers and --scheduler: where the simulations run (``common.planning.executor``)."""
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes that run the simulations (default: this machine's cores; 1: serial)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:8786",
+        help="run the simulations on this existing Dask distributed cluster "
+        "(pip install 'ldpem[dask]'); the numbers are the same as on this machine "
+        "(default: none, this machine's cores)",
+    )
