@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -39,8 +37,7 @@ from ldpem.common.mechanisms import (
 )
 from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
 from ldpem.common.protocol import make_mechanism
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.dockit import ROOT, python_blocks
 
 
 class _Box(Mechanism):
@@ -266,6 +263,5 @@ def test_the_accountant_composes_pure_gaussian_and_trivial_events() -> None:
 def test_the_extending_guide_shows_the_example_file_verbatim() -> None:
     guide = (ROOT / "docs" / "EXTENDING.md").read_text()
     source = (ROOT / "tests" / "examples" / "local_box.py").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", guide, flags=re.DOTALL)
-    assert source in blocks
+    assert source in python_blocks(guide, "docs/EXTENDING.md")
     assert "..." not in source
