@@ -58,6 +58,12 @@ class _Box(Mechanism):
         return 2.0 * math.sqrt(d)
 
 
+def refused_at_registration(cls: type[Mechanism], message: str) -> None:
+    """``register_mechanism(cls)`` raises a TypeError matching the regex ``message``."""
+    with pytest.raises(TypeError, match=message):
+        register_mechanism(cls)
+
+
 def test_a_field_named_otherwise_is_refused_at_registration_naming_the_declaration() -> None:
     @dataclass(frozen=True, kw_only=True)
     class Misnamed(_Box):
@@ -65,8 +71,7 @@ def test_a_field_named_otherwise_is_refused_at_registration_naming_the_declarati
         c: float
         noise_std: float
 
-    with pytest.raises(TypeError, match="needs = 'clip' but it declares no field 'clip'"):
-        register_mechanism(Misnamed)
+    refused_at_registration(Misnamed, "needs = 'clip' but it declares no field 'clip'")
     assert "misnamed" not in mechanism_names()
 
 
@@ -76,10 +81,7 @@ def test_the_noise_std_shares_t_min_and_the_dataclass_itself_are_declarations() 
         name: ClassVar[str] = "silent"
         clip: float
 
-    with pytest.raises(
-        TypeError, match="noise_site = 'record' but it declares no field 'noise_std'"
-    ):
-        register_mechanism(Silent)
+    refused_at_registration(Silent, "noise_site = 'record' but it declares no field 'noise_std'")
 
     class Plain(_Box):  # attributes set in __init__: nothing the registry can read
         name: ClassVar[str] = "plain"
@@ -87,8 +89,7 @@ def test_the_noise_std_shares_t_min_and_the_dataclass_itself_are_declarations() 
         def __init__(self, *, clip: float, noise_std: float) -> None:
             self.clip, self.noise_std = clip, noise_std
 
-    with pytest.raises(TypeError, match=r"declare it as a @dataclass\(frozen=True, kw_only=True\)"):
-        register_mechanism(Plain)
+    refused_at_registration(Plain, r"declare it as a @dataclass\(frozen=True, kw_only=True\)")
 
     @dataclass(kw_only=True)
     class Mutable(_Box):
@@ -96,8 +97,7 @@ def test_the_noise_std_shares_t_min_and_the_dataclass_itself_are_declarations() 
         clip: float
         noise_std: float
 
-    with pytest.raises(TypeError, match="frozen=True"):
-        register_mechanism(Mutable)
+    refused_at_registration(Mutable, "frozen=True")
 
     @dataclass(frozen=True, kw_only=True)
     class Extra(_Box):
@@ -106,8 +106,7 @@ def test_the_noise_std_shares_t_min_and_the_dataclass_itself_are_declarations() 
         noise_std: float
         width: float
 
-    with pytest.raises(TypeError, match="field 'width' is not one of the public values"):
-        register_mechanism(Extra)
+    refused_at_registration(Extra, "field 'width' is not one of the public values")
 
 
 def test_every_builtin_is_built_from_its_declared_fields() -> None:
