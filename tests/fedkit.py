@@ -24,8 +24,8 @@ from ldpem.commands.coordinator import KEEP_ALIVE
 from ldpem.common.models import get_model
 from ldpem.common.planning.simulation import simulate_run
 from ldpem.common.protocol import FederatedStreams
-from ldpem.common.wire import PublicParameters
-from ldpem.processes import Processes, free_port, start_agent
+from ldpem.common.wire import PublicParameters, expected_round_count
+from ldpem.processes import Processes, free_port, start_agent, start_coordinator
 from ldpem.server.settings import Settings
 
 ADMIN = "admin-token-for-tests-0123456789"
@@ -116,19 +116,54 @@ PROCESS_ENV: dict[str, str | None] = {
 }
 
 
+def report_body(
+    i: int = 0, t: int = 0, *, records: int = 100, rounds: int = 5, **change: Any
+) -> dict[str, Any]:
+    """The JSON body of hospital h``i``'s report of round ``t`` under ``local``, for a run
+    of ``records`` records per hospital over ``rounds`` rounds (``run_request``'s
+    defaults: d = 4); ``change`` replaces fields."""
+    body: dict[str, Any] = {
+        "hospital": f"h{i}",
+        "round": t,
+        "mechanism": "local",
+        "count": expected_round_count(records, rounds, t),
+        "total": [0.5, -1.0, 2.0, 0.0],
+        "noise_std": 3.0,
+    }
+    body.update(change)
+    return body
+
+
+def plugin_env(module: str) -> dict[str, str]:
+    """The environment under which a process of ``ldpem`` loads the plugin module ``module``
+    of this repository (``LDPEM_PLUGINS``, with the repository on ``PYTHONPATH``)."""
+    return {"LDPEM_PLUGINS": module, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+
 def process_manager(directory: Path) -> Processes:
     """A process manager for one test: logs and working directory ``directory``."""
     return Processes(directory, env=PROCESS_ENV, cwd=directory)
 
 
 @contextlib.contextmanager
-def live_server(app: FastAPI, *, start_timeout: float = 10.0) -> Iterator[str]:
+def live_server(
+    app: FastAPI, *, start_timeout: float = 10.0, tls: Path | None = None
+) -> Iterator[str]:
     """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yields its URL
-    (RuntimeError if it has not started within ``start_timeout`` seconds)."""
+    (RuntimeError if it has not started within ``start_timeout`` seconds). ``tls``: the
+    folder ``coordinator init`` wrote, whose server.pem and server.key it serves HTTPS
+    with."""
     port = free_port()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE
-    )  # as ``ldpem coordinator`` serves it, whose keep-alive the agents' link relies on
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        # As ``ldpem coordinator`` serves it, whose keep-alive the agents' link relies on.
+        timeout_keep_alive=KEEP_ALIVE,
+        ssl_certfile=None if tls is None else str(tls / "server.pem"),
+        ssl_keyfile=None if tls is None else str(tls / "server.key"),
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -138,7 +173,7 @@ def live_server(app: FastAPI, *, start_timeout: float = 10.0) -> Iterator[str]:
             raise RuntimeError("test server did not start")
         time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'http' if tls is None else 'https'}://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(10)
@@ -215,6 +250,32 @@ def cli_create_run(tmp_path: Path, url: str, counts: list[int], **request: Any) 
     return created
 
 
+def start_ticking_coordinator(
+    processes: Processes, state: Path, *, forecast_workers: int | None = None
+) -> str:
+    """A coordinator process (state ``state``/coordinator.sqlite, deadlines checked every
+    0.1 s); its URL. ``forecast_workers``: the forecast simulates in a pool of that many
+    processes, which import the plugins of the processes' ``LDPEM_PLUGINS``."""
+    env = {"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": "0.1"}
+    if forecast_workers is not None:
+        env["LDPEM_FORECAST_WORKERS"] = str(forecast_workers)
+    _, url = start_coordinator(processes, state=state / "coordinator.sqlite", env=env)
+    return url
+
+
+def post_run(url: str, counts: list[int], **request: Any) -> dict[str, Any]:
+    """Create a run with ``POST /v1/runs``: ``request`` and hospitals h0, h1, … with
+    ``counts`` records and the fixed TOKENS; the coordinator's 201 answer."""
+    hospitals = [
+        {"name": f"h{i}", "records": count, "token": TOKENS[i]} for i, count in enumerate(counts)
+    ]
+    body = {**request, "hospitals": hospitals}
+    created = httpx.post(f"{url}/v1/runs", json=body, headers=admin_headers(), timeout=60)
+    assert created.status_code == 201, created.text
+    answer: dict[str, Any] = created.json()
+    return answer
+
+
 def agents_to_the_end(
     processes: Processes,
     url: str,
@@ -223,10 +284,12 @@ def agents_to_the_end(
     *,
     model: str,
     state: Path,
+    seeds: list[int] | None = None,
 ) -> dict[str, Any]:
     """Start one ``ldpem client`` per data file (hospital i holds ``paths[i]`` and
-    ``TOKENS[i]``, budget ``AGENT_BUDGET``), wait for each to exit 0, then for the run to
-    leave ``running`` (at most 30 s); the run's summary."""
+    ``TOKENS[i]``, budget ``AGENT_BUDGET``; research ``--seed`` ``seeds[i]`` if given),
+    wait for each to exit 0, then for the run to leave ``running`` (at most 30 s); the
+    run's summary."""
     agents = [
         start_agent(
             processes,
@@ -236,7 +299,12 @@ def agents_to_the_end(
             model=model,
             data=path,
             state=state / f"state{i}",
-            args=[*AGENT_BUDGET, "--wait", "2"],
+            args=[
+                *AGENT_BUDGET,
+                "--wait",
+                "2",
+                *(["--seed", str(seeds[i])] if seeds is not None else []),
+            ],
         )
         for i, path in enumerate(paths)
     ]

@@ -29,61 +29,31 @@ from pathlib import Path
 import pytest
 
 from ldpem.cli import build_parser
+from tests.dockit import ROOT, Block, fenced_blocks
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "FEDERATED.md"]
 SHELL = {"sh", "bash", "console"}
 #: Fenced blocks that are not commands: data, code the Python tests run, plain output.
 OTHER = {"", "json", "yaml", "sql", "python", "text", "toml"}
-NOT_RUN = re.compile(r"^\s*<!-- not-run: (?P<reason>.*\S) -->\s*$")
-FENCE = re.compile(r"^(?P<indent> *)```(?P<language>[\w-]*)\s*$")
 #: Seconds for all of one document's blocks (the harness's share of CI: about 4 minutes).
 TIMEOUT = 200
 #: Seconds for processes a document stopped to exit after its last block.
 SETTLE = 15
 
 
-@dataclass(frozen=True)
-class Block:
-    """One fenced shell block: where it starts, its text (list indentation removed) and,
-    when marked, why it is not run."""
-
-    document: str
-    line: int
-    language: str
-    text: str
-    not_run: str | None
-
-
 def blocks(text: str, document: str) -> list[Block]:
     """The shell blocks of ``text`` in order. A fence of an unknown language, an empty
     ``not-run`` reason or a marker above anything but a shell block is an error."""
-    lines = text.splitlines()
     found: list[Block] = []
-    number = 0
-    while number < len(lines):
-        fence = FENCE.match(lines[number])
-        if fence is None:
-            if "not-run" in lines[number] and NOT_RUN.match(lines[number]) is None:
-                raise ValueError(f"{document}:{number + 1}: malformed not-run marker")
-            number += 1
-            continue
-        indent, language = fence["indent"], fence["language"]
-        closing = next(
-            (i for i in range(number + 1, len(lines)) if lines[i] == f"{indent}```"), None
-        )
-        if closing is None:
-            raise ValueError(f"{document}:{number + 1}: fence never closed")
-        above = NOT_RUN.match(lines[number - 1]) if number > 0 else None
-        if language in SHELL:
-            body = "\n".join(line.removeprefix(indent) for line in lines[number + 1 : closing])
-            reason = above["reason"] if above else None
-            found.append(Block(document, number + 1, language, body + "\n", reason))
-        elif language not in OTHER:
-            raise ValueError(f"{document}:{number + 1}: a ```{language} block: sh or marked")
-        elif above is not None:
-            raise ValueError(f"{document}:{number}: a not-run marker above a non-shell block")
-        number = closing + 1
+    for block in fenced_blocks(text, document):
+        if block.language in SHELL:
+            found.append(block)
+        elif block.language not in OTHER:
+            where = f"{document}:{block.line}"
+            raise ValueError(f"{where}: a ```{block.language} block: sh or marked")
+        elif block.not_run is not None:
+            where = f"{document}:{block.line - 1}"
+            raise ValueError(f"{where}: a not-run marker above a non-shell block")
     return found
 
 

@@ -11,7 +11,6 @@ import json
 import math
 import re
 import sys
-import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,18 +25,25 @@ from ldpem.common.mechanisms import LocalTruncation, get_mechanism, mechanism_na
 from ldpem.common.mechanisms import registry as mechanism_registry
 from ldpem.common.mechanisms.base import PrivacyBudget
 from ldpem.server.app import create_app
+from tests.dockit import ROOT, exec_block, fenced_blocks
 from tests.examples.local_box import LocalBox
 from tests.fedkit import admin_headers, run_request, settings
 
-ROOT = Path(__file__).resolve().parent.parent
 GUIDE = (ROOT / "docs" / "EXTENDING.md").read_text()
-#: Each ```python block, with the ```text block right after it (its expected error) if any.
-BLOCK = re.compile(r"```python\n(.*?)```\n(?:\n```text\n(.*?)\n```)?", flags=re.DOTALL)
 EXAMPLE = "tests.examples.hospital_box"
 
 
 def guide_blocks() -> list[tuple[str, str | None]]:
-    return [(code, error or None) for code, error in BLOCK.findall(GUIDE)]
+    """Each ```python block, with the ```text block right after it (its expected error,
+    one blank line below) if any."""
+    found = fenced_blocks(GUIDE, "docs/EXTENDING.md")
+    pairs = []
+    for block, after in zip(found, [*found[1:], None], strict=True):
+        if block.language != "python":
+            continue
+        shown = after is not None and after.language == "text" and after.line == block.end + 2
+        pairs.append((block.text, after.text.removesuffix("\n") if shown and after else None))
+    return pairs
 
 
 def block_with(text: str) -> tuple[str, str | None]:
@@ -47,14 +53,8 @@ def block_with(text: str) -> tuple[str, str | None]:
 
 def run_block(code: str) -> dict[str, Any]:
     """The guide's block run as a module of its own, named so that no other test imports
-    it (in sys.modules while it runs: a dataclass looks its module up)."""
-    module = types.ModuleType("extending_guide_example")
-    sys.modules[module.__name__] = module
-    try:
-        exec(compile(code, "docs/EXTENDING.md", "exec"), module.__dict__)
-    finally:
-        del sys.modules[module.__name__]
-    return module.__dict__
+    it."""
+    return exec_block(code, filename="docs/EXTENDING.md", module="extending_guide_example")
 
 
 @pytest.fixture(autouse=True)

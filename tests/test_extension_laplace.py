@@ -13,10 +13,6 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -25,8 +21,9 @@ import pytest
 from ldpem.common.core.accounting import event_epsilon
 from ldpem.common.core.privacy_events import ComposedEvent, GaussianEvent, SelfComposedEvent
 from ldpem.common.protocol import make_mechanism, privacy_ratio
+from tests.cli.clikit import run_ldpem
+from tests.fedkit import plugin_env
 
-ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "tests.examples.local_laplace"
 D = 3
 
@@ -40,17 +37,7 @@ def laplace() -> ModuleType:
 def test_simulate_runs_it_with_its_own_calibration() -> None:
     argv = ["simulate", "--mechanism", "local-laplace", "--clip", "1", "--n", "20000"]
     argv += ["--d", str(D), "--epsilon", "2", "--seed", "1", "--json"]
-    env = {"LDPEM_PLUGINS": PLUGIN, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", "ldpem", *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    outcome = json.loads(done.stdout)
+    outcome = json.loads(run_ldpem(argv, env=plugin_env(PLUGIN), timeout=120).stdout)
     # b = 2Cd/ε = 3 (each record reports once): σ = 3√2, not the Gaussian's σ_r.
     assert outcome["noise_std"] == pytest.approx(3.0 * math.sqrt(2.0), rel=1e-15)
     # 2,000 records a round, noise std 4.2 per coordinate: the last average's noise is

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +20,20 @@ import httpx
 import pytest
 
 from ldpem.cli import main
-from ldpem.processes import Processes, start_coordinator
+from ldpem.processes import Processes
+from tests.cli.clikit import run_ldpem
 from tests.examples.local_box import LocalBox
-from tests.fedkit import ADMIN, TOKENS, admin_headers, agents_to_the_end, write_gmm_data
+from tests.fedkit import (
+    admin_headers,
+    agents_to_the_end,
+    plugin_env,
+    post_run,
+    start_ticking_coordinator,
+    write_gmm_data,
+)
 from tests.forecastkit import wait_for_forecast
 
-ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.examples.local_box", "PYTHONPATH": str(ROOT)}
+PLUGIN_ENV = plugin_env("tests.examples.local_box")
 D, COUNTS = 3, [1500, 1500]
 
 
@@ -56,31 +60,15 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
     paths, _ = write_gmm_data(tmp_path, COUNTS, D)
     processes = Processes(tmp_path, env=PLUGIN_ENV)
     try:
-        _, url = start_coordinator(
-            processes,
-            state=tmp_path / "coordinator.sqlite",
-            # The forecast simulates in a pool of 2 processes, which import the plugin.
-            env={"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": "0.1", "LDPEM_FORECAST_WORKERS": "2"},
+        url = start_ticking_coordinator(processes, tmp_path, forecast_workers=2)
+        created = post_run(
+            url, COUNTS, model="gmm", d=D, sigma=1.0, rounds=3, mechanism="local-box", clip=2.0
         )
-        request = {
-            "model": "gmm",
-            "d": D,
-            "sigma": 1.0,
-            "rounds": 3,
-            "mechanism": "local-box",
-            "clip": 2.0,
-            "hospitals": [
-                {"name": f"h{i}", "records": count, "token": TOKENS[i]}
-                for i, count in enumerate(COUNTS)
-            ],
-        }
-        created = httpx.post(f"{url}/v1/runs", json=request, headers=admin_headers(), timeout=60)
-        assert created.status_code == 201, created.text
-        run_id = created.json()["run_id"]
+        run_id = created["run_id"]
         # Simulated by pool workers that imported this module through LDPEM_PLUGINS.
         forecast = wait_for_forecast(url, run_id)["forecast"]
         assert forecast["seeds"] >= 2 and forecast["low"] <= forecast["mean"] <= forecast["high"]
-        assert created.json()["params"]["clip"] == 2.0
+        assert created["params"]["clip"] == 2.0
         run = agents_to_the_end(processes, url, run_id, paths, model="gmm", state=tmp_path)
         rounds = httpx.get(
             f"{url}/v1/runs/{run_id}/rounds", headers=admin_headers(), timeout=30
@@ -97,15 +85,7 @@ def test_the_demo_runs_it_and_forecasts_it(tmp_path: Path) -> None:
     # own worker processes, which import this module through LDPEM_PLUGINS.
     argv = ["demo", "--mechanism", "local-box", "--hospitals", "2", "--records", "6000"]
     argv += ["--rounds", "3", "--d", "2", "--workdir", str(tmp_path / "demo"), "--json"]
-    done = subprocess.run(
-        [sys.executable, "-m", "ldpem", *argv],
-        env={**os.environ, **PLUGIN_ENV},
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_ldpem(argv, env=PLUGIN_ENV, timeout=240)
     payload = json.loads(done.stdout)
     assert payload["mechanism"] == "local-box" and len(payload["errors"]) == 3
     forecast = payload["forecast"]

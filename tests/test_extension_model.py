@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
 import numpy as np
 import pytest
 from numpy.typing import NDArray
@@ -21,12 +20,16 @@ from numpy.typing import NDArray
 from ldpem.cli import main
 from ldpem.common.models import Model, Records, get_model, register_model
 from ldpem.common.models.base import Draw, tau_spread
-from ldpem.processes import Processes, start_coordinator
-from tests.fedkit import ADMIN, TOKENS, admin_headers, agents_to_the_end
+from ldpem.processes import Processes
+from tests.fedkit import (
+    agents_to_the_end,
+    plugin_env,
+    post_run,
+    start_ticking_coordinator,
+)
 from tests.forecastkit import wait_for_forecast
 
-ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.test_extension_model", "PYTHONPATH": str(ROOT)}
+PLUGIN_ENV = plugin_env("tests.test_extension_model")
 
 
 class LinearRegression(Model):
@@ -101,25 +104,10 @@ def test_a_federated_run_of_it_with_two_agent_processes(tmp_path: Path) -> None:
         paths.append(path)
     processes = Processes(tmp_path, env=PLUGIN_ENV)
     try:
-        _, url = start_coordinator(
-            processes,
-            state=tmp_path / "coordinator.sqlite",
-            # The forecast simulates in a pool of 2 processes, which import the plugin.
-            env={"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": "0.1", "LDPEM_FORECAST_WORKERS": "2"},
-        )
-        request = {
-            "model": "lr",
-            "d": D,
-            "sigma": 1.0,
-            "rounds": 4,
-            "mechanism": "hospital",
-            "hospitals": [
-                {"name": f"h{i}", "records": N // 2, "token": TOKENS[i]} for i in range(2)
-            ],
-        }
-        created = httpx.post(f"{url}/v1/runs", json=request, headers=admin_headers(), timeout=60)
-        assert created.status_code == 201, created.text
-        run_id = created.json()["run_id"]
+        url = start_ticking_coordinator(processes, tmp_path, forecast_workers=2)
+        counts = [N // 2] * 2
+        created = post_run(url, counts, model="lr", d=D, sigma=1.0, rounds=4, mechanism="hospital")
+        run_id = created["run_id"]
         # Simulated by pool workers that imported this module through LDPEM_PLUGINS.
         forecast = wait_for_forecast(url, run_id)["forecast"]
         assert forecast["seeds"] >= 2 and forecast["low"] <= forecast["mean"] <= forecast["high"]

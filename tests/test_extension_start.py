@@ -32,11 +32,16 @@ from ldpem.common.planning.simulation import simulate_run
 from ldpem.common.planning.study import Study, run_study
 from ldpem.common.protocol import GIVEN_START, FederatedStreams, run_start
 from ldpem.common.wire import PublicParameters, RunCreate, public_parameters
-from ldpem.processes import Processes, start_agent, start_coordinator
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, admin_headers
+from ldpem.processes import Processes
+from tests.fedkit import (
+    admin_headers,
+    agents_to_the_end,
+    plugin_env,
+    post_run,
+    start_ticking_coordinator,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-PLUGIN_ENV = {"LDPEM_PLUGINS": "tests.test_extension_start", "PYTHONPATH": str(ROOT)}
+PLUGIN_ENV = plugin_env("tests.test_extension_start")
 #: The known weight π of the component at +β*.
 WEIGHT = 0.7
 
@@ -211,43 +216,22 @@ def test_a_federated_run_starts_from_the_rule_and_equals_its_simulation(
         paths.append(path)
     processes = Processes(tmp_path, env=PLUGIN_ENV)
     try:
-        _, url = start_coordinator(
-            processes,
-            state=tmp_path / "coordinator.sqlite",
-            env={"LDPEM_ADMIN_TOKEN": ADMIN, "LDPEM_TICK": "0.1"},
+        url = start_ticking_coordinator(processes, tmp_path)
+        created = post_run(
+            url,
+            COUNTS,
+            model=model.name,
+            d=D,
+            sigma=1.0,
+            rounds=ROUNDS,
+            mechanism="hospital",
+            seed=RUN_SEED,
+            forecast=False,
         )
-        request = {
-            "model": model.name,
-            "d": D,
-            "sigma": 1.0,
-            "rounds": ROUNDS,
-            "mechanism": "hospital",
-            "seed": RUN_SEED,
-            "forecast": False,
-            "hospitals": [
-                {"name": f"h{i}", "records": count, "token": TOKENS[i]}
-                for i, count in enumerate(COUNTS)
-            ],
-        }
-        created = httpx.post(f"{url}/v1/runs", json=request, headers=admin_headers(), timeout=60)
-        assert created.status_code == 201, created.text
-        run_id = created.json()["run_id"]
-        agents = [
-            start_agent(
-                processes,
-                f"h{i}",
-                url=url,
-                token=TOKENS[i],
-                model=model.name,
-                data=path,
-                state=tmp_path / f"state{i}",
-                args=[*AGENT_BUDGET, "--wait", "2", "--seed", str(AGENT_SEEDS[i])],
-            )
-            for i, path in enumerate(paths)
-        ]
-        for agent in agents:
-            assert agent.wait(180) == 0, processes.log(agent)[-2000:]
-        run = httpx.get(f"{url}/v1/runs/{run_id}", headers=admin_headers(), timeout=30).json()
+        run_id = created["run_id"]
+        run = agents_to_the_end(
+            processes, url, run_id, paths, model=model.name, state=tmp_path, seeds=AGENT_SEEDS
+        )
         trajectory = httpx.get(
             f"{url}/v1/runs/{run_id}/trajectory", headers=admin_headers(), timeout=30
         ).json()["betas"]
@@ -255,8 +239,8 @@ def test_a_federated_run_starts_from_the_rule_and_equals_its_simulation(
         processes.stop()
     assert run["status"] == "finished", run
     # The rule is public and bound: in the run's parameters, which every agent stores.
-    params = PublicParameters.model_validate(created.json()["params"])
-    assert params.start == rule and created.json()["params"]["start"] == rule
+    params = PublicParameters.model_validate(created["params"])
+    assert params.start == rule and created["params"]["start"] == rule
     beta0 = run_start(RUN_SEED, D, 1.0, model=model.name)
     assert trajectory[0] == beta0.tolist() == [0.0] * D
     simulated = simulate_run(

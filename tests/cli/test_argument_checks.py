@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ldpem.cli import build_parser, main
+from tests.cli.clikit import one_error_line
 from tests.cli.test_help_tree import PARSERS
 
 #: Every parser of the tree that takes the coordinator's URL.
@@ -25,12 +26,6 @@ URL_PARSERS = [p for p in PARSERS if any("--coordinator" in a.option_strings for
 def words(parser: argparse.ArgumentParser) -> list[str]:
     """The command words of ``parser`` (``ldpem run status`` → ``["run", "status"]``)."""
     return parser.prog.split()[1:]
-
-
-def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
 
 
 def test_every_command_that_takes_a_url_is_checked() -> None:

@@ -12,22 +12,11 @@ import pytest
 from ldpem.cli import main
 from ldpem.commands.audit import run_audit
 from ldpem.common.mechanisms import SecAggSkellam
+from tests.cli.test_cmd_audit import SMALL as AUDIT_SMALL
 
-#: As tests/cli/test_cmd_audit.py's SMALL: d = 1 for speed, 300 releases per input through
-#: the holder's round (±6% on the noise std), seeded.
-SMALL: dict[str, Any] = {
-    "mechanisms": ("secagg",),
-    "accountings": ("exact",),
-    "epsilon": 1.0,
-    "delta": 1e-3,
-    "draws": 10_000,
-    "holder_draws": 300,
-    "model_name": "gmm",
-    "d": 1,
-    "records_per_round": 1000,
-    "seed": 0,
-    "t_min": 3,
-}
+#: tests/cli/test_cmd_audit.py's SMALL audit (d = 1 for speed, 300 releases per input through
+#: the holder's round: ±6% on the noise std, seeded) of secagg, t_min = 3.
+SMALL: dict[str, Any] = {**AUDIT_SMALL, "mechanisms": ("secagg",), "t_min": 3}
 
 
 def test_the_honest_mechanism_passes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -16,6 +14,7 @@ from ldpem.commands.audit import agent_built, audited, run_audit
 from ldpem.common import protocol
 from ldpem.common.mechanisms import CentralTruncation, Mechanism, mechanism_names
 from ldpem.common.wire import PublicParameters
+from tests.cli.clikit import refused_from_the_shell
 
 
 def test_json_results_for_the_local_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
@@ -142,12 +141,5 @@ def test_a_noise_error_only_on_the_agents_path_fails_the_audit(
     ],
 )
 def test_bad_arguments_are_one_line_errors(arguments: list[str], message: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ldpem", "audit", *arguments],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 2
+    result = refused_from_the_shell(["audit", *arguments])
     assert result.stderr.strip() == f"ldpem audit: error: {message}"
-    assert "Traceback" not in result.stderr

@@ -17,6 +17,7 @@ from ldpem.commands.coordinator import resolve_admin_token
 from ldpem.processes import start_coordinator
 from ldpem.server.app import create_app
 from ldpem.server.settings import load_settings
+from tests.cli.clikit import client_argv, one_error_line
 from tests.fedkit import (
     ADMIN,
     AGENT_BUDGET,
@@ -33,12 +34,6 @@ from tests.fedkit import (
 def server(tmp_path: Path) -> Iterator[str]:
     with live_server(create_app(settings(tmp_path))) as url:
         yield url
-
-
-def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
 
 
 def test_client_without_its_data_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,22 +67,7 @@ def test_client_with_a_bad_csv_names_file_line_and_column(
     )
     data = tmp_path / "records.csv"
     data.write_text("a,b,c\n1,2,3\n4,x,6\n7,8,9\n")
-    code = main(
-        [
-            "client",
-            "--coordinator",
-            server,
-            "--token-file",
-            str(token_file(tmp_path, TOKENS[0])),
-            "--data",
-            str(data),
-            "--model",
-            "gmm",
-            "--state",
-            str(tmp_path / "s"),
-            *AGENT_BUDGET,
-        ]
-    )
+    code = main(client_argv(server, tmp_path, data=data))
     assert code == 2
     assert one_error_line(capsys) == (
         f"ldpem client: error: {data} line 3, column 'b': not a number"

@@ -8,8 +8,6 @@ as text)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from ldpem.cli import main
 from ldpem.server.app import create_app
+from tests.cli.clikit import run_ldpem
 from tests.fedkit import admin_headers, run_request, settings, settled
 from tests.server.opkit import start_run
 
@@ -67,15 +66,7 @@ def _plan_json(*extra: str) -> object:
     # A process of its own: the plan covers every registered mechanism, and this test
     # session also holds the extension tests' mechanism, which the cluster's workers
     # (fresh processes) do not load.
-    done = subprocess.run(
-        [sys.executable, "-m", "ldpem", *PLAN, *extra],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+    return json.loads(run_ldpem([*PLAN, *extra]).stdout)
 
 
 def test_plan_is_the_same_locally_and_on_the_cluster(scheduler: str) -> None:
@@ -137,15 +128,7 @@ SIMULATE += ["--draws", "19", "--bootstrap-seed", "3", "--json"]
 
 
 def _confidence(*extra: str) -> object:
-    done = subprocess.run(
-        [sys.executable, "-m", "ldpem", *SIMULATE, *extra],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)["confidence"]
+    return json.loads(run_ldpem([*SIMULATE, *extra]).stdout)["confidence"]
 
 
 def test_the_bootstrap_of_simulate_is_the_same_on_the_cluster(scheduler: str) -> None:

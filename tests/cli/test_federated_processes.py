@@ -20,50 +20,39 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import agent_mechanism
+from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.planning.simulation import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
-from ldpem.processes import Processes, free_port, start_coordinator, wait_until
-from tests.fedkit import AGENT_BUDGET, TOKENS, replay, settled, token_file, write_gmm_data
+from ldpem.processes import Processes, wait_until
 from tests.fedkit import cli_create_run as create_run
+from tests.fedkit import replay, settled, write_gmm_data
+from tests.reliability.kit import Cluster
 
 pytestmark = pytest.mark.slow
 
 
-def coordinator(procs: Processes, port: int, state: Path) -> subprocess.Popen[bytes]:
-    """``ldpem coordinator`` on ``port`` (fixed: it is restarted there) once healthy."""
-    process, _ = start_coordinator(procs, state=state, port=port, env={"LDPEM_TICK": "0.1"})
-    return process
+def agent(cluster: Cluster, i: int, data: Path, **env: str) -> subprocess.Popen[bytes]:
+    """``ldpem client`` of hospital h``i`` on ``data``, with its research seed (so that
+    check_exact can replay the run), waiting 10 s for a round and giving up after 120 s."""
+    return cluster.agent(i, data, wait=10, give_up=120, env=env or None)
 
 
-def agent(
-    procs: Processes, url: str, i: int, data: Path, state: Path, **env: str
-) -> subprocess.Popen[bytes]:
-    return procs.start(
-        f"agent{i}",
-        "client",
-        "--coordinator",
-        url,
-        "--token-file",
-        str(token_file(state, TOKENS[i], f"agent{i}.token")),
-        "--data",
-        str(data),
-        "--model",
-        "gmm",
-        "--state",
-        str(state / f"agent{i}"),
-        *AGENT_BUDGET,
-        "--seed",  # reproducible noise, so that check_exact can replay the run
-        str(100 + i),
-        "--wait",
-        "10",
-        "--give-up",
-        "120",
-        env=env or None,
-    )
+def started_run(
+    procs: Processes, tmp_path: Path, counts: list[int], *, d: int, rounds: int, **request: Any
+) -> tuple[Cluster, list[Path], NDArray[np.float64], dict[str, Any]]:
+    """GMM records in d dimensions for one hospital per count, a started coordinator and a
+    run of them at ε = 1 created with ``ldpem run create`` (``request``: more of it): the
+    cluster, the record files, β* and the command's answer."""
+    paths, beta_star = write_gmm_data(tmp_path, counts, d)
+    cluster = Cluster(procs, tmp_path)
+    cluster.start_coordinator()
+    created = create_run(tmp_path, cluster.url, counts, d=d, rounds=rounds, epsilon=1.0, **request)
+    return cluster, paths, beta_star, created
 
 
 def finish(procs: Processes, agents: list[subprocess.Popen[bytes]]) -> None:
@@ -105,38 +94,19 @@ def test_three_hospitals_sixty_thousand_records_epsilon_one(
 ) -> None:
     counts = [20_000, 20_000, 20_000]
     d, rounds = 10, 10
-    paths, beta_star = write_gmm_data(tmp_path, counts, d)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    coordinator(procs, port, tmp_path / "coordinator.sqlite")
-    created = create_run(tmp_path, url, counts, d=d, rounds=rounds, epsilon=1.0)
-    finish(procs, [agent(procs, url, i, p, tmp_path) for i, p in enumerate(paths)])
+    cluster, paths, beta_star, created = started_run(procs, tmp_path, counts, d=d, rounds=rounds)
+    url = cluster.url
+    finish(procs, [agent(cluster, i, p) for i, p in enumerate(paths)])
     betas = check_exact(url, created, paths, counts)
     model = get_model("gmm")
     error = model.error(np.array(betas[-1]), beta_star)
 
     # The simulator on the same records, start and mechanism, over 20 seeds of the noise.
     params = PublicParameters.model_validate(created["params"])
-    holders = [Records(np.load(p)) for p in paths]
-    errors = [
-        run_gradient_em(
-            model=model,
-            holders=holders,
-            sigma=1.0,
-            mechanism=agent_mechanism(
-                params, epsilon=params.epsilon, delta=params.delta, accounting="exact"
-            )[0],
-            rounds=rounds,
-            beta0=np.array(betas[0]),
-            rng=np.random.default_rng(seed),
-            beta_star=beta_star,
-        ).errors[-1]
-        for seed in range(20)
-    ]
-    mean, sd = float(np.mean(errors)), float(np.std(errors, ddof=1))
-    # The federated run is one more draw from the simulator's distribution: within 4 sd of
-    # its mean (Chebyshev: a chance below 1/16 whatever the distribution; ~6e-5 if normal).
-    assert mean - 4 * sd <= error <= mean + 4 * sd, (error, mean, sd)
+    mechanism = agent_mechanism(
+        params, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+    )[0]
+    mean = one_more_draw(error, paths, betas[0], beta_star, rounds=rounds, mechanism=mechanism)
     assert error < 0.5 * 3.0  # far better than the trivial estimate β = 0 (error ‖β*‖ = 3)
     # The forecast (computed in the background after creation) is of the same order.
     with httpx.Client(base_url=url) as client:
@@ -145,51 +115,73 @@ def test_three_hospitals_sixty_thousand_records_epsilon_one(
     assert summary["warning"] is None
 
 
-def test_three_hospitals_hospital_level_mechanism(procs: Processes, tmp_path: Path) -> None:
-    """--mechanism hospital with three real agents of different sizes: each truncates at its
-    own scale and adds one draw to its sum; the run matches the offline replay exactly and
-    its error is one more draw from the simulator's distribution."""
-    counts = [30_000, 20_000, 10_000]
-    d, rounds = 10, 10
-    paths, beta_star = write_gmm_data(tmp_path, counts, d)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    coordinator(procs, port, tmp_path / "coordinator.sqlite")
-    created = create_run(
-        tmp_path, url, counts, d=d, rounds=rounds, epsilon=1.0, mechanism="hospital"
-    )
-    params = PublicParameters.model_validate(created["params"])
-    assert params.mechanism == "hospital" and params.scale is None
-    # Agents started without --allow-weaker: the noise is still added on their machines.
-    finish(procs, [agent(procs, url, i, p, tmp_path) for i, p in enumerate(paths)])
-    betas = check_exact(url, created, paths, counts)
-    model = get_model("gmm")
-    error = model.error(np.array(betas[-1]), beta_star)
-
+def one_more_draw(
+    error: float,
+    paths: list[Path],
+    beta0: list[float],
+    beta_star: NDArray[np.float64],
+    *,
+    rounds: int,
+    mechanism: Mechanism,
+    holder_mechanisms: list[Mechanism] | None = None,
+) -> float:
+    """The mean final error of the simulator on the run's records (GMM, σ = 1), start β⁰
+    and mechanisms over 20 seeds of the noise, once the federated run's ``error`` is found
+    to be one more draw from that distribution: within 4 sd of its mean (Chebyshev: a
+    chance below 1/16 whatever the distribution; ~6e-5 if normal)."""
     holders = [Records(np.load(p)) for p in paths]
-    mechanisms = [
-        agent_mechanism(
-            params, epsilon=params.epsilon, delta=params.delta, accounting="exact", records=c
-        )[0]
-        for c in counts
-    ]
     errors = [
         run_gradient_em(
-            model=model,
+            model=get_model("gmm"),
             holders=holders,
             sigma=1.0,
-            mechanism=mechanisms[0],
-            holder_mechanisms=mechanisms,
+            mechanism=mechanism,
+            holder_mechanisms=holder_mechanisms,
             rounds=rounds,
-            beta0=np.array(betas[0]),
+            beta0=np.array(beta0),
             rng=np.random.default_rng(seed),
             beta_star=beta_star,
         ).errors[-1]
         for seed in range(20)
     ]
     mean, sd = float(np.mean(errors)), float(np.std(errors, ddof=1))
-    # Within 4 sd of the simulator's mean (Chebyshev: a chance below 1/16 whatever the law).
     assert mean - 4 * sd <= error <= mean + 4 * sd, (error, mean, sd)
+    return mean
+
+
+def test_three_hospitals_hospital_level_mechanism(procs: Processes, tmp_path: Path) -> None:
+    """--mechanism hospital with three real agents of different sizes: each truncates at its
+    own scale and adds one draw to its sum; the run matches the offline replay exactly and
+    its error is one more draw from the simulator's distribution."""
+    counts = [30_000, 20_000, 10_000]
+    d, rounds = 10, 10
+    cluster, paths, beta_star, created = started_run(
+        procs, tmp_path, counts, d=d, rounds=rounds, mechanism="hospital"
+    )
+    url = cluster.url
+    params = PublicParameters.model_validate(created["params"])
+    assert params.mechanism == "hospital" and params.scale is None
+    # Agents started without --allow-weaker: the noise is still added on their machines.
+    finish(procs, [agent(cluster, i, p) for i, p in enumerate(paths)])
+    betas = check_exact(url, created, paths, counts)
+    model = get_model("gmm")
+    error = model.error(np.array(betas[-1]), beta_star)
+
+    mechanisms = [
+        agent_mechanism(
+            params, epsilon=params.epsilon, delta=params.delta, accounting="exact", records=c
+        )[0]
+        for c in counts
+    ]
+    one_more_draw(
+        error,
+        paths,
+        betas[0],
+        beta_star,
+        rounds=rounds,
+        mechanism=mechanisms[0],
+        holder_mechanisms=mechanisms,
+    )
     assert error < 0.2  # local DP gives ~1 at this n; hospital-level, central-like accuracy
     assert created["warning"] is None
 
@@ -198,14 +190,10 @@ def test_coordinator_killed_mid_round_loses_and_doubles_nothing(
     procs: Processes, tmp_path: Path
 ) -> None:
     counts = [3000, 3001, 3002]
-    paths, _ = write_gmm_data(tmp_path, counts, 5)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    state = tmp_path / "coordinator.sqlite"
-    server = coordinator(procs, port, state)
-    created = create_run(tmp_path, url, counts, d=5, rounds=6, epsilon=1.0)
+    cluster, paths, _, created = started_run(procs, tmp_path, counts, d=5, rounds=6)
+    url = cluster.url
     run_id = created["run_id"]
-    early = [agent(procs, url, i, paths[i], tmp_path) for i in (0, 1)]
+    early = [agent(cluster, i, paths[i]) for i in (0, 1)]
 
     def reporters(t: int) -> list[str]:
         rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds", timeout=5).json()
@@ -213,11 +201,10 @@ def test_coordinator_killed_mid_round_loses_and_doubles_nothing(
 
     # Round 0 holds two committed reports and waits for h2: kill -9 now.
     wait_until(lambda: reporters(0) == ["h0", "h1"], timeout=120, what="two reports in round 0")
-    server.kill()
-    server.wait(10)
-    server = coordinator(procs, port, state)
+    cluster.kill_coordinator()
+    cluster.start_coordinator()
     assert reporters(0) == ["h0", "h1"]
-    late = agent(procs, url, 2, paths[2], tmp_path)
+    late = agent(cluster, 2, paths[2])
 
     # Kill -9 again while all three agents are reporting, wherever that lands.
     wait_until(
@@ -225,9 +212,8 @@ def test_coordinator_killed_mid_round_loses_and_doubles_nothing(
         timeout=120,
         what="round 3",
     )
-    server.kill()
-    server.wait(10)
-    coordinator(procs, port, state)
+    cluster.kill_coordinator()
+    cluster.start_coordinator()
     finish(procs, [*early, late])
     check_exact(url, created, paths, counts)
 
@@ -236,15 +222,11 @@ def test_agent_killed_after_persisting_resends_the_same_report(
     procs: Processes, tmp_path: Path
 ) -> None:
     counts = [2000, 2000, 2000]
-    paths, _ = write_gmm_data(tmp_path, counts, 4)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    state = tmp_path / "coordinator.sqlite"
-    coordinator(procs, port, state)
-    created = create_run(tmp_path, url, counts, d=4, rounds=5, epsilon=1.0)
+    cluster, paths, _, created = started_run(procs, tmp_path, counts, d=4, rounds=5)
+    url = cluster.url
     run_id = created["run_id"]
-    others = [agent(procs, url, i, paths[i], tmp_path) for i in (0, 2)]
-    victim = agent(procs, url, 1, paths[1], tmp_path, LDPEM_AGENT_FAULT="kill-after-persist:2")
+    others = [agent(cluster, i, paths[i]) for i in (0, 2)]
+    victim = agent(cluster, 1, paths[1], LDPEM_AGENT_FAULT="kill-after-persist:2")
     assert victim.wait(120) == -9, procs.log(victim)[-2000:]
 
     ledger_dir = tmp_path / "agent1"
@@ -256,7 +238,7 @@ def test_agent_killed_after_persisting_resends_the_same_report(
     rounds = httpx.get(f"{url}/v1/runs/{run_id}/rounds").json()
     assert "h1" not in rounds[2]["reporters"]  # persisted, never sent
 
-    restarted = agent(procs, url, 1, paths[1], tmp_path)
+    restarted = agent(cluster, 1, paths[1])
     finish(procs, [*others, restarted])
     assert "round 2: resending the report persisted before (not redrawn)" in procs.log(restarted)
 
@@ -272,7 +254,7 @@ def test_agent_killed_after_persisting_resends_the_same_report(
 
     # What the coordinator holds is exactly the persisted report.
     sent = ReportIn.model_validate_json(entry.body)
-    with sqlite3.connect(state) as db:
+    with sqlite3.connect(cluster.state) as db:
         total, count = db.execute(
             "SELECT total, count FROM reports WHERE run_id = ? AND t = 2 AND hospital = 'h1'",
             (run_id,),

@@ -13,13 +13,10 @@ each test checks the text an operator or a hospital reads.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 from ldpem.cli import main
 from ldpem.client.agent import Agent, AgentConfig, AgentError
@@ -35,72 +31,22 @@ from ldpem.client.ledger import Ledger
 from ldpem.client.trust import run_budget
 from ldpem.common.models import get_model
 from ldpem.common.wire import Identity, RoundInfo, RunCreate, public_parameters
-from ldpem.processes import free_port
 from ldpem.server.app import create_app
-from tests.fedkit import ADMIN, AGENT_BUDGET, TOKENS, live_server, run_request, settings, token_file
+from tests.cli.clikit import client_argv, one_error_line, tls_coordinator
+from tests.fedkit import ADMIN, TOKENS, live_server, run_request, settings
 from tests.secaggkit import keys_and_roster
 
-
-def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
-
-
 # --- a certificate that is not trusted --------------------------------------------------
-@contextlib.contextmanager
-def tls_coordinator(tmp_path: Path) -> Iterator[str]:
-    """A coordinator serving HTTPS with a certificate of a private CA (``coordinator init
-    --self-signed``), which nothing here trusts."""
-    coord = tmp_path / "coord"
-    assert main(["coordinator", "init", str(coord), "--self-signed", "127.0.0.1"]) == 0
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings(tmp_path)),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        ssl_certfile=str(coord / "server.pem"),
-        ssl_keyfile=str(coord / "server.key"),
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the TLS server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"https://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def test_an_untrusted_certificate_is_one_line_at_once_in_the_agent_and_run_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "d.csv").write_text("a,b\n" + "1,2\n-1,-2\n" * 15)
-    with tls_coordinator(tmp_path) as url:
+    with tls_coordinator(tmp_path, "127.0.0.1") as (url, _):
         capsys.readouterr()
         # The default --give-up is 600 s: a retry loop would print "retrying" lines and
         # keep this test waiting for ten minutes; one line and exit 2 is at once.
-        code = main(
-            [
-                "client",
-                "--coordinator",
-                url,
-                "--token-file",
-                str(token_file(tmp_path, TOKENS[0])),
-                "--data",
-                str(tmp_path / "d.csv"),
-                "--model",
-                "gmm",
-                "--state",
-                str(tmp_path / "agent"),
-                *AGENT_BUDGET,
-            ]
-        )
+        code = main(client_argv(url, tmp_path))
         assert code == 2
         line = one_error_line(capsys)
         assert line.startswith(

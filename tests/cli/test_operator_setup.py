@@ -17,6 +17,7 @@ from cryptography import x509
 from ldpem.cli import build_parser, main
 from ldpem.commands.run import forecast_lines
 from ldpem.server.app import create_app
+from tests.cli.clikit import one_error_line
 from tests.fedkit import (
     ADMIN,
     AGENT_BUDGET,
@@ -33,12 +34,6 @@ INIT_FILES = ["admin.token", "read.token", "ca.pem", "server.pem", "server.key"]
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
-
-
-def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
 
 
 # --- ldpem coordinator init ------------------------------------------------------------

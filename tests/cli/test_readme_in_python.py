@@ -5,33 +5,19 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.dockit import ROOT, python_blocks, run_python, section, subsections
+
+README = ROOT / "README.md"
 
 
 def library_examples() -> dict[str, str]:
-    """Heading → the Python block under it, in the README's "Using the library" section."""
-    section = README.read_text().split("\n## Using the library\n", 1)[1].split("\n## ", 1)[0]
-    examples = {}
-    for part in section.split("\n### ")[1:]:
-        heading, _, body = part.partition("\n")
-        block = re.search(r"```python\n(.*?)```", body, re.DOTALL)
-        if block is not None:
-            examples[heading.strip()] = block.group(1)
-    return examples
-
-
-def run_python(code: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    """Heading → the first Python block under it, in the README's "Using the library"."""
+    examples = subsections(section(README.read_text(), "Using the library"))
+    found = {heading: python_blocks(body, "README.md") for heading, body in examples.items()}
+    return {heading: code[0] for heading, code in found.items() if code}
 
 
 def test_the_readme_shows_a_study_in_python() -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.cli.test_help_tree import PARSERS, options
+from tests.dockit import ROOT, section
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = ROOT / "README.md"
 #: The subcommands that run something: all but the groups that only choose one (``ldpem
 #: run``; ``ldpem coordinator`` serves, and has ``init`` beside).
 LEAVES = [
@@ -27,9 +27,8 @@ PROGS = sorted((p.prog for p in LEAVES), key=len, reverse=True)
 def synopses() -> dict[str, str]:
     """Each subcommand's synopsis in the table: the code spans of the first column that
     start with ``ldpem``, by the longest subcommand name they start with."""
-    section = README.read_text().split("\n## Command reference\n", 1)[1].split("\n## ", 1)[0]
     found: dict[str, str] = {}
-    for row in section.splitlines():
+    for row in section(README.read_text(), "Command reference").splitlines():
         if not row.startswith("| `ldpem"):
             continue
         first = re.split(r"(?<!\\)\|", row)[1]

@@ -75,6 +75,24 @@ def agent(url: str, tmp_path: Path, i: int, data: Path, **change: Any) -> Agent:
     return Agent(AgentConfig(**values))
 
 
+def crash_after_persisting(
+    url: str, tmp_path: Path, data: Path, monkeypatch: pytest.MonkeyPatch, *, round_: int
+) -> None:
+    """Agent 0 run until it has persisted its report of round ``round_``, then crashed
+    before sending it (a KeyboardInterrupt); the fault is undone (``monkeypatch.undo``)."""
+
+    def crash(t: int) -> None:
+        if t == round_:
+            raise KeyboardInterrupt(f"simulated crash after persisting round {round_}")
+
+    monkeypatch.setattr(agent_module, "_fault_after_persist", crash)
+    a = agent(url, tmp_path, 0, data)
+    with pytest.raises(KeyboardInterrupt):
+        a.run()
+    a.close()
+    monkeypatch.undo()
+
+
 def run_agents(agents: list[Agent]) -> list[BaseException | int]:
     results: list[BaseException | int] = [0] * len(agents)
 
@@ -94,6 +112,19 @@ def run_agents(agents: list[Agent]) -> list[BaseException | int]:
     return results
 
 
+def assert_replays_exactly(
+    url: str, run_id: str, params: PublicParameters, paths: list[Path]
+) -> None:
+    """The run's β⁰ … β^T are, bit for bit, what the simulator computes from the agents'
+    records and seeds (``create_run``'s β⁰, ``agent``'s seeds 100 + i)."""
+    betas = httpx.get(f"{url}/v1/runs/{run_id}/trajectory").json()["betas"]
+    seeds = [100 + i for i in range(len(paths))]
+    expected = replay(
+        params, run_id, [1.0, -0.5, 0.25], paths, seeds, epsilon=params.epsilon, delta=params.delta
+    )
+    assert betas == expected
+
+
 def test_three_agents_finish_a_run_that_replays_exactly(server: str, tmp_path: Path) -> None:
     paths, _ = write_gmm_data(tmp_path, COUNTS, D)
     created = create_run(server)
@@ -102,17 +133,7 @@ def test_three_agents_finish_a_run_that_replays_exactly(server: str, tmp_path: P
     run = httpx.get(f"{server}/v1/runs/{created['run_id']}").json()
     assert (run["status"], run["round"]) == ("finished", ROUNDS)
     params = PublicParameters.model_validate(created["params"])
-    betas = httpx.get(f"{server}/v1/runs/{created['run_id']}/trajectory").json()["betas"]
-    expected = replay(
-        params,
-        created["run_id"],
-        [1.0, -0.5, 0.25],
-        paths,
-        [100, 101, 102],
-        epsilon=params.epsilon,
-        delta=params.delta,
-    )
-    assert betas == expected
+    assert_replays_exactly(server, created["run_id"], params, paths)
     for i in range(3):
         ledger = Ledger(tmp_path / f"state{i}")
         entries = ledger.entries(created["run_id"])
@@ -215,22 +236,12 @@ def test_a_crash_after_persisting_resends_the_same_bytes(
 ) -> None:
     path, created = single(server, tmp_path)
     run_id = created["run_id"]
-
-    def crash(t: int) -> None:
-        if t == 1:
-            raise KeyboardInterrupt("simulated crash after persisting round 1")
-
-    monkeypatch.setattr(agent_module, "_fault_after_persist", crash)
-    a = agent(server, tmp_path, 0, path)
-    with pytest.raises(KeyboardInterrupt):
-        a.run()
-    a.close()
+    crash_after_persisting(server, tmp_path, path, monkeypatch, round_=1)
     ledger = Ledger(tmp_path / "state0")
     persisted = ledger.entry(run_id, 1)
     assert persisted is not None and persisted.status == "persisted"
     rounds = httpx.get(f"{server}/v1/runs/{run_id}/rounds").json()
     assert rounds[1]["reporters"] == []
-    monkeypatch.undo()
 
     with caplog.at_level(logging.INFO, logger="ldpem.client"):
         assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
@@ -247,18 +258,8 @@ def test_a_restarted_agents_first_line_names_the_round_it_rejoins(
 ) -> None:
     """Issue 43, finding 12: the first line said "(round 0)" whatever the round."""
     path, created = single(server, tmp_path)
-
-    def crash(t: int) -> None:
-        if t == 1:
-            raise KeyboardInterrupt("simulated crash after persisting round 1")
-
-    monkeypatch.setattr(agent_module, "_fault_after_persist", crash)
     with caplog.at_level(logging.INFO, logger="ldpem.client"):
-        first = agent(server, tmp_path, 0, path)
-        with pytest.raises(KeyboardInterrupt):
-            first.run()
-        first.close()
-        monkeypatch.undo()
+        crash_after_persisting(server, tmp_path, path, monkeypatch, round_=1)
         caplog.clear()
         assert run_agents([agent(server, tmp_path, 0, path)]) == [0]
     joined = [r.getMessage() for r in caplog.records if "records, " in r.getMessage()]
@@ -377,17 +378,7 @@ def test_a_restart_must_keep_the_records_and_the_seed_of_the_run(
     server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, created = single(server, tmp_path)
-
-    def crash(t: int) -> None:
-        if t == 0:
-            raise KeyboardInterrupt("simulated crash")
-
-    monkeypatch.setattr(agent_module, "_fault_after_persist", crash)
-    a = agent(server, tmp_path, 0, path)
-    with pytest.raises(KeyboardInterrupt):
-        a.run()
-    a.close()
-    monkeypatch.undo()
+    crash_after_persisting(server, tmp_path, path, monkeypatch, round_=0)
     other_seed = agent(server, tmp_path, 0, path, seed=7)
     with pytest.raises(AgentError, match=r"started with --seed 100, not 7"):
         other_seed.run()
@@ -456,55 +447,6 @@ def test_two_runs_fit_in_a_larger_lifetime_budget(server: str, tmp_path: Path) -
     assert 1.0 < spent < 2.0
     assert len(ledger.entries(second["run_id"])) == ROUNDS
     ledger.close()
-
-
-def test_5xx_answers_are_retried_with_backoff(tmp_path: Path) -> None:
-    identity = {
-        "run_id": "r1",
-        "hospital": "h0",
-        "records": 100,
-        "params": {
-            "model": "gmm",
-            "d": 4,
-            "sigma": 1.0,
-            "rounds": 5,
-            "eta": 1.0,
-            "mechanism": "local",
-            "epsilon": 1.0,
-            "delta": 1e-5,
-            "accounting": "exact",
-            "tau": 1.0,
-            "zeta": 0.1,
-            "scale": 0.5,
-            "smoothing": 2.0,
-            "clip": None,
-            "records_per_round": 60,
-        },
-    }
-    answers = [503, 500, 200]
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        assert request.headers["Authorization"] == f"Bearer {TOKENS[0]}"
-        status = answers.pop(0)
-        return httpx.Response(status, json=identity if status == 200 else {"detail": "busy"})
-
-    sleeps: list[float] = []
-    a = Agent(
-        AgentConfig(
-            coordinator="http://coordinator",
-            token=TOKENS[0],
-            data=tmp_path / "d.npy",
-            state=tmp_path / "s",
-            epsilon=1.0,
-            delta=1e-5,
-            model="gmm",
-        ),
-        transport=httpx.MockTransport(handler),
-        sleep=sleeps.append,
-    )
-    assert a.identity().run_id == "r1"
-    a.close()
-    assert answers == [] and len(sleeps) == 2
 
 
 @pytest.mark.parametrize(

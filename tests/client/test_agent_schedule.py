@@ -17,8 +17,15 @@ from ldpem.client.trust import AgentError, agent_mechanisms, check_public
 from ldpem.common.protocol import round_sizes
 from ldpem.common.wire import Identity, PublicParameters, RunCreate, public_parameters
 from ldpem.server.app import create_app
-from tests.client.test_agent import COUNTS, D, agent, create_run, run_agents
-from tests.fedkit import live_server, replay, run_request, settings, write_gmm_data
+from tests.client.test_agent import (
+    COUNTS,
+    D,
+    agent,
+    assert_replays_exactly,
+    create_run,
+    run_agents,
+)
+from tests.fedkit import live_server, run_request, settings, write_gmm_data
 from tests.security.test_malicious_coordinator import RUN, Fake, gmm_data, public, write_csv
 from tests.security.test_malicious_coordinator import agent as hostile_agent
 
@@ -98,17 +105,7 @@ def test_agents_follow_the_schedule_and_the_run_replays_exactly(
     assert [r["count"] for r in rounds] == [
         sum(round_sizes(c, 3, SCHEDULE)[t] for c in COUNTS) for t in range(3)
     ]
-    betas = httpx.get(f"{server}/v1/runs/{run_id}/trajectory").json()["betas"]
-    expected = replay(
-        params,
-        run_id,
-        [1.0, -0.5, 0.25],
-        paths,
-        [100, 101, 102],
-        epsilon=params.epsilon,
-        delta=params.delta,
-    )
-    assert betas == expected
+    assert_replays_exactly(server, run_id, params, paths)
     for i in range(3):
         ledger = Ledger(tmp_path / f"state{i}")
         entries = ledger.entries(run_id)

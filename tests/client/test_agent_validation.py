@@ -19,36 +19,16 @@ from ldpem.client import agent as agent_module
 from ldpem.client.agent import Agent, AgentConfig, AgentError
 from ldpem.client.ledger import DEFAULT_DATASET, Ledger
 from ldpem.client.trust import BETA_MAX, check_beta, check_public
-from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records
 from ldpem.common.protocol import noise_rng, partition_rng
 from ldpem.common.wire import Identity, PublicParameters
+from tests.publickit import published_params
 
 
 def identity(**change: Any) -> Identity:
-    params: dict[str, Any] = {
-        "model": "gmm",
-        "d": 3,
-        "sigma": 1.0,
-        "rounds": 2,
-        "eta": 1.0,
-        "mechanism": "local",
-        "epsilon": 1.0,
-        "delta": 1e-5,
-        "accounting": "exact",
-        "tau": 1.0,
-        "zeta": 0.1,
-        "scale": 1.0,
-        "smoothing": smoothing_precision(3, 0.1),
-        "clip": None,
-        "records_per_round": 20,
-    }
     records = change.pop("records", 40)
-    params.update(change)
-    consistent = params["d"] >= 1 and 0 < params["zeta"] < 1
-    if "smoothing" not in change and params["smoothing"] is not None and consistent:
-        params["smoothing"] = smoothing_precision(params["d"], params["zeta"])
+    params = published_params(**change)
     body = {"run_id": "r", "hospital": "h0", "records": records, "params": params}
     try:
         return Identity.model_validate(body)

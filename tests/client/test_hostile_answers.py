@@ -15,25 +15,11 @@ import httpx
 import pytest
 
 from ldpem.client.agent import Agent, AgentConfig, AgentError
+from ldpem.client.retry import GIVE_UP
 from tests.fedkit import TOKENS
+from tests.publickit import published_params
 
-PARAMS: dict[str, Any] = {
-    "model": "gmm",
-    "d": 4,
-    "sigma": 1.0,
-    "rounds": 5,
-    "eta": 1.0,
-    "mechanism": "local",
-    "epsilon": 1.0,
-    "delta": 1e-5,
-    "accounting": "exact",
-    "tau": 1.0,
-    "zeta": 0.1,
-    "scale": 0.5,
-    "smoothing": 2.0,
-    "clip": None,
-    "records_per_round": 60,
-}
+PARAMS = published_params(d=4, rounds=5, scale=0.5, smoothing=2.0, records_per_round=60)
 IDENTITY: dict[str, Any] = {"run_id": "r1", "hospital": "h0", "records": 100, "params": PARAMS}
 ROUND: dict[str, Any] = {
     "run_id": "r1",
@@ -45,7 +31,14 @@ ROUND: dict[str, Any] = {
 }
 
 
-def agent(tmp_path: Path, handler: Callable[[httpx.Request], httpx.Response]) -> Agent:
+def agent(
+    tmp_path: Path,
+    handler: Callable[[httpx.Request], httpx.Response],
+    *,
+    sleep: Callable[[float], None] = lambda _: None,
+    give_up: float = 1.0,
+) -> Agent:
+    """An agent whose coordinator is ``handler`` and whose waits are ``sleep``."""
     return Agent(
         AgentConfig(
             coordinator="http://coordinator",
@@ -55,10 +48,10 @@ def agent(tmp_path: Path, handler: Callable[[httpx.Request], httpx.Response]) ->
             epsilon=1.0,
             delta=1e-5,
             model="gmm",
-            give_up=1.0,
+            give_up=give_up,
         ),
         transport=httpx.MockTransport(handler),
-        sleep=lambda _: None,
+        sleep=sleep,
     )
 
 
@@ -161,3 +154,18 @@ def test_a_refusal_with_an_odd_body_is_one_line(tmp_path: Path, content: bytes) 
     finally:
         a.close()
     assert "\n" not in str(caught.value) and "HTTP 401" in str(caught.value)
+
+
+def test_5xx_answers_are_retried_with_backoff(tmp_path: Path) -> None:
+    answers = [503, 500, 200]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.headers["Authorization"] == f"Bearer {TOKENS[0]}"
+        status = answers.pop(0)
+        return httpx.Response(status, json=IDENTITY if status == 200 else {"detail": "busy"})
+
+    sleeps: list[float] = []
+    a = agent(tmp_path, handler, sleep=sleeps.append, give_up=GIVE_UP)
+    assert a.identity().run_id == "r1"
+    a.close()
+    assert answers == [] and len(sleeps) == 2

@@ -261,17 +261,39 @@ def _sqlite_cases(tmp_path: Path) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def _never_shown(
+    source: Source,
+    data: list[str],
+    model: str,
+    where: str,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Loading ``source`` fails where the value was planted, and so does ``ldpem simulate
+    --data`` ``data``; neither its error nor any output or log line shows the value."""
+    with pytest.raises(UserError) as caught:
+        source.load(model)
+    assert where in str(caught.value)  # it failed where the value was planted
+    output = _run_and_collect(["simulate", "--model", model, "--data", *data], capsys, caplog)
+    assert where in output
+    assert PLANTED not in str(caught.value) and PLANTED not in output, output
+
+
+def _files_never_show(
+    cases: list[tuple[str, str, str]],
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``_never_shown`` for each (file, model, where) of ``cases``, logging everything."""
+    caplog.set_level(logging.DEBUG)
+    for path, model, where in cases:
+        _never_shown(Source(path), [path], model, where, capsys, caplog)
+
+
 def test_no_output_contains_a_value_planted_in_a_bad_parquet_cell(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    for path, model, where in _parquet_cases(tmp_path):
-        with pytest.raises(UserError) as caught:
-            Source(path).load(model)
-        assert where in str(caught.value)  # it failed where the value was planted
-        output = _run_and_collect(["simulate", "--model", model, "--data", path], capsys, caplog)
-        assert where in output
-        assert PLANTED not in str(caught.value) and PLANTED not in output, output
+    _files_never_show(_parquet_cases(tmp_path), capsys, caplog)
 
 
 def test_no_output_contains_a_value_planted_in_a_bad_sqlite_cell(
@@ -279,13 +301,9 @@ def test_no_output_contains_a_value_planted_in_a_bad_sqlite_cell(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     for url, query, model, where in _sqlite_cases(tmp_path):
-        with pytest.raises(UserError) as caught:
-            Source(url, query=query).load(model)
-        assert where in str(caught.value)
-        argv = ["simulate", "--model", model, "--data", url, "--query", query]
-        output = _run_and_collect(argv, capsys, caplog)
-        assert where in output
-        assert PLANTED not in str(caught.value) and PLANTED not in output, output
+        _never_shown(
+            Source(url, query=query), [url, "--query", query], model, where, capsys, caplog
+        )
 
 
 def _csv_cases(tmp_path: Path) -> list[tuple[str, str, str]]:
@@ -315,11 +333,4 @@ def _csv_cases(tmp_path: Path) -> list[tuple[str, str, str]]:
 def test_no_output_contains_a_value_planted_in_a_bad_csv_or_npy_cell(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    for path, model, where in _csv_cases(tmp_path):
-        with pytest.raises(UserError) as caught:
-            Source(path).load(model)
-        assert where in str(caught.value)
-        output = _run_and_collect(["simulate", "--model", model, "--data", path], capsys, caplog)
-        assert where in output
-        assert PLANTED not in str(caught.value) and PLANTED not in output, output
+    _files_never_show(_csv_cases(tmp_path), capsys, caplog)

@@ -80,22 +80,14 @@ def test_paper_conversion_is_a_valid_upper_bound_on_rdp(
 def test_calibration_round_trips(
     epsilon: float, delta: float, accounting: str, participations: int
 ) -> None:
-    sensitivity = 3.7
-    std = noise_std_for(
-        epsilon=epsilon,
-        delta=delta,
-        sensitivity=sensitivity,
-        participations=participations,
-        accounting=accounting,
-    )
-    spent = epsilon_spent(
-        sensitivity=sensitivity,
-        noise_std=std,
-        participations=participations,
-        delta=delta,
-        accounting=accounting,
-    )
-    assert spent == pytest.approx(epsilon, rel=1e-9)
+    release: dict[str, Any] = {
+        "sensitivity": 3.7,
+        "participations": participations,
+        "delta": delta,
+        "accounting": accounting,
+    }
+    std = noise_std_for(epsilon=epsilon, **release)
+    assert epsilon_spent(noise_std=std, **release) == pytest.approx(epsilon, rel=1e-9)
 
 
 @pytest.mark.parametrize("epsilon", [0.2, 0.5, 1.0, 2.0, 4.0])

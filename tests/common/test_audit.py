@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -16,8 +15,6 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from ldpem.common.audit.empirical import (
-    audit_holder_round,
-    audit_mechanism,
     clopper_pearson_upper,
     epsilon_lower_bound,
     noise_is_sufficient,
@@ -27,11 +24,15 @@ from ldpem.common.audit.pairs import candidate_values, farthest_pair, mechanism_
 from ldpem.common.core.accounting import epsilon_for_ratio
 from ldpem.common.core.truncation import TRUNCATION_BOUND, catoni_phi
 from ldpem.common.mechanisms import LocalTruncation
-from ldpem.common.models import get_model
-from ldpem.common.protocol import make_mechanism
-
-# (ε, δ) at which a 10⁶-draw audit has the power to see a factor-2 noise error (measured).
-EPSILON, DELTA = 1.0, 1e-3
+from tests.common.auditkit import (
+    DELTA,
+    EPSILON,
+    audited,
+    audited_holder,
+    honest,
+    honest_as,
+    variant,
+)
 
 
 def test_clopper_pearson_matches_closed_forms() -> None:
@@ -59,11 +60,7 @@ def test_identical_distributions_prove_nothing() -> None:
 
 
 def honest_local(d: int = 1) -> LocalTruncation:
-    mechanism = make_mechanism(
-        "local", d=d, records_per_round=1000, epsilon=EPSILON, delta=DELTA, tau=1.0
-    )
-    assert isinstance(mechanism, LocalTruncation)
-    return mechanism
+    return honest_as(LocalTruncation, "local", d=d)
 
 
 class HalfNoise(LocalTruncation):
@@ -98,44 +95,24 @@ class PaperClosedForm(LocalTruncation):
 
 
 def test_honest_local_mechanism_passes() -> None:
-    outcome, _ = audit_mechanism(
-        honest_local(),
-        d=1,
-        records_per_round=1000,
-        delta=DELTA,
-        draws=1_000_000,
-        rng=np.random.default_rng(1),
-    )
+    outcome, _ = audited(honest_local(), d=1, draws=1_000_000, seed=1)
     assert outcome.lower_bound <= EPSILON
 
 
 def test_noise_for_half_the_sensitivity_is_caught() -> None:
-    honest = honest_local()
-    broken = HalfNoise(scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std)
-    outcome, _ = audit_mechanism(
-        broken,
-        d=1,
-        records_per_round=1000,
-        delta=DELTA,
-        draws=1_000_000,
-        rng=np.random.default_rng(1),
-    )
+    outcome, _ = audited(variant(HalfNoise, honest_local()), d=1, draws=1_000_000, seed=1)
     assert outcome.lower_bound > EPSILON
 
 
 def test_unbounded_closed_form_is_caught() -> None:
-    honest = honest_local(d=3)
-    broken = PaperClosedForm(
-        scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std
-    )
+    good = honest_local(d=3)
+    broken = variant(PaperClosedForm, good)
     # Eq. 13 loses ~a³·1e-16 to cancellation: with numpy 2.4.6 / scipy 1.17.1 its output
     # exceeds 10× the bound for |x| from 2e5 to 4e15 (493 candidate rows: ~80 grid points
     # per sign and row pattern), so no build's rounding can make the whole-range grid miss
     # it, whereas a grid stepping 1e4 → 1e12 → 1e20 depended on where the garbage landed.
-    outcome, distance = audit_mechanism(
-        broken, d=3, records_per_round=1000, delta=DELTA, draws=20_000, rng=np.random.default_rng(2)
-    )
-    assert distance > 10 * honest.sensitivity(3)
+    outcome, distance = audited(broken, d=3, draws=20_000, seed=2)
+    assert distance > 10 * good.sensitivity(3)
     assert outcome.lower_bound > EPSILON
 
 
@@ -164,16 +141,14 @@ def test_every_binade_of_the_float_range_is_tried() -> None:
 
 
 def test_misbehaviour_on_a_narrow_band_of_inputs_is_found() -> None:
-    honest = honest_local(d=3)
-    broken = NarrowBand(scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std)
+    good = honest_local(d=3)
+    broken = variant(NarrowBand, good)
     candidates = mechanism_candidates(3)
     first, second, distance = farthest_pair(candidates, broken.contributions)
     pair = np.abs(candidates[[first, second]])
     assert np.any((pair >= BAND[0]) & (pair <= BAND[1]))
-    assert distance > 10 * honest.sensitivity(3)
-    outcome, _ = audit_mechanism(
-        broken, d=3, records_per_round=1000, delta=DELTA, draws=20_000, rng=np.random.default_rng(6)
-    )
+    assert distance > 10 * good.sensitivity(3)
+    outcome, _ = audited(broken, d=3, draws=20_000, seed=6)
     assert outcome.lower_bound > EPSILON
 
 
@@ -190,17 +165,8 @@ def test_farthest_pair_is_exact() -> None:
 
 @pytest.mark.parametrize("name", ["central", "central-clip", "local-clip"])
 def test_other_honest_mechanisms_pass(name: str) -> None:
-    mechanism = make_mechanism(
-        name, d=2, records_per_round=500, epsilon=EPSILON, delta=DELTA, tau=1.0, clip=1.0
-    )
-    outcome, distance = audit_mechanism(
-        mechanism,
-        d=2,
-        records_per_round=500,
-        delta=DELTA,
-        draws=200_000,
-        rng=np.random.default_rng(3),
-    )
+    mechanism = honest(name, d=2, records=500, clip=1.0)
+    outcome, distance = audited(mechanism, d=2, records=500, draws=200_000, seed=3)
     assert outcome.lower_bound <= EPSILON
     assert 0 < distance <= mechanism.sensitivity(2) * (1 + 1e-9)
 
@@ -240,15 +206,8 @@ NOISE_DRAWS = 20_000
 def test_holder_round_path_passes_and_measures_the_noise(model: str) -> None:
     mechanism = honest_local(d=3)
     reference = dp_accounting_noise_std(EPSILON, DELTA, mechanism.sensitivity(3))
-    outcome, distance = audit_holder_round(
-        get_model(model),
-        mechanism,
-        d=3,
-        sigma=1.0,
-        delta=DELTA,
-        draws=NOISE_DRAWS,
-        rng=np.random.default_rng(4),
-        reference_noise_std=reference,
+    outcome, distance = audited_holder(
+        mechanism, model=model, d=3, draws=NOISE_DRAWS, seed=4, reference_noise_std=reference
     )
     assert outcome.lower_bound <= EPSILON
     assert 0 < distance <= mechanism.sensitivity(3) * (1 + 1e-9)
@@ -261,25 +220,16 @@ def test_holder_round_path_passes_and_measures_the_noise(model: str) -> None:
 def test_noise_calibrated_to_0_8_sigma_is_caught_by_the_independent_reference() -> None:
     # A wrong σ formula, consistently applied: the agent states and draws 0.8σ (true ε
     # 1.08 at a claim of 1, which the distinguisher cannot certify with so few draws).
-    honest = honest_local(d=3)
+    good = honest_local(d=3)
     weak = LocalTruncation(
-        scale=honest.scale, smoothing=honest.smoothing, noise_std=0.8 * honest.noise_std
+        scale=good.scale, smoothing=good.smoothing, noise_std=0.8 * good.noise_std
     )
     reference = dp_accounting_noise_std(EPSILON, DELTA, weak.sensitivity(3))
-    kwargs: dict[str, Any] = {"d": 3, "sigma": 1.0, "delta": DELTA, "draws": NOISE_DRAWS}
-    against_itself, _ = audit_holder_round(
-        get_model("gmm"), weak, rng=np.random.default_rng(8), **kwargs
-    )
+    against_itself, _ = audited_holder(weak, d=3, draws=NOISE_DRAWS, seed=8)
     # Compared with its own σ the noise looks right: the blind spot the reference closes.
     assert against_itself.noise_ratio is not None
     assert against_itself.noise_ratio[0] <= 1.0 <= against_itself.noise_ratio[1]
-    outcome, _ = audit_holder_round(
-        get_model("gmm"),
-        weak,
-        rng=np.random.default_rng(8),
-        reference_noise_std=reference,
-        **kwargs,
-    )
+    outcome, _ = audited_holder(weak, d=3, draws=NOISE_DRAWS, seed=8, reference_noise_std=reference)
     assert outcome.noise_ratio is not None
     assert outcome.noise_ratio[1] < 0.98
     assert not noise_is_sufficient(outcome.noise_ratio)
@@ -299,20 +249,11 @@ def test_holder_round_path_keeps_records_whose_gradients_overflow(model: str) ->
     # Such records used to be dropped from the pool; a mechanism that mishandles them
     # (the leak a hostile β aims for) must now be found. (GMM's gradient tanh(·)·y − β
     # stays finite for finite records at σ = 1, so it has none.)
-    honest = honest_local(d=3)
-    broken = LeaksOnOverflow(
-        scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std
+    good = honest_local(d=3)
+    outcome, distance = audited_holder(
+        variant(LeaksOnOverflow, good), model=model, d=3, draws=2000, seed=9
     )
-    outcome, distance = audit_holder_round(
-        get_model(model),
-        broken,
-        d=3,
-        sigma=1.0,
-        delta=DELTA,
-        draws=2000,
-        rng=np.random.default_rng(9),
-    )
-    assert distance > 5 * honest.sensitivity(3)
+    assert distance > 5 * good.sensitivity(3)
     assert outcome.lower_bound > EPSILON
 
 
@@ -324,19 +265,8 @@ class HalfHolderNoise(LocalTruncation):
 
 
 def test_holder_round_path_catches_too_little_noise() -> None:
-    honest = honest_local(d=3)
-    broken = HalfHolderNoise(
-        scale=honest.scale, smoothing=honest.smoothing, noise_std=honest.noise_std
-    )
-    outcome, _ = audit_holder_round(
-        get_model("gmm"),
-        broken,
-        d=3,
-        sigma=1.0,
-        delta=DELTA,
-        draws=4000,
-        rng=np.random.default_rng(5),
-    )
+    broken = variant(HalfHolderNoise, honest_local(d=3))
+    outcome, _ = audited_holder(broken, d=3, draws=4000, seed=5)
     assert outcome.noise_ratio is not None
     assert outcome.noise_ratio[1] < 1.0
 
@@ -345,29 +275,21 @@ def test_mechanism_path_measures_noise_against_the_reference_and_takes_outside_n
     # The agent's central mechanism carries no noise (the coordinator adds it): the audit
     # takes that σ_r from outside, and measures it against the reference σ_r of the
     # average (sensitivity Δ/m).
-    honest = make_mechanism(
-        "central", d=1, records_per_round=500, epsilon=EPSILON, delta=DELTA, tau=1.0
-    )
-    reference = dp_accounting_noise_std(EPSILON, DELTA, honest.sensitivity(1) / 500)
-    kwargs: dict[str, Any] = {"d": 1, "records_per_round": 500, "delta": DELTA}
-    for std, enough in [(honest.noise_std, True), (honest.noise_std / 2, False)]:
-        outcome, _ = audit_mechanism(
-            honest,
+    central = honest("central", d=1, records=500)
+    reference = dp_accounting_noise_std(EPSILON, DELTA, central.sensitivity(1) / 500)
+    for std, enough in [(central.noise_std, True), (central.noise_std / 2, False)]:
+        outcome, _ = audited(
+            central,
+            d=1,
+            records=500,
             draws=NOISE_DRAWS,
-            rng=np.random.default_rng(10),
+            seed=10,
             reference_noise_std=reference,
             aggregate_noise_std=std,
-            **kwargs,
         )
         assert outcome.noise_ratio is not None
         assert noise_is_sufficient(outcome.noise_ratio) is enough
         if enough:
             assert outcome.noise_ratio[0] <= 1.0 <= outcome.noise_ratio[1] <= 1.02
     with pytest.raises(ValueError, match="aggregate_noise_std is for central mechanisms"):
-        audit_mechanism(
-            honest_local(),
-            draws=100,
-            rng=np.random.default_rng(0),
-            aggregate_noise_std=1.0,
-            **kwargs,
-        )
+        audited(honest_local(), d=1, records=500, draws=100, seed=0, aggregate_noise_std=1.0)

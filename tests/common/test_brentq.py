@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 from scipy.optimize import brentq
 
 from ldpem.common.core.accounting import _brentq, gdp_delta
+
+
+def assert_same_root(f: Callable[[float], float], upper: float, tolerance: float) -> None:
+    """Our root of ``f`` in [0, ``upper``] is scipy's to the bit, at x- and r-tolerance
+    ``tolerance``."""
+    expected = brentq(f, 0.0, upper, xtol=tolerance, rtol=tolerance)
+    assert _brentq(f, 0.0, upper, xtol=tolerance, rtol=tolerance) == expected
 
 
 def test_bit_identical_to_scipy_on_the_accounting_roots() -> None:
@@ -24,8 +32,7 @@ def test_bit_identical_to_scipy_on_the_accounting_roots() -> None:
             def by_mu(mu: float, e: float = epsilon, d: float = delta) -> float:
                 return gdp_delta(e, mu) - d
 
-            expected = brentq(by_mu, 0.0, upper, xtol=1e-14, rtol=1e-14)
-            assert _brentq(by_mu, 0.0, upper, xtol=1e-14, rtol=1e-14) == expected
+            assert_same_root(by_mu, upper, 1e-14)
             checked += 1
     for mu in np.geomspace(1e-2, 30, 40):
         for delta in (1e-3, 1e-8, 1e-12):
@@ -38,8 +45,7 @@ def test_bit_identical_to_scipy_on_the_accounting_roots() -> None:
             def by_epsilon(e: float, m: float = mu, d: float = delta) -> float:
                 return gdp_delta(e, m) - d
 
-            expected = brentq(by_epsilon, 0.0, upper, xtol=1e-12, rtol=1e-12)
-            assert _brentq(by_epsilon, 0.0, upper, xtol=1e-12, rtol=1e-12) == expected
+            assert_same_root(by_epsilon, upper, 1e-12)
             checked += 1
     assert checked > 250
 

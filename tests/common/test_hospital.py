@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common.audit.empirical import audit_holder_round, audit_mechanism
 from ldpem.common.core.accounting import epsilon_spent
 from ldpem.common.core.calibration import central_scale, round_epsilon_tilde, smoothing_precision
 from ldpem.common.core.truncation_bound import truncation_bound
@@ -21,16 +20,11 @@ from ldpem.common.protocol import (
     local_noise_std,
     make_mechanism,
 )
+from tests.common.auditkit import EPSILON, audited, audited_holder, honest_as, variant
 
-EPSILON, DELTA = 1.0, 1e-3
 
-
-def honest(d: int = 1, records: int = 1000) -> HospitalTruncation:
-    mechanism = make_mechanism(
-        "hospital", d=d, records_per_round=records, epsilon=EPSILON, delta=DELTA, tau=1.0
-    )
-    assert isinstance(mechanism, HospitalTruncation)
-    return mechanism
+def honest_hospital(d: int = 1) -> HospitalTruncation:
+    return honest_as(HospitalTruncation, "hospital", d=d)
 
 
 def test_calibration_is_the_central_scale_with_the_holders_own_count() -> None:
@@ -96,16 +90,9 @@ def test_replacing_one_record_moves_the_sum_by_at_most_the_sensitivity() -> None
 
 
 def test_privacy_audit_passes_the_honest_mechanism() -> None:
-    outcome, distance = audit_mechanism(
-        honest(),
-        d=1,
-        records_per_round=1000,
-        delta=DELTA,
-        draws=200_000,
-        rng=np.random.default_rng(3),
-    )
+    outcome, distance = audited(honest_hospital(), d=1, draws=200_000, seed=3)
     assert outcome.lower_bound <= EPSILON
-    assert 0 < distance <= honest().sensitivity(1) * (1 + 1e-9)
+    assert 0 < distance <= honest_hospital().sensitivity(1) * (1 + 1e-9)
 
 
 class HalfNoiseHospital(HospitalTruncation):
@@ -120,38 +107,23 @@ class HalfNoiseHospital(HospitalTruncation):
 
 
 def test_privacy_audit_catches_noise_for_half_the_sensitivity() -> None:
-    good = honest()
-    broken = HalfNoiseHospital(scale=good.scale, smoothing=good.smoothing, noise_std=good.noise_std)
-    outcome, _ = audit_mechanism(
-        broken,
-        d=1,
-        records_per_round=1000,
-        delta=DELTA,
-        draws=200_000,
-        rng=np.random.default_rng(4),
-    )
+    broken = variant(HalfNoiseHospital, honest_hospital())
+    outcome, _ = audited(broken, d=1, draws=200_000, seed=4)
     assert outcome.lower_bound > EPSILON
 
 
 def test_holder_round_path_measures_one_draw_of_the_calibrated_noise() -> None:
     broken_low = []
-    for mechanism in (honest(d=2), HalfNoiseHospital(scale=1.0, smoothing=2.0, noise_std=1.0)):
-        outcome, _ = audit_holder_round(
-            get_model("gmm"),
-            mechanism,
-            d=2,
-            sigma=1.0,
-            delta=DELTA,
-            draws=2000,
-            rng=np.random.default_rng(5),
-        )
+    halved = HalfNoiseHospital(scale=1.0, smoothing=2.0, noise_std=1.0)
+    for mechanism in (honest_hospital(d=2), halved):
+        outcome, _ = audited_holder(mechanism, d=2, draws=2000, seed=5)
         assert outcome.noise_ratio is not None
         broken_low.append(outcome.noise_ratio[1] < 1.0)
     assert broken_low == [False, True]
 
 
 def test_holder_mechanisms_must_match_the_holders() -> None:
-    mech = honest(d=2)
+    mech = honest_hospital(d=2)
     records = Records(np.zeros((20, 2)))
     with pytest.raises(ValueError, match="one entry per holder"):
         run_gradient_em(

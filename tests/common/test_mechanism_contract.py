@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -39,8 +37,7 @@ from ldpem.common.mechanisms import (
 )
 from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
 from ldpem.common.protocol import make_mechanism
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.dockit import ROOT, python_blocks
 
 
 class _Box(Mechanism):
@@ -61,6 +58,12 @@ class _Box(Mechanism):
         return 2.0 * math.sqrt(d)
 
 
+def refused_at_registration(cls: type[Mechanism], message: str) -> None:
+    """``register_mechanism(cls)`` raises a TypeError matching the regex ``message``."""
+    with pytest.raises(TypeError, match=message):
+        register_mechanism(cls)
+
+
 def test_a_field_named_otherwise_is_refused_at_registration_naming_the_declaration() -> None:
     @dataclass(frozen=True, kw_only=True)
     class Misnamed(_Box):
@@ -68,8 +71,7 @@ def test_a_field_named_otherwise_is_refused_at_registration_naming_the_declarati
         c: float
         noise_std: float
 
-    with pytest.raises(TypeError, match="needs = 'clip' but it declares no field 'clip'"):
-        register_mechanism(Misnamed)
+    refused_at_registration(Misnamed, "needs = 'clip' but it declares no field 'clip'")
     assert "misnamed" not in mechanism_names()
 
 
@@ -79,10 +81,7 @@ def test_the_noise_std_shares_t_min_and_the_dataclass_itself_are_declarations() 
         name: ClassVar[str] = "silent"
         clip: float
 
-    with pytest.raises(
-        TypeError, match="noise_site = 'record' but it declares no field 'noise_std'"
-    ):
-        register_mechanism(Silent)
+    refused_at_registration(Silent, "noise_site = 'record' but it declares no field 'noise_std'")
 
     class Plain(_Box):  # attributes set in __init__: nothing the registry can read
         name: ClassVar[str] = "plain"
@@ -90,8 +89,7 @@ def test_the_noise_std_shares_t_min_and_the_dataclass_itself_are_declarations() 
         def __init__(self, *, clip: float, noise_std: float) -> None:
             self.clip, self.noise_std = clip, noise_std
 
-    with pytest.raises(TypeError, match=r"declare it as a @dataclass\(frozen=True, kw_only=True\)"):
-        register_mechanism(Plain)
+    refused_at_registration(Plain, r"declare it as a @dataclass\(frozen=True, kw_only=True\)")
 
     @dataclass(kw_only=True)
     class Mutable(_Box):
@@ -99,8 +97,7 @@ def test_the_noise_std_shares_t_min_and_the_dataclass_itself_are_declarations() 
         clip: float
         noise_std: float
 
-    with pytest.raises(TypeError, match="frozen=True"):
-        register_mechanism(Mutable)
+    refused_at_registration(Mutable, "frozen=True")
 
     @dataclass(frozen=True, kw_only=True)
     class Extra(_Box):
@@ -109,8 +106,7 @@ def test_the_noise_std_shares_t_min_and_the_dataclass_itself_are_declarations() 
         noise_std: float
         width: float
 
-    with pytest.raises(TypeError, match="field 'width' is not one of the public values"):
-        register_mechanism(Extra)
+    refused_at_registration(Extra, "field 'width' is not one of the public values")
 
 
 def test_every_builtin_is_built_from_its_declared_fields() -> None:
@@ -266,6 +262,5 @@ def test_the_accountant_composes_pure_gaussian_and_trivial_events() -> None:
 def test_the_extending_guide_shows_the_example_file_verbatim() -> None:
     guide = (ROOT / "docs" / "EXTENDING.md").read_text()
     source = (ROOT / "tests" / "examples" / "local_box.py").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", guide, flags=re.DOTALL)
-    assert source in blocks
+    assert source in python_blocks(guide, "docs/EXTENDING.md")
     assert "..." not in source

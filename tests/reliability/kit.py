@@ -11,7 +11,7 @@ import httpx
 from ldpem.client.ledger import Ledger
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.processes import Processes, free_port, start_agent, start_coordinator
-from tests.fedkit import AGENT_BUDGET, TOKENS, admin_headers, replay
+from tests.fedkit import AGENT_BUDGET, TOKENS, admin_headers, replay, write_gmm_data
 
 AGENT_SEED = 100
 
@@ -88,6 +88,14 @@ class Cluster:
 
     def get(self, path: str) -> Any:
         return httpx.get(f"{self.url}{path}", timeout=30).json()
+
+
+def gmm_cluster(procs: Processes, tmp_path: Path, counts: list[int]) -> tuple[Cluster, list[Path]]:
+    """A started coordinator, and GMM records (d = 3) for one hospital per count."""
+    paths, _ = write_gmm_data(tmp_path, counts, 3)
+    cluster = Cluster(procs, tmp_path)
+    cluster.start_coordinator()
+    return cluster, paths
 
 
 def check_exact_run(

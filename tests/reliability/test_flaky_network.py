@@ -9,17 +9,15 @@ from pathlib import Path
 import pytest
 
 from ldpem.processes import Processes
-from tests.fedkit import TOKENS, run_request, write_gmm_data
-from tests.reliability.kit import Cluster, check_exact_run
+from tests.fedkit import TOKENS, run_request
+from tests.reliability.kit import check_exact_run, gmm_cluster
 from tests.reliability.proxy import Faults, FlakyProxy
 
 COUNTS = [200, 201, 202]
 
 
 def _run(procs: Processes, tmp_path: Path, rounds: int, seed: int) -> Faults:
-    paths, _ = write_gmm_data(tmp_path, COUNTS, 3)
-    cluster = Cluster(procs, tmp_path)
-    cluster.start_coordinator()
+    cluster, paths = gmm_cluster(procs, tmp_path, COUNTS)
     request = run_request(d=3, rounds=rounds, round_deadline=3600)
     request["hospitals"] = [
         {"name": f"h{i}", "records": c, "token": TOKENS[i]} for i, c in enumerate(COUNTS)

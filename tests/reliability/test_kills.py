@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from ldpem.processes import Processes, wait_until
-from tests.fedkit import TOKENS, run_request, write_gmm_data
-from tests.reliability.kit import Cluster, check_exact_run
+from tests.fedkit import TOKENS, run_request
+from tests.reliability.kit import check_exact_run, gmm_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +33,7 @@ LAST = ROUNDS - 8  # the round the last kill waits for
 def test_sigkill_of_coordinator_and_agents_leaves_the_trajectory_bit_for_bit(
     procs: Processes, tmp_path: Path
 ) -> None:
-    paths, _ = write_gmm_data(tmp_path, COUNTS, 3)
-    cluster = Cluster(procs, tmp_path)
-    cluster.start_coordinator()
+    cluster, paths = gmm_cluster(procs, tmp_path, COUNTS)
     created = cluster.create(
         run_request(hospitals=3, records=300, d=3, rounds=ROUNDS, round_deadline=3600)
         | {

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.processes import Processes, wait_until
-from tests.fedkit import TOKENS, replay, run_request, write_gmm_data
-from tests.reliability.kit import AGENT_SEED, Cluster
+from tests.fedkit import TOKENS, replay, run_request
+from tests.reliability.kit import AGENT_SEED, Cluster, gmm_cluster
 
 COUNTS = [200, 201, 202]
 
@@ -42,9 +43,7 @@ def _consistent(cluster: Cluster, run_id: str, rounds: int) -> dict[str, list[in
 def test_a_hospital_that_never_reports_is_left_out_at_each_deadline(
     procs: Processes, tmp_path: Path
 ) -> None:
-    paths, _ = write_gmm_data(tmp_path, COUNTS, 3)
-    cluster = Cluster(procs, tmp_path)
-    cluster.start_coordinator()
+    cluster, paths = gmm_cluster(procs, tmp_path, COUNTS)
     rounds = 4
     created = _create(cluster, rounds, quorum=2, round_deadline=1.0)
     run_id = created["run_id"]
@@ -70,9 +69,7 @@ def test_a_hospital_that_never_reports_is_left_out_at_each_deadline(
 
 
 def test_a_hospital_that_disappears_mid_run(procs: Processes, tmp_path: Path) -> None:
-    paths, _ = write_gmm_data(tmp_path, COUNTS, 3)
-    cluster = Cluster(procs, tmp_path)
-    cluster.start_coordinator()
+    cluster, paths = gmm_cluster(procs, tmp_path, COUNTS)
     rounds = 5
     # A deadline long enough for the three agents to start on a loaded machine.
     created = _create(cluster, rounds, quorum=2, round_deadline=4.0)
@@ -91,15 +88,21 @@ def test_a_hospital_that_disappears_mid_run(procs: Processes, tmp_path: Path) ->
     assert 2 not in reported["h2"]
 
 
+def _h2_absent(
+    procs: Processes, tmp_path: Path, rounds: int, **request: Any
+) -> tuple[Cluster, list[Path], str, list[subprocess.Popen[bytes]]]:
+    """A run of h0, h1, h2 with quorum 3 (``request``: its deadline and what a round short
+    of it does) in which only the agents of h0 and h1 start: the cluster, the records,
+    the run's id and the two agents."""
+    cluster, paths = gmm_cluster(procs, tmp_path, COUNTS)
+    run_id = _create(cluster, rounds, quorum=3, **request)["run_id"]
+    return cluster, paths, run_id, [cluster.agent(i, paths[i], wait=2) for i in (0, 1)]
+
+
 def test_short_of_quorum_with_on_short_fail_the_run_fails_and_says_why(
     procs: Processes, tmp_path: Path
 ) -> None:
-    paths, _ = write_gmm_data(tmp_path, COUNTS, 3)
-    cluster = Cluster(procs, tmp_path)
-    cluster.start_coordinator()
-    created = _create(cluster, 3, quorum=3, round_deadline=1.0, on_short="fail")
-    run_id = created["run_id"]
-    agents = [cluster.agent(i, paths[i], wait=2) for i in (0, 1)]
+    cluster, _, run_id, agents = _h2_absent(procs, tmp_path, 3, round_deadline=1.0, on_short="fail")
     for process in agents:
         assert process.wait(300) == 2, procs.log(process)[-3000:]
         assert f"run {run_id} failed" in procs.log(process)
@@ -113,12 +116,9 @@ def test_short_of_quorum_with_on_short_fail_the_run_fails_and_says_why(
 def test_short_of_quorum_with_on_short_extend_waits_for_the_straggler(
     procs: Processes, tmp_path: Path
 ) -> None:
-    paths, _ = write_gmm_data(tmp_path, COUNTS, 3)
-    cluster = Cluster(procs, tmp_path)
-    cluster.start_coordinator()
-    created = _create(cluster, 2, quorum=3, round_deadline=0.5, on_short="extend")
-    run_id = created["run_id"]
-    agents = [cluster.agent(i, paths[i], wait=2) for i in (0, 1)]
+    cluster, paths, run_id, agents = _h2_absent(
+        procs, tmp_path, 2, round_deadline=0.5, on_short="extend"
+    )
     # Several deadlines pass short of quorum: round 0 stays open, extended each time.
     first = cluster.get(f"/v1/runs/{run_id}/rounds")[0]["deadline"]
     wait_until(

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from ldpem.common.wire import PublicParameters, ReportIn, RunCreate, expected_round_count
 from ldpem.processes import Processes
 from ldpem.server.coordinator import implied_epsilon, noise_floor
-from tests.fedkit import ADMIN, TOKENS, run_request
+from tests.fedkit import ADMIN, TOKENS, report_body, run_request
 from tests.reliability.kit import Cluster
 
 COUNTS = [100, 101, 102]
@@ -117,16 +117,16 @@ def structural(valid: dict[str, Any], fields: list[str]) -> list[tuple[str, byte
     return out
 
 
+#: The kinds of bad value put in each field, with their JSON literals.
+BAD_VALUES = (("non-finite", NON_FINITE), ("huge number", HUGE), ("wrong type", WRONG_TYPE))
+
+
 def report_bodies(valid: dict[str, Any], rng: random.Random) -> list[tuple[str, bytes]]:
     fields = list(valid)
     paths: list[tuple[Any, ...]] = [(f,) for f in fields] + [("total", 0)]
     out: list[tuple[str, bytes]] = []
     for path in paths:
-        for kind, literals in (
-            ("non-finite", NON_FINITE),
-            ("huge number", HUGE),
-            ("wrong type", WRONG_TYPE),
-        ):
+        for kind, literals in BAD_VALUES:
             for literal in literals:
                 shown = "string" if path == ("hospital",) and literal.startswith('"') else kind
                 out.append((shown, substituted(valid, path, literal)))
@@ -155,11 +155,7 @@ def run_bodies(valid: dict[str, Any], rng: random.Random) -> list[tuple[str, byt
     paths: list[tuple[Any, ...]] = [(f,) for f in valid]
     paths += [("hospitals", 0, "records"), ("hospitals", 0, "name"), ("beta0", 0)]
     for path in paths:
-        for kind, literals in (
-            ("non-finite", NON_FINITE),
-            ("huge number", HUGE),
-            ("wrong type", WRONG_TYPE),
-        ):
+        for kind, literals in BAD_VALUES:
             for literal in literals:
                 if literal == "null" and path[0] in optional and len(path) == 1:
                     continue  # null is the default there: a valid request
@@ -234,14 +230,8 @@ def test_hostile_bodies_paths_and_queries_get_one_line_4xx_and_change_nothing(
     run_id = created["run_id"]
     params = PublicParameters.model_validate(created["params"])
     count = expected_round_count(COUNTS[0], ROUNDS, 0)
-    valid = {
-        "hospital": "h0",
-        "round": 0,
-        "mechanism": "local",
-        "count": count,
-        "total": [0.5, -1.0, 2.0, 0.0],
-        "noise_std": 1.5 * noise_floor("local", params, count),
-    }
+    floor = noise_floor("local", params, count)
+    valid = report_body(0, records=COUNTS[0], rounds=ROUNDS, noise_std=1.5 * floor)
     rng = random.Random(20261126)
     client = Client(cluster.url)
     before = snapshot(client.http, run_id)
@@ -310,14 +300,8 @@ def test_a_report_weaker_than_the_run_is_refused_unless_the_run_allows_it(
     params = PublicParameters.model_validate(strict_run["params"])
     count = expected_round_count(COUNTS[0], ROUNDS, 0)
     floor = noise_floor("local", params, count)
-    weak = {
-        "hospital": "h0",
-        "round": 0,
-        "mechanism": "local",
-        "count": count,
-        "total": [0.5, -1.0, 2.0, 0.0],
-        "noise_std": 1.0,  # the fuzz run's finding: σ_r = 1 where the run's is larger
-    }
+    # The fuzz run's finding: σ_r = 1 where the run's is larger.
+    weak = report_body(0, records=COUNTS[0], rounds=ROUNDS, noise_std=1.0)
     assert floor > 2.0
     http = httpx.Client(base_url=cluster.url, timeout=60)
     headers = {"Authorization": f"Bearer {TOKENS[0]}"}

@@ -37,7 +37,6 @@ from scipy.stats import chi2
 from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import agent_mechanism
-from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.mechanisms import LocalTruncation
 from ldpem.common.models import get_model
 from ldpem.common.planning.simulation import round_groups
@@ -45,6 +44,7 @@ from ldpem.common.protocol import partition_rng
 from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.wire import PublicParameters
 from tests.fedkit import TOKENS, live_server, process_manager, token_file
+from tests.publickit import published_params
 
 RUN = "run-under-attack"
 TOKEN = TOKENS[0]
@@ -55,25 +55,8 @@ BUDGET = ["--epsilon", "1", "--delta", "1e-5"]
 def public(
     model: str = "gmm", d: int = 3, n: int = 40, rounds: int = 2, **change: Any
 ) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "model": model,
-        "d": d,
-        "sigma": 1.0,
-        "rounds": rounds,
-        "eta": 1.0,
-        "mechanism": "local",
-        "epsilon": 1.0,
-        "delta": 1e-5,
-        "accounting": "exact",
-        "tau": 1.0,
-        "zeta": 0.1,
-        "scale": 1.0,
-        "smoothing": smoothing_precision(d, 0.1),
-        "clip": None,
-        "records_per_round": n // rounds,
-    }
-    params.update(change)
-    return params
+    fields = {"model": model, "d": d, "rounds": rounds, "records_per_round": n // rounds}
+    return published_params(**{**fields, **change})
 
 
 @dataclass

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from ldpem.common.wire import expected_round_count
 from ldpem.server.app import create_app
-from tests.fedkit import TOKENS, admin_headers, run_request, settings
+from tests.fedkit import TOKENS, admin_headers, report_body, run_request, settings
 
 
 def test_a_huge_claimed_noise_std_does_not_widen_the_honest_range(tmp_path: Path) -> None:
@@ -21,14 +20,7 @@ def test_a_huge_claimed_noise_std_does_not_widen_the_honest_range(tmp_path: Path
         run_id = created.json()["run_id"]
         response = client.post(
             f"/v1/runs/{run_id}/rounds/0/reports",
-            json={
-                "hospital": "h0",
-                "round": 0,
-                "mechanism": "local",
-                "count": expected_round_count(100, 5, 0),
-                "total": [1e250, -1e250, 1e250, 0.0],
-                "noise_std": 1e300,
-            },
+            json=report_body(0, total=[1e250, -1e250, 1e250, 0.0], noise_std=1e300),
             headers={"Authorization": f"Bearer {TOKENS[0]}"},
         )
         assert response.status_code == 422, response.text

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -79,20 +80,33 @@ def test_close_cancels_what_is_pending_without_storing_it() -> None:
     assert saved == []
 
 
-def test_run_create_answers_before_its_forecast_and_the_page_says_pending(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+#: A small run whose forecast the coordinator computes in the background.
+FORECAST_RUN = run_request(records=2000, d=3, rounds=3, forecast=True)
+
+
+def held_forecasts(
+    monkeypatch: pytest.MonkeyPatch, *, seconds: float, required: bool
+) -> tuple[threading.Event, Callable[[runs.ForecastJob], object]]:
+    """Every forecast waits for the event returned before it computes, at most ``seconds``
+    (``required``: failing if the event is not set by then); the real ``compute`` too."""
     release = threading.Event()
     compute = runs.ForecastJob.compute
 
     def held(job: runs.ForecastJob) -> object:
-        assert release.wait(60)
+        released = release.wait(seconds)
+        assert released or not required
         return compute(job)
 
     monkeypatch.setattr(runs.ForecastJob, "compute", held)
+    return release, compute
+
+
+def test_run_create_answers_before_its_forecast_and_the_page_says_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release, _ = held_forecasts(monkeypatch, seconds=60, required=True)
     with TestClient(create_app(settings(tmp_path, forecast_seeds=3))) as client:
-        request = run_request(records=2000, d=3, rounds=3, forecast=True)
-        created = client.post("/v1/runs", json=request, headers=admin_headers()).json()
+        created = client.post("/v1/runs", json=FORECAST_RUN, headers=admin_headers()).json()
         assert created["pending"] == ["forecast"] and created["forecast"] is None
         run_id = created["run_id"]
         summary = client.get(f"/v1/runs/{run_id}").json()
@@ -108,17 +122,10 @@ def test_run_create_answers_before_its_forecast_and_the_page_says_pending(
 def test_a_forecast_cut_short_by_a_stop_is_computed_when_the_coordinator_starts_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    release = threading.Event()
-    compute = runs.ForecastJob.compute
-
-    def held(job: runs.ForecastJob) -> object:
-        release.wait(5)
-        return compute(job)
-
-    monkeypatch.setattr(runs.ForecastJob, "compute", held)
+    release, compute = held_forecasts(monkeypatch, seconds=5, required=False)
     with TestClient(create_app(settings(tmp_path, forecast_seeds=2))) as client:
-        request = run_request(records=2000, d=3, rounds=3, forecast=True)
-        run_id = client.post("/v1/runs", json=request, headers=admin_headers()).json()["run_id"]
+        answer = client.post("/v1/runs", json=FORECAST_RUN, headers=admin_headers())
+        run_id = answer.json()["run_id"]
     release.set()
     monkeypatch.setattr(runs.ForecastJob, "compute", compute)
     with TestClient(create_app(settings(tmp_path, forecast_seeds=2))) as client:

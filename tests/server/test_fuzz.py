@@ -25,9 +25,8 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
 
-from ldpem.common.wire import expected_round_count
 from ldpem.server.app import create_app
-from tests.fedkit import ADMIN, TOKENS, admin_headers, live_server, run_request
+from tests.fedkit import ADMIN, TOKENS, admin_headers, live_server, report_body, run_request
 from tests.fedkit import settings as app_settings
 
 CALLERS: dict[str, str | None] = {
@@ -51,14 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         run_id: str = created.json()["run_id"]
         accepted = httpx.post(
             f"{url}/v1/runs/{run_id}/rounds/0/reports",
-            json={
-                "hospital": "h1",
-                "round": 0,
-                "mechanism": "local",
-                "count": expected_round_count(100, 5, 0),
-                "total": [0.5, -1.0, 2.0, 0.0],
-                "noise_std": 3.0,
-            },
+            json=report_body(1),
             headers={"Authorization": f"Bearer {TOKENS[1]}"},
         )
         assert accepted.status_code == 200, accepted.text

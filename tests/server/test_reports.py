@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from ldpem.common.core.accounting import noise_std_for
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.protocol import local_noise_std
-from ldpem.common.wire import PublicParameters, expected_round_count
+from ldpem.common.wire import PublicParameters
 from ldpem.server.coordinator import implied_epsilon, noise_floor, run_noise_std
-from tests.fedkit import TOKENS, admin_headers, hospital_headers, run_request
+from tests.fedkit import TOKENS, admin_headers, hospital_headers, report_body, run_request
 
 RECORDS = 103  # 5 rounds: groups of 21, 21, 21, 20, 20
 
@@ -31,16 +31,7 @@ def create(client: TestClient, **change: Any) -> dict[str, Any]:
 
 
 def report(i: int = 0, t: int = 0, **change: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "hospital": f"h{i}",
-        "round": t,
-        "mechanism": "local",
-        "count": expected_round_count(RECORDS, 5, t),
-        "total": [0.5, -1.0, 2.0, 0.0],
-        "noise_std": 3.0,
-    }
-    body.update(change)
-    return body
+    return report_body(i, t, records=RECORDS, **change)
 
 
 def snapshot(client: TestClient, run_id: str) -> list[Any]:

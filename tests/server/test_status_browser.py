@@ -78,6 +78,23 @@ def _browse(chromium: str, profile: Path, *args: str) -> subprocess.CompletedPro
     )
 
 
+def _dom(chromium: str, tmp_path: Path, page: str) -> str:
+    """The DOM of ``page`` once Chromium has run its scripts (``--dump-dom``)."""
+    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
+    assert dumped.returncode == 0, dumped.stderr[-2000:]
+    return dumped.stdout
+
+
+def _health(dom: str, label: str, text: str) -> re.Match[str]:
+    """The page's health line: ``label`` (Healthy, Degraded, …) and the regex ``text``."""
+    state = label.lower()
+    health = re.search(
+        rf'<div id="health" class="health {state}"><strong>{label}</strong>: {text}</div>', dom
+    )
+    assert health is not None, dom[:2000]
+    return health
+
+
 @pytest.fixture
 def running(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A live coordinator (private status) with a run in round 3: h2 is late in it (the
@@ -109,9 +126,7 @@ def test_running_run_page_renders_in_chromium(
 ) -> None:
     url, run_id = running
     page = f"{url}/runs/{run_id}?token={READ}"
-    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
-    assert dumped.returncode == 0, dumped.stderr[-2000:]
-    dom = dumped.stdout
+    dom = _dom(chromium, tmp_path, page)
     assert f"<title>run {run_id}</title>" in dom, dom[:500]
     # The redirect dropped the token from the address; the cookie opened the page.
     assert READ not in dom
@@ -144,14 +159,8 @@ def test_a_run_finished_with_missing_rounds_renders_degraded_in_chromium(
     """The run of tests/server/test_late_hospital.py: h2 started after round 0 closed."""
     run = late_hospital_run(procs, tmp_path)
     page = f"{run.url}/runs/{run.run_id}"  # the coordinator runs with --public-status
-    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
-    assert dumped.returncode == 0, dumped.stderr[-2000:]
-    dom = dumped.stdout
-    assert re.search(
-        r'<div id="health" class="health degraded"><strong>Degraded</strong>: finished with '
-        r"missing rounds: h2 reported [1-3] of 4</div>",
-        dom,
-    ), dom[:2000]
+    dom = _dom(chromium, tmp_path, page)
+    _health(dom, "Degraded", r"finished with missing rounds: h2 reported [1-3] of 4")
     row = re.search(r'<tr class="closed"><td class="num">0</td>.*?</tr>', dom, re.S)
     assert row is not None and '<span class="missing">missing: h2</span>' in row.group(0)
     _screenshot(
@@ -167,14 +176,8 @@ def test_a_healthy_secagg_run_renders_healthy_in_chromium(
     (8e54e94: "Degraded … reported 0 of 4", every round "0/4 (quorum 4)")."""
     run = secagg_run_of_four(procs, tmp_path, kill=None)
     page = f"{run.url}/runs/{run.run_id}"
-    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
-    assert dumped.returncode == 0, dumped.stderr[-2000:]
-    dom = dumped.stdout
-    assert re.search(
-        r'<div id="health" class="health healthy"><strong>Healthy</strong>: finished all 4 '
-        r"rounds</div>",
-        dom,
-    ), dom[:2000]
+    dom = _dom(chromium, tmp_path, page)
+    _health(dom, "Healthy", r"finished all 4 rounds")
     assert dom.count("4/4 survivors (t_min 3)") == 4
     table = re.search(r'<table id="secagg">.*?</table>', dom, re.S)
     assert table is not None and table.group(0).count("all 4") == 4 * 6
@@ -188,18 +191,15 @@ def test_a_secagg_run_with_a_lost_holder_renders_degraded_in_chromium(
     """The run of tests/cli/test_secagg_lost_holder.py: h3 SIGKILLed after round 1."""
     run = secagg_run_of_four(procs, tmp_path, kill="h3")
     page = f"{run.url}/runs/{run.run_id}"
-    dumped = _browse(chromium, tmp_path / "profile-dom", "--dump-dom", page)
-    assert dumped.returncode == 0, dumped.stderr[-2000:]
-    dom = dumped.stdout
+    dom = _dom(chromium, tmp_path, page)
     # h3 is lost at round 2's advertise step, or (if it advertised before the signal
     # landed, on a busy machine) at its shares step: tests/cli/test_secagg_lost_holder.py.
-    health = re.search(
-        r'<div id="health" class="health degraded"><strong>Degraded</strong>: finished with '
-        r"missing rounds: h3 reported 2 of 4; lost: h3 \(did not (advertise|share) keys in "
-        r"round 2\)</div>",
+    health = _health(
         dom,
+        "Degraded",
+        r"finished with missing rounds: h3 reported 2 of 4; lost: h3 \(did not "
+        r"(advertise|share) keys in round 2\)",
     )
-    assert health is not None, dom[:2000]
     step = {"advertise": "advertise", "share": "shares"}[health.group(1)]
     row = re.search(r'<tr class="closed"><td class="num">2</td>.*?</tr>', dom, re.S)
     assert row is not None and f"lost: h3 (did not {health.group(1)} keys)" in row.group(0)

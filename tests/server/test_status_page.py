@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ from ldpem.server.coordinator import implied_epsilon, run_noise_std
 from ldpem.server.settings import Settings
 from ldpem.server.svg import format_number, linear_ticks, log_ticks
 from tests.fedkit import admin_headers, run_request, settings, settled
-from tests.server.opkit import start_run
+from tests.publickit import published_params
+from tests.server.opkit import Study, start_run
 
 
 # --- ticks -------------------------------------------------------------------------------
@@ -88,23 +90,18 @@ def test_tick_labels_are_readable(value: float, step: float | None, label: str) 
 
 # --- privacy inferred from σ_r -----------------------------------------------------------
 def _params(mechanism: str = "local", **change: object) -> PublicParameters:
-    values: dict[str, object] = {
-        "model": "gmm",
-        "d": 4,
-        "sigma": 1.0,
-        "rounds": 5,
-        "eta": 1.0,
-        "mechanism": mechanism,
-        "epsilon": 1.0,
-        "delta": 1e-6,
-        "accounting": "exact",
-        "tau": 10.0,
-        "zeta": 0.1,
-        "scale": 1.5 if mechanism in ("local", "central") else None,
-        "smoothing": 100.0 if mechanism in ("local", "central") else None,
-        "clip": 1.0 if mechanism == "local-clip" else None,
-        "records_per_round": 100,
-    }
+    truncated = mechanism in ("local", "central")
+    values = published_params(
+        d=4,
+        rounds=5,
+        mechanism=mechanism,
+        delta=1e-6,
+        tau=10.0,
+        scale=1.5 if truncated else None,
+        smoothing=100.0 if truncated else None,
+        clip=1.0 if mechanism == "local-clip" else None,
+        records_per_round=100,
+    )
     values.update(change)
     return PublicParameters.model_validate(values)
 
@@ -262,15 +259,30 @@ def test_a_hospital_with_a_stricter_delta_shows_the_spend_its_ledger_records(
     assert "1 of 1 at δ" not in hospitals.split("<td>h1</td>")[1].split("</tr>")[0]
 
 
-def test_a_round_closed_without_a_hospital_shows_it_missing(tmp_path: Path) -> None:
+def past_round_0(client: TestClient, run_id: str) -> None:
+    """Wait (at most 20 s) for round 0 of the run to close at its deadline."""
+    deadline = time.monotonic() + 20
+    while client.get(f"/v1/runs/{run_id}").json()["round"] == 0:
+        assert time.monotonic() < deadline, "round 0 did not close at its deadline"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def without_h2(tmp_path: Path) -> Iterator[tuple[TestClient, Study]]:
+    """A coordinator and its run of h0, h1, h2 (200 records each, T = 3, quorum 2, 0.2 s
+    deadlines) whose round 0 closed at its deadline with the reports of h0 and h1 only."""
     with TestClient(create_app(settings(tmp_path))) as client:
         study = start_run(client, records=200, rounds=3, quorum=2, round_deadline=0.2)
         study.round(0, [0, 1])
-        deadline = time.monotonic() + 20
-        while client.get(f"/v1/runs/{study.run_id}").json()["round"] == 0:
-            assert time.monotonic() < deadline, "round 0 did not close at its deadline"
-            time.sleep(0.05)
-        page = client.get(f"/runs/{study.run_id}").text
+        past_round_0(client, study.run_id)
+        yield client, study
+
+
+def test_a_round_closed_without_a_hospital_shows_it_missing(
+    without_h2: tuple[TestClient, Study],
+) -> None:
+    client, study = without_h2
+    page = client.get(f"/runs/{study.run_id}").text
     rounds = page.split('<table id="rounds">')[1].split("</table>")[0]
     assert '<span class="missing">missing: h2</span>' in rounds
     assert "2/3 (quorum 2)" in rounds
@@ -280,19 +292,13 @@ def test_a_round_closed_without_a_hospital_shows_it_missing(tmp_path: Path) -> N
 
 
 def test_a_run_that_finished_with_missing_rounds_is_degraded_and_names_them(
-    tmp_path: Path,
+    without_h2: tuple[TestClient, Study],
 ) -> None:
-    with TestClient(create_app(settings(tmp_path))) as client:
-        study = start_run(client, records=200, rounds=3, quorum=2, round_deadline=0.2)
-        study.round(0, [0, 1])
-        deadline = time.monotonic() + 20
-        while client.get(f"/v1/runs/{study.run_id}").json()["round"] == 0:
-            assert time.monotonic() < deadline, "round 0 did not close at its deadline"
-            time.sleep(0.05)
-        running = client.get(f"/runs/{study.run_id}").text
-        study.round(1, range(3))
-        study.round(2, range(3))
-        page = client.get(f"/runs/{study.run_id}").text
+    client, study = without_h2
+    running = client.get(f"/runs/{study.run_id}").text
+    study.round(1, range(3))
+    study.round(2, range(3))
+    page = client.get(f"/runs/{study.run_id}").text
     assert '<div id="health" class="health degraded"><strong>Degraded</strong>: running' in running
     assert "missed rounds: h2 (t = 0)" in running
     assert (
@@ -307,10 +313,7 @@ def test_the_run_list_and_get_runs_carry_each_run_s_health(tmp_path: Path) -> No
     with TestClient(create_app(settings(tmp_path))) as client:
         gap = start_run(client, records=200, rounds=2, quorum=2, round_deadline=0.2)
         gap.round(0, [0, 1])
-        deadline = time.monotonic() + 20
-        while client.get(f"/v1/runs/{gap.run_id}").json()["round"] == 0:
-            assert time.monotonic() < deadline, "round 0 did not close at its deadline"
-            time.sleep(0.05)
+        past_round_0(client, gap.run_id)
         gap.round(1, range(3))
         # A second run, just opened (tokens generated: the first run holds the fixed ones).
         request = run_request(rounds=5, hospitals=2)

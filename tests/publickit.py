@@ -1,0 +1,45 @@
+"""A run's public parameters as the coordinator publishes them, for tests that play the
+coordinator (a fake ``/v1/me`` or round answer) or check what an agent does with them.
+
+One factory, so that a field added to ``PublicParameters`` is added here once rather than
+in every test that pastes the object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ldpem.common.core.calibration import smoothing_precision
+
+
+def published_params(**change: Any) -> dict[str, Any]:
+    """The JSON object of ``PublicParameters``' required fields for a small local-DP GMM run
+    (d = 3, T = 2, 20 records a round, ε = 1, δ = 1e-5), with ``change`` applied.
+
+    Unless ``change`` gives it, the smoothing precision is the one the agent checks,
+    √log(d/ζ) for the run's d and ζ (``smoothing_precision``); where d or ζ leaves that
+    undefined (d < 1, ζ outside (0, 1): values a test sends to be refused) it stays the
+    default run's. Values are not checked: a test may send what the schema refuses."""
+    params: dict[str, Any] = {
+        "model": "gmm",
+        "d": 3,
+        "sigma": 1.0,
+        "rounds": 2,
+        "eta": 1.0,
+        "mechanism": "local",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "accounting": "exact",
+        "tau": 1.0,
+        "zeta": 0.1,
+        "scale": 1.0,
+        "smoothing": smoothing_precision(3, 0.1),
+        "clip": None,
+        "records_per_round": 20,
+    }
+    params.update(change)
+    d, zeta = params["d"], params["zeta"]
+    defined = isinstance(d, int) and d >= 1 and isinstance(zeta, float) and 0 < zeta < 1
+    if "smoothing" not in change and defined:
+        params["smoothing"] = smoothing_precision(d, zeta)
+    return params
