@@ -54,7 +54,7 @@ from ldpem.common.secagg.runvalues import (
     to_residues,
 )
 from ldpem.common.wire import API_PREFIX, PublicParameters
-from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 
 __all__ = [
     "MASKED",
@@ -506,7 +506,7 @@ def announce_restart(
     received shares were in memory only, so it can sign and answer nothing of the round.
     It says so at once with a fresh advertisement for the round, signed with its roster
     key (fresh keys and a fresh seed, never used: nothing of the report): the coordinator
-    answers 409 and counts it out of the round's later steps (server/secagg.py,
+    answers 409 and counts it out of the round's later steps (server/secagg/rounds.py,
     ``_restarted``), which then close without waiting for their deadline; on the graph its
     neighbours release its seed against the masked-with set it signed with its input. A
     refusal or a lost connection here only costs that early close: logged, never fatal."""

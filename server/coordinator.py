@@ -51,7 +51,7 @@ from ldpem.server.policy import (
 )
 from ldpem.server.refusals import Forbidden, shown_run
 from ldpem.server.runs import hash_token
-from ldpem.server.secagg import SecAggRounds
+from ldpem.server.secagg.rounds import SecAggRounds
 from ldpem.server.store import HospitalRow, RunRow, Store
 
 __all__ = [

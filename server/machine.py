@@ -173,7 +173,7 @@ def close_round(
 def lose_round(store: Store, run: RunRow, params: PublicParameters, now: float) -> list[Note]:
     """Close the run's current round without an update, β^{t+1} = β^t, and open the next
     (inside a transaction): a secure-aggregation round whose sum could not be had or
-    trusted (``server/secagg.py``) costs that round's step, never the run. Its holders'
+    trusted (``server/secagg/rounds.py``) costs that round's step, never the run. Its holders'
     records were charged and are not asked again: the run's estimate has one step less."""
     t = run.current_round
     store.close_round(run.id, t, now=now, beta_next=list(run.beta), noise=None)
@@ -223,7 +223,7 @@ def expire(store: Store, now: float) -> bool:
     """Close, extend or fail the open rounds whose deadline passed at ``now``; whether any
     run changed."""
     changed = False
-    # Not the secure-aggregation rounds (their steps keep their own deadlines, secagg.py):
+    # Not the secure-aggregation rounds (their steps keep their own deadlines, secagg/rounds.py):
     # each tick read their runs for nothing.
     for r in store.open_rounds(plain=True):
         if r.deadline > now:

@@ -37,7 +37,7 @@ from ldpem.server.confidence import stored_region
 from ldpem.server.health import RoundView, RunHealth, assess, round_views
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor
 from ldpem.server.refusals import NotFound, shown_run
-from ldpem.server.secaggview import LIGHT_KINDS, SecAggRound, read_rounds
+from ldpem.server.secagg.view import LIGHT_KINDS, SecAggRound, read_rounds
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
 __all__ = [
@@ -212,7 +212,7 @@ def _views(
     store: Store, run: RunRow, reports: Sequence[ReportRow] | None = None
 ) -> list[RoundView]:
     """The run's rounds with their reports (``reports``: the run's, when read already) and,
-    in a secagg run, their steps (``ldpem.server.secaggview``)."""
+    in a secagg run, their steps (``ldpem.server.secagg.view``)."""
     if reports is None:
         reports = store.reports(run.id)
     rows = store.rounds(run.id)

@@ -1,6 +1,6 @@
 """Secure aggregation of a round (docs/FEDERATED.md): a holder posts its message of each
 step and long-polls the aggregator's answer to the step. The work is
-``ldpem.server.secagg``'s; its refusals are mapped in ``ldpem.server.app``.
+``ldpem.server.secagg.rounds``'s; its refusals are mapped in ``ldpem.server.app``.
 
 These two routes carry every message of every holder of a secagg run, five requests
 per holder per round, so they are plain Starlette routes served ahead of the
@@ -22,11 +22,11 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from ldpem.common.wire import API_PREFIX, INT_LIMIT
-from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 from ldpem.server.bodies import parse_json_body
 from ldpem.server.coordinator import Coordinator
 from ldpem.server.deps import hospital_of
-from ldpem.server.secagg import STEPS as ROUND_STEPS
+from ldpem.server.secagg.rounds import STEPS as ROUND_STEPS
 from ldpem.server.settings import Settings
 from ldpem.server.store import HospitalRow
 

@@ -14,7 +14,7 @@ import pytest
 
 from ldpem.client.link import READ_MARGIN
 from ldpem.client.secagg import STEP_WAIT, _Exchange
-from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 from ldpem.server.settings import Settings
 
 ANSWER = {"participants": ["the", "list"]}

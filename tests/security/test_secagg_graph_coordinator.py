@@ -39,7 +39,7 @@ from ldpem.common.secagg import (
     UnmaskResponse,
     signing_key_to_pem,
 )
-from ldpem.common.secagg.graph import NeighbourGraph, graph_seed
+from ldpem.common.secagg.graph.harary import NeighbourGraph, graph_seed
 from ldpem.common.secagg.runvalues import (
     round_parameters,
     run_expander,

@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from scipy.stats import chi2
 
 from ldpem.common.secagg._encoding import binding
-from ldpem.common.secagg.cycles import CycleGraph, _around, _order, cycle_key, cycle_order
-from ldpem.common.secagg.graph import graph_seed, permutation
+from ldpem.common.secagg.graph.cycles import CycleGraph, _around, _order, cycle_key, cycle_order
+from ldpem.common.secagg.graph.harary import graph_seed, permutation
 
 DIGEST = "ab" * 32
 NAMES = [f"h{i:03d}" for i in range(40)]

@@ -1,8 +1,8 @@
 """A restarted coordinator's secure-aggregation rounds, rebuilt from the store
-(docs/SECAGG.md "The round"; ``server/secagg.py`` runs them).
+(docs/SECAGG.md "The round"; ``server/secagg/rounds.py`` runs them).
 
 Every message a holder sent and every output that closed a step is stored, in order
-(``Store.add_secagg``, through ``server/secagglog.py``). The in-memory ``Aggregator`` is
+(``Store.add_secagg``, through ``server/secagg/log.py``). The in-memory ``Aggregator`` is
 deterministic given its messages and when each step closed, so a fresh one fed the stored
 rows, closing each step where a stored output says it closed, is in the state the lost one
 was in (``replay``). ``recover`` does it at start-up for every open round with stored
@@ -26,8 +26,8 @@ from ldpem.common.secagg import (
     SurvivorSignature,
     UnmaskResponse,
 )
-from ldpem.server import secaggpolicy as policy
 from ldpem.server.refusals import Conflict
+from ldpem.server.secagg import policy
 from ldpem.server.store import Store
 
 __all__ = ["CLOSED_BY", "READERS", "SecAggRounds", "recover", "replay"]

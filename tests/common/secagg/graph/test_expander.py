@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from ldpem.common.secagg import expander_parameters as ep
-from ldpem.common.secagg.cycles import CycleGraph
-from ldpem.common.secagg.expander_parameters import (
+from ldpem.common.secagg.graph import expander as ep
+from ldpem.common.secagg.graph.cycles import CycleGraph
+from ldpem.common.secagg.graph.expander import (
     HONEST_SHARE_OF_SURVIVORS,
     ExpanderParameters,
     distinct_law,

@@ -11,7 +11,7 @@ from functools import cache
 
 import pytest
 
-from ldpem.common.secagg.graph_parameters import (
+from ldpem.common.secagg.graph.parameters import (
     DEFAULT_FAILURE,
     GraphParameters,
     graph_parameters,

@@ -7,7 +7,7 @@ committed (``committed``). Every other write of the secure-aggregation rounds (a
 outputs, a round's sum, a failure) goes through ``transaction``, which first writes the
 pending rows, in the order they were appended, so that the stored order is always the
 order in which the aggregator saw the messages: what a restarted coordinator replays
-(``server/secaggreplay.py``). All of it runs on the event loop's thread, one call at a
+(``server/secagg/replay.py``). All of it runs on the event loop's thread, one call at a
 time, which is what keeps that order.
 
 At K = 1000 a round stores about 5000 messages; one commit each cost about 80 µs of CPU

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 from tests.secaggdriver import NAMES, DrivenRun, InProcessCoordinator, create_run, stored
 
 

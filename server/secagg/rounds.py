@@ -6,16 +6,16 @@ signatures of the survivor set (the consistency round), unmasking responses. A s
 closes when every holder expected in it answered, or at the step's deadline (the run's
 ``round_deadline``) with at least t_min answers; short of t_min at the deadline the step
 is extended or the run fails (``on_short``); whom a step waits for, and the record of its
-closing, are ``ldpem.server.secaggpolicy``'s. After the unmasking the sum, centered from mod
+closing, are ``ldpem.server.secagg.policy``'s. After the unmasking the sum, centered from mod
 2^bits to signed and times γ, is the round's total, its count the survivors' expected round
 counts; it is range-checked like any report and the ordinary M-step closes it (no central noise).
 
 Every message received or produced is stored, in order (group-committed,
-``server/secagglog.py``; a step's outputs in one transaction), before the holder is
+``server/secagg/log.py``; a step's outputs in one transaction), before the holder is
 answered; none holds anything from which one holder's sum can be computed
 (tests/cli/test_secagg_federated.py tries). The in-memory aggregator is deterministic
 given its messages and when each step closed, so a restarted coordinator replays them into
-a fresh ``Aggregator`` (``secaggreplay``, docs/SECAGG.md "The round"); the sum and the
+a fresh ``Aggregator`` (``replay``, docs/SECAGG.md "The round"); the sum and the
 M-step are one transaction: no round is finished twice.
 
 On the SecAgg+ graph (a run whose ``graph`` is published, docs/SECAGG_GRAPH.md) the round's
@@ -61,13 +61,13 @@ from ldpem.common.secagg.runvalues import (
     signed_sum,
 )
 from ldpem.common.wire import expected_round_count
-from ldpem.server import secaggpolicy as policy
 from ldpem.server.machine import Note, close_round, lose_round
 from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
-from ldpem.server.secagglog import MessageLog
-from ldpem.server.secaggpolicy import Faults, Row
-from ldpem.server.secaggreplay import READERS, recover, replay
+from ldpem.server.secagg import policy
+from ldpem.server.secagg.log import MessageLog
+from ldpem.server.secagg.policy import Faults, Row
+from ldpem.server.secagg.replay import READERS, recover, replay
 from ldpem.server.store import ReportRow, Store
 
 __all__ = ["MAX_EXTENSIONS", "STEPS", "UNATTRIBUTABLE_LIMIT", "SecAggRounds"]
@@ -132,7 +132,7 @@ class SecAggRounds:
         self.range_sigmas = range_sigmas
         self._rounds: dict[tuple[str, int], _Round] = {}
         #: Every write of the rounds goes through it, so messages are stored in the order
-        #: the aggregator saw them (``server/secagglog.py``).
+        #: the aggregator saw them (``server/secagg/log.py``).
         self._log = MessageLog(store, commit_window)
 
     # --- the round ----------------------------------------------------------------
@@ -181,11 +181,11 @@ class SecAggRounds:
         return created
 
     def _replay(self, r: _Round) -> None:
-        """Round ``r`` rebuilt from its stored messages (``secaggreplay.replay``)."""
+        """Round ``r`` rebuilt from its stored messages (``replay.replay``)."""
         replay(self, r)
 
     def recover(self) -> None:
-        """Rebuild the open rounds with stored messages (``secaggreplay.recover``)."""
+        """Rebuild the open rounds with stored messages (``replay.recover``)."""
         recover(self)
 
     @staticmethod

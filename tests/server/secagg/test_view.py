@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ldpem.common.secagg import ConsistencyCheck
-from ldpem.server.secaggview import read_round
+from ldpem.server.secagg.view import read_round
 
 ENROLLED = ["h0", "h1", "h2", "h3"]
 ORDER = ("h0", "h1", "h2", "h3", "h4")  # the roster may name more than the run enrols

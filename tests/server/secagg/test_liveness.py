@@ -1,6 +1,6 @@
 """A survivor that masked and never signs, through the real coordinator on the SecAgg+
 graph (issue 41, finding 3; docs/SECAGG_GRAPH.md, "The attestation"). In-process (the app
-on its state file, as tests/server/test_secagg_graph.py), the library's ``Holder`` playing
+on its state file, as tests/server/secagg/test_graph.py), the library's ``Holder`` playing
 each hospital.
 
 * It restarted (a fresh ``Holder`` advertises again, as a restarted agent does,

@@ -16,8 +16,8 @@ from ldpem.common.planning.prediction import SENSITIVITY_SEEDS
 from ldpem.common.wire import PublicParameters
 from ldpem.server.app import create_app
 from ldpem.server.coordinator import implied_epsilon, run_noise_std
+from ldpem.server.pages.svg import format_number, linear_ticks, log_ticks
 from ldpem.server.settings import Settings
-from ldpem.server.svg import format_number, linear_ticks, log_ticks
 from tests.fedkit import admin_headers, run_request, settings, settled
 from tests.server.opkit import start_run
 

@@ -4,7 +4,7 @@
 Under SecAgg+ a holder masks with, and shares its seeds with, only its k neighbours in a
 graph that every holder computes by itself from public values, so that the coordinator
 cannot pick it (docs/SECAGG_GRAPH.md has the derivation of k and the thresholds,
-``graph_parameters.py`` computes them). Everything here is pure and deterministic:
+``parameters.py`` computes them). Everything here is pure and deterministic:
 
 * **The seed** (``graph_seed``) is SHA-256 over a domain tag, the run id, the round and
   the roster digest: values bound before the round starts, so the coordinator cannot choose

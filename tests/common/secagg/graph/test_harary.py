@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 from scipy.stats import chi2
 
-from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed, permutation
+from ldpem.common.secagg.graph.harary import NeighbourGraph, committee, graph_seed, permutation
 
 DIGEST = "ab" * 32
 NAMES = [f"h{i:03d}" for i in range(40)]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpem.server.secagg import SecAggRounds
+from ldpem.server.secagg.rounds import SecAggRounds
 from tests.secaggdriver import NAMES, InProcessCoordinator, create_run
 
 

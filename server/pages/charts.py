@@ -1,5 +1,5 @@
 """The run page's charts and its table of rounds: the expected error on its scale, β and
-the step norm by round, and the round timeline (``ldpem.server.statuspage`` lays them
+the step norm by round, and the round timeline (``ldpem.server.pages.status`` lays them
 out)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from ldpem.common.wire import Forecast, RunCreate, RunSummary
 from ldpem.server.health import LATE_FACTOR, LATE_FLOOR, RoundView, RunHealth
-from ldpem.server.pagekit import clock, duration, escape
-from ldpem.server.secaggpage import round_cells
-from ldpem.server.svg import (
+from ldpem.server.pages.kit import clock, duration, escape
+from ldpem.server.pages.secagg import round_cells
+from ldpem.server.pages.svg import (
     PALETTE,
     HLine,
     Marker,
@@ -22,7 +22,7 @@ from ldpem.server.svg import (
     linear_ticks,
     scale_bar,
 )
-from ldpem.server.svgintervals import Interval, interval_chart
+from ldpem.server.pages.svgintervals import Interval, interval_chart
 
 __all__ = ["accuracy", "beta_plot", "estimate_plot", "round_table", "step_plot", "timeline"]
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
-from ldpem.server.secagg import MAX_EXTENSIONS, UNATTRIBUTABLE_LIMIT, SecAggRounds
+from ldpem.server.secagg.rounds import MAX_EXTENSIONS, UNATTRIBUTABLE_LIMIT, SecAggRounds
 from tests.common.secagg.kit import dealing_wrong
 from tests.fedkit import admin_headers
 from tests.secaggdriver import (

@@ -47,7 +47,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from numpy.typing import NDArray
 
 from ldpem.common.secagg._encoding import binding
-from ldpem.common.secagg.graph import _checked_names, _checked_seed
+from ldpem.common.secagg.graph.harary import _checked_names, _checked_seed
 
 __all__ = ["CycleGraph", "cycle_key", "cycle_order"]
 

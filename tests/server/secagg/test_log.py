@@ -1,4 +1,4 @@
-"""Group commit of secure-aggregation messages (``server/secagglog.py``): rows appended
+"""Group commit of secure-aggregation messages (``server/secagg/log.py``): rows appended
 together share one commit, a holder is answered only after its row's commit, and every
 other write of the rounds stores the pending rows first, in order, so that what a restart
 replays is the order in which the aggregator saw the messages."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpem.server.secagglog import MessageLog
+from ldpem.server.secagg.log import MessageLog
 from ldpem.server.store import Store
 
 

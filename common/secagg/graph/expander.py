@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.secagg.graph_parameters import DEFAULT_FAILURE, check_fraction, committee_bounds
+from ldpem.common.secagg.graph.parameters import DEFAULT_FAILURE, check_fraction, committee_bounds
 
 __all__ = [
     "DEFAULT_LIVENESS_FAILURE",

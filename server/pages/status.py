@@ -5,7 +5,7 @@ Everything here is rendered from what ``ldpem.server.queries`` answers (a ``RunV
 health from ``ldpem.server.health``); nothing is computed that an agent could not also
 see, except the stated σ_r of each report, which the privacy column turns into the ε the
 coordinator can infer (docs/FEDERATED.md, "Status page"). The charts and the round table
-are in ``ldpem.server.statuscharts``.
+are in ``ldpem.server.pages.charts``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,7 @@ from ldpem.common.wire import (
     Trajectory,
 )
 from ldpem.server.health import Presence, RunHealth
-from ldpem.server.pagekit import clock, duration, escape, page, progress
-from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_delta
-from ldpem.server.queries import RunView
-from ldpem.server.secaggpage import steps_table
-from ldpem.server.statuscharts import (
+from ldpem.server.pages.charts import (
     accuracy,
     beta_plot,
     estimate_plot,
@@ -34,6 +30,10 @@ from ldpem.server.statuscharts import (
     step_plot,
     timeline,
 )
+from ldpem.server.pages.kit import clock, duration, escape, page, progress
+from ldpem.server.pages.secagg import steps_table
+from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_delta
+from ldpem.server.queries import RunView
 
 __all__ = ["index_page", "run_page"]
 

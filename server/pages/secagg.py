@@ -1,14 +1,14 @@
 """The run page's view of a secure-aggregation run: who took part in each step of each
 round, the survivors, who was lost at which step and how each step closed
-(``ldpem.server.secaggview``), and the cells the round table shows for such a round."""
+(``ldpem.server.secagg.view``), and the cells the round table shows for such a round."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
 from ldpem.server.health import RoundView
-from ldpem.server.pagekit import escape
-from ldpem.server.secaggview import HOLDER_STEPS, STEP_WORDS, SecAggRound
+from ldpem.server.pages.kit import escape
+from ldpem.server.secagg.view import HOLDER_STEPS, STEP_WORDS, SecAggRound
 
 __all__ = ["round_cells", "steps_table"]
 

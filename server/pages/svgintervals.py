@@ -1,4 +1,4 @@
-"""An SVG chart of points with intervals (``ldpem.server.svg``'s style): a run's estimate
+"""An SVG chart of points with intervals (``ldpem.server.pages.svg``'s style): a run's estimate
 with its confidence intervals, one coordinate per row."""
 
 from __future__ import annotations
@@ -8,7 +8,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ldpem.server.svg import PALETTE, axis_chart_head, format_number, linear_ticks, x_axis_ticks
+from ldpem.server.pages.svg import (
+    PALETTE,
+    axis_chart_head,
+    format_number,
+    linear_ticks,
+    x_axis_ticks,
+)
 
 __all__ = ["Interval", "interval_chart"]
 

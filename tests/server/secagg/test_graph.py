@@ -3,7 +3,7 @@ docs/SECAGG_GRAPH.md): the run publishes the graph's values, the coordinator han
 holder its OWN participant list and unmasking request, cut to its neighbourhood, and a
 round with one holder dropped sums exactly its survivors' inputs, also across restarts
 that replay the per-holder outputs. In-process (the app on its state file, closed and
-opened again, as tests/server/test_secagg_restart.py); the library's ``Holder`` plays
+opened again, as tests/server/secagg/test_restart.py); the library's ``Holder`` plays
 each hospital, so that one can also send what no honest agent sends."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ldpem.common.secagg import (
     generate_signing_key,
     public_key_bytes,
 )
-from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed
+from ldpem.common.secagg.graph.harary import NeighbourGraph, committee, graph_seed
 from ldpem.common.secagg.runvalues import (
     grid_of,
     run_digest,

@@ -4,10 +4,10 @@ each step's closing (by everyone it waited for, or by its deadline, and who it m
 the survivors, and who was lost at which step.
 
 Pure functions over (kind, holder, body) rows, read by the step-closing policy
-(``ldpem.server.secagg``: whom a round waits for) and by the health, the read API, the
+(``ldpem.server.secagg.rounds``: whom a round waits for) and by the health, the read API, the
 status page and ``/metrics`` (``ldpem.server.queries``), so they cannot disagree.
 
-Rows the coordinator stores besides the protocol's messages (``ldpem.server.secagg``):
+Rows the coordinator stores besides the protocol's messages (``ldpem.server.secagg.rounds``):
 
 * ``closed`` (holder ""): a step closed; body ``{"step", "by", "waited_for", "missing",
   "at"}`` with ``by`` "everyone" (every holder it waited for answered) or "deadline".
@@ -16,7 +16,7 @@ Rows the coordinator stores besides the protocol's messages (``ldpem.server.seca
 * ``restarted`` (holder: a holder; body ``{"step"}``): a holder that had advertised sent a
   second, validly signed advertisement during that step: it restarted and lost its round
   secrets, so no later step of the round waits for it (not read here: the replay of
-  ``ldpem.server.secaggreplay`` applies it).
+  ``ldpem.server.secagg.replay`` applies it).
 """
 
 from __future__ import annotations

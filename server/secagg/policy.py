@@ -1,8 +1,8 @@
 """When a secure-aggregation step may close, and what its closing records and logs
-(``ldpem.server.secagg`` applies it; ``ldpem.server.secaggview`` reads the records back).
+(``ldpem.server.secagg.rounds`` applies it; ``ldpem.server.secagg.view`` reads the records back).
 
 A step waits for the holders it expects: at the advertise step every enrolled holder but
-those lost in an earlier round (``secaggview.waited_for``), at each later step those that
+those lost in an earlier round (``view.waited_for``), at each later step those that
 answered the one before. It closes early once all of them answered (advertising, at least
 t_min of them: short of that a lost holder may still come back before the deadline),
 otherwise at its deadline. So a dead holder costs the deadline of the step it missed, once,
@@ -17,7 +17,7 @@ from typing import Any
 
 from ldpem.common.secagg import Aggregator
 from ldpem.server.machine import Note
-from ldpem.server.secaggview import LIGHT_KINDS, STEP_WORDS, read_round, waited_for
+from ldpem.server.secagg.view import LIGHT_KINDS, STEP_WORDS, read_round, waited_for
 from ldpem.server.store import Store
 
 __all__ = [
@@ -60,7 +60,7 @@ def still_missing(
 
 
 def closing_row(step: str, by: str, answered: Set[str], expected: Set[str], now: float) -> Row:
-    """The ``closed`` row of ``step`` (``secaggview.Closing``): ``by`` "everyone" or
+    """The ``closed`` row of ``step`` (``view.Closing``): ``by`` "everyone" or
     "deadline", whom the step waited for and who of them it missed."""
     body = {
         "step": step,
