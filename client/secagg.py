@@ -53,6 +53,7 @@ from ldpem.common.secagg.runvalues import (
     run_shares_mechanism,
     to_residues,
 )
+from ldpem.common.secagg.steps import ANSWERS, Step
 from ldpem.common.wire import API_PREFIX, PublicParameters
 from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 
@@ -378,7 +379,7 @@ class _Exchange:
         # The link's own timeout fits its round long-poll, shorter than these.
         self.timeout = long_poll_timeout(self.wait)
 
-    def _post(self, step: str, body: dict[str, Any], then: str | None) -> httpx.Response:
+    def _post(self, step: Step, body: dict[str, Any], then: str | None) -> httpx.Response:
         return self.link.request(
             "POST",
             f"{self.base}/{step}",
@@ -388,7 +389,7 @@ class _Exchange:
             timeout=self.timeout,
         )
 
-    def _accepted(self, step: str, response: httpx.Response) -> bool:
+    def _accepted(self, step: Step, response: httpx.Response) -> bool:
         """True when the message was accepted (200, or 202: accepted, its step still open);
         False when the step closed without this holder (409); AgentError otherwise."""
         if response.status_code in (200, 202):
@@ -401,15 +402,16 @@ class _Exchange:
             f"the coordinator refused the {step} message: HTTP {response.status_code} {detail}"
         )
 
-    def post(self, step: str, body: dict[str, Any]) -> bool:
+    def post(self, step: Step, body: dict[str, Any]) -> bool:
         """True when accepted; False when the step closed without this holder."""
         return self._accepted(step, self._post(step, body, None))
 
-    def post_then_fetch(self, step: str, body: dict[str, Any], what: str) -> Any:
-        """The aggregator's answer ``what`` to ``step`` (a dict) after posting ``body``, or
-        None when the round went on without us. The post is also the answer's long-poll
-        (one request a step, not two); the answer is taken from it only when the
+    def post_then_fetch(self, step: Step, body: dict[str, Any]) -> Any:
+        """The aggregator's answer to ``step`` (a dict, ``ANSWERS[step]``) after posting
+        ``body``, or None when the round went on without us. The post is also the answer's
+        long-poll (one request a step, not two); the answer is taken from it only when the
         coordinator names it (its header), otherwise fetched."""
+        what = ANSWERS[step]
         response = self._post(step, body, what)
         if not self._accepted(step, response):
             return None
@@ -451,11 +453,11 @@ def aggregate(
     exchange = _Exchange(link, run_id, t, wait)
     masked_sent = False
     try:
-        data = exchange.post_then_fetch("advertise", holder.advertise().to_dict(), "participants")
+        data = exchange.post_then_fetch(Step.ADVERTISE, holder.advertise().to_dict())
         if data is None:
             return
         shares = holder.share_keys(ParticipantList.from_dict(data))
-        data = exchange.post_then_fetch("shares", shares.to_dict(), "bundle")
+        data = exchange.post_then_fetch(Step.SHARES, shares.to_dict())
         if data is None:
             return
         masked = holder.masked_input(ShareBundle.from_dict(data), values)
@@ -468,7 +470,7 @@ def aggregate(
         masked_sent = True  # from here on, assume the coordinator holds it
         ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
         inject("after-mask", t)  # tests only (ldpem.client.faults)
-        data = exchange.post_then_fetch("masked", masked.to_dict(), "consistency-check")
+        data = exchange.post_then_fetch(Step.MASKED, masked.to_dict())
         if data is None:
             return
         check = ConsistencyCheck.from_dict(data, session.roster.names)
@@ -480,11 +482,11 @@ def aggregate(
             return
         inject("before-sign", t)  # tests only: a survivor that never signs
         signature = holder.sign_survivors(check).to_dict()
-        data = exchange.post_then_fetch("signature", signature, "unmask-request")
+        data = exchange.post_then_fetch(Step.SIGNATURE, signature)
         if data is None:
             return
         request = UnmaskRequest.from_dict(data, session.roster.names)
-        exchange.post("unmask", holder.unmask(request).to_dict())
+        exchange.post(Step.UNMASK, holder.unmask(request).to_dict())
         log.info(
             "round %d: masked input sent and unmasking answered (fallback epsilon %.4g "
             "if all others collude)",
@@ -513,7 +515,7 @@ def announce_restart(
     try:
         holder = _holder(session, run_id, t)
         exchange = _Exchange(link, run_id, t, wait)
-        accepted = exchange.post("advertise", holder.advertise().to_dict())
+        accepted = exchange.post(Step.ADVERTISE, holder.advertise().to_dict())
     except (SecAggRefused, SecAggError, AgentError) as error:
         log.warning("round %d: could not tell the coordinator of the restart: %s", t, error)
         return

@@ -27,8 +27,9 @@ import numpy as np
 
 from ldpem.common.protocol import central_noise, central_rng, m_step, start_finish
 from ldpem.common.wire import PublicParameters, ReportIn
-from ldpem.server.queries import averaged_reports, estimate_of, get_run, params_of, request_of
+from ldpem.server.queries import averaged_reports, estimate_of
 from ldpem.server.refusals import Conflict
+from ldpem.server.runrows import get_run, params_of, request_of
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
 __all__ = [

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 K, T_MIN, D = 4, 3, 3
 NAMES = [f"h{i}" for i in range(K)]
-STEPS = ("advertise", "shares", "masked", "signature", "unmask")
 KEYS = {n: generate_signing_key() for n in NAMES}
 ROSTER = Roster({n: public_key_bytes(key) for n, key in KEYS.items()})
 

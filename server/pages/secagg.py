@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from ldpem.common.secagg.steps import HOLDER_STEPS, Step
 from ldpem.server.health import RoundView
 from ldpem.server.pages.kit import escape
-from ldpem.server.secagg.view import HOLDER_STEPS, STEP_WORDS, SecAggRound
+from ldpem.server.secagg.view import STEP_WORDS, SecAggRound
 
 __all__ = ["round_cells", "steps_table"]
 
@@ -16,11 +17,11 @@ __all__ = ["round_cells", "steps_table"]
 MAX_ROUNDS = 30
 #: The column of each holder step.
 _HEADINGS = {
-    "advertise": "advertised",
-    "shares": "shared keys",
-    "masked": "masked",
-    "signature": "signed S",
-    "unmask": "unmasked",
+    Step.ADVERTISE: "advertised",
+    Step.SHARES: "shared keys",
+    Step.MASKED: "masked",
+    Step.SIGNATURE: "signed S",
+    Step.UNMASK: "unmasked",
 }
 
 
@@ -77,7 +78,7 @@ def steps_table(
         assert view is not None
         cells = []
         for step in HOLDER_STEPS:
-            reached = view.step == "done" or HOLDER_STEPS.index(step) <= _index(view.step)
+            reached = view.step == Step.DONE or HOLDER_STEPS.index(step) <= _index(view.step)
             cells.append(escape(_who(view.answered.get(step, ()), enrolled)) if reached else "—")
         survivors = "—" if view.survivors is None else escape(_who(view.survivors, enrolled))
         lost = _lost(view)

@@ -16,6 +16,7 @@ from collections.abc import Collection, Sequence, Set
 from typing import Any
 
 from ldpem.common.secagg import Aggregator
+from ldpem.common.secagg.steps import Step
 from ldpem.server.machine import Note
 from ldpem.server.secagg.view import LIGHT_KINDS, STEP_WORDS, read_round, waited_for
 from ldpem.server.store import Store
@@ -44,22 +45,22 @@ Row = tuple[str, str, dict[str, Any]]
 Faults = dict[str, str]
 
 
-def complete(step: str, answered: Set[str], expected: Set[str], aggregator: Aggregator) -> bool:
+def complete(step: Step, answered: Set[str], expected: Set[str], aggregator: Aggregator) -> bool:
     """Whether ``step`` may close before its deadline: every holder it waits for answered
     (and, advertising, at least the ``aggregator``'s t_min did)."""
-    enough = step != "advertise" or len(answered) >= aggregator.parameters.t_min
+    enough = step is not Step.ADVERTISE or len(answered) >= aggregator.parameters.t_min
     return enough and answered >= expected
 
 
 def still_missing(
-    step: str, answered: Set[str], expected: Set[str], enrolled: Set[str]
+    step: Step, answered: Set[str], expected: Set[str], enrolled: Set[str]
 ) -> set[str]:
     """Who may still answer ``step`` at its deadline: advertising, any enrolled holder
     (one not waited for may come back); later, the holders it expects."""
-    return set((enrolled if step == "advertise" else expected) - answered)
+    return set((enrolled if step is Step.ADVERTISE else expected) - answered)
 
 
-def closing_row(step: str, by: str, answered: Set[str], expected: Set[str], now: float) -> Row:
+def closing_row(step: Step, by: str, answered: Set[str], expected: Set[str], now: float) -> Row:
     """The ``closed`` row of ``step`` (``view.Closing``): ``by`` "everyone" or
     "deadline", whom the step waited for and who of them it missed."""
     body = {
@@ -144,7 +145,7 @@ def waited_in(store: Store, run_id: str, t: int, enrolled: Sequence[str]) -> set
 RESTARTED = "restarted"
 
 
-def log_restarted(run_id: str, t: int, hospital: str, step: str) -> None:
+def log_restarted(run_id: str, t: int, hospital: str, step: Step) -> None:
     log.warning(
         "run %s round %d: %s advertised again with new keys during the %s step: it restarted "
         "and lost this round's secrets; no step of this round waits for it any more",

@@ -26,6 +26,7 @@ from ldpem.common.secagg import (
     SurvivorSignature,
     UnmaskResponse,
 )
+from ldpem.common.secagg.steps import Step
 from ldpem.server.refusals import Conflict
 from ldpem.server.secagg import policy
 from ldpem.server.store import Store
@@ -37,20 +38,20 @@ log = logging.getLogger("ldpem.server")
 #: The stored kind of the aggregator's output that closed each step (``SecAggRounds._close``;
 #: on the SecAgg+ graph one row per holder for participants, bundles and unmasking requests,
 #: the first of which marks the closing).
-CLOSED_BY = {
-    "participants": "advertise",
-    "bundle": "shares",
-    "consistency_check": "masked",
-    "unmask_request": "signature",
+CLOSED_BY: dict[str, Step] = {
+    "participants": Step.ADVERTISE,
+    "bundle": Step.SHARES,
+    "consistency_check": Step.MASKED,
+    "unmask_request": Step.SIGNATURE,
 }
 
 #: How each step's stored (and received) message reads.
-READERS: dict[str, Callable[[object], Any]] = {
-    "advertise": KeyAdvertisement.from_dict,
-    "shares": EncryptedShares.from_dict,
-    "masked": MaskedInput.from_dict,
-    "signature": SurvivorSignature.from_dict,
-    "unmask": UnmaskResponse.from_dict,
+READERS: dict[Step, Callable[[object], Any]] = {
+    Step.ADVERTISE: KeyAdvertisement.from_dict,
+    Step.SHARES: EncryptedShares.from_dict,
+    Step.MASKED: MaskedInput.from_dict,
+    Step.SIGNATURE: SurvivorSignature.from_dict,
+    Step.UNMASK: UnmaskResponse.from_dict,
 }
 
 
@@ -59,7 +60,7 @@ class _Round(Protocol):
 
     run_id: str
     t: int
-    step: str
+    step: Step
     answered: set[str]
     expected: set[str]
     gone: set[str]
@@ -74,7 +75,7 @@ class SecAggRounds(Protocol):
     _rounds: dict[tuple[str, int], Any]
 
     def _round(self, run_id: str, t: int, hospital: str, hospital_run: str) -> Any: ...
-    def _accept(self, r: Any, step: str, message: Any) -> None: ...
+    def _accept(self, r: Any, step: Step, message: Any) -> None: ...
     def _close(self, r: Any, *, replay: bool = False, by: str = "everyone") -> None: ...
     def _settle(self, r: Any, *, at_deadline: bool = False) -> bool: ...
     def _fail(self, run_id: str, t: int, problem: str) -> None: ...
@@ -87,7 +88,8 @@ def replay(rounds: SecAggRounds, r: _Round) -> None:
     stored = rounds.store.secagg_messages(r.run_id, r.t)
     for kind, holder, body in stored:
         if kind in READERS:
-            rounds._accept(r, kind, READERS[kind](json.loads(body)))
+            step = Step(kind)
+            rounds._accept(r, step, READERS[step](json.loads(body)))
             r.answered.add(holder)
         elif CLOSED_BY.get(kind) == r.step:
             rounds._close(r, replay=True)

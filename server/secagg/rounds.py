@@ -60,22 +60,20 @@ from ldpem.common.secagg.runvalues import (
     run_shares_mechanism,
     signed_sum,
 )
+from ldpem.common.secagg.steps import Step
 from ldpem.common.wire import expected_round_count
 from ldpem.server.machine import Note, close_round, lose_round
-from ldpem.server.queries import get_run, params_of, request_of
 from ldpem.server.refusals import Conflict, Forbidden, Invalid
+from ldpem.server.runrows import get_run, params_of, request_of
 from ldpem.server.secagg import policy
 from ldpem.server.secagg.log import MessageLog
 from ldpem.server.secagg.policy import Faults, Row
 from ldpem.server.secagg.replay import READERS, recover, replay
 from ldpem.server.store import ReportRow, Store
 
-__all__ = ["MAX_EXTENSIONS", "STEPS", "UNATTRIBUTABLE_LIMIT", "SecAggRounds"]
+__all__ = ["MAX_EXTENSIONS", "UNATTRIBUTABLE_LIMIT", "SecAggRounds"]
 
 log = logging.getLogger("ldpem.server")
-
-#: The steps of a round, in order; "done" once the round's sum is known (or it failed).
-STEPS = ("advertise", "shares", "masked", "signature", "unmask", "done")
 
 #: The periods a step after the advertise step is extended at most, holders missing and
 #: short of its thresholds, before its round is lost (a crashed holder cannot come back to
@@ -86,7 +84,7 @@ MAX_EXTENSIONS = 3
 #: run pauses, with what the operator can do, rather than lose every round to one holder.
 UNATTRIBUTABLE_LIMIT = 3
 #: The steps at which a restarted holder is counted out at once (``_restarted``).
-_COUNTED_OUT_FROM = ("masked", "signature", "unmask")
+_COUNTED_OUT_FROM = (Step.MASKED, Step.SIGNATURE, Step.UNMASK)
 
 _encoded = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))  # stored, sent
 
@@ -100,7 +98,8 @@ class _Round:
     enrolled: frozenset[str]
     period: float
     deadline: float
-    step: str = "advertise"
+    #: ``Step.DONE`` once the round's sum is known.
+    step: Step = Step.ADVERTISE
     answered: set[str] = field(default_factory=set)
     #: Holders that sent a second, validly signed advertisement from the masked step on:
     #: they restarted and lost their round secrets, so no later step waits for them
@@ -189,29 +188,42 @@ class SecAggRounds:
         recover(self)
 
     @staticmethod
-    def _accept(r: _Round, step: str, message: Any) -> None:
+    def _accept(r: _Round, step: Step, message: Any) -> None:
         """Hand a holder's message of ``step`` to the aggregator."""
-        receive: dict[str, Callable[[Any], None]] = {
-            "advertise": r.aggregator.receive_advertisement,
-            "shares": r.aggregator.receive_shares,
-            "masked": r.aggregator.receive_masked_input,
-            "signature": r.aggregator.receive_signature,
-            "unmask": r.aggregator.receive_unmask_response,
-        }
-        receive[step](message)
+        a = r.aggregator
+        match step:
+            case Step.ADVERTISE:
+                a.receive_advertisement(message)
+            case Step.SHARES:
+                a.receive_shares(message)
+            case Step.MASKED:
+                a.receive_masked_input(message)
+            case Step.SIGNATURE:
+                a.receive_signature(message)
+            case Step.UNMASK:
+                a.receive_unmask_response(message)
+            case Step.DONE:
+                raise AssertionError("no holder sends a message once the round is done")
 
     @staticmethod
-    def _received(r: _Round, step: str, holder: str) -> Any:
+    def _received(r: _Round, step: Step, holder: str) -> Any:
         """The message of ``step`` the aggregator accepted from ``holder``, or None."""
         a = r.aggregator
-        kept: dict[str, dict[str, Any]] = {
-            "advertise": a.advertisements,
-            "shares": a.encrypted_shares,
-            "masked": a.masked_inputs,
-            "signature": a.signatures,
-            "unmask": a.responses,
-        }
-        return kept[step].get(holder)
+        kept: dict[str, Any]
+        match step:
+            case Step.ADVERTISE:
+                kept = a.advertisements
+            case Step.SHARES:
+                kept = a.encrypted_shares
+            case Step.MASKED:
+                kept = a.masked_inputs
+            case Step.SIGNATURE:
+                kept = a.signatures
+            case Step.UNMASK:
+                kept = a.responses
+            case Step.DONE:
+                return None
+        return kept.get(holder)
 
     # --- messages from holders ------------------------------------------------------
     def receive(
@@ -220,7 +232,7 @@ class SecAggRounds:
         t: int,
         hospital: str,
         hospital_run: str,
-        step: str,
+        step: Step,
         body: object,
         text: str,
     ) -> asyncio.Future[None]:
@@ -241,12 +253,12 @@ class SecAggRounds:
             # once the first is committed.
             return self._log.committed()
         if r.step != step:
-            if step == "advertise" and r.aggregator.advertisements.get(hospital) is None:
+            if step is Step.ADVERTISE and r.aggregator.advertisements.get(hospital) is None:
                 with self._log.transaction():
                     policy.came_back(self.store, r.run_id, t, hospital)
-            elif step == "advertise":
+            elif step is Step.ADVERTISE:
                 self._restarted(r, hospital, message)
-            if hospital in r.answered or STEPS.index(r.step) > STEPS.index(step):
+            if hospital in r.answered or r.step.order > step.order:
                 raise Conflict(f"the {step} step of round {t} is closed (now: {r.step})")
             raise Conflict(f"the {step} step of round {t} is not open (now: {r.step})")
         if hospital in r.answered:
@@ -254,7 +266,7 @@ class SecAggRounds:
                 f"hospital {hospital} already sent a different {step} message in round {t}; "
                 "it is out of this round"
             )
-        if hospital not in (r.enrolled if step == "advertise" else r.expected):
+        if hospital not in (r.enrolled if step is Step.ADVERTISE else r.expected):
             raise Conflict(f"hospital {hospital} is not part of the {step} step of round {t}")
         try:
             self._accept(r, step, message)
@@ -296,13 +308,13 @@ class SecAggRounds:
 
     # --- messages to holders ----------------------------------------------------------
     def output(
-        self, run_id: str, t: int, hospital: str, hospital_run: str, step: str
+        self, run_id: str, t: int, hospital: str, hospital_run: str, step: Step
     ) -> bytes | None:
         """What the aggregator sends ``hospital`` after ``step`` closed (the participant
         list, its share bundle, the survivor set, the unmasking request) as JSON, or None
         while the step is open."""
         r = self._round(run_id, t, hospital, hospital_run)
-        if STEPS.index(r.step) <= STEPS.index(step):
+        if r.step.order <= step.order:
             return None
         # One answer for all, or one per holder (bundles; on the graph participant lists
         # and unmasking requests too: each holder fetches its own, never another's).
@@ -312,7 +324,7 @@ class SecAggRounds:
         return answer
 
     async def wait(
-        self, run_id: str, t: int, hospital: str, hospital_run: str, step: str, wait: float
+        self, run_id: str, t: int, hospital: str, hospital_run: str, step: Step, wait: float
     ) -> bytes | None:
         end = self.clock() + wait
         while True:
@@ -340,45 +352,46 @@ class SecAggRounds:
             r.outputs[key] = encoded.encode()
             out.append((kind, name, encoded))
 
-        if r.step == "advertise":
-            participants = aggregator.participants()
-            if aggregator.graph is None:
-                output("advertise", "participants", "", participants.to_dict())
-            else:  # each holder's list holds its neighbours only (``GraphRelay``)
-                for name, listed in aggregator.participant_lists().items():
-                    output(f"advertise:{name}", "participants", name, listed.to_dict())
-            r.step, r.expected = "shares", {a.holder for a in participants.advertisements}
-        elif r.step == "shares":
-            bundles = aggregator.share_bundles()
-            for name, bundle in bundles.items():
-                output(f"shares:{name}", "bundle", name, bundle.to_dict())
-            r.step, r.expected = "masked", set(bundles)
-        elif r.step == "masked":
-            check = aggregator.consistency_check()
-            output("masked", "consistency_check", "", check.to_dict())
-            if aggregator.disputed:  # named: each pays its disputes with its place in S
-                out.append(("disputed", "", _encoded(aggregator.disputed)))
-                if not replay:
-                    policy.log_disputed(r.run_id, r.t, aggregator.disputed)
-            r.step, r.expected = "signature", set(check.survivors)
-        elif r.step == "signature":
-            request = aggregator.unmask_request()
-            if aggregator.graph is None:
-                output("signature", "unmask_request", "", request.to_dict())
-            else:  # each signer's request: its neighbourhood's part (``GraphRelay``)
-                for name, asked in aggregator.unmask_requests().items():
-                    output(f"signature:{name}", "unmask_request", name, asked.to_dict())
-            # Only a holder that signed the survivor set can answer the unmasking.
-            r.step, r.expected = "unmask", {s.holder for s in request.signatures}
-        elif r.step == "unmask":
-            # The sum first (SecAggError: the step stays open, ``_settle`` decides); the
-            # step is done only once the sum and the round's close are stored, together.
-            residues = [int(v) for v in aggregator.result()]
-            survivors = set(aggregator.unmask_request().survivors)
-            self._finish(
-                r, residues, survivors, {**aggregator.faulty, **aggregator.dealt_wrong}, closing
-            )
-            r.step = "done"
+        match r.step:
+            case Step.ADVERTISE:
+                participants = aggregator.participants()
+                if aggregator.graph is None:
+                    output(Step.ADVERTISE, "participants", "", participants.to_dict())
+                else:  # each holder's list holds its neighbours only (``GraphRelay``)
+                    for name, listed in aggregator.participant_lists().items():
+                        output(f"{Step.ADVERTISE}:{name}", "participants", name, listed.to_dict())
+                r.step, r.expected = Step.SHARES, {a.holder for a in participants.advertisements}
+            case Step.SHARES:
+                bundles = aggregator.share_bundles()
+                for name, bundle in bundles.items():
+                    output(f"{Step.SHARES}:{name}", "bundle", name, bundle.to_dict())
+                r.step, r.expected = Step.MASKED, set(bundles)
+            case Step.MASKED:
+                check = aggregator.consistency_check()
+                output(Step.MASKED, "consistency_check", "", check.to_dict())
+                if aggregator.disputed:  # named: each pays its disputes with its place in S
+                    out.append(("disputed", "", _encoded(aggregator.disputed)))
+                    if not replay:
+                        policy.log_disputed(r.run_id, r.t, aggregator.disputed)
+                r.step, r.expected = Step.SIGNATURE, set(check.survivors)
+            case Step.SIGNATURE:
+                request = aggregator.unmask_request()
+                if aggregator.graph is None:
+                    output(Step.SIGNATURE, "unmask_request", "", request.to_dict())
+                else:  # each signer's request: its neighbourhood's part (``GraphRelay``)
+                    for name, asked in aggregator.unmask_requests().items():
+                        output(f"{Step.SIGNATURE}:{name}", "unmask_request", name, asked.to_dict())
+                # Only a holder that signed the survivor set can answer the unmasking.
+                r.step, r.expected = Step.UNMASK, {s.holder for s in request.signatures}
+            case Step.UNMASK:
+                # The sum first (SecAggError: the step stays open, ``_settle`` decides); the
+                # step is done only once the sum and the round's close are stored, together.
+                residues = [int(v) for v in aggregator.result()]
+                survivors = set(aggregator.unmask_request().survivors)
+                self._finish(
+                    r, residues, survivors, {**aggregator.faulty, **aggregator.dealt_wrong}, closing
+                )
+                r.step = Step.DONE
         if out and not replay:  # the unmasking's closing is stored with its sum (_finish)
             kind, name, body = closing
             out.append((kind, name, _encoded(body)))
@@ -513,7 +526,7 @@ class SecAggRounds:
         now = self.clock()
         changed = False
         for r in list(self._rounds.values()):
-            if r.deadline > now or r.step == "done":
+            if r.deadline > now or r.step is Step.DONE:
                 continue
             changed = True
             self._settle(r, at_deadline=True)
@@ -539,7 +552,7 @@ class SecAggRounds:
             final = isinstance(error, FaultyDealer)  # no late answer can mend its shares
         run = get_run(self.store, r.run_id)
         missing = policy.still_missing(r.step, r.answered, r.expected, r.enrolled)
-        bounded = r.step != "advertise" and r.extensions >= MAX_EXTENSIONS
+        bounded = r.step is not Step.ADVERTISE and r.extensions >= MAX_EXTENSIONS
         if at_deadline and missing and not final and not bounded:
             if request_of(run).on_short == "extend":
                 r.deadline = self.clock() + r.period

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ldpem.common.secagg import ConsistencyCheck
+from ldpem.common.secagg.steps import HOLDER_STEPS, Step
 
 __all__ = [
-    "HOLDER_STEPS",
     "LIGHT_KINDS",
     "STEP_WORDS",
     "Closing",
@@ -42,16 +42,15 @@ __all__ = [
     "waited_for",
 ]
 
-#: The holders' steps of a round, in order (the kinds of their stored messages).
-HOLDER_STEPS = ("advertise", "shares", "masked", "signature", "unmask")
-#: Each step as the page, the API's lines and the log name it.
-STEP_WORDS = {
-    "advertise": "advertise keys",
-    "shares": "share keys",
-    "masked": "send the masked input",
-    "signature": "sign the survivor set",
-    "unmask": "answer the unmasking",
-    "done": "done",
+#: Each step as the page, the API's lines and the log name it. The holders' steps are the
+#: kinds of their stored messages (``HOLDER_STEPS``).
+STEP_WORDS: dict[str, str] = {
+    Step.ADVERTISE: "advertise keys",
+    Step.SHARES: "share keys",
+    Step.MASKED: "send the masked input",
+    Step.SIGNATURE: "sign the survivor set",
+    Step.UNMASK: "answer the unmasking",
+    Step.DONE: "done",
 }
 #: Outputs whose body the outline keeps (small: holder names and the sum).
 LIGHT_KINDS = ("closed", "returned", "consistency_check", "sum", "disputed", "lost")
@@ -103,7 +102,7 @@ class SecAggRound:
         if self.lost_round is not None:
             return "lost"
         if self.survivors is not None:
-            return "done"
+            return Step.DONE
         return HOLDER_STEPS[min(len(self.closings), len(HOLDER_STEPS) - 1)]
 
     def closing(self, step: str) -> Closing | None:
@@ -171,14 +170,15 @@ def read_round(
     for c in closings:
         for name in c.missing:
             lost.setdefault(name, c.step)
-    excluded = {}
+    excluded: dict[str, str] = {}
     if checked is not None:
-        excluded = {n: "masked" for n in answered["masked"] if n not in checked and n not in lost}
-    first = next((c for c in closings if c.step == "advertise"), None)
+        left_out = [n for n in answered[Step.MASKED] if n not in checked and n not in lost]
+        excluded = {n: Step.MASKED for n in left_out}
+    first = next((c for c in closings if c.step == Step.ADVERTISE), None)
     if first is not None:
         gone_before = frozenset(n for n in enrolled if n not in first.waited_for)
     gone = gone_before or frozenset()
-    not_waited = tuple(n for n in enrolled if n in gone and n not in answered["advertise"])
+    not_waited = tuple(n for n in enrolled if n in gone and n not in answered[Step.ADVERTISE])
     return SecAggRound(
         t=t,
         answered={step: tuple(sorted(names)) for step, names in answered.items()},
@@ -199,7 +199,7 @@ def lost_after(view: SecAggRound) -> frozenset[str]:
     that did not advertise in it, and those that missed a step of it; less those that
     advertised late (``returned``: they are back). Empty when the advertise step left no
     record (a round stored before records were kept: everyone is waited for)."""
-    if view.closing("advertise") is None:
+    if view.closing(Step.ADVERTISE) is None:
         return frozenset()
     return frozenset((set(view.not_waited) | set(view.lost)) - set(view.returned))
 

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
+from ldpem.common.secagg.steps import HOLDER_STEPS
 from ldpem.server.secagg.rounds import MAX_EXTENSIONS, UNATTRIBUTABLE_LIMIT, SecAggRounds
 from tests.common.secagg.kit import dealing_wrong
 from tests.fedkit import admin_headers
 from tests.secaggdriver import (
     NAMES,
-    STEPS,
     D,
     DrivenRun,
     InProcessCoordinator,
@@ -92,7 +92,7 @@ def test_a_random_unmasking_share_is_named_and_the_round_completes_without_it(
     run = create_run(coordinator.client, "a")
     inputs = run.inputs(1)
     played = play_round(run, 0, inputs, alter=liar("h1", "h0"))
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
     completed_without_the_liar(tmp_path, run, inputs)
     assert "hospital h1 is at fault" in caplog.text
 
@@ -105,7 +105,7 @@ def test_a_wrong_share_among_exactly_t_min_responses_fails_the_run_naming_its_se
     run fails with a one-line reason naming h1, instead of a 500 and an open round."""
     run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="fail")
     played = play_round(run, 0, run.inputs(1), alter=liar("h1", "h0"), silent={"h3"})
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES) - 1)
     deadline = time.monotonic() + 30
     while run.summary()["status"] == "running" and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -126,7 +126,7 @@ def test_under_on_short_extend_a_late_holder_completes_a_round_a_wrong_share_hel
     run = create_run(coordinator.client, "a", round_deadline=2.0, on_short="extend")
     inputs = run.inputs(1)
     played = play_round(run, 0, inputs, alter=liar("h1", "h0"), silent={"h3"})
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES) - 1)
     deadline = time.monotonic() + 30  # past the unmask step's deadline: extended, not failed
     while "wrong shares came from 'h1'; extended" not in caplog.text:
         assert time.monotonic() < deadline, caplog.text
@@ -148,7 +148,7 @@ def test_a_dealer_of_wrong_shares_costs_the_round_naming_it_and_the_run_goes_on(
     holders = run.holders(0)
     dealing_wrong(monkeypatch, holders["h0"], "b")
     played = play_round(run, 0, run.inputs(1), silent={"h3"}, holders=holders)
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES) - 1)
     deadline = time.monotonic() + 30
     while run.summary()["round"] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -160,7 +160,7 @@ def test_a_dealer_of_wrong_shares_costs_the_round_naming_it_and_the_run_goes_on(
     assert "'h0' dealt wrong shares" in lost["reason"]
     # The next round runs as any other, with every holder.
     played = play_round(run, 1, run.inputs(2))
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
     assert run.summary()["round"] == 2
 
 
@@ -218,7 +218,7 @@ def test_an_out_of_range_sum_costs_the_round_unattributed_and_repeated_pauses_th
     assert resumed.status_code == 200, resumed.text
     assert resumed.json()["status"] == "running"
     played = play_round(run, UNATTRIBUTABLE_LIMIT, run.inputs(9))
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
     assert run.summary()["round"] == UNATTRIBUTABLE_LIMIT + 1
     again = coordinator.client.post(f"/v1/runs/{run.run_id}/resume", headers=admin_headers())
     assert again.status_code == 409  # only a paused run resumes
@@ -246,7 +246,7 @@ def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(
     # The other run goes on: its advertisements were kept (the same ones again are
     # accepted), and the round closes with every holder.
     played = play_round(other, 0, other.inputs(2), holders=begun.holders)
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
     assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
 
 
@@ -273,7 +273,7 @@ def test_a_run_whose_stored_messages_do_not_replay_fails_alone(
     # Its holders are refused, not answered 5xx.
     assert broken.get(0, "h0", "participants", wait=0).status_code == 409
     played = play_round(other, 0, other.inputs(2), holders=begun.holders)
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
     assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
 
 
@@ -301,7 +301,7 @@ def test_an_unexpected_error_rebuilding_one_run_fails_that_run_alone(
     assert summary["status"] == "failed", summary
     assert "could not be rebuilt (RuntimeError('a bug'))" in summary["reason"], summary
     played = play_round(other, 0, other.inputs(2), holders=begun.holders)
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
     assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
 
 
@@ -339,7 +339,7 @@ def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: InProcessCoor
     played = play_round(run, 0, run.inputs(1))
     codes: list[int] = []
     for t in (0, 1, 7):
-        for step in STEPS:
+        for step in HOLDER_STEPS:
             for body in GARBAGE + mutations(played.sent[step]["h0"].to_dict()):
                 codes.append(run.post(t, "h0", step, body).status_code)
             # h0's message posted as h1 (a token of another holder), and replayed.
@@ -350,7 +350,7 @@ def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: InProcessCoor
     # Round 1, live: garbage at each of its steps too.
     later = play_round(run, 1, run.inputs(2), alter=liar("h2", "h3"))
     codes += later.statuses
-    for step in STEPS:
+    for step in HOLDER_STEPS:
         for body in mutations(later.sent[step]["h3"].to_dict()):
             codes.append(run.post(1, "h3", step, body).status_code)
     # An unknown run, and another run's token.
@@ -391,7 +391,7 @@ def test_a_step_short_of_a_holder_that_never_comes_back_is_extended_a_bounded_nu
     naming the proved culprit, and the run goes on."""
     run = create_run(coordinator.client, "a", round_deadline=1.0, on_short="extend")
     played = play_round(run, 0, run.inputs(1), alter=liar("h1", "h0"), silent={"h3"})
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES) - 1)
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES) - 1)
     deadline = time.monotonic() + 60
     while run.summary()["round"] == 0:
         assert time.monotonic() < deadline, caplog.text

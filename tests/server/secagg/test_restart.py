@@ -17,10 +17,10 @@ import pytest
 
 from ldpem.common.secagg import Holder
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
+from ldpem.common.secagg.steps import HOLDER_STEPS
 from tests.secaggdriver import (
     KEYS,
     NAMES,
-    STEPS,
     D,
     DrivenRun,
     InProcessCoordinator,
@@ -32,7 +32,10 @@ from tests.secaggdriver import (
 #: Where the coordinator is restarted: after the first two holders' message of a step
 #: ("-partial"), or once the step closed.
 POINTS = [
-    f"{step}{part}" for step in STEPS for part in ("-partial", "") if f"{step}{part}" != "unmask"
+    f"{step}{part}"
+    for step in HOLDER_STEPS
+    for part in ("-partial", "")
+    if f"{step}{part}" != "unmask"
 ]
 
 
@@ -74,14 +77,14 @@ def test_a_restart_at_any_point_of_the_round_continues_it(
             assert run.post(0, holder, "advertise", other.advertise().to_dict()).status_code == 409
 
     played = play_round(run, 0, inputs, holders=holders, at=at)
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
     assert coordinator.restarts == 1
     after = stored(tmp_path, run.run_id)
     # Nothing stored before the restart was stored again or changed; every holder's message
     # of each step is stored once.
     assert after[: len(before)] == before
-    kinds = [(k, h) for k, h, _ in after if k in STEPS]
-    assert sorted(kinds) == sorted((k, n) for k in STEPS for n in NAMES)
+    kinds = [(k, h) for k, h, _ in after if k in HOLDER_STEPS]
+    assert sorted(kinds) == sorted((k, n) for k in HOLDER_STEPS for n in NAMES)
     assert [k for k, _, _ in after].count("participants") == 1
     assert [k for k, _, _ in after].count("consistency_check") == 1
     assert [k for k, _, _ in after].count("unmask_request") == 1
@@ -126,7 +129,7 @@ def test_a_step_complete_but_not_closed_closes_at_the_restart(
         run.client = coordinator.client
 
     played = play_round(run, 0, run.inputs(7), at=at)
-    assert played.statuses == [200] * (len(STEPS) * len(NAMES))
+    assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
     assert len(removed) == len(NAMES)
     assert [r for r in stored(tmp_path, run.run_id) if r[0] == "bundle"] == removed
     assert run.summary()["round"] == 1
