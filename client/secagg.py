@@ -61,6 +61,7 @@ __all__ = [
     "MASKED",
     "REFUSED",
     "SecAggConfig",
+    "SecAggReports",
     "SecAggSession",
     "aggregate",
     "assumed_colluders",
@@ -523,6 +524,42 @@ def announce_restart(
         log.warning("round %d: the coordinator took the restart's advertisement as new", t)
     else:
         log.info("round %d: the coordinator was told this agent restarted", t)
+
+
+class SecAggReports:
+    """The agent's transport in a run of noise shares (``ldpem.client.transport``): each
+    persisted report masked and summed by secure aggregation (``aggregate``)."""
+
+    def __init__(
+        self, session: SecAggSession, link: CoordinatorLink, ledger: Ledger, run_id: str
+    ) -> None:
+        self.session = session
+        self.link = link
+        self.ledger = ledger
+        self.run_id = run_id
+        self.fallback_epsilon: float | None = session.fallback_epsilon
+
+    def charged(self, t: int, epsilon: float) -> None:
+        """Said once it is so: a refused round was never charged."""
+        session = self.session
+        log.info(
+            "round %d charged: epsilon %.4g, a sum with at least %s honest shares "
+            "(--max-colluders %d; a round refused after masking costs the same)",
+            t,
+            max(epsilon, session.fallback_epsilon),
+            session.describe(),
+            session.assumed,
+        )
+
+    def deliver(self, t: int, body: bytes) -> None:
+        # Each step's answer is long-polled at least ``STEP_WAIT`` (the link's wait if
+        # longer): the coordinator answers as soon as a step closes, so a shorter one only
+        # re-asks (docs/PERFORMANCE.md).
+        aggregate(self.session, self.link, self.ledger, self.run_id, t, body, self.link.wait)
+
+    def restarted(self, t: int) -> None:
+        """Its round secrets are lost: said at once (``announce_restart``)."""
+        announce_restart(self.session, self.link, self.run_id, t, self.link.wait)
 
 
 def _charge_refused(
