@@ -430,15 +430,7 @@ class Aggregator(GraphRelay):
         if secret is not None:
             return secret
         verified: list[str] = []
-        for responder in usable:
-            if len(verified) == t:
-                break
-            if self._dealt(owner, kind, responder):
-                verified.append(responder)
-            else:
-                self.faulty[responder] = (
-                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
-                )
+        self._verify(owner, kind, usable, verified, up_to=t)
         if len(verified) < t:
             named = sorted(self.faulty, key=self.roster.index)
             raise FaultyResponders(
@@ -453,16 +445,7 @@ class Aggregator(GraphRelay):
         # polynomial. With every responder's verified share the committed secret may still
         # be decoded (at most (n − t)/2 of n wrong: ``shamir.decode``); it is named either
         # way, and its round completes when enough correct shares remain.
-        checked = set(verified)
-        for responder in usable:
-            if responder in checked or responder in self.faulty:
-                continue
-            if self._dealt(owner, kind, responder):
-                verified.append(responder)
-            else:
-                self.faulty[responder] = (
-                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
-                )
+        self._verify(owner, kind, usable, verified, up_to=None)
         secret = self._decoded(owner, kind, verified)
         if secret is None:
             raise FaultyDealer(
@@ -476,6 +459,34 @@ class Aggregator(GraphRelay):
             f"{len(verified)} shares it signed"
         )
         return secret
+
+    def _verify(
+        self,
+        owner: str,
+        kind: dealing.Kind,
+        responders: list[str],
+        verified: list[str],
+        *,
+        up_to: int | None,
+    ) -> None:
+        """Check ``responders``' shares of ``owner``'s secret against its signature, in
+        order, until ``verified`` holds ``up_to`` of them (None: every one): a share it
+        dealt is appended to ``verified``, a responder whose share it did not deal is
+        named in ``faulty``. Responders already verified or faulty are skipped."""
+        what = _SECRET[kind]
+        checked = set(verified)
+        for responder in responders:
+            if len(verified) == up_to:
+                break
+            if responder in checked or responder in self.faulty:
+                continue
+            if self._dealt(owner, kind, responder):
+                verified.append(responder)
+                checked.add(responder)
+            else:
+                self.faulty[responder] = (
+                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
+                )
 
     def _revealed(self, owner: str, kind: dealing.Kind, responder: str) -> bytes:
         """The signed share of ``owner``'s secret of ``kind`` that ``responder`` revealed."""
