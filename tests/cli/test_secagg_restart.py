@@ -24,7 +24,7 @@ from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
 from ldpem.common.planning.simulation import simulate_run
 from ldpem.common.protocol import FederatedStreams
-from ldpem.common.secagg.steps import HOLDER_STEPS
+from ldpem.common.secagg.steps import HOLDER_STEPS, Step
 from ldpem.processes import Child, Processes, free_port, start_coordinator, wait_until
 from tests.fedkit import write_gmm_data
 from tests.secaggdriver import NAMES, create_run, liar, play_round, spoil
@@ -122,9 +122,9 @@ def test_a_wrong_share_costs_its_run_a_round_and_a_restart_keeps_the_other_run_g
         played = play_round(spoilt, 0, spoilt.inputs(1), alter=liar("h1", "h0"))
         assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
         assert (spoilt.summary()["status"], spoilt.summary()["round"]) == ("running", 1)
-        later = play_round(spoilt, 1, spoilt.inputs(3), until="signature")
+        later = play_round(spoilt, 1, spoilt.inputs(3), until=Step.SIGNATURE)
         requests = {n: spoilt.get(1, n, "unmask-request").json() for n in NAMES}
-        begun = play_round(other, 0, other.inputs(2), until="shares")
+        begun = play_round(other, 0, other.inputs(2), until=Step.SHARES)
     child.send_signal(signal.SIGKILL)
     child.wait(30)
     with sqlite3.connect(db) as connection:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, signed_sum
-from ldpem.common.secagg.steps import HOLDER_STEPS
+from ldpem.common.secagg.steps import HOLDER_STEPS, Step
 from ldpem.server.secagg.rounds import MAX_EXTENSIONS, UNATTRIBUTABLE_LIMIT, SecAggRounds
 from tests.common.secagg.kit import dealing_wrong
 from tests.fedkit import admin_headers
@@ -234,8 +234,8 @@ def test_a_restart_over_a_spoilt_round_settles_it_and_the_other_run_goes_on(
     the middle of its round goes on. The restart that must fail the run instead (fewer
     than t_min verified shares) is tests/cli/test_secagg_restart.py's, with a process."""
     spoilt, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
-    played = play_round(spoilt, 0, spoilt.inputs(1), until="signature")
-    begun = play_round(other, 0, other.inputs(2), until="advertise")
+    played = play_round(spoilt, 0, spoilt.inputs(1), until=Step.SIGNATURE)
+    begun = play_round(other, 0, other.inputs(2), until=Step.ADVERTISE)
     requests = {n: spoilt.get(0, n, "unmask-request").json() for n in NAMES}
     coordinator.close()
     spoil(tmp_path / "coordinator.sqlite", spoilt, 0, played, requests)
@@ -257,8 +257,8 @@ def test_a_run_whose_stored_messages_do_not_replay_fails_alone(
     corrupt row) fails its run with the reason at the restart; start-up and the other run
     are untouched (8e54e94 suppressed only Conflict: the error stopped start-up)."""
     broken, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
-    play_round(broken, 0, broken.inputs(1), until="advertise")
-    begun = play_round(other, 0, other.inputs(2), until="advertise")
+    play_round(broken, 0, broken.inputs(1), until=Step.ADVERTISE)
+    begun = play_round(other, 0, other.inputs(2), until=Step.ADVERTISE)
     coordinator.close()
     with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
         db.execute(
@@ -284,8 +284,8 @@ def test_an_unexpected_error_rebuilding_one_run_fails_that_run_alone(
     round (here a RuntimeError, standing for a bug) fails that run with the reason, and
     start-up and the other run go on (8e54e94: start-up failed)."""
     broken, other = create_run(coordinator.client, "a"), create_run(coordinator.client, "b")
-    play_round(broken, 0, broken.inputs(1), until="advertise")
-    begun = play_round(other, 0, other.inputs(2), until="advertise")
+    play_round(broken, 0, broken.inputs(1), until=Step.ADVERTISE)
+    begun = play_round(other, 0, other.inputs(2), until=Step.ADVERTISE)
     coordinator.close()
     replay = SecAggRounds._replay
 
@@ -374,7 +374,7 @@ def test_a_retry_is_accepted_while_the_round_is_open_and_409_after(
     advertisement sent again once its step closed is accepted while the round is open; once
     the round closed, the same message is answered 409."""
     run = create_run(coordinator.client, "a")
-    played = play_round(run, 0, run.inputs(1), until="shares")
+    played = play_round(run, 0, run.inputs(1), until=Step.SHARES)
     advert = played.sent["advertise"]["h0"].to_dict()
     assert run.post(0, "h0", "advertise", advert).status_code == 200  # step closed, round open
     played = play_round(run, 0, run.inputs(1), holders=played.holders)
