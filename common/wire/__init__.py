@@ -433,7 +433,7 @@ def public_parameters(request: RunCreate) -> PublicParameters:
     """The public mechanism parameters of a run, from its request and the study defaults
     (``protocol.derive_public_values``)."""
     values = derive_public_values(request)
-    if request.roster is not None:  # noise shares (``wire_shares.check_shares``)
+    if request.roster is not None:  # noise shares (``wire.secagg.check_shares``)
         values.update(threshold_values(request, values["t_min"]))
         from ldpem.common.secagg import Roster
         from ldpem.common.secagg.runvalues import shares_values

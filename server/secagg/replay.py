@@ -56,7 +56,7 @@ READERS: dict[Step, Callable[[object], Any]] = {
 
 
 class _Round(Protocol):
-    """What the replay reads and sets of ``secagg._Round``."""
+    """What the replay reads and sets of ``rounds._Round``."""
 
     run_id: str
     t: int
@@ -68,7 +68,7 @@ class _Round(Protocol):
 
 
 class SecAggRounds(Protocol):
-    """What the replay uses of ``secagg.SecAggRounds`` (declared here: that module imports
+    """What the replay uses of ``rounds.SecAggRounds`` (declared here: that module imports
     this one)."""
 
     store: Store

@@ -149,7 +149,7 @@ class SecAggRounds:
         if run.status != "running" or t != run.current_round:
             raise Conflict(f"round {t} is not open (the run is {run.status})")
         request = request_of(run)
-        assert request.roster is not None  # a shares run (wire_shares.check_shares)
+        assert request.roster is not None  # a shares run (wire.secagg.check_shares)
         roster = Roster.from_json(json.dumps(request.roster))
         parameters = round_parameters(params, run_id, t)  # on the graph with k, m, τ, h
         period = request.round_deadline
