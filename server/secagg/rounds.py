@@ -1,6 +1,6 @@
 """Secure aggregation rounds of a secagg run (docs/FEDERATED.md, docs/SECAGG.md).
 
-A round of a run whose noise is shared goes through the five steps of
+A round of a run whose noise is shared goes through the five holder steps (``Step``) of
 ``ldpem.common.secagg.Aggregator``: advertisements, encrypted shares, masked inputs,
 signatures of the survivor set (the consistency round), unmasking responses. A step
 closes when every holder expected in it answered, or at the step's deadline (the run's
