@@ -1,4 +1,4 @@
-"""The SecAgg+ expander graph (``ldpem.common.secagg.cycles.CycleGraph``): what one agent
+"""The SecAgg+ expander graph (``ldpem.common.secagg.graph.cycles.CycleGraph``): what one agent
 pays for its own neighbourhood, and what the coordinator pays for everyone's.
 
     python benchmarks/bench_cycles.py [--holders 1000 10000] [--k 174] [--repeats 5] [--json]
@@ -19,8 +19,8 @@ import json
 import statistics
 import time
 
-from ldpem.common.secagg.cycles import CycleGraph
-from ldpem.common.secagg.graph import graph_seed
+from ldpem.common.secagg.graph.cycles import CycleGraph
+from ldpem.common.secagg.graph.harary import graph_seed
 
 DIGEST = "ab" * 32
 

@@ -100,8 +100,8 @@ from ldpem.common.secagg import (
 from ldpem.common.secagg.channel import channel_secret, seal
 from ldpem.common.secagg.consistency import sign_survivors
 from ldpem.common.secagg.dealing import KINDS, ShareLabel, sign_share
-from ldpem.common.secagg.expander_parameters import expander_parameters
-from ldpem.common.secagg.graph_parameters import graph_parameters
+from ldpem.common.secagg.graph.expander import expander_parameters
+from ldpem.common.secagg.graph.parameters import graph_parameters
 from ldpem.common.secagg.messages import KeyAdvertisement, sign_advertisement
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
 from ldpem.processes import start_agent

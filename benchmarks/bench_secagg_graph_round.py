@@ -36,7 +36,7 @@ from ldpem.common.secagg import (
     generate_signing_key,
     public_key_bytes,
 )
-from ldpem.common.secagg.graph_parameters import graph_parameters
+from ldpem.common.secagg.graph.parameters import graph_parameters
 
 RUN = "bench-graph"
 

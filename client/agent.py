@@ -55,15 +55,14 @@ from ldpem.client.retry import GIVE_UP
 from ldpem.client.secagg import (
     MASKED,
     SecAggConfig,
-    SecAggSession,
-    aggregate,
-    announce_restart,
+    SecAggReports,
     charged_ratio,
     check_graph,
     check_worst_case,
     load_secagg,
     session_ratio,
 )
+from ldpem.client.transport import PlainReports, ReportTransport
 from ldpem.client.trust import (
     AgentError,
     agent_mechanisms,
@@ -87,10 +86,8 @@ from ldpem.common.protocol import (
 )
 from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.wire import (
-    API_PREFIX,
     Identity,
     PublicParameters,
-    ReportAck,
     ReportIn,
     RoundInfo,
 )
@@ -143,7 +140,8 @@ class _Session:
     groups: list[Records]
     #: The run's public parameters as canonical JSON: every round's must equal them.
     params_json: str
-    shares: SecAggSession | None = None
+    #: How its reports reach the coordinator: as they are, or by secure aggregation.
+    transport: ReportTransport
 
     @property
     def run_id(self) -> str:
@@ -248,7 +246,7 @@ class Agent:
         mechanisms = [(m, charged_ratio(params, mu, **budget)) for m, mu in mechanisms]
         for mechanism in {id(m): m for m, _ in mechanisms}.values():
             check_float_range(me, mechanism)
-        shares = None
+        transport: ReportTransport = PlainReports(self.link, self.ledger, me.run_id)
         if params.holders is not None:  # noise shares: masked (ldpem.client.secagg)
             # Equal rounds only (``protocol.check_noise_shares``): one mechanism for all.
             shares = load_secagg(cfg.secagg, params, me.hospital, mechanisms[0][0])
@@ -266,6 +264,7 @@ class Agent:
                 delta=cfg.delta,
                 accounting=cfg.accounting,
             )
+            transport = SecAggReports(shares, self.link, self.ledger, me.run_id)
         binding = run_binding(
             me, mechanisms=mechanisms, allow_weaker=cfg.allow_weaker, dataset=cfg.dataset, **budget
         )
@@ -275,7 +274,7 @@ class Agent:
             records, params.rounds, reuse=False, rng=rng, schedule=params.schedule
         )
         return _Session(
-            shares=shares,
+            transport=transport,
             me=me,
             epsilon=epsilon,
             delta=delta,
@@ -411,16 +410,9 @@ class Agent:
             log.info("round %d: resending the report persisted before (not redrawn)", t)
         elif entry.status == MASKED:  # noise shares: one masked input per round, ever
             log.warning("round %d: its input was masked before a restart; not made again", t)
-            if session.shares is not None:  # its round secrets are lost: say so at once
-                announce_restart(session.shares, self.link, session.run_id, t, self.link.wait)
-        if entry.status == "persisted" and session.shares is not None:
-            # Each step's answer is long-polled at least ``secagg.STEP_WAIT`` (this wait
-            # if longer): the coordinator answers as soon as a step closes, so a shorter
-            # one only re-asks (docs/PERFORMANCE.md).
-            wait = self.link.wait
-            aggregate(session.shares, self.link, self.ledger, session.run_id, t, entry.body, wait)
-        elif entry.status == "persisted":
-            self._send(session.run_id, t, entry.body)
+            session.transport.restarted(t)
+        if entry.status == "persisted":
+            session.transport.deliver(t, entry.body)
 
     def _reserve(
         self, session: _Session, t: int, mu: float, mechanism: Mechanism, beta_key: str
@@ -428,7 +420,7 @@ class Agent:
         """Round ``t``'s spend, checked against this agent's lifetime budget and charged in
         one ledger transaction (a report that is not private at all, under --allow-weaker,
         is charged without a check). Refuses, one line, a round over the budget."""
-        cfg, me, shares = self.config, session.me, session.shares
+        cfg, me = self.config, session.me
         limit_epsilon, limit_delta = cfg.epsilon, cfg.delta
         unchecked = cfg.allow_weaker and math.isinf(mu)
         try:
@@ -444,7 +436,7 @@ class Agent:
                     beta_digest=beta_key,
                     body=b"",
                     status="reserved",
-                    fallback_epsilon=None if shares is None else shares.fallback_epsilon,
+                    fallback_epsilon=session.transport.fallback_epsilon,
                 ),
                 budget=None if unchecked else limit_epsilon,
                 delta=limit_delta,
@@ -456,38 +448,8 @@ class Agent:
                 f"(at delta {limit_delta:g}) on some records of dataset {cfg.dataset!r} of "
                 f"{cfg.state}, over this agent's budget of {limit_epsilon:g}; refusing"
             ) from None
-        if shares is not None:  # said once it is so: a refused round was never charged
-            log.info(
-                "round %d charged: epsilon %.4g, a sum with at least %s honest shares "
-                "(--max-colluders %d; a round refused after masking costs the same)",
-                t,
-                max(session.epsilon, shares.fallback_epsilon),
-                shares.describe(),
-                shares.assumed,
-            )
+        session.transport.charged(t, session.epsilon)
         return reserved
-
-    def _send(self, run_id: str, t: int, body: bytes) -> None:
-        response = self.link.request(
-            "POST",
-            f"{API_PREFIX}/runs/{run_id}/rounds/{t}/reports",
-            content=body,
-            headers={"Content-Type": "application/json"},
-        )
-        detail = self.link.detail(response)
-        if response.status_code == 200:
-            ack = self.link.answer(ReportAck, response, f"the report of round {t}")
-            self.ledger.mark(run_id, t, "acknowledged")
-            log.info("round %d: report accepted%s", t, " (again)" if ack.duplicate else "")
-            return
-        if response.status_code == 409 and "is not open" in detail:
-            self.ledger.mark(run_id, t, "late")
-            log.warning("round %d closed before this report arrived: %s", t, detail)
-            return
-        raise AgentError(
-            f"the coordinator rejected the report of round {t}: HTTP {response.status_code} "
-            f"{detail}"
-        )
 
 
 def _fault_after_persist(t: int) -> None:

@@ -53,13 +53,15 @@ from ldpem.common.secagg.runvalues import (
     run_shares_mechanism,
     to_residues,
 )
+from ldpem.common.secagg.steps import ANSWERS, Step
 from ldpem.common.wire import API_PREFIX, PublicParameters
-from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 
 __all__ = [
     "MASKED",
     "REFUSED",
     "SecAggConfig",
+    "SecAggReports",
     "SecAggSession",
     "aggregate",
     "assumed_colluders",
@@ -378,7 +380,7 @@ class _Exchange:
         # The link's own timeout fits its round long-poll, shorter than these.
         self.timeout = long_poll_timeout(self.wait)
 
-    def _post(self, step: str, body: dict[str, Any], then: str | None) -> httpx.Response:
+    def _post(self, step: Step, body: dict[str, Any], then: str | None) -> httpx.Response:
         return self.link.request(
             "POST",
             f"{self.base}/{step}",
@@ -388,7 +390,7 @@ class _Exchange:
             timeout=self.timeout,
         )
 
-    def _accepted(self, step: str, response: httpx.Response) -> bool:
+    def _accepted(self, step: Step, response: httpx.Response) -> bool:
         """True when the message was accepted (200, or 202: accepted, its step still open);
         False when the step closed without this holder (409); AgentError otherwise."""
         if response.status_code in (200, 202):
@@ -401,15 +403,16 @@ class _Exchange:
             f"the coordinator refused the {step} message: HTTP {response.status_code} {detail}"
         )
 
-    def post(self, step: str, body: dict[str, Any]) -> bool:
+    def post(self, step: Step, body: dict[str, Any]) -> bool:
         """True when accepted; False when the step closed without this holder."""
         return self._accepted(step, self._post(step, body, None))
 
-    def post_then_fetch(self, step: str, body: dict[str, Any], what: str) -> Any:
-        """The aggregator's answer ``what`` to ``step`` (a dict) after posting ``body``, or
-        None when the round went on without us. The post is also the answer's long-poll
-        (one request a step, not two); the answer is taken from it only when the
+    def post_then_fetch(self, step: Step, body: dict[str, Any]) -> Any:
+        """The aggregator's answer to ``step`` (a dict, ``ANSWERS[step]``) after posting
+        ``body``, or None when the round went on without us. The post is also the answer's
+        long-poll (one request a step, not two); the answer is taken from it only when the
         coordinator names it (its header), otherwise fetched."""
+        what = ANSWERS[step]
         response = self._post(step, body, what)
         if not self._accepted(step, response):
             return None
@@ -451,11 +454,11 @@ def aggregate(
     exchange = _Exchange(link, run_id, t, wait)
     masked_sent = False
     try:
-        data = exchange.post_then_fetch("advertise", holder.advertise().to_dict(), "participants")
+        data = exchange.post_then_fetch(Step.ADVERTISE, holder.advertise().to_dict())
         if data is None:
             return
         shares = holder.share_keys(ParticipantList.from_dict(data))
-        data = exchange.post_then_fetch("shares", shares.to_dict(), "bundle")
+        data = exchange.post_then_fetch(Step.SHARES, shares.to_dict())
         if data is None:
             return
         masked = holder.masked_input(ShareBundle.from_dict(data), values)
@@ -468,7 +471,7 @@ def aggregate(
         masked_sent = True  # from here on, assume the coordinator holds it
         ledger.mark(run_id, t, MASKED)  # before sending: never a second masking
         inject("after-mask", t)  # tests only (ldpem.client.faults)
-        data = exchange.post_then_fetch("masked", masked.to_dict(), "consistency-check")
+        data = exchange.post_then_fetch(Step.MASKED, masked.to_dict())
         if data is None:
             return
         check = ConsistencyCheck.from_dict(data, session.roster.names)
@@ -480,11 +483,11 @@ def aggregate(
             return
         inject("before-sign", t)  # tests only: a survivor that never signs
         signature = holder.sign_survivors(check).to_dict()
-        data = exchange.post_then_fetch("signature", signature, "unmask-request")
+        data = exchange.post_then_fetch(Step.SIGNATURE, signature)
         if data is None:
             return
         request = UnmaskRequest.from_dict(data, session.roster.names)
-        exchange.post("unmask", holder.unmask(request).to_dict())
+        exchange.post(Step.UNMASK, holder.unmask(request).to_dict())
         log.info(
             "round %d: masked input sent and unmasking answered (fallback epsilon %.4g "
             "if all others collude)",
@@ -506,14 +509,14 @@ def announce_restart(
     received shares were in memory only, so it can sign and answer nothing of the round.
     It says so at once with a fresh advertisement for the round, signed with its roster
     key (fresh keys and a fresh seed, never used: nothing of the report): the coordinator
-    answers 409 and counts it out of the round's later steps (server/secagg.py,
+    answers 409 and counts it out of the round's later steps (server/secagg/rounds.py,
     ``_restarted``), which then close without waiting for their deadline; on the graph its
     neighbours release its seed against the masked-with set it signed with its input. A
     refusal or a lost connection here only costs that early close: logged, never fatal."""
     try:
         holder = _holder(session, run_id, t)
         exchange = _Exchange(link, run_id, t, wait)
-        accepted = exchange.post("advertise", holder.advertise().to_dict())
+        accepted = exchange.post(Step.ADVERTISE, holder.advertise().to_dict())
     except (SecAggRefused, SecAggError, AgentError) as error:
         log.warning("round %d: could not tell the coordinator of the restart: %s", t, error)
         return
@@ -521,6 +524,42 @@ def announce_restart(
         log.warning("round %d: the coordinator took the restart's advertisement as new", t)
     else:
         log.info("round %d: the coordinator was told this agent restarted", t)
+
+
+class SecAggReports:
+    """The agent's transport in a run of noise shares (``ldpem.client.transport``): each
+    persisted report masked and summed by secure aggregation (``aggregate``)."""
+
+    def __init__(
+        self, session: SecAggSession, link: CoordinatorLink, ledger: Ledger, run_id: str
+    ) -> None:
+        self.session = session
+        self.link = link
+        self.ledger = ledger
+        self.run_id = run_id
+        self.fallback_epsilon: float | None = session.fallback_epsilon
+
+    def charged(self, t: int, epsilon: float) -> None:
+        """Said once it is so: a refused round was never charged."""
+        session = self.session
+        log.info(
+            "round %d charged: epsilon %.4g, a sum with at least %s honest shares "
+            "(--max-colluders %d; a round refused after masking costs the same)",
+            t,
+            max(epsilon, session.fallback_epsilon),
+            session.describe(),
+            session.assumed,
+        )
+
+    def deliver(self, t: int, body: bytes) -> None:
+        # Each step's answer is long-polled at least ``STEP_WAIT`` (the link's wait if
+        # longer): the coordinator answers as soon as a step closes, so a shorter one only
+        # re-asks (docs/PERFORMANCE.md).
+        aggregate(self.session, self.link, self.ledger, self.run_id, t, body, self.link.wait)
+
+    def restarted(self, t: int) -> None:
+        """Its round secrets are lost: said at once (``announce_restart``)."""
+        announce_restart(self.session, self.link, self.run_id, t, self.link.wait)
 
 
 def _charge_refused(

@@ -30,7 +30,7 @@ from ldpem.common.wire import (
     Trajectory,
     report_digest,
 )
-from ldpem.server import queries, runs
+from ldpem.server import queries, runrows, runs
 from ldpem.server.background import Background
 from ldpem.server.confidence import (
     CONFIDENCE,
@@ -51,7 +51,7 @@ from ldpem.server.policy import (
 )
 from ldpem.server.refusals import Forbidden, shown_run
 from ldpem.server.runs import hash_token
-from ldpem.server.secagg import SecAggRounds
+from ldpem.server.secagg.rounds import SecAggRounds
 from ldpem.server.store import HospitalRow, RunRow, Store
 
 __all__ = [
@@ -161,8 +161,8 @@ class Coordinator:
                 job = ConfidenceJob(
                     self.store,
                     run.id,
-                    queries.request_of(run),
-                    queries.params_of(run),
+                    runrows.request_of(run),
+                    runrows.params_of(run),
                     tuple(run.beta),
                     self.confidence,
                     self.forecast,
@@ -225,8 +225,8 @@ class Coordinator:
         computing (call once the event loop runs)."""
         for run in self.store.list_runs():
             if runs.forecast_due(run):
-                request = queries.request_of(run)
-                self._start_forecast(run.id, request, queries.params_of(run))
+                request = runrows.request_of(run)
+                self._start_forecast(run.id, request, runrows.params_of(run))
         self._start_confidences()
 
     async def close(self) -> None:
@@ -244,7 +244,7 @@ class Coordinator:
     def summary(self, run_id: str) -> RunSummary:
         """The run's summary with its health now (what ``ldpem run status`` shows) and the
         derived results still being computed."""
-        run = queries.get_run(self.store, run_id)
+        run = runrows.get_run(self.store, run_id)
         return queries.summary(self.store, run, self._health(run, self.clock()), self._pending(run))
 
     def list_runs(self) -> list[RunSummary]:
@@ -306,7 +306,7 @@ class Coordinator:
 
     def run_view(self, run_id: str) -> queries.RunView:
         """What the run's status page shows, with its health now."""
-        run = queries.get_run(self.store, run_id)
+        run = runrows.get_run(self.store, run_id)
         return queries.run_view(self.store, run_id, self.clock(), self._pending(run))
 
     # --- reports ----------------------------------------------------------------------
@@ -321,13 +321,13 @@ class Coordinator:
         run, duplicate = check_open(self.store, run_id, t, hospital, digest)
         if duplicate:
             return ReportAck(run_id=run_id, round=t, hospital=hospital.name, duplicate=True)
-        params = queries.params_of(run)
+        params = runrows.params_of(run)
         check_report(
             params,
             hospital,
             t,
             report,
-            allow_weaker=queries.request_of(run).allow_weaker_reports,
+            allow_weaker=runrows.request_of(run).allow_weaker_reports,
             range_sigmas=self.range_sigmas,
             max_noise_factor=self.max_noise_factor,
         )

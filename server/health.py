@@ -11,7 +11,7 @@ included; *failed* when the run failed; *cancelled* when the operator cancelled 
 neither degraded nor failed, whatever its rounds missed); *healthy* otherwise. In a
 secure-aggregation run a hospital "reports" in a round when its input is in the round's sum
 (a survivor), and the run is also degraded once a holder was lost at a step
-(``ldpem.server.secaggview``).
+(``ldpem.server.secagg.view``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ldpem.server.secaggview import Loss, SecAggRound, losses
+from ldpem.server.secagg.view import Loss, SecAggRound, losses
 from ldpem.server.store import ReportRow, RoundRow, RunState
 
 __all__ = [

@@ -27,9 +27,10 @@ import numpy as np
 
 from ldpem.common.protocol import central_noise, central_rng, m_step, start_finish
 from ldpem.common.wire import PublicParameters, ReportIn
-from ldpem.server.queries import averaged_reports, estimate_of, get_run, params_of, request_of
+from ldpem.server.queries import averaged_reports, estimate_of
 from ldpem.server.refusals import Conflict
-from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
+from ldpem.server.runrows import get_run, params_of, request_of
+from ldpem.server.store import HospitalRow, ReportRow, RunRow, RunState, Store
 
 __all__ = [
     "Note",
@@ -173,7 +174,7 @@ def close_round(
 def lose_round(store: Store, run: RunRow, params: PublicParameters, now: float) -> list[Note]:
     """Close the run's current round without an update, β^{t+1} = β^t, and open the next
     (inside a transaction): a secure-aggregation round whose sum could not be had or
-    trusted (``server/secagg.py``) costs that round's step, never the run. Its holders'
+    trusted (``server/secagg/rounds.py``) costs that round's step, never the run. Its holders'
     records were charged and are not asked again: the run's estimate has one step less."""
     t = run.current_round
     store.close_round(run.id, t, now=now, beta_next=list(run.beta), noise=None)
@@ -223,7 +224,7 @@ def expire(store: Store, now: float) -> bool:
     """Close, extend or fail the open rounds whose deadline passed at ``now``; whether any
     run changed."""
     changed = False
-    # Not the secure-aggregation rounds (their steps keep their own deadlines, secagg.py):
+    # Not the secure-aggregation rounds (their steps keep their own deadlines, secagg/rounds.py):
     # each tick read their runs for nothing.
     for r in store.open_rounds(plain=True):
         if r.deadline > now:
@@ -282,17 +283,9 @@ def resume(store: Store, run_id: str) -> list[Note]:
     run = get_run(store, run_id)
     if run.status != "paused":
         raise Conflict(f"run {run_id} is {run.status}: only a paused run can be resumed")
-    store.update_run(
-        run_id, status="running", current_round=run.current_round, beta=run.beta, reason=None
+    return _operator_set(
+        store, run, "running", None, "run %s resumed by the operator at round %d", ()
     )
-    return [
-        Note(
-            logging.WARNING,
-            "run %s resumed by the operator at round %d",
-            (run_id, run.current_round),
-            {"run": run_id, "round": run.current_round},
-        )
-    ]
 
 
 def cancel(store: Store, run_id: str, reason: str) -> list[Note]:
@@ -305,14 +298,23 @@ def cancel(store: Store, run_id: str, reason: str) -> list[Note]:
             f"run {run_id} is {run.status}: only a running or paused run can be cancelled"
         )
     stated = f"cancelled by the operator: {reason}"
-    store.update_run(
-        run_id, status="cancelled", current_round=run.current_round, beta=run.beta, reason=stated
+    return _operator_set(
+        store, run, "cancelled", stated, "run %s cancelled in round %d: %s", (reason,)
     )
-    return [
-        Note(
-            logging.WARNING,
-            "run %s cancelled in round %d: %s",
-            (run_id, run.current_round, reason),
-            {"run": run_id, "round": run.current_round},
-        )
-    ]
+
+
+def _operator_set(
+    store: Store,
+    run: RunRow,
+    status: RunState,
+    reason: str | None,
+    line: str,
+    more: tuple[str, ...],
+) -> list[Note]:
+    """Set ``run``'s ``status`` (and ``reason``) at its round and β, as the operator asked;
+    the warning ``line`` to log, with the run, its round and ``more`` as its arguments."""
+    store.update_run(
+        run.id, status=status, current_round=run.current_round, beta=run.beta, reason=reason
+    )
+    context = {"run": run.id, "round": run.current_round}
+    return [Note(logging.WARNING, line, (run.id, run.current_round, *more), context)]

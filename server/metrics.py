@@ -58,8 +58,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ldpem import __version__
+from ldpem.common.secagg.steps import HOLDER_STEPS as SECAGG_STEPS
 from ldpem.common.wire import API_PREFIX
-from ldpem.server.routes.secagg import STEPS as SECAGG_STEPS
 from ldpem.server.runmetrics import RunHealthCollector
 from ldpem.server.store import Store
 

@@ -6,7 +6,6 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -21,8 +20,8 @@ from ldpem.common.protocol import (
     round_noise_variance,
 )
 from ldpem.common.secagg import Roster
+from ldpem.common.secagg.steps import Step
 from ldpem.common.wire import (
-    Forecast,
     HospitalParticipation,
     Identity,
     PublicParameters,
@@ -36,8 +35,8 @@ from ldpem.common.wire.reads import LostStep, SecAggLostRound, SecAggRoundSteps,
 from ldpem.server.confidence import stored_region
 from ldpem.server.health import RoundView, RunHealth, assess, round_views
 from ldpem.server.policy import NOISE_FLOOR_RTOL, implied_epsilon, noise_floor
-from ldpem.server.refusals import NotFound, shown_run
-from ldpem.server.secaggview import LIGHT_KINDS, SecAggRound, read_rounds
+from ldpem.server.runrows import forecast_of, get_run, params_of, request_of
+from ldpem.server.secagg.view import LIGHT_KINDS, SecAggRound, read_rounds
 from ldpem.server.store import HospitalRow, ReportRow, RunRow, Store
 
 __all__ = [
@@ -45,52 +44,15 @@ __all__ = [
     "RunView",
     "averaged_reports",
     "estimate_of",
-    "get_run",
     "health",
     "identity",
-    "params_of",
     "participation",
-    "request_of",
     "round_info",
     "rounds",
     "run_view",
     "summary",
     "trajectory",
 ]
-
-
-def get_run(store: Store, run_id: str) -> RunRow:
-    """The run ``run_id``; NotFound when there is none."""
-    run = store.get_run(run_id)
-    if run is None:
-        raise NotFound(f"no run {shown_run(run_id)}")
-    return run
-
-
-def params_of(run: RunRow) -> PublicParameters:
-    return _parsed_params(run.params)
-
-
-def request_of(run: RunRow) -> RunCreate:
-    return _parsed_request(run.request)
-
-
-# A run's stored parameters and request never change, and their models are frozen, so one
-# parse serves every report: parsing a request that enrols 1,000 hospitals on each report
-# made a round O(hospitals²) (docs/perf/HISTORY.md, section 10).
-@lru_cache(maxsize=256)
-def _parsed_params(text: str) -> PublicParameters:
-    return PublicParameters.model_validate_json(text)
-
-
-@lru_cache(maxsize=256)
-def _parsed_request(text: str) -> RunCreate:
-    return RunCreate.model_validate_json(text)
-
-
-@lru_cache(maxsize=256)
-def _parsed_forecast(text: str) -> Forecast:
-    return Forecast.model_validate_json(text)
 
 
 def summary(
@@ -121,7 +83,7 @@ def summary(
         if params.t_min is None
         else ("mesh" if params.graph is None else params.graph.topology),
         survivors=params.survivors,
-        forecast=None if run.forecast is None else _parsed_forecast(run.forecast),
+        forecast=forecast_of(run),
         health=health.state,
         health_line=health.headline(),
         pending=list(pending or []),
@@ -183,11 +145,11 @@ def _steps(view: SecAggRound, params: PublicParameters) -> SecAggRoundSteps:
         t_min=params.t_min or 0,
         colluders=params.colluders or 0,
         step=view.step,
-        advertised=list(answered.get("advertise", ())),
-        shared=list(answered.get("shares", ())),
-        masked=list(answered.get("masked", ())),
-        signed=list(answered.get("signature", ())),
-        unmasked=list(answered.get("unmask", ())),
+        advertised=list(answered.get(Step.ADVERTISE, ())),
+        shared=list(answered.get(Step.SHARES, ())),
+        masked=list(answered.get(Step.MASKED, ())),
+        signed=list(answered.get(Step.SIGNATURE, ())),
+        unmasked=list(answered.get(Step.UNMASK, ())),
         survivors=None if view.survivors is None else list(view.survivors),
         lost=dict(view.lost),
         excluded=natural_sorted(view.excluded),
@@ -212,7 +174,7 @@ def _views(
     store: Store, run: RunRow, reports: Sequence[ReportRow] | None = None
 ) -> list[RoundView]:
     """The run's rounds with their reports (``reports``: the run's, when read already) and,
-    in a secagg run, their steps (``ldpem.server.secaggview``)."""
+    in a secagg run, their steps (``ldpem.server.secagg.view``)."""
     if reports is None:
         reports = store.reports(run.id)
     rows = store.rounds(run.id)

@@ -13,7 +13,7 @@ hospitals  enrolment: name, record count and SHA-256 of the bearer token (never 
 rounds     one row per opened round: β^t, deadline; once closed β^{t+1}, central noise drawn.
 reports    one per (run, round, hospital) at most: sum, count, σ_r, digest (idempotent retry).
 secagg_messages  every message of a secure-aggregation round, received or produced, in
-           order (``seq``): what a restarted coordinator replays (``ldpem.server.secagg``).
+           order (``seq``): what a restarted coordinator replays (``ldpem.server.secagg.rounds``).
 derived    results derived from a run off the event loop (``ldpem.server.background``),
            one JSON body per (run, kind), for those without a column of their own.
 """
@@ -408,7 +408,7 @@ class Store:
             )
         return [_from_row(ReportRow, r, "total") for r in rows]
 
-    # Secure aggregation (``ldpem.server.secagg``): every message of a round, in order.
+    # Secure aggregation (``ldpem.server.secagg.rounds``): every message of a round, in order.
     def add_secagg(self, run_id: str, t: int, rows: list[tuple[str, str, str]]) -> None:
         """Append (kind, holder, body) ``rows`` to round t's messages, in order, inside the
         caller's transaction (so that a step's outputs are stored all or none)."""

@@ -32,6 +32,7 @@ from ldpem.common.secagg import (
 )
 from ldpem.common.secagg.runvalues import round_parameters
 from ldpem.common.secagg.shamir import PRIME, SHARE_BYTES
+from ldpem.common.secagg.steps import ANSWERS, Step
 from ldpem.common.wire import PublicParameters
 from ldpem.server.app import create_app
 from tests.fedkit import admin_headers, run_request, settings
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 
 K, T_MIN, D = 4, 3, 3
 NAMES = [f"h{i}" for i in range(K)]
-STEPS = ("advertise", "shares", "masked", "signature", "unmask")
 KEYS = {n: generate_signing_key() for n in NAMES}
 ROSTER = Roster({n: public_key_bytes(key) for n, key in KEYS.items()})
 
@@ -129,8 +129,20 @@ class DrivenRun:
         return {n: [int(v) % 2**bits for v in rng.integers(-500, 500, size=D)] for n in NAMES}
 
     def summary(self) -> dict[str, Any]:
-        answer: dict[str, Any] = self.client.get(f"/v1/runs/{self.run_id}").json()
+        answer: dict[str, Any] = self.read()
         return answer
+
+    def read(self, what: str = "") -> Any:
+        """``GET /v1/runs/{run}{what}`` (the run's summary, ``/rounds``, …), as JSON."""
+        response = self.client.get(f"/v1/runs/{self.run_id}{what}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def page(self) -> str:
+        """The run's status page."""
+        response = self.client.get(f"/runs/{self.run_id}")
+        assert response.status_code == 200
+        return str(response.text)
 
 
 def hospital_tokens(tag: str, names: Iterable[str]) -> dict[str, str]:
@@ -198,23 +210,24 @@ def play_round(
     inputs: dict[str, list[int]],
     *,
     alter: Alter | None = None,
-    until: str = "unmask",
+    until: Step = Step.UNMASK,
     silent: Collection[str] = (),
     holders: dict[str, Holder] | None = None,
     at: At | None = None,
 ) -> Played:
     """Round ``t`` through the steps up to ``until`` (included), every holder but the
-    ``silent`` ones answering the unmasking request; ``holders``: those of an earlier
-    call, to play the round again from its start (what they sent before is sent again,
-    as an agent retries); ``at``: called at each point of each step. Every fetch must
-    succeed."""
+    ``silent`` ones answering the unmasking request; ``holders``: those taking part (by
+    default all K), or those of an earlier call, to play the round again from its start
+    (what they sent before is sent again, as an agent retries), in the order they post
+    each step; ``at``: called at each point of each step. Every fetch must succeed (a
+    step closed by its deadline is waited for: ``DrivenRun.answer``)."""
     holders = run.holders(t) if holders is None else holders
     statuses: list[int] = []
     sent: dict[str, dict[str, Any]] = {}
     played = Played(statuses, sent, holders)
     posted: list[tuple[str, str, Any]] = []
 
-    def step(name: str, messages: dict[str, Any], skip: Collection[str] = ()) -> None:
+    def step(name: Step, messages: dict[str, Any], skip: Collection[str] = ()) -> None:
         sent[name] = messages
         for holder, message in messages.items():
             if holder in skip:
@@ -228,33 +241,30 @@ def play_round(
             at(name, posted)
 
     def fetch(what: str) -> dict[str, Any]:
-        out = {}
-        for n in NAMES:
-            response = run.get(t, n, what)
-            assert response.status_code == 200, (what, n, response.text)
-            out[n] = response.json()
-        return out
+        return {n: run.answer(t, n, what) for n in holders}
 
-    step("advertise", {n: h.advertise() for n, h in holders.items()})
-    if until == "advertise":
+    step(Step.ADVERTISE, {n: h.advertise() for n, h in holders.items()})
+    if until == Step.ADVERTISE:
         return played
-    lists = {n: ParticipantList.from_dict(b) for n, b in fetch("participants").items()}
-    step("shares", {n: h.share_keys(lists[n]) for n, h in holders.items()})
-    if until == "shares":
+    lists = {n: ParticipantList.from_dict(b) for n, b in fetch(ANSWERS[Step.ADVERTISE]).items()}
+    step(Step.SHARES, {n: h.share_keys(lists[n]) for n, h in holders.items()})
+    if until == Step.SHARES:
         return played
-    bundles = {n: ShareBundle.from_dict(b) for n, b in fetch("bundle").items()}
-    step("masked", {n: h.masked_input(bundles[n], inputs[n]) for n, h in holders.items()})
-    if until == "masked":
+    bundles = {n: ShareBundle.from_dict(b) for n, b in fetch(ANSWERS[Step.SHARES]).items()}
+    step(Step.MASKED, {n: h.masked_input(bundles[n], inputs[n]) for n, h in holders.items()})
+    if until == Step.MASKED:
         return played
-    order = holders[NAMES[0]].roster.names
+    order = next(iter(holders.values())).roster.names
     checks = {
-        n: ConsistencyCheck.from_dict(b, order) for n, b in fetch("consistency-check").items()
+        n: ConsistencyCheck.from_dict(b, order) for n, b in fetch(ANSWERS[Step.MASKED]).items()
     }
-    step("signature", {n: h.sign_survivors(checks[n]) for n, h in holders.items()})
-    if until == "signature":
+    step(Step.SIGNATURE, {n: h.sign_survivors(checks[n]) for n, h in holders.items()})
+    if until == Step.SIGNATURE:
         return played
-    requests = {n: UnmaskRequest.from_dict(b, order) for n, b in fetch("unmask-request").items()}
-    step("unmask", {n: h.unmask(requests[n]) for n, h in holders.items()}, silent)
+    requests = {
+        n: UnmaskRequest.from_dict(b, order) for n, b in fetch(ANSWERS[Step.SIGNATURE]).items()
+    }
+    step(Step.UNMASK, {n: h.unmask(requests[n]) for n, h in holders.items()}, silent)
     return played
 
 
@@ -274,7 +284,7 @@ def liar(culprit: str, owner: str) -> Alter:
     ``owner``'s seed; every other message is sent as it is."""
 
     def alter(step: str, holder: str, message: Any) -> Any:
-        if step == "unmask" and holder == culprit:
+        if step == Step.UNMASK and holder == culprit:
             return random_share(message, owner)
         return message
 

@@ -33,7 +33,7 @@ from ldpem.common.secagg import (
     signing_key_to_pem,
 )
 from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
-from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 from ldpem.processes import Child, Processes, free_port, start_coordinator
 from tests.fedkit import AGENT_BUDGET, cli_create_run, live_server, process_manager, token_file
 from tests.security.test_malicious_coordinator import agent_argv, gmm_data, write_csv

@@ -1,7 +1,7 @@
 """Docs that cannot go stale (issue 30): every repository path and every code name of ours
 cited in README.md and docs/*.md exists in the repository.
 
-* A **path** is a file or folder of the repository named from its root — `server/secagg.py`,
+* A **path** is a file or folder of the repository named from its root — `server/secagg/rounds.py`,
   `tests/cli/`, `docs/MATH.md`, a glob such as `tests/test_extension_*.py` (it must match),
   with an optional `::test_name` or `:line` — or a Markdown link's target, read from the
   citing file's folder. Paths are found in backticks and in running text.
@@ -294,7 +294,7 @@ def test_every_cited_path_and_name_exists() -> None:
 def test_planted_stale_citations_are_each_found(tmp_path: Path) -> None:
     doc = tmp_path / "PLANTED.md"
     doc.write_text(
-        "Fine: `server/secagg.py`, tests/test_layers.py, `protocol.m_step`, `Mechanism`, "
+        "Fine: `server/secagg/rounds.py`, tests/test_layers.py, `protocol.m_step`, `Mechanism`, "
         "`ldpem.common.planning.executor.make_executor`,\n`holder_round`, "
         "`LDPEM_FORECAST_WORKERS`,\n"
         "`docs/results/fig1-{central,local}.csv`, `--mechanism`, `np.clip`, `gmm`.\n"

@@ -1,6 +1,6 @@
 """The convergence figure of ``ldpem demo`` (``convergence.svg``): the federated run's
 error per round against the in-process baselines' and β = 0's, drawn with the status
-pages' own SVG charts (``ldpem.server.svg``): no plotting library, so every install draws
+pages' own SVG charts (``ldpem.server.pages.svg``): no plotting library, so every install draws
 it, and in a few milliseconds where matplotlib took ~0.4 s of the demo's CPU
 (docs/PERFORMANCE.md, "The demo's CPU, fourth pass")."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpem.common.mechanisms import get_mechanism
-from ldpem.server.svg import PALETTE, HLine, Series, line_chart
+from ldpem.server.pages.svg import PALETTE, HLine, Series, line_chart
 
 __all__ = ["convergence_svg", "plot_convergence"]
 

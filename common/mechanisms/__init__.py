@@ -1,6 +1,6 @@
 """Privacy mechanisms applied to per-record gradients, one per module: their contract
 (``ldpem.common.mechanisms.base``), the interface of noise shares
-(``ldpem.common.mechanisms.shares``) and their registry
+(``ldpem.common.mechanisms.secagg_contract``) and their registry
 (``ldpem.common.mechanisms.registry``; docs/EXTENDING.md).
 
 Importing this package registers the built-in mechanisms: local, hospital, central,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ldpem.common.mechanisms.base import Mechanism
 from ldpem.common.mechanisms.registry import get_mechanism, mechanism_names, register_mechanism
-from ldpem.common.mechanisms.shares import (
+from ldpem.common.mechanisms.secagg_contract import (
     SharedNoise,
     honest_holders,
     noise_shares,

@@ -25,7 +25,7 @@ Where the noise is added (``Mechanism.noise_site``):
 * ``aggregator``: once on the average, by the coordinator (the central model);
 * ``shares``: each holder adds a share of the noise to its sum, and only the sum of all
   holders' reports is ever seen (secure aggregation): such a mechanism also implements
-  ``ldpem.common.mechanisms.shares.SharedNoise`` (its t_min, its shares' calibration and
+  ``ldpem.common.mechanisms.secagg_contract.SharedNoise`` (its t_min, its shares' calibration and
   its exact sum arithmetic); one holder's report is not private on its own
   (docs/SECAGG.md);
 * ``nowhere``: no noise at all.

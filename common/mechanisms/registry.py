@@ -17,7 +17,7 @@ from typing import ClassVar, TypeVar, get_args, get_origin
 
 from ldpem.common.core.plugins import class_path, ensure_plugins, note_registration
 from ldpem.common.mechanisms.base import PUBLIC_FIELDS, Mechanism, NoiseSite, ScaleRule
-from ldpem.common.mechanisms.shares import SharedNoise
+from ldpem.common.mechanisms.secagg_contract import SharedNoise
 
 __all__ = ["get_mechanism", "mechanism_names", "register_mechanism"]
 
@@ -124,7 +124,7 @@ def register_mechanism(cls: MechanismT) -> MechanismT:
     if (cls.noise_site == "shares") != issubclass(cls, SharedNoise):
         raise ValueError(
             f"mechanism {name}: noise shares go with the SharedNoise interface "
-            "(ldpem.common.mechanisms.shares), and only they"
+            "(ldpem.common.mechanisms.secagg_contract), and only they"
         )
     _check_fields(cls, name)
     known = _MECHANISMS.get(name)

@@ -27,7 +27,7 @@ from ldpem.common.core.secagg_quantize import (
 from ldpem.common.mechanisms.base import FloatArray, NoiseSite, ScaleRule, _as_gradients
 from ldpem.common.mechanisms.local import LocalTruncation
 from ldpem.common.mechanisms.registry import register_mechanism
-from ldpem.common.mechanisms.shares import SharedNoise
+from ldpem.common.mechanisms.secagg_contract import SharedNoise
 
 __all__ = ["SecAggSkellam", "SkellamEvent"]
 

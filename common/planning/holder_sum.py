@@ -20,7 +20,7 @@ from ldpem.common.mechanisms import Mechanism, SharedNoise, sum_arithmetic
 from ldpem.common.mechanisms.local import LocalTruncation
 from ldpem.common.mechanisms.local_clip import LocalClipped
 from ldpem.common.mechanisms.secagg import SecAggSkellam
-from ldpem.common.mechanisms.shares import FloatSum
+from ldpem.common.mechanisms.secagg_contract import FloatSum
 from ldpem.common.models import Model
 from ldpem.common.models.base import Records
 from ldpem.common.planning.truncation_sum import truncated_sum

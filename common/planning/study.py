@@ -211,7 +211,7 @@ def shares_threshold(study: Study, holders: int) -> tuple[int, int]:
     if topology not in ("graph", "expander"):
         t_min = study_t_min(study.t_min, holders)
         return t_min, study_colluders(study.colluders, holders, t_min)
-    from ldpem.common.secagg.expander_parameters import ExpanderParameters
+    from ldpem.common.secagg.graph.expander import ExpanderParameters
     from ldpem.common.secagg.runvalues import requested_graph
 
     try:

@@ -5,7 +5,9 @@ The cryptography is a pure library: no HTTP, no files. A round is two state mach
 messages of ``messages.py``, each with ``to_dict``/``from_dict`` for the wire. Underneath: identity
 keys and the roster (``keys.py``), Shamir sharing (``shamir.py``), the dealer's signatures
 and seed commitments that name the sender of a wrong share (``dealing.py``), masks
-(``masks.py``) and the holder-to-holder channel (``channel.py``).
+(``masks.py``) and the holder-to-holder channel (``channel.py``). The steps of a round
+are one vocabulary, ``Step`` (``steps.py``), for the holder, the coordinator and the wire;
+the SecAgg+ graphs and their parameters are the sub-package ``graph``.
 
 The distributed noise lives in the core, because the ``SecAggSkellam`` mechanism needs it
 and the core imports no higher layer (docs/ARCHITECTURE.md, "Layers"):

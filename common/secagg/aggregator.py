@@ -46,6 +46,7 @@ from ldpem.common.secagg.shamir import (
     combine_secret,
     decode,
 )
+from ldpem.common.secagg.steps import Step
 
 __all__ = ["Aggregator", "disputed"]
 
@@ -81,7 +82,7 @@ class Aggregator(GraphRelay):
         self.parameters = parameters
         self.dimension = dimension
         self.graph = neighbourhood.round_graph(roster, parameters, everyone=True)  # None: mesh
-        self.step = "advertise"
+        self.step = Step.ADVERTISE
         self.advertisements: dict[str, messages.KeyAdvertisement] = {}
         self.encrypted_shares: dict[str, messages.EncryptedShares] = {}
         self.masked_inputs: dict[str, messages.MaskedInput] = {}
@@ -104,7 +105,7 @@ class Aggregator(GraphRelay):
 
     # Helpers
 
-    def _expect(self, step: str, kind: str, run_id: str, round_: int) -> None:
+    def _expect(self, step: Step, kind: str, run_id: str, round_: int) -> None:
         if self.step != step:
             raise SecAggRefused(f"a {kind} during the {self.step} step")
         check_round(kind, self.parameters, run_id, round_)
@@ -141,7 +142,7 @@ class Aggregator(GraphRelay):
 
     def receive_advertisement(self, advertisement: messages.KeyAdvertisement) -> None:
         p = advertisement.parameters
-        self._expect("advertise", "key advertisement", p.run_id, p.round)
+        self._expect(Step.ADVERTISE, "key advertisement", p.run_id, p.round)
         check_advertisement(advertisement, self.roster, self.parameters)
         for kind, key in (
             ("encryption", advertisement.encryption_key),
@@ -157,13 +158,13 @@ class Aggregator(GraphRelay):
 
     def participants(self) -> messages.ParticipantList:
         """Close step 1: the advertisements received (U1), in name order."""
-        if self.step == "advertise":
+        if self.step == Step.ADVERTISE:
             self._enough(len(self.advertisements), "advertised keys", whole=True)
             if len(self.advertisements) > self.parameters.k:
                 raise SecAggError(
                     f"{len(self.advertisements)} holders advertised keys; K = {self.parameters.k}"
                 )
-            self.step = "share"
+            self.step = Step.SHARES
         p = self.parameters
         adverts = tuple(self.advertisements[n] for n in sorted(self.advertisements))
         return messages.ParticipantList(p.run_id, p.round, adverts)
@@ -171,7 +172,7 @@ class Aggregator(GraphRelay):
     # Step 2
 
     def receive_shares(self, shares: messages.EncryptedShares) -> None:
-        self._expect("share", "encrypted shares", shares.run_id, shares.round)
+        self._expect(Step.SHARES, "encrypted shares", shares.run_id, shares.round)
         if shares.holder not in self.advertisements:
             raise SecAggRefused(f"encrypted shares from {shares.holder!r}, not a participant")
         if shares.ciphertexts.keys() != self._others(shares.holder, self.advertisements):
@@ -184,9 +185,9 @@ class Aggregator(GraphRelay):
     def share_bundles(self) -> dict[str, messages.ShareBundle]:
         """Close step 2: for each holder that sent shares (U2), the ciphertexts the other
         holders of U2 sealed to it."""
-        if self.step == "share":
+        if self.step == Step.SHARES:
             self._enough(len(self.encrypted_shares), "shared keys", whole=True)
-            self.step = "mask"
+            self.step = Step.MASKED
         p = self.parameters
         sealed: dict[str, dict[str, bytes]] = {name: {} for name in self.encrypted_shares}
         for sender, message in self.encrypted_shares.items():  # O(K·k), not a scan per recipient
@@ -202,7 +203,7 @@ class Aggregator(GraphRelay):
     # Step 3
 
     def receive_masked_input(self, masked: messages.MaskedInput) -> None:
-        self._expect("mask", "masked input", masked.run_id, masked.round)
+        self._expect(Step.MASKED, "masked input", masked.run_id, masked.round)
         if masked.holder not in self.encrypted_shares:
             raise SecAggRefused(f"a masked input from {masked.holder!r}, which did not share keys")
         if len(masked.values) != 8 * self.dimension:
@@ -247,7 +248,7 @@ class Aggregator(GraphRelay):
         and a holder whose claims exceed what the round can spare), so that every member of
         S masked with every other. A masked input arriving later is refused: its holder
         counts as dropped, and its pairwise key is about to be reconstructed."""
-        if self.step == "mask":
+        if self.step == Step.MASKED:
             floor = max(self.parameters.t_min, self.parameters.survivors)
             self.disputed = disputed(self.masked_inputs, floor=floor)
             survivors = tuple(sorted(set(self.masked_inputs) - set(self.disputed)))
@@ -267,13 +268,13 @@ class Aggregator(GraphRelay):
             order = self.roster.names
             self._check = messages.ConsistencyCheck(p.run_id, p.round, survivors, order)
             self._check_bytes = consistency.survivor_set_bytes(p.run_id, p.round, survivors, order)
-            self.step = "consistency"
+            self.step = Step.SIGNATURE
         return self._opened(self._check, "consistency check")
 
     # Step 4
 
     def receive_signature(self, signature: messages.SurvivorSignature) -> None:
-        self._expect("consistency", "survivor signature", signature.run_id, signature.round)
+        self._expect(Step.SIGNATURE, "survivor signature", signature.run_id, signature.round)
         check = self._opened(self._check, "consistency check")  # opened by the last step
         if signature.holder not in check.survivors:
             raise SecAggRefused(f"a survivor signature from {signature.holder!r}, not a survivor")
@@ -292,7 +293,7 @@ class Aggregator(GraphRelay):
         (``unmask_requests``), so the step closes with whoever signed as long as the
         signers certify S and can rebuild every secret the sum needs (``_answerable``);
         SecAggError otherwise."""
-        if self.step == "consistency":
+        if self.step == Step.SIGNATURE:
             check = self._opened(self._check, "consistency check")
             self._enough(len(self.signatures), "signed the survivor set")
             if self.graph is not None:
@@ -303,7 +304,7 @@ class Aggregator(GraphRelay):
                 check.run_id, check.round, check.survivors, dropped, signatures, check.order
             )
             self._request_sets = frozenset(dropped), frozenset(check.survivors)
-            self.step = "unmask"
+            self.step = Step.UNMASK
         return self._opened(self._request, "unmasking request")
 
     def _answerable(self, survivors: tuple[str, ...]) -> None:
@@ -336,7 +337,7 @@ class Aggregator(GraphRelay):
     # Step 5
 
     def receive_unmask_response(self, response: messages.UnmaskResponse) -> None:
-        self._expect("unmask", "unmasking response", response.run_id, response.round)
+        self._expect(Step.UNMASK, "unmasking response", response.run_id, response.round)
         self._opened(self._request, "unmasking request")  # opened by the last step
         if response.holder not in self.signatures:
             raise SecAggRefused(
@@ -362,7 +363,7 @@ class Aggregator(GraphRelay):
         """
         if self._result is not None:
             return self._result.copy()
-        if self.step != "unmask":
+        if self.step != Step.UNMASK:
             raise SecAggError(f"no result during the {self.step} step")
         request = self._opened(self._request, "unmasking request")
         if self.graph is None:
@@ -395,7 +396,7 @@ class Aggregator(GraphRelay):
                 )
             private = X25519PrivateKey.from_private_bytes(self._secret(gone, "s", holders))
             total = self._remove_masks_of(gone, private, request.survivors, total)
-        self.step = "done"
+        self.step = Step.DONE
         self._result = total
         return total.copy()
 
@@ -429,15 +430,7 @@ class Aggregator(GraphRelay):
         if secret is not None:
             return secret
         verified: list[str] = []
-        for responder in usable:
-            if len(verified) == t:
-                break
-            if self._dealt(owner, kind, responder):
-                verified.append(responder)
-            else:
-                self.faulty[responder] = (
-                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
-                )
+        self._verify(owner, kind, usable, verified, up_to=t)
         if len(verified) < t:
             named = sorted(self.faulty, key=self.roster.index)
             raise FaultyResponders(
@@ -452,16 +445,7 @@ class Aggregator(GraphRelay):
         # polynomial. With every responder's verified share the committed secret may still
         # be decoded (at most (n − t)/2 of n wrong: ``shamir.decode``); it is named either
         # way, and its round completes when enough correct shares remain.
-        checked = set(verified)
-        for responder in usable:
-            if responder in checked or responder in self.faulty:
-                continue
-            if self._dealt(owner, kind, responder):
-                verified.append(responder)
-            else:
-                self.faulty[responder] = (
-                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
-                )
+        self._verify(owner, kind, usable, verified, up_to=None)
         secret = self._decoded(owner, kind, verified)
         if secret is None:
             raise FaultyDealer(
@@ -475,6 +459,34 @@ class Aggregator(GraphRelay):
             f"{len(verified)} shares it signed"
         )
         return secret
+
+    def _verify(
+        self,
+        owner: str,
+        kind: dealing.Kind,
+        responders: list[str],
+        verified: list[str],
+        *,
+        up_to: int | None,
+    ) -> None:
+        """Check ``responders``' shares of ``owner``'s secret against its signature, in
+        order, until ``verified`` holds ``up_to`` of them (None: every one): a share it
+        dealt is appended to ``verified``, a responder whose share it did not deal is
+        named in ``faulty``. Responders already verified or faulty are skipped."""
+        what = _SECRET[kind]
+        checked = set(verified)
+        for responder in responders:
+            if len(verified) == up_to:
+                break
+            if responder in checked or responder in self.faulty:
+                continue
+            if self._dealt(owner, kind, responder):
+                verified.append(responder)
+                checked.add(responder)
+            else:
+                self.faulty[responder] = (
+                    f"its share of the {what} of {owner!r} is not one {owner!r} dealt it"
+                )
 
     def _revealed(self, owner: str, kind: dealing.Kind, responder: str) -> bytes:
         """The signed share of ``owner``'s secret of ``kind`` that ``responder`` revealed."""

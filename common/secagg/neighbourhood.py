@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ldpem.common.secagg import consistency, messages
-from ldpem.common.secagg.cycles import CycleGraph
 from ldpem.common.secagg.errors import SecAggRefused
-from ldpem.common.secagg.graph import NeighbourGraph, committee, graph_seed
+from ldpem.common.secagg.graph.cycles import CycleGraph
+from ldpem.common.secagg.graph.harary import NeighbourGraph, committee, graph_seed
 from ldpem.common.secagg.keys import Roster
 
 __all__ = ["RoundGraph", "check_certificate", "round_graph"]

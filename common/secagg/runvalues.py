@@ -31,8 +31,8 @@ from ldpem.common.core.secagg_quantize import modulus_bits
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.protocol import holder_mechanism
 from ldpem.common.protocol.parameters import PublicValues
-from ldpem.common.secagg.expander_parameters import ExpanderParameters, expander_parameters
-from ldpem.common.secagg.graph_parameters import GraphParameters, graph_parameters
+from ldpem.common.secagg.graph.expander import ExpanderParameters, expander_parameters
+from ldpem.common.secagg.graph.parameters import GraphParameters, graph_parameters
 from ldpem.common.secagg.messages import RoundParameters
 
 __all__ = [

@@ -63,7 +63,7 @@ from ldpem.common.wire.names import (
     ScheduleSpec,
 )
 from ldpem.common.wire.reads import HospitalParticipation, RoundSummary, Trajectory
-from ldpem.common.wire.shares import (
+from ldpem.common.wire.secagg import (
     SecAggGraph,
     check_shares,
     roster_inlined,
@@ -191,7 +191,7 @@ class RunCreate(_Schema):
     min_honest_shares: int | None = Field(default=None, ge=2, le=1000)
     #: Noise shares only: the full mesh, the SecAgg+ Harary graph or the expander
     #: (docs/SECAGG_GRAPH.md); "auto" (default) is resolved at validation, so a run never
-    #: holds it (``wire.shares.topology_resolved``; declared after the fields it reads).
+    #: holds it (``wire.secagg.topology_resolved``; declared after the fields it reads).
     secagg_topology: Literal["auto", "mesh", "graph", "expander"] = Field(
         default="auto", validate_default=True
     )
@@ -433,7 +433,7 @@ def public_parameters(request: RunCreate) -> PublicParameters:
     """The public mechanism parameters of a run, from its request and the study defaults
     (``protocol.derive_public_values``)."""
     values = derive_public_values(request)
-    if request.roster is not None:  # noise shares (``wire_shares.check_shares``)
+    if request.roster is not None:  # noise shares (``wire.secagg.check_shares``)
         values.update(threshold_values(request, values["t_min"]))
         from ldpem.common.secagg import Roster
         from ldpem.common.secagg.runvalues import shares_values

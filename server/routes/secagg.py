@@ -1,6 +1,6 @@
 """Secure aggregation of a round (docs/FEDERATED.md): a holder posts its message of each
 step and long-polls the aggregator's answer to the step. The work is
-``ldpem.server.secagg``'s; its refusals are mapped in ``ldpem.server.app``.
+``ldpem.server.secagg.rounds``'s; its refusals are mapped in ``ldpem.server.app``.
 
 These two routes carry every message of every holder of a secagg run, five requests
 per holder per round, so they are plain Starlette routes served ahead of the
@@ -21,27 +21,22 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
+from ldpem.common.secagg.steps import ANSWERS, HOLDER_STEPS, Step
 from ldpem.common.wire import API_PREFIX, INT_LIMIT
-from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 from ldpem.server.bodies import parse_json_body
 from ldpem.server.coordinator import Coordinator
 from ldpem.server.deps import hospital_of
-from ldpem.server.secagg import STEPS as ROUND_STEPS
 from ldpem.server.settings import Settings
 from ldpem.server.store import HospitalRow
 
 __all__ = ["OPENAPI_PATHS", "add_routes"]
 
-#: The steps a holder posts a message in: the round's, without its end.
-STEPS = ROUND_STEPS[: ROUND_STEPS.index("done")]
+#: The steps a holder posts a message in (the path segment ``{step}``).
+STEPS = tuple(step.value for step in HOLDER_STEPS)
 #: What a holder fetches after each step: the participant list, its share bundle, the
 #: survivor set to sign (consistency check), the unmasking request.
-_FETCHED: dict[str, str] = {
-    "participants": "advertise",
-    "bundle": "shares",
-    "consistency-check": "masked",
-    "unmask-request": "signature",
-}
+_FETCHED: dict[str, Step] = {answer: step for step, answer in ANSWERS.items()}
 _ROUND = API_PREFIX + "/runs/{run_id}/rounds/{t}/secagg"
 _DIGITS = re.compile(r"[0-9]{1,19}")
 _ACCEPTED = json.dumps({"status": "accepted"}).encode()
@@ -75,7 +70,7 @@ def _wait(request: Request) -> float:
     return min(wait, settings.max_wait)
 
 
-def _then(request: Request, step: str) -> str | None:
+def _then(request: Request, step: Step) -> str | None:
     """Query parameter ``then``: the answer to ``step`` to wait for, or None."""
     then = request.query_params.get("then")
     if then is not None and _FETCHED.get(then) != step:
@@ -95,7 +90,7 @@ async def post_message(request: Request) -> Response:
     once the step closed, 202 (accepted, the step still open) after ``wait`` seconds. One
     request a step instead of two, the answer being what ``GET …/{then}`` gives."""
     coordinator, hospital = await hospital_of(request)
-    t, step = _round(request), _one_of(request, "step", STEPS)
+    t, step = _round(request), Step(_one_of(request, "step", STEPS))
     then, wait = _then(request, step), _wait(request)
     run_id: str = request.path_params["run_id"]
     message = (coordinator, hospital, run_id, t, step)
@@ -113,7 +108,7 @@ async def _receive(
     hospital: HospitalRow,
     run_id: str,
     t: int,
-    step: str,
+    step: Step,
 ) -> None:
     """Hand the request's body, a holder's message of ``step``, to the round."""
     raw = await request.body()
@@ -145,7 +140,7 @@ async def _answer(
     hospital: HospitalRow,
     run_id: str,
     t: int,
-    step: str,
+    step: Step,
     *,
     wait: float,
     headers: dict[str, str],

@@ -19,8 +19,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ldpem.server.deps import READ_COOKIE, CoordinatorDep, OptionalTokenDep, ReaderDep, can_read
 from ldpem.server.deps import page_token as _page_token
 from ldpem.server.metrics import Metrics
-from ldpem.server.pagekit import page
-from ldpem.server.statuspage import index_page, run_page
+from ldpem.server.pages.kit import page
+from ldpem.server.pages.status import index_page, run_page
 
 __all__ = ["public", "router"]
 

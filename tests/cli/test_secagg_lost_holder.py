@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from ldpem.processes import Processes
-from ldpem.server.secaggview import STEP_WORDS
+from ldpem.server.secagg.view import STEP_WORDS
 from tests.fedkit import write_gmm_data
 from tests.secaggkit import SecAggRun, secagg_run
 from tests.server.opkit import health_banner

@@ -24,10 +24,10 @@ from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
 from ldpem.common.planning.simulation import simulate_run
 from ldpem.common.protocol import FederatedStreams
+from ldpem.common.secagg.steps import HOLDER_STEPS, Step
 from ldpem.processes import Child, Processes, free_port, start_coordinator, wait_until
 from tests.fedkit import write_gmm_data
 from tests.secaggdriver import NAMES, create_run, liar, play_round, spoil
-from tests.secaggdriver import STEPS as DRIVER_STEPS
 from tests.secaggkit import secagg_run
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,6 @@ COUNTS = [300, 320, 340, 360, 380, 400]
 K, T_MIN, D, ROUNDS = len(COUNTS), 4, 3, 3
 KILLED_ROUND = 1
 SEEDS = [300 + i for i in range(K)]
-STEPS = ("advertise", "shares", "masked", "signature", "unmask")
 #: The agent that stands still in round KILLED_ROUND, its masked input made and not sent.
 HELD = "h5"
 
@@ -78,7 +77,7 @@ def test_a_coordinator_killed_mid_round_continues_the_round(
     names = sorted(f"h{i}" for i in range(K))
     for t in range(ROUNDS):
         rows = stored[t]
-        for step in STEPS:  # one message per holder and step: none asked twice, none lost
+        for step in HOLDER_STEPS:  # one message per holder and step: none asked twice, none lost
             assert sorted(h for k, h, _ in rows if k == step) == names, (t, step)
         [total] = [b for k, _, b in rows if k == "sum"]
         assert total["survivors"] == names
@@ -121,11 +120,11 @@ def test_a_wrong_share_costs_its_run_a_round_and_a_restart_keeps_the_other_run_g
     with httpx.Client(base_url=url, timeout=30) as client:
         spoilt, other = create_run(client, "a"), create_run(client, "b")
         played = play_round(spoilt, 0, spoilt.inputs(1), alter=liar("h1", "h0"))
-        assert played.statuses == [200] * (len(DRIVER_STEPS) * len(NAMES))
+        assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
         assert (spoilt.summary()["status"], spoilt.summary()["round"]) == ("running", 1)
-        later = play_round(spoilt, 1, spoilt.inputs(3), until="signature")
+        later = play_round(spoilt, 1, spoilt.inputs(3), until=Step.SIGNATURE)
         requests = {n: spoilt.get(1, n, "unmask-request").json() for n in NAMES}
-        begun = play_round(other, 0, other.inputs(2), until="shares")
+        begun = play_round(other, 0, other.inputs(2), until=Step.SHARES)
     child.send_signal(signal.SIGKILL)
     child.wait(30)
     with sqlite3.connect(db) as connection:
@@ -145,7 +144,7 @@ def test_a_wrong_share_costs_its_run_a_round_and_a_restart_keeps_the_other_run_g
         summary = spoilt.summary()
         assert summary["status"] == "finished", summary
         played = play_round(other, 0, other.inputs(2), holders=begun.holders)
-        assert played.statuses == [200] * (len(DRIVER_STEPS) * len(NAMES))
+        assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
         assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
     with sqlite3.connect(db) as connection:
         (body,) = connection.execute(

@@ -14,7 +14,8 @@ import pytest
 
 from ldpem.client.link import READ_MARGIN
 from ldpem.client.secagg import STEP_WAIT, _Exchange
-from ldpem.common.wire.shares import SECAGG_ANSWER_HEADER
+from ldpem.common.secagg.steps import Step
+from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 from ldpem.server.settings import Settings
 
 ANSWER = {"participants": ["the", "list"]}
@@ -48,7 +49,7 @@ def exchange(link: ScriptedLink, wait: float = 30.0) -> _Exchange:
 
 def test_the_answer_named_by_the_coordinator_needs_no_second_request() -> None:
     link = ScriptedLink(respond(200, ANSWER, {SECAGG_ANSWER_HEADER: "participants"}), [])
-    assert exchange(link).post_then_fetch("advertise", {}, "participants") == ANSWER
+    assert exchange(link).post_then_fetch(Step.ADVERTISE, {}) == ANSWER
     assert link.calls == [
         (
             "POST",
@@ -69,13 +70,13 @@ def test_the_answer_named_by_the_coordinator_needs_no_second_request() -> None:
 )
 def test_otherwise_the_answer_is_fetched(posted: httpx.Response) -> None:
     link = ScriptedLink(posted, [respond(202, {}), respond(200, ANSWER)])
-    assert exchange(link).post_then_fetch("advertise", {}, "participants") == ANSWER
+    assert exchange(link).post_then_fetch(Step.ADVERTISE, {}) == ANSWER
     assert [method for method, _, _ in link.calls] == ["POST", "GET", "GET"]
 
 
 def test_a_step_closed_without_this_holder_ends_its_round() -> None:
     link = ScriptedLink(respond(409, {"detail": "the advertise step of round 3 is closed"}), [])
-    assert exchange(link).post_then_fetch("advertise", {}, "participants") is None
+    assert exchange(link).post_then_fetch(Step.ADVERTISE, {}) is None
     assert len(link.calls) == 1
 
 
@@ -87,7 +88,7 @@ def test_a_steps_answer_is_long_polled_as_long_as_a_deadline_may_take(
     when longer), with a read timeout beyond it: a holder whose step waits for a dropped
     peer's deadline re-asks once per STEP_WAIT, not once per round long-poll."""
     link = ScriptedLink(respond(202, {}), [respond(202, {}), respond(200, ANSWER)])
-    assert exchange(link, agent_wait).post_then_fetch("masked", {}, "consistency-check") == ANSWER
+    assert exchange(link, agent_wait).post_then_fetch(Step.MASKED, {}) == ANSWER
     assert [params["wait"] for _, _, params in link.calls] == [asked] * 3
     assert all(timeout.read == asked + READ_MARGIN for timeout in link.timeouts)
     assert all(timeout.read > asked for timeout in link.timeouts)

@@ -271,7 +271,7 @@ def run_request(**changes: Any) -> dict[str, Any]:
         "mechanism": "secagg",
         "tau": 10.0,
         "hospitals": [{"name": f"h{i}", "records": 100} for i in range(5)],
-        # A federated secagg run names its holders' roster (wire_shares.check_shares).
+        # A federated secagg run names its holders' roster (wire.secagg.check_shares).
         "roster": json.loads(
             Roster({f"h{i}": public_key_bytes(generate_signing_key()) for i in range(5)}).to_json()
         ),

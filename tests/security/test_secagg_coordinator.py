@@ -32,6 +32,7 @@ from ldpem.common.secagg import (
 from ldpem.common.secagg.checks import check_advertisement
 from ldpem.common.secagg.messages import sign_advertisement
 from ldpem.common.secagg.runvalues import run_digest, run_shares_mechanism
+from ldpem.common.secagg.steps import HOLDER_STEPS
 from tests.secaggkit import (
     FAKE_D,
     FAKE_ROUNDS,
@@ -184,7 +185,7 @@ def test_an_honest_fake_runs_to_the_end(tmp_path: Path, consortium: Consortium) 
     fake = Fake(consortium)
     outcome = attack(tmp_path, fake)
     assert outcome.code == 0, outcome.log[-3000:]
-    steps = ["advertise", "shares", "masked", "signature", "unmask"]
+    steps = list(HOLDER_STEPS)
     assert outcome.posts == [(t, s) for t in range(FAKE_ROUNDS) for s in steps]
     assert all(fake.rounds[t].result is not None for t in range(FAKE_ROUNDS))
     assert any(v != 0 for v in fake.rounds[0].result or [])
@@ -385,7 +386,7 @@ def test_an_agent_restarted_after_masking_never_masks_that_round_again(
     fake.take = taken  # type: ignore[method-assign]
     outcome = attack(tmp_path, fake, envs=({"LDPEM_AGENT_FAULT": "kill-after-mask:0"}, {}))
     assert outcome.code == 0, outcome.log[-3000:]
-    steps = ["advertise", "shares", "masked", "signature", "unmask"]
+    steps = list(HOLDER_STEPS)
     restart = [(0, "advertise"), (0, "shares"), (0, "advertise")]
     assert outcome.posts == restart + [(1, s) for s in steps]
     assert "not made again" in outcome.log

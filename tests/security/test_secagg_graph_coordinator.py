@@ -39,13 +39,14 @@ from ldpem.common.secagg import (
     UnmaskResponse,
     signing_key_to_pem,
 )
-from ldpem.common.secagg.graph import NeighbourGraph, graph_seed
+from ldpem.common.secagg.graph.harary import NeighbourGraph, graph_seed
 from ldpem.common.secagg.runvalues import (
     round_parameters,
     run_expander,
     run_graph,
     run_shares_mechanism,
 )
+from ldpem.common.secagg.steps import HOLDER_STEPS
 from ldpem.common.wire import Identity, PublicParameters
 from tests.secaggkit import (
     FAKE_D,
@@ -157,7 +158,7 @@ def test_an_honest_graph_fake_runs_to_the_end(tmp_path: Path, consortium: FakeCo
     fake = GraphFake(consortium)
     outcome = attack(tmp_path, fake)
     assert outcome.code == 0, outcome.log[-3000:]
-    steps = ["advertise", "shares", "masked", "signature", "unmask"]
+    steps = list(HOLDER_STEPS)
     assert outcome.posts == [(t, s) for t in range(FAKE_ROUNDS) for s in steps]
     assert any(v != 0 for v in fake.rounds[0].result or [])
 

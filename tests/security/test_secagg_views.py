@@ -30,6 +30,7 @@ from ldpem.common.secagg import (
     UnmaskRequest,
 )
 from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, to_residues
+from ldpem.common.secagg.steps import HOLDER_STEPS
 from tests.secaggkit import FAKE_D, FAKE_RUN, attack, refused
 from tests.security.test_secagg_coordinator import NAMES, Fake, SecAggRound, mesh_consortium
 
@@ -142,7 +143,7 @@ def test_a_peers_garbage_ciphertext_costs_that_peer_the_round_not_the_agent(
     outcome = attack(tmp_path, fake)
     assert outcome.code == 0, outcome.log[-3000:]
     assert "round 0: the shares of h1 did not open: not masked with them" in outcome.log
-    steps = ["advertise", "shares", "masked", "signature", "unmask"]
+    steps = list(HOLDER_STEPS)
     assert outcome.posts == [(t, s) for t in range(2) for s in steps]
     first = fake.rounds[0]
     assert first.aggregator.masked_inputs["h0"].excluded == ("h1",)

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 from fastapi.testclient import TestClient
 
+from ldpem.common.secagg.steps import Step
 from ldpem.server.app import GZIP_LEVEL, GZIP_MINIMUM_BYTES, create_app
 from ldpem.server.compression import gzip_answer, is_secagg_path
 from tests.fedkit import settings
@@ -73,7 +74,7 @@ def test_a_413_still_answers_through_the_compression(client: TestClient) -> None
 def test_a_holders_participant_list_is_gzipped_to_about_its_raw_bytes(tmp_path: Path) -> None:
     with TestClient(create_app(settings(tmp_path))) as client:
         run = create_run(client, "gz")
-        play_round(run, 0, run.inputs(0), until="advertise")
+        play_round(run, 0, run.inputs(0), until=Step.ADVERTISE)
         url = run.url(0, "participants") + "?wait=5"
         headers = run.headers(NAMES[0])
         zipped = fetch(client, url, {**headers, **GZIP})

@@ -18,8 +18,8 @@ from ldpem.common.wire import PublicParameters, RunCreate, public_parameters
 from ldpem.server import confidence
 from ldpem.server.app import create_app
 from ldpem.server.confidence import CONFIDENCE, federated_study, stored_region
+from ldpem.server.pages.svgintervals import Interval, interval_chart
 from ldpem.server.settings import Settings
-from ldpem.server.svgintervals import Interval, interval_chart
 from tests.fedkit import run_request, settings
 from tests.server.opkit import start_run
 

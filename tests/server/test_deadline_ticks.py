@@ -1,5 +1,5 @@
 """The deadline tick (``ldpem.server.machine.expire``) and secure aggregation: a secagg
-run's steps keep their own deadlines (``ldpem.server.secagg``), so the tick neither closes
+run's steps keep their own deadlines (``ldpem.server.secagg.rounds``), so the tick neither closes
 its round nor reads its run, however long ago the round's own deadline passed (reading it
 at every tick cost a coordinator with a 1000-holder run a share of its CPU for nothing,
 docs/PERFORMANCE.md)."""

@@ -17,7 +17,7 @@ from ldpem.cli import main
 from ldpem.client.agent import Agent
 from ldpem.common.wire import RoundInfo
 from ldpem.server.app import create_app
-from ldpem.server.secagg import UNATTRIBUTABLE_LIMIT
+from ldpem.server.secagg.rounds import UNATTRIBUTABLE_LIMIT
 from tests.fedkit import ADMIN, live_server, settings
 from tests.secaggdriver import D, create_run, play_round
 

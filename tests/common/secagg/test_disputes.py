@@ -61,7 +61,7 @@ def test_claims_within_bounds_that_leave_too_few_fail_the_round_not_silently(
 ) -> None:
     """h00 and h01 each name h02 and h03 (two claims each, what the round can spare):
     honoured, one survivor short of t_min = 3 is left: a SecAggError the coordinator turns
-    into a lost round (tests/server/test_secagg_faults.py), never a sum of one input."""
+    into a lost round (tests/server/secagg/test_faults.py), never a sum of one input."""
     parameters = consortium.parameters(t_min=3)
     with pytest.raises(SecAggError, match="t_min = 3"):
         run_round(consortium, parameters, accuse={"h00": ("h02", "h03"), "h01": ("h02", "h03")})

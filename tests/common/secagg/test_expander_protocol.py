@@ -28,7 +28,6 @@ from ldpem.common.secagg import (
     SecAggError,
     SecAggRefused,
     UnmaskRequest,
-    cycles,
 )
 from ldpem.common.secagg.consistency import (
     SurvivorSignature,
@@ -37,8 +36,9 @@ from ldpem.common.secagg.consistency import (
     sign_survivors,
     survivor_set_bytes,
 )
-from ldpem.common.secagg.cycles import CycleGraph
-from ldpem.common.secagg.graph import NeighbourGraph, graph_seed
+from ldpem.common.secagg.graph import cycles
+from ldpem.common.secagg.graph.cycles import CycleGraph
+from ldpem.common.secagg.graph.harary import NeighbourGraph, graph_seed
 from ldpem.common.secagg.neighbourhood import check_certificate, round_graph
 from tests.common.secagg.kit import RUN, Consortium, random_inputs, run_round, wire
 

@@ -216,7 +216,7 @@ class TestTheAggregatorRefuses:
         self.advertise_all()
         participants = self.aggregator.participants()
         shares = {n: h.share_keys(participants) for n, h in self.holders.items()}
-        with pytest.raises(SecAggRefused, match="a key advertisement during the share step"):
+        with pytest.raises(SecAggRefused, match="a key advertisement during the shares step"):
             self.aggregator.receive_advertisement(self.holders["h00"].advertise())
         for message in shares.values():
             self.aggregator.receive_shares(message)
@@ -224,10 +224,10 @@ class TestTheAggregatorRefuses:
         masked = {n: h.masked_input(bundles[n], [1, 2, 3]) for n, h in self.holders.items()}
         for name in ("h00", "h01", "h02", "h03"):
             self.aggregator.receive_masked_input(masked[name])
-        with pytest.raises(SecAggError, match="no result during the mask step"):
+        with pytest.raises(SecAggError, match="no result during the masked step"):
             self.aggregator.result()
         check = self.aggregator.consistency_check()
-        with pytest.raises(SecAggRefused, match="a masked input during the consistency step"):
+        with pytest.raises(SecAggRefused, match="a masked input during the signature step"):
             self.aggregator.receive_masked_input(masked["h04"])  # late: h04 counts as dropped
         signatures = {n: self.holders[n].sign_survivors(check) for n in check.survivors}
         with pytest.raises(SecAggRefused, match="from 'h04', not a survivor"):
