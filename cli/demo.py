@@ -31,7 +31,7 @@ from ldpem.client.link import link_tls
 from ldpem.common.core.accounting import epsilon_for_ratio
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model
-from ldpem.common.planning.simulation import split_holders
+from ldpem.common.planning.simulator import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
 from ldpem.demo_follow import await_forecast, follow

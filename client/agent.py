@@ -78,7 +78,7 @@ from ldpem.common.core.rounds import holder_round
 from ldpem.common.infra.logs import log_context
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import round_groups
+from ldpem.common.planning.simulator import round_groups
 from ldpem.common.protocol import (
     Budget,
     noise_rng,

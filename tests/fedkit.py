@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from ldpem.client.data import load_records
 from ldpem.commands.coordinator import KEEP_ALIVE
 from ldpem.common.models import get_model
-from ldpem.common.planning.simulation import simulate_run
+from ldpem.common.planning.simulator import simulate_run
 from ldpem.common.protocol import FederatedStreams
 from ldpem.common.wire import PublicParameters
 from ldpem.processes import Processes, free_port, start_agent

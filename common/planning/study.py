@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism
 from ldpem.common.models import Model, Records, get_model
-from ldpem.common.planning.simulation import (
+from ldpem.common.planning.simulator import (
     RoundMechanisms,
     random_holder_sizes,
     run_gradient_em,

@@ -1,7 +1,7 @@
 """The round protocol of a federated run: one place for each of its ideas.
 
 The coordinator (``ldpem.server.coordinator``), the hospital agent (``ldpem.client.agent``),
-the in-process simulator (``ldpem.common.planning.simulation``, ``ldpem simulate``), the planner and
+the in-process simulator (``ldpem.common.planning.simulator``, ``ldpem simulate``), the planner and
 the forecast stated at run creation (``ldpem.common.planning.plan``, ``ldpem.server.forecast``)
 and the tests' offline replay all call the functions below; none derives these quantities
 itself (``tests/test_one_protocol.py`` checks the code for copies). So the simulator is the

@@ -24,7 +24,7 @@ import pytest
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import agent_mechanism
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import run_gradient_em
+from ldpem.common.planning.simulator import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator, wait_until
 from tests.fedkit import AGENT_BUDGET, TOKENS, replay, settled, token_file, write_gmm_data

@@ -14,7 +14,7 @@ from ldpem.common.core.calibration import central_scale, round_epsilon_tilde, sm
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import HospitalTruncation, LocalTruncation
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import run_gradient_em
+from ldpem.common.planning.simulator import run_gradient_em
 from ldpem.common.protocol import (
     holder_own_scale,
     holder_records_per_round,

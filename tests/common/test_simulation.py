@@ -10,7 +10,7 @@ import pytest
 
 from ldpem.common.mechanisms import NoPrivacy
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import round_groups, run_gradient_em
+from ldpem.common.planning.simulator import round_groups, run_gradient_em
 from ldpem.common.protocol import central_noise_for, make_mechanism
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ldpem.common.mechanisms import SecAggSkellam
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import EMResult, run_gradient_em
+from ldpem.common.planning.simulator import EMResult, run_gradient_em
 from ldpem.common.protocol import make_mechanism
 
 MODEL = get_model("gmm")

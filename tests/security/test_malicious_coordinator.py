@@ -41,7 +41,7 @@ from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.rounds import holder_round
 from ldpem.common.mechanisms import LocalTruncation
 from ldpem.common.models import get_model
-from ldpem.common.planning.simulation import round_groups
+from ldpem.common.planning.simulator import round_groups
 from ldpem.common.protocol import partition_rng
 from ldpem.common.wire import PublicParameters
 from tests.fedkit import TOKENS, live_server, process_manager, token_file

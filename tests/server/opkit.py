@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ldpem.client.trust import agent_mechanism
 from ldpem.common.core.rounds import holder_round
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import round_groups
+from ldpem.common.planning.simulator import round_groups
 from ldpem.common.wire import PublicParameters
 from ldpem.processes import Processes, start_agent, start_coordinator, wait_until
 from tests.fedkit import (

@@ -13,7 +13,7 @@ from scipy.special import logsumexp
 
 from ldpem.common.mechanisms import NoPrivacy
 from ldpem.common.models import Records, get_model, model_names
-from ldpem.common.planning.simulation import run_gradient_em
+from ldpem.common.planning.simulator import run_gradient_em
 
 SIGMA = 1.3  # σ ≠ 1 so that a misplaced σ² in a formula shows up
 
