@@ -12,8 +12,7 @@ from dataclasses import dataclass, fields, replace
 from ldpem.common.core._validation import check_count, check_positive
 from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.models import get_model
-from ldpem.common.planning.study import Study
-from ldpem.common.planning.study_checks import NoiseShareChoices
+from ldpem.common.planning.study import NoiseShareChoices, Study
 from ldpem.common.protocol import (
     EQUAL,
     LAST,
