@@ -1,13 +1,14 @@
 """What the subcommand modules share with the ``ldpem`` command (``ldpem.cli``): example
-epilogs, subcommands of a command (``ActionSpec``, ``add_actions``) and dataclasses built
-from parsed options (``from_options``). A module of its own so that the commands import it
-and ``ldpem.cli``, which imports the commands, is imported by none of them."""
+epilogs, subcommands of a command (``ActionSpec``, ``add_actions``), dataclasses built
+from parsed options (``from_options``) and the options' defaults read from them
+(``field_defaults``). A module of its own so that the commands import it and
+``ldpem.cli``, which imports the commands, is imported by none of them."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
     _Described = TypeVar("_Described", bound=DataclassInstance)
 
-__all__ = ["ActionSpec", "add_actions", "examples", "from_options"]
+__all__ = ["ActionSpec", "add_actions", "examples", "field_defaults", "from_options"]
 
 
 def examples(*lines: str) -> str:
@@ -67,3 +68,9 @@ def from_options(cls: type[_Described], args: argparse.Namespace, **given: Any) 
         if field.name not in given and hasattr(args, field.name)
     }
     return cls(**values, **given)
+
+
+def field_defaults(cls: type[DataclassInstance]) -> dict[str, Any]:
+    """The default of each field of the dataclass ``cls`` that has one, by name: what the
+    command's options that fill it default to, so that the class states them once."""
+    return {field.name: field.default for field in fields(cls) if field.default is not MISSING}

@@ -34,6 +34,12 @@ from ldpem.common.models import get_model
 from ldpem.common.planning.simulator import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
+from ldpem.common.protocol.run_fields import (
+    DEFAULT_D,
+    DEFAULT_MECHANISM,
+    DEFAULT_MODEL,
+    RUN_DEFAULTS,
+)
 from ldpem.demo_follow import await_forecast, follow
 from ldpem.demo_plot import plot_convergence
 from ldpem.forkstart import fork_agent, fork_coordinator
@@ -95,14 +101,14 @@ BASELINES = (
 class DemoConfig:
     hospitals: int = 4
     records: int = 200_000
-    model: str = "gmm"
-    d: int = 10
-    rounds: int = 10
-    epsilon: float = 1.0
+    model: str = DEFAULT_MODEL
+    d: int = DEFAULT_D
+    rounds: int = RUN_DEFAULTS.rounds
+    epsilon: float = RUN_DEFAULTS.epsilon
     seed: int = 0
     workdir: Path | None = None
     #: The federated run's mechanism: one of ``commands.demo.demo_mechanisms`` (docs/HOSPITAL.md).
-    mechanism: str = "local"
+    mechanism: str = DEFAULT_MECHANISM
     timeout: float = 300.0
 
 
@@ -151,7 +157,7 @@ def demo_request(
     return {
         "model": config.model,
         "d": config.d,
-        "sigma": 1.0,
+        "sigma": RUN_DEFAULTS.sigma,
         "rounds": config.rounds,
         "mechanism": config.mechanism,
         "epsilon": config.epsilon,

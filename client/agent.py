@@ -73,6 +73,7 @@ from ldpem.client.trust import (
     check_own_configuration,
     run_budget,
 )
+from ldpem.common.core.accounting import DEFAULT_ACCOUNTING
 from ldpem.common.core.plugins import ensure_plugins
 from ldpem.common.core.rounds import holder_round
 from ldpem.common.infra.logs import log_context
@@ -114,7 +115,7 @@ class AgentConfig:
     #: The model this hospital's records are for (gmm, mrm, rmc): the agent's own choice,
     #: never the coordinator's; a run of another model is refused.
     model: str
-    accounting: str = "exact"
+    accounting: str = DEFAULT_ACCOUNTING
     allow_weaker: bool = False
     give_up: float = GIVE_UP
     wait: float = 30.0

@@ -39,7 +39,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.core.accounting import ACCOUNTING_MODES
-from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
 from ldpem.common.models import Model, Records, get_model, model_names
@@ -50,8 +49,6 @@ from ldpem.common.planning.simulator import (
     split_holders,
 )
 from ldpem.common.protocol import (
-    EQUAL,
-    LAST,
     CentralNoise,
     central_noise_for,
     check_final,
@@ -71,11 +68,16 @@ from ldpem.common.protocol import (
     study_t_min,
     study_tau,
 )
+from ldpem.common.protocol.run_fields import (
+    DEFAULT_D,
+    DEFAULT_MECHANISM,
+    DEFAULT_MODEL,
+    RunFields,
+)
 
 __all__ = [
     "OUTLIER_NORM",
     "Dataset",
-    "NoiseShareChoices",
     "RoundCallback",
     "Study",
     "StudyResult",
@@ -92,70 +94,28 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 
 
-@dataclass(frozen=True, kw_only=True)
-class NoiseShareChoices:
-    """How a study or a predicted run (``problem.Problem``) shares its noise (secagg), the
-    fields both carry; keyword-only, so that each keeps its own positional fields first.
-
-    ``t_min``: the fewest holders of a sum (None: ``protocol.study_t_min``); ``colluders``:
-    c, the most of them that may collude with the coordinator (None:
-    ``protocol.study_colluders``); ``secagg_topology``: the full mesh, or the SecAgg+ graph
-    or expander (docs/SECAGG_GRAPH.md) with its dropout share δ and least honest shares h
-    (None: ``runvalues`` defaults), whose t_k (T on the expander) and h size the noise as
-    in a federated run of that topology (``ldpem simulate`` resolves its default "auto"
-    with ``runvalues.resolve_topology`` before it makes the study).
-    """
-
-    t_min: int | None = None
-    colluders: int | None = None
-    secagg_topology: str = "mesh"
-    dropout_share: float | None = None
-    min_honest_shares: int | None = None
-
-
 @dataclass(frozen=True)
-class Study(NoiseShareChoices):
-    """A simulated study. ``None`` means "the documented default":
+class Study(RunFields):
+    """A simulated study: a run's public fields (``RunFields``, with their defaults and
+    what ``None`` means) and what a simulation adds: the data's model, the mechanism, the
+    records n (of dimension d), the hospitals and the seed.
 
-    delta: n^-1.1 (at most 0.5); missing: 0.1 for a model that allows missing covariates
-    (rmc), 0 otherwise; beta_bound (the declared bound B on ‖β‖₂): snr·σ; tau: the model's
-    ``default_tau`` of B, σ and d (``protocol.study_tau``); scale: Algorithm 2's rule (the
-    ``scale`` a run's operator may fix instead).
     ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
     ``sizes``: the hospitals' record counts (summing to n; ``hospitals`` is then ignored);
     otherwise ``hospitals`` hospitals of random unequal sizes
     (``simulator.random_holder_sizes``). With records given to ``run_study`` instead of
     synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
-    ``schedule``: records per round (``protocol.round_sizes``: ``"equal"``,
-    ``"geometric:g"`` or T fractions); ``final``: the reported estimate (``"last"`` or
-    ``"average:k"``, ``protocol.final_estimate``). How it shares its noise:
-    ``NoiseShareChoices``.
     """
 
-    model: str = "gmm"
-    mechanism: str = "local"
+    model: str = DEFAULT_MODEL
+    mechanism: str = DEFAULT_MECHANISM
     n: int = 20_000
-    d: int = 10
-    epsilon: float = 1.0
-    delta: float | None = None
-    rounds: int = 10
-    clip: float = 1.0
-    snr: float = 3.0
-    sigma: float = 1.0
-    missing: float | None = None
-    accounting: str = "exact"
+    d: int = DEFAULT_D
     reuse: bool = False
     hospitals: int = 1
     seed: int = 0
-    tau: float | None = None
-    beta_bound: float | None = None
-    zeta: float = DEFAULT_ZETA
-    eta: float = 1.0
     outliers: float = 0.0
     sizes: tuple[int, ...] | None = None
-    scale: float | None = None
-    schedule: str | tuple[float, ...] = EQUAL
-    final: str = LAST
     #: Each holder misses each round with this probability (``run_gradient_em``).
     dropout: float = 0.0
 
