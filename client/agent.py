@@ -73,7 +73,7 @@ from ldpem.client.trust import (
     check_own_configuration,
     run_budget,
 )
-from ldpem.common.core.accounting import DEFAULT_ACCOUNTING
+from ldpem.common.core.accounting import DEFAULT_ACCOUNTING, Budget
 from ldpem.common.core.plugins import ensure_plugins
 from ldpem.common.core.rounds import holder_round
 from ldpem.common.infra.logs import log_context
@@ -81,7 +81,6 @@ from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
 from ldpem.common.planning.simulator import round_groups
 from ldpem.common.protocol import (
-    Budget,
     noise_rng,
     partition_rng,
     report_noise_std,
@@ -243,10 +242,10 @@ class Agent:
         epsilon, delta = self.budget(params)
         budget = Budget(epsilon=epsilon, delta=delta, accounting=cfg.accounting)
         check_graph(params)  # hostile values: checked before any calibration uses them
-        mechanisms = agent_mechanisms(params, records=me.records, **budget)
+        mechanisms = agent_mechanisms(params, records=me.records, budget=budget)
         # Noise shares: the ledger charges the μ of the budget the round's SUM is calibrated
         # for (``charged_ratio``); every other mechanism's μ as it is.
-        mechanisms = [(m, charged_ratio(params, mu, **budget)) for m, mu in mechanisms]
+        mechanisms = [(m, charged_ratio(params, mu, budget)) for m, mu in mechanisms]
         for mechanism in {id(m): m for m, _ in mechanisms}.values():
             check_float_range(me, mechanism)
         shares = None
@@ -268,7 +267,11 @@ class Agent:
                 accounting=cfg.accounting,
             )
         binding = run_binding(
-            me, mechanisms=mechanisms, allow_weaker=cfg.allow_weaker, dataset=cfg.dataset, **budget
+            me,
+            mechanisms=mechanisms,
+            allow_weaker=cfg.allow_weaker,
+            dataset=cfg.dataset,
+            budget=budget,
         )
         bound = self._bind(me.run_id, binding, records_digest(records))
         rng = partition_rng(bound.seed, me.run_id)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpem.common.core.accounting import ACCOUNTING_MODES
+from ldpem.common.core.accounting import ACCOUNTING_MODES, Budget
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
 from ldpem.common.models import get_model, model_names
@@ -182,7 +182,9 @@ def agent_built_mechanism(
     except Invalid as error:
         raise UserError(f"no federated run of mechanism {name} has these values: {error}") from None
     mechanism, _ = agent_mechanism(
-        params, epsilon=epsilon, delta=delta, accounting=accounting, records=records_per_round
+        params,
+        budget=Budget(epsilon=epsilon, delta=delta, accounting=accounting),
+        records=records_per_round,
     )
     coordinator = central_noise(params)
     return mechanism, None if coordinator is None else coordinator.std(params.records_per_round)

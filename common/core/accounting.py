@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, get_args
 
@@ -37,6 +38,7 @@ from ldpem.common.core._validation import check_count, check_open_unit, check_po
 __all__ = [
     "DEFAULT_ACCOUNTING",
     "Accounting",
+    "Budget",
     "epsilon_for_ratio",
     "epsilon_spent",
     "epsilon_tilde",
@@ -53,6 +55,17 @@ __all__ = [
 Accounting = Literal["exact", "paper"]
 DEFAULT_ACCOUNTING: Accounting = "exact"
 ACCOUNTING_MODES: tuple[str, ...] = get_args(Accounting)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A privacy budget per record: (ε, δ) under an ``accounting`` ("exact" or "paper",
+    for Gaussian noise). What a holder, a run and a study calibrate their noise for, and
+    what a ledger charges against."""
+
+    epsilon: float
+    delta: float
+    accounting: str = DEFAULT_ACCOUNTING
 
 
 def _check_accounting(accounting: str) -> Accounting:

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.core._validation import check_count, check_positive
+from ldpem.common.core.accounting import Budget
 from ldpem.common.core.rounds import holder_round
 from ldpem.common.mechanisms import Mechanism, honest_holders
 from ldpem.common.models import Model, Records, get_model
@@ -46,6 +47,7 @@ from ldpem.common.protocol import (
     holder_mechanism,
     is_equal,
     m_step,
+    public_budget,
     report_noise_std,
     round_noise_variance,
     round_sizes,
@@ -355,12 +357,12 @@ def simulate_run(
     holders: Sequence[Records],
     beta0: Sequence[float],
     streams: Streams,
-    budgets: Sequence[tuple[float, float, str]] | None = None,
+    budgets: Sequence[Budget] | None = None,
     beta_star: FloatArray | None = None,
 ) -> EMResult:
     """The federated run of ``params``, in-process: holder k has the records ``holders[k]``
     (enrolled with that count) and runs ``protocol.holder_mechanism`` of each round at its
-    budget ``budgets[k]`` = (ε, δ, accounting) (default: the run's own); the aggregator
+    ``budgets[k]`` (default: the run's own, ``protocol.public_budget``); the aggregator
     adds the run's central noise of each round, and the estimate is the run's ``final``.
     With ``protocol.FederatedStreams`` of the agents' research seeds and the run's seed,
     this is the run's exact trajectory β⁰ … β^T and reported estimate.
@@ -375,7 +377,7 @@ def simulate_run(
         β⁰ of the run.
     streams : Streams
         Where the random draws come from.
-    budgets : sequence of K (epsilon, delta, accounting), optional
+    budgets : sequence of K Budget, optional
         Each holder's own budget.
     beta_star : array of shape (d,), optional
         The true parameter; when given, ``errors`` are recorded.
@@ -386,13 +388,12 @@ def simulate_run(
         ``betas``: T + 1 arrays of shape (d,); ``errors``: T floats when ``beta_star``
         is given; ``final``: the reported estimate.
     """
-    own = (params.epsilon, params.delta, params.accounting)
-    budgets = list(budgets) if budgets is not None else [own] * len(holders)
+    budgets = list(budgets) if budgets is not None else [public_budget(params)] * len(holders)
 
     def round_plan(t: int | None) -> RoundMechanisms:
         mechanisms = tuple(
-            holder_mechanism(params, records=h.n, epsilon=e, delta=dl, accounting=a, t=t)
-            for h, (e, dl, a) in zip(holders, budgets, strict=True)
+            holder_mechanism(params, records=h.n, budget=budget, t=t)
+            for h, budget in zip(holders, budgets, strict=True)
         )
         return RoundMechanisms(mechanisms, central_noise(params, t))
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from ldpem.common.protocol import defaults
 from ldpem.common.protocol.construction import (
-    Budget,
     CentralNoise,
     central_noise,
     central_noise_for,
@@ -82,7 +81,6 @@ __all__ = [
     "EQUAL",
     "GIVEN_START",
     "LAST",
-    "Budget",
     "CentralNoise",
     "Enrolment",
     "FederatedStreams",

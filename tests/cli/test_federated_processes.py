@@ -23,6 +23,7 @@ import pytest
 
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import agent_mechanism
+from ldpem.common.core.accounting import Budget
 from ldpem.common.models import Records, get_model
 from ldpem.common.planning.simulator import run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
@@ -124,7 +125,8 @@ def test_three_hospitals_sixty_thousand_records_epsilon_one(
             holders=holders,
             sigma=1.0,
             mechanism=agent_mechanism(
-                params, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+                params,
+                budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
             )[0],
             rounds=rounds,
             beta0=np.array(betas[0]),
@@ -169,7 +171,9 @@ def test_three_hospitals_hospital_level_mechanism(procs: Processes, tmp_path: Pa
     holders = [Records(np.load(p)) for p in paths]
     mechanisms = [
         agent_mechanism(
-            params, epsilon=params.epsilon, delta=params.delta, accounting="exact", records=c
+            params,
+            budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
+            records=c,
         )[0]
         for c in counts
     ]
