@@ -410,7 +410,8 @@ def event_epsilon(
     event: events.DpEvent, delta: float, accounting: str = DEFAULT_ACCOUNTING
 ) -> float:
     """ε at ``delta`` that the releases of ``event`` cost a record (module docstring): the
-    Gaussian events' μ = √(Σ count·Δ²/σ²) under ``accounting``, plus the pure events' ε.
+    Gaussian events' μ = √(Σ count·Δ²/σ²) (a ``RatioEvent``'s Δ/σ is its ratio) under
+    ``accounting``, plus the pure events' ε.
     ValueError for an event with its own accountant composed with another, or an event
     type the accountant does not know."""
     accounting = _check_accounting(accounting)
@@ -423,6 +424,8 @@ def event_epsilon(
             return math.inf
         if isinstance(leaf, events.GaussianEvent):
             ratios_squared.append(count * (leaf.sensitivity / leaf.noise_std) ** 2)
+        elif isinstance(leaf, events.RatioEvent):
+            ratios_squared.append(count * leaf.ratio * leaf.ratio)
         elif isinstance(leaf, events.PureEvent):
             pure.append(count * leaf.epsilon)
         elif isinstance(leaf, events.AccountedEvent):
