@@ -25,7 +25,7 @@ from ldpem.client.ledger import Ledger
 from ldpem.client.trust import agent_mechanism
 from ldpem.common.core.accounting import Budget
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulator import run_gradient_em
+from ldpem.common.planning.simulator import every_round, run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator, wait_until
 from tests.fedkit import AGENT_BUDGET, TOKENS, replay, settled, token_file, write_gmm_data
@@ -119,16 +119,15 @@ def test_three_hospitals_sixty_thousand_records_epsilon_one(
     # The simulator on the same records, start and mechanism, over 20 seeds of the noise.
     params = PublicParameters.model_validate(created["params"])
     holders = [Records(np.load(p)) for p in paths]
+    mechanism, _ = agent_mechanism(
+        params, budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact")
+    )
     errors = [
         run_gradient_em(
             model=model,
             holders=holders,
             sigma=1.0,
-            mechanism=agent_mechanism(
-                params,
-                budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
-            )[0],
-            rounds=rounds,
+            mechanisms=every_round([mechanism] * len(holders), rounds),
             beta0=np.array(betas[0]),
             rng=np.random.default_rng(seed),
             beta_star=beta_star,
@@ -182,9 +181,7 @@ def test_three_hospitals_hospital_level_mechanism(procs: Processes, tmp_path: Pa
             model=model,
             holders=holders,
             sigma=1.0,
-            mechanism=mechanisms[0],
-            holder_mechanisms=mechanisms,
-            rounds=rounds,
+            mechanisms=every_round(mechanisms, rounds),
             beta0=np.array(betas[0]),
             rng=np.random.default_rng(seed),
             beta_star=beta_star,
