@@ -35,7 +35,7 @@ import sys
 import numpy as np
 
 from ldpem.common.mechanisms.local import LocalTruncation
-from ldpem.common.protocol import holder_mechanism, report_noise_std
+from ldpem.common.protocol import holder_mechanism, public_budget, report_noise_std
 from ldpem.common.wire import RunCreate, public_parameters
 from ldpem.demo.runner import DemoConfig, demo_hospital_sizes, demo_request
 
@@ -132,9 +132,7 @@ def demo_job(n: int, *, hospitals: int = 3, rounds: int = 10, seed: int = 0) -> 
     local = holder_mechanism(
         params,
         records=sizes[0],
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting=params.accounting,
+        budget=public_budget(params),
     )
     assert isinstance(local, LocalTruncation)
     constants = (local.scale, local.smoothing, report_noise_std(local))

@@ -1,6 +1,7 @@
 """What the commands' parsers share, in one place: example epilogs, subcommands of a
 command (``ActionSpec``, ``add_actions``), dataclasses built from parsed options
-(``from_options``), and the options several commands take, worded alike: the
+(``from_options``) and the options' defaults read from them (``field_defaults``), and the
+options several commands take, worded alike: the
 coordinator's URL (checked while parsing), its CA certificate, token files, and where
 simulations run. The commands and ``ldpem.cli`` import it; it imports neither, since
 ``ldpem.cli`` imports the commands."""
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -29,6 +30,7 @@ __all__ = [
     "coordinator_option",
     "coordinator_url",
     "examples",
+    "field_defaults",
     "from_options",
     "token_file_option",
 ]
@@ -83,6 +85,12 @@ def from_options(cls: type[_Described], args: argparse.Namespace, **given: Any) 
         if field.name not in given and hasattr(args, field.name)
     }
     return cls(**values, **given)
+
+
+def field_defaults(cls: type[DataclassInstance]) -> dict[str, Any]:
+    """The default of each field of the dataclass ``cls`` that has one, by name: what the
+    command's options that fill it default to, so that the class states them once."""
+    return {field.name: field.default for field in fields(cls) if field.default is not MISSING}
 
 
 #: The schemes ``--coordinator URL`` takes, checked while parsing: a URL without one would

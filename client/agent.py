@@ -72,13 +72,13 @@ from ldpem.client.trust import (
     check_own_configuration,
     run_budget,
 )
+from ldpem.common.core.accounting import DEFAULT_ACCOUNTING, Budget
 from ldpem.common.core.plugins import ensure_plugins
 from ldpem.common.infra.logs import log_context
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import round_groups
+from ldpem.common.planning.simulator import round_groups
 from ldpem.common.protocol import (
-    Budget,
     noise_rng,
     partition_rng,
     report_noise_std,
@@ -111,7 +111,7 @@ class AgentConfig:
     #: The model this hospital's records are for (gmm, mrm, rmc): the agent's own choice,
     #: never the coordinator's; a run of another model is refused.
     model: str
-    accounting: str = "exact"
+    accounting: str = DEFAULT_ACCOUNTING
     allow_weaker: bool = False
     give_up: float = GIVE_UP
     wait: float = 30.0
@@ -240,10 +240,10 @@ class Agent:
         epsilon, delta = self.budget(params)
         budget = Budget(epsilon=epsilon, delta=delta, accounting=cfg.accounting)
         check_graph(params)  # hostile values: checked before any calibration uses them
-        mechanisms = agent_mechanisms(params, records=me.records, **budget)
+        mechanisms = agent_mechanisms(params, records=me.records, budget=budget)
         # Noise shares: the ledger charges the μ of the budget the round's SUM is calibrated
         # for (``charged_ratio``); every other mechanism's μ as it is.
-        mechanisms = [(m, charged_ratio(params, mu, **budget)) for m, mu in mechanisms]
+        mechanisms = [(m, charged_ratio(params, mu, budget)) for m, mu in mechanisms]
         for mechanism in {id(m): m for m, _ in mechanisms}.values():
             check_float_range(me, mechanism)
         transport: ReportTransport = PlainReports(self.link, self.ledger, me.run_id)
@@ -266,7 +266,11 @@ class Agent:
             )
             transport = SecAggReports(shares, self.link, self.ledger, me.run_id)
         binding = run_binding(
-            me, mechanisms=mechanisms, allow_weaker=cfg.allow_weaker, dataset=cfg.dataset, **budget
+            me,
+            mechanisms=mechanisms,
+            allow_weaker=cfg.allow_weaker,
+            dataset=cfg.dataset,
+            budget=budget,
         )
         bound = self._bind(me.run_id, binding, records_digest(records))
         rng = partition_rng(bound.seed, me.run_id)

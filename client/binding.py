@@ -12,6 +12,7 @@ import numpy as np
 
 from ldpem.client.ledger import Binding, Ledger
 from ldpem.client.trust import AgentError
+from ldpem.common.core.accounting import Budget
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records
 from ldpem.common.wire import Identity, RoundInfo
@@ -61,24 +62,22 @@ def run_binding(
     me: Identity,
     *,
     mechanisms: list[tuple[Mechanism, float]],
-    epsilon: float,
-    delta: float,
-    accounting: str,
+    budget: Budget,
     allow_weaker: bool,
     dataset: str,
 ) -> str:
     """What an agent binds a run to in its ledger, as canonical JSON: the hospital, its
     records, the run's public parameters (schedule included) and the agent's own values
-    derived from them: its budget, each round's σ_r and μ (``mechanisms``: T of them)."""
+    derived from them: its ``budget``, each round's σ_r and μ (``mechanisms``: T of them)."""
     return canonical(
         {
             "hospital": me.hospital,
             "records": me.records,
             "params": me.params.model_dump(mode="json"),
             "agent": {
-                "epsilon": epsilon,
-                "delta": delta,
-                "accounting": accounting,
+                "epsilon": budget.epsilon,
+                "delta": budget.delta,
+                "accounting": budget.accounting,
                 "noise_std": _per_round([m.noise_std for m, _ in mechanisms]),
                 "mu": _per_round([mu for _, mu in mechanisms]),
                 "allow_weaker": allow_weaker,

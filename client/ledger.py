@@ -28,8 +28,11 @@ One SQLite file in the agent's state directory (``ledger.sqlite``). Three things
 Budget: under partition each record takes part in one round of a run, so a record's spend
 over all runs charged to one dataset composes as μ² = Σ_runs max_t μ_{r,t}² (Gaussian
 mechanisms compose in μ², exactly for GDP and as a sum of ρ = μ²/2 for zCDP).
-``spent_epsilon`` converts that at the agent's δ. Rounds with no privacy (mechanism
-``none``/``central``, μ = ∞) are recorded as such.
+The ledger states it as privacy events (``ldpem.common.core.privacy_events``): each run's
+costliest round a ``RatioEvent`` of its μ, composed (``spent_event``); ``spent_epsilon``
+is the accountant's ε of that composition at the agent's δ (``event_epsilon``, the
+accountant every part of ldpem uses). Rounds with no privacy (mechanism
+``none``/``central``, μ = ∞) are recorded as such (a ``NonPrivateEvent``).
 
 One agent per state directory: ``Ledger(directory, exclusive=True)`` (what the agent opens)
 holds an exclusive ``flock`` on ``agent.lock`` for its lifetime, and a second agent on the
@@ -45,8 +48,14 @@ import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from ldpem.common.core.accounting import epsilon_for_ratio
+from ldpem.common.core.accounting import event_epsilon
 from ldpem.common.core.errors import UserError
+from ldpem.common.core.privacy_events import (
+    ComposedEvent,
+    DpEvent,
+    NonPrivateEvent,
+    RatioEvent,
+)
 from ldpem.common.infra.locks import LockHeld, hold_lock
 from ldpem.common.infra.sqlite import connect_durable, immediate
 
@@ -278,8 +287,8 @@ class Ledger:
             out.append(entry)
         return out
 
-    def mu_squared(self, dataset: str, *, extra: tuple[str, float] | None = None) -> float:
-        """Σ over runs of max over rounds of μ² for the records of ``dataset`` (see module
+    def _worst_ratios(self, dataset: str, extra: tuple[str, float] | None) -> list[float]:
+        """Each run's largest μ over its rounds for the records of ``dataset`` (see module
         doc), with an ``extra`` (run_key, μ) round included."""
         worst: dict[str, float] = {}
         rows = self._db.execute("SELECT run_key, mu FROM rounds WHERE data = ?", (dataset,))
@@ -287,8 +296,23 @@ class Ledger:
         if extra is not None:
             pairs.append(extra)
         for run_key, mu in pairs:
-            worst[run_key] = max(worst.get(run_key, 0.0), mu * mu)
-        return math.fsum(worst.values())
+            worst[run_key] = max(worst.get(run_key, 0.0), mu)
+        return list(worst.values())
+
+    def spent_event(self, dataset: str, *, extra: tuple[str, float] | None = None) -> DpEvent:
+        """What any one record of ``dataset`` has spent (plus ``extra``), as the
+        accountant composes it: each run's costliest round, a ``RatioEvent`` of its μ (a
+        ``NonPrivateEvent`` for μ = ∞), one after another (see module doc)."""
+        return ComposedEvent(
+            tuple(
+                NonPrivateEvent() if math.isinf(mu) else RatioEvent(mu)
+                for mu in self._worst_ratios(dataset, extra)
+            )
+        )
+
+    def mu_squared(self, dataset: str, *, extra: tuple[str, float] | None = None) -> float:
+        """μ² of the composition ``spent_event``: Σ over runs of max over rounds of μ²."""
+        return math.fsum(mu * mu for mu in self._worst_ratios(dataset, extra))
 
     def spent_epsilon(
         self,
@@ -298,13 +322,9 @@ class Ledger:
         accounting: str,
         extra: tuple[str, float] | None = None,
     ) -> float:
-        """ε (at ``delta``) spent by any one record of ``dataset`` so far (plus ``extra``)."""
-        total = self.mu_squared(dataset, extra=extra)
-        if math.isinf(total):
-            return math.inf
-        if total == 0.0:
-            return 0.0
-        return epsilon_for_ratio(math.sqrt(total), delta, accounting)
+        """ε (at ``delta``) spent by any one record of ``dataset`` so far (plus ``extra``):
+        the accountant's ε of ``spent_event``."""
+        return event_epsilon(self.spent_event(dataset, extra=extra), delta, accounting)
 
     def reserve(
         self,

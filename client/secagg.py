@@ -30,7 +30,7 @@ from ldpem.client.faults import inject
 from ldpem.client.ledger import Ledger
 from ldpem.client.link import CoordinatorLink, long_poll_timeout
 from ldpem.client.trust import AgentError
-from ldpem.common.core.accounting import ratio_for_budget
+from ldpem.common.core.accounting import Budget, ratio_for_budget
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.secagg import (
     ConsistencyCheck,
@@ -289,16 +289,14 @@ def check_share(mechanism: Mechanism, params: PublicParameters) -> None:
         )
 
 
-def charged_ratio(
-    params: PublicParameters, mu: float, *, epsilon: float, delta: float, accounting: str
-) -> float:
+def charged_ratio(params: PublicParameters, mu: float, budget: Budget) -> float:
     """The μ the ledger charges for a round: for noise shares (not private on their own) the
     μ of the (ε, δ) the round's SUM was calibrated for, the guarantee under the run's trust
     assumption (at least t_min − c honest holders; ``SecAggSession.charge`` raises it to
     the agent's own); ``mu`` itself otherwise."""
     if params.holders is None:
         return mu
-    return ratio_for_budget(epsilon, delta, accounting)
+    return ratio_for_budget(budget.epsilon, budget.delta, budget.accounting)
 
 
 def check_worst_case(

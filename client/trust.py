@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 
+from ldpem.common.core.accounting import Budget
 from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism
@@ -164,15 +165,13 @@ def check_beta(beta: list[float], d: int) -> None:
 def agent_mechanism(
     params: PublicParameters,
     *,
-    epsilon: float,
-    delta: float,
-    accounting: str,
+    budget: Budget,
     records: int | None = None,
     t: int | None = None,
 ) -> tuple[Mechanism, float]:
     """The mechanism this agent runs in round ``t`` and its privacy ratio μ = Δ/σ_r per
     record (∞ when the report is not locally private): ``protocol.holder_mechanism`` at this
-    agent's OWN budget (noise by the aggregator: none here, the coordinator adds it; noise
+    agent's OWN ``budget`` (noise by the aggregator: none here, the coordinator adds it; noise
     per record: σ_r on each record's report; noise per holder: one draw on this agent's
     sum). β_s is the agent's own √(log(d/ζ)), not the published value (``check_public``
     refuses a published value that differs). ``records``: this agent's enrolled count,
@@ -195,27 +194,20 @@ def agent_mechanism(
     mechanism = holder_mechanism(
         params,
         records=1 if records is None else records,
-        epsilon=epsilon,
-        delta=delta,
-        accounting=accounting,
+        budget=budget,
         t=t,
     )
     return mechanism, privacy_ratio(mechanism, params.d)
 
 
 def agent_mechanisms(
-    params: PublicParameters, *, epsilon: float, delta: float, accounting: str, records: int
+    params: PublicParameters, *, budget: Budget, records: int
 ) -> list[tuple[Mechanism, float]]:
     """``agent_mechanism`` of every round, t = 0 … T−1: one mechanism for all the rounds of
     an equal schedule, one per round under another (each round's scale s_t)."""
     same = is_equal(params.schedule) and params.scales is None
     rounds: list[int | None] = [None] if same else list(range(params.rounds))
-    made = [
-        agent_mechanism(
-            params, epsilon=epsilon, delta=delta, accounting=accounting, records=records, t=t
-        )
-        for t in rounds
-    ]
+    made = [agent_mechanism(params, budget=budget, records=records, t=t) for t in rounds]
     return made * params.rounds if same else made
 
 

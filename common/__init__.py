@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         register_mechanism,
     )
     from ldpem.common.models import Model, Records, get_model, model_names, register_model
-    from ldpem.common.planning.simulation import EMResult, run_gradient_em
+    from ldpem.common.planning.simulator import EMResult, run_gradient_em
     from ldpem.common.planning.study import Dataset, Study, StudyResult, run_study
     from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
     from ldpem.common.protocol.rounds import HolderReport, holder_round
@@ -109,8 +109,8 @@ _SURFACE = {
     "get_model": "ldpem.common.models",
     "model_names": "ldpem.common.models",
     "register_model": "ldpem.common.models",
-    "EMResult": "ldpem.common.planning.simulation",
-    "run_gradient_em": "ldpem.common.planning.simulation",
+    "EMResult": "ldpem.common.planning.simulator",
+    "run_gradient_em": "ldpem.common.planning.simulator",
     "Dataset": "ldpem.common.planning.study",
     "Study": "ldpem.common.planning.study",
     "StudyResult": "ldpem.common.planning.study",

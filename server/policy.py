@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import ValidationError
 
-from ldpem.common.core.accounting import epsilon_spent, gdp_delta, ratio_for_noise
+from ldpem.common.core.accounting import Budget, epsilon_spent, gdp_delta, ratio_for_noise
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.protocol import (
     holder_contribution,
@@ -98,7 +98,7 @@ def run_noise_std(params: PublicParameters, records: int = 1, t: int | None = No
     accounting; 0 for mechanisms without holder noise: the reference of the
     ``max_noise_factor`` ceiling. The σ_r an honest agent with the run's budget uses
     (``protocol.holder_mechanism``)."""
-    return holder_noise_std(params, records, **public_budget(params), t=t)
+    return holder_noise_std(params, records, public_budget(params), t=t)
 
 
 def noise_floor(
@@ -112,9 +112,7 @@ def noise_floor(
     return holder_noise_std(
         params,
         records,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting="exact",
+        budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
         mechanism=mechanism,
         t=t,
     )

@@ -21,8 +21,9 @@ from numpy.typing import NDArray
 
 from ldpem.client.data import load_records
 from ldpem.commands.coordinator import KEEP_ALIVE
+from ldpem.common.core.accounting import Budget
 from ldpem.common.models import get_model
-from ldpem.common.planning.simulation import simulate_run
+from ldpem.common.planning.simulator import simulate_run
 from ldpem.common.protocol import FederatedStreams
 from ldpem.common.wire import PublicParameters, expected_round_count
 from ldpem.processes import Processes, free_port, start_agent, start_coordinator
@@ -217,7 +218,7 @@ def replay(
         holders=holders,
         beta0=beta0,
         streams=FederatedStreams(run_id=run_id, seeds=seeds, run_seed=run_seed),
-        budgets=[(epsilon, delta, "exact")] * len(holders),
+        budgets=[Budget(epsilon, delta, "exact")] * len(holders),
     )
     return [[float(v) for v in beta] for beta in result.betas]
 

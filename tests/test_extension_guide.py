@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 
 from ldpem.cli import main
 from ldpem.common.core import plugins
+from ldpem.common.core.accounting import Budget
 from ldpem.common.mechanisms import LocalTruncation, get_mechanism, mechanism_names
 from ldpem.common.mechanisms import registry as mechanism_registry
-from ldpem.common.mechanisms.base import PrivacyBudget
 from ldpem.server.app import create_app
 from tests.dockit import ROOT, exec_block, fenced_blocks
 from tests.examples.local_box import LocalBox
@@ -99,7 +99,7 @@ def test_a_subclass_that_adds_a_field_registers_with_its_own_dataclass() -> None
     local = LocalTruncation.from_values(noise_std=1.0, scale=2.0, smoothing=1.0)
     assert vars(built)["shrink"] == 0.5  # its own field, at its default
     assert built.sensitivity(4) == pytest.approx(0.5 * local.sensitivity(4))
-    budget = PrivacyBudget(epsilon=1.0, delta=1e-6)
+    budget = Budget(epsilon=1.0, delta=1e-6)
     assert built.calibrated(4, budget).noise_std == pytest.approx(
         0.5 * local.calibrated(4, budget).noise_std
     )
@@ -116,7 +116,7 @@ def test_the_holders_noise_is_one_draw_of_the_records_sigma() -> None:
     box = hospital_box()
     built, local = box.from_values(noise_std=1.0, clip=2.0), LocalBox(clip=2.0, noise_std=1.0)
     assert built.sensitivity(3) == local.sensitivity(3) == 4.0 * math.sqrt(3)
-    budget = PrivacyBudget(epsilon=1.0, delta=1e-6)
+    budget = Budget(epsilon=1.0, delta=1e-6)
     assert built.calibrated(3, budget).noise_std == local.calibrated(3, budget).noise_std
     assert (built.noise_where, local.noise_where) == ("once on the holder's sum", "per record")
     d = 20_000  # coordinates: the std's relative standard error is 1/√(2d) = 0.5%

@@ -28,7 +28,7 @@ from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
 from ldpem.common.models import Model, Records, get_model, register_model
 from ldpem.common.models.base import DEFAULT_START, Draw, FloatArray, tau_spread
-from ldpem.common.planning.simulation import simulate_run
+from ldpem.common.planning.simulator import simulate_run
 from ldpem.common.planning.study import Study, run_study
 from ldpem.common.protocol import GIVEN_START, FederatedStreams, run_start
 from ldpem.common.wire import PublicParameters, RunCreate, public_parameters

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from ldpem.common.core.accounting import ACCOUNTING_MODES
+from ldpem.common.core.accounting import ACCOUNTING_MODES, Budget
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
 from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol import central_noise, make_mechanism, study_tau
+from ldpem.common.protocol.run_fields import DEFAULT_D, DEFAULT_MODEL, RUN_DEFAULTS
 from ldpem.common.wire import RunCreate, describe_errors
 
 __all__ = [
@@ -92,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="all",
         help="the accounting whose calibration is audited",
     )
-    parser.add_argument("--epsilon", type=float, default=1.0, help="the claimed ε")
+    parser.add_argument("--epsilon", type=float, default=RUN_DEFAULTS.epsilon, help="the claimed ε")
     parser.add_argument("--delta", type=float, default=1e-5, help="the claimed δ")
     parser.add_argument("--draws", type=int, default=1_000_000, help="draws per input")
     parser.add_argument(
@@ -104,10 +105,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         choices=model_names(),
-        default="gmm",
+        default=DEFAULT_MODEL,
         help="the model whose gradients are released",
     )
-    parser.add_argument("--d", type=int, default=10, help="dimension")
+    parser.add_argument("--d", type=int, default=DEFAULT_D, help="dimension")
     parser.add_argument(
         "--records-per-round",
         type=int,
@@ -181,7 +182,9 @@ def agent_built_mechanism(
     except Invalid as error:
         raise UserError(f"no federated run of mechanism {name} has these values: {error}") from None
     mechanism, _ = agent_mechanism(
-        params, epsilon=epsilon, delta=delta, accounting=accounting, records=records_per_round
+        params,
+        budget=Budget(epsilon=epsilon, delta=delta, accounting=accounting),
+        records=records_per_round,
     )
     coordinator = central_noise(params)
     return mechanism, None if coordinator is None else coordinator.std(params.records_per_round)

@@ -30,11 +30,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpem.client.retry import GIVE_UP
+from ldpem.client.agent import AgentConfig
+from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import model_names
 from ldpem.logsetup import setup_logging
-from ldpem.options import coordinator_option
+from ldpem.options import coordinator_option, field_defaults
 from ldpem.secretfiles import read_secret
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ EXAMPLES = (
     "--query 'SELECT x1, x2, y FROM study ORDER BY id' --epsilon 1 --delta 1e-6",
 )
 
+#: What the agent does unless told otherwise: the options' defaults.
+AGENT_DEFAULTS = field_defaults(AgentConfig)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     coordinator_option(parser)
@@ -196,15 +200,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dataset",
-        default="default",
+        default=AGENT_DEFAULTS["dataset"],
         metavar="NAME",
         help="the population the budget belongs to: declare another name ONLY for records "
         "of patients disjoint from every other dataset of this --state",
     )
     parser.add_argument(
         "--accounting",
-        choices=("exact", "paper"),
-        default="exact",
+        choices=ACCOUNTING_MODES,
+        default=AGENT_DEFAULTS["accounting"],
         help="privacy accounting: exact (tight Gaussian DP) or the paper's (more noise)",
     )
     parser.add_argument(
@@ -216,14 +220,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--give-up",
         type=float,
-        default=GIVE_UP,
+        default=AGENT_DEFAULTS["give_up"],
         metavar="SECONDS",
         help="stop after this long without reaching the coordinator",
     )
     parser.add_argument(
         "--wait",
         type=float,
-        default=30.0,
+        default=AGENT_DEFAULTS["wait"],
         metavar="SECONDS",
         help="how long one request for the next round waits",
     )
@@ -253,7 +257,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ldpem.client.agent import Agent, AgentConfig
+    from ldpem.client.agent import Agent
     from ldpem.common.wire import HOSPITAL_NAME_PATTERN
 
     token = _token(args.token_file)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model, model_names
+from ldpem.common.protocol.run_fields import RUN_DEFAULTS
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -46,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", required=True, type=int, help="seed of the whole study")
     parser.add_argument("--parts", type=int, default=1, help="number of equal parts of the study")
     parser.add_argument("--part", type=int, default=1, help="which part to write, 1-based")
-    parser.add_argument("--snr", type=float, default=3.0, help="‖β*‖/σ")
-    parser.add_argument("--sigma", type=float, default=1.0, help="noise std σ")
+    parser.add_argument("--snr", type=float, default=RUN_DEFAULTS.snr, help="‖β*‖/σ")
+    parser.add_argument("--sigma", type=float, default=RUN_DEFAULTS.sigma, help="noise std σ")
     parser.add_argument(
         "--missing", type=float, help="rmc: fraction of missing covariates (default: 0.1)"
     )

@@ -8,7 +8,6 @@ import json
 import math
 
 from ldpem.common.core.accounting import ACCOUNTING_MODES
-from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
@@ -27,6 +26,8 @@ from ldpem.common.planning.prediction import (
 )
 from ldpem.common.planning.schedule_search import DEFAULT_GRID, ScheduleSearch, search_schedule
 from ldpem.common.planning.simulation_cache import SimulationCache
+from ldpem.common.protocol.run_fields import DEFAULT_D, DEFAULT_MODEL
+from ldpem.common.protocol.run_fields import RUN_DEFAULTS as RUN
 from ldpem.options import add_executor_arguments, from_options
 
 __all__ = [
@@ -65,28 +66,28 @@ _GRID_TEXT = " × ".join(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--model", choices=model_names(), default="gmm", help="the latent-variable model")
-    add("--d", type=int, default=10, help="dimension")
-    add("--sigma", type=float, default=1.0, help="noise level σ of the model")
-    add("--epsilon", type=float, default=1.0, help="ε per record")
-    add("--delta", type=float, default=None, help="δ per record (default: n^-1.1)")
-    add("--rounds", type=int, default=10, help="EM rounds T")
-    add("--snr", type=float, default=3.0, help="assumed ‖β*‖/σ (β = 0 has error snr·σ)")
-    add("--tau", type=float, default=None, help="second-moment bound τ (default: from snr·σ)")
-    add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
+    add("--model", choices=model_names(), default=DEFAULT_MODEL, help="the latent-variable model")
+    add("--d", type=int, default=DEFAULT_D, help="dimension")
+    add("--sigma", type=float, default=RUN.sigma, help="noise level σ of the model")
+    add("--epsilon", type=float, default=RUN.epsilon, help="ε per record")
+    add("--delta", type=float, default=RUN.delta, help="δ per record (default: n^-1.1)")
+    add("--rounds", type=int, default=RUN.rounds, help="EM rounds T")
+    add("--snr", type=float, default=RUN.snr, help="assumed ‖β*‖/σ (β = 0 has error snr·σ)")
+    add("--tau", type=float, default=RUN.tau, help="second-moment bound τ (default: from snr·σ)")
+    add("--zeta", type=float, default=RUN.zeta, help="failure probability ζ")
     add(
         "--accounting",
         choices=ACCOUNTING_MODES,
-        default="exact",
+        default=RUN.accounting,
         help="privacy accounting: exact (tight Gaussian DP) or the paper's",
     )
     add(
         "--missing",
         type=float,
-        default=None,
+        default=RUN.missing,
         help="rmc: share of missing covariates (default: 0.1 for rmc)",
     )
-    add("--clip", type=float, default=1.0, help="C for local-clip")
+    add("--clip", type=float, default=RUN.clip, help="C for local-clip")
     add(
         "--hospitals-sizes",
         default=None,

@@ -19,7 +19,6 @@ from numpy.typing import NDArray
 from ldpem.commands.client import add_source_arguments, source_from_args
 from ldpem.commands.plan import parse_sizes
 from ldpem.common.core.accounting import ACCOUNTING_MODES
-from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
@@ -134,9 +133,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="declared bound B on ‖β‖ (default: snr·σ)",
     )
-    add("--zeta", type=float, default=DEFAULT_ZETA, help="failure probability ζ")
+    add("--zeta", type=float, default=_DEFAULTS.zeta, help="failure probability ζ")
     add("--eta", type=float, default=_DEFAULTS.eta, help="step size η")
-    add("--outliers", type=float, default=0.0, help="share of records made gross outliers")
+    add(
+        "--outliers",
+        type=float,
+        default=_DEFAULTS.outliers,
+        help="share of records made gross outliers",
+    )
     add(
         "--t-min",
         type=int,
@@ -178,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--dropout",
         type=float,
-        default=0.0,
+        default=_DEFAULTS.dropout,
         help="probability that a hospital misses a round (a round with fewer reports than "
         "t-min is not released)",
     )

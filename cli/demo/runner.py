@@ -31,9 +31,15 @@ from ldpem.client.link import link_tls
 from ldpem.common.core.accounting import epsilon_for_ratio
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model
-from ldpem.common.planning.simulation import split_holders
+from ldpem.common.planning.simulator import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
+from ldpem.common.protocol.run_fields import (
+    DEFAULT_D,
+    DEFAULT_MECHANISM,
+    DEFAULT_MODEL,
+    RUN_DEFAULTS,
+)
 from ldpem.demo.follow import await_forecast, final_region, follow
 from ldpem.demo.forkstart import Main, fork_agent, fork_coordinator
 from ldpem.demo.plot import plot_convergence
@@ -94,14 +100,14 @@ BASELINES = (
 class DemoConfig:
     hospitals: int = 4
     records: int = 200_000
-    model: str = "gmm"
-    d: int = 10
-    rounds: int = 10
-    epsilon: float = 1.0
+    model: str = DEFAULT_MODEL
+    d: int = DEFAULT_D
+    rounds: int = RUN_DEFAULTS.rounds
+    epsilon: float = RUN_DEFAULTS.epsilon
     seed: int = 0
     workdir: Path | None = None
     #: The federated run's mechanism: one of ``commands.demo.demo_mechanisms`` (docs/HOSPITAL.md).
-    mechanism: str = "local"
+    mechanism: str = DEFAULT_MECHANISM
     timeout: float = 300.0
 
 
@@ -150,7 +156,7 @@ def demo_request(
     return {
         "model": config.model,
         "d": config.d,
-        "sigma": 1.0,
+        "sigma": RUN_DEFAULTS.sigma,
         "rounds": config.rounds,
         "mechanism": config.mechanism,
         "epsilon": config.epsilon,

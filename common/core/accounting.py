@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, get_args
 
@@ -37,6 +38,7 @@ from ldpem.common.core._validation import check_count, check_open_unit, check_po
 __all__ = [
     "DEFAULT_ACCOUNTING",
     "Accounting",
+    "Budget",
     "epsilon_for_ratio",
     "epsilon_spent",
     "epsilon_tilde",
@@ -53,6 +55,17 @@ __all__ = [
 Accounting = Literal["exact", "paper"]
 DEFAULT_ACCOUNTING: Accounting = "exact"
 ACCOUNTING_MODES: tuple[str, ...] = get_args(Accounting)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A privacy budget per record: (ε, δ) under an ``accounting`` ("exact" or "paper",
+    for Gaussian noise). What a holder, a run and a study calibrate their noise for, and
+    what a ledger charges against."""
+
+    epsilon: float
+    delta: float
+    accounting: str = DEFAULT_ACCOUNTING
 
 
 def _check_accounting(accounting: str) -> Accounting:
@@ -397,7 +410,8 @@ def event_epsilon(
     event: events.DpEvent, delta: float, accounting: str = DEFAULT_ACCOUNTING
 ) -> float:
     """ε at ``delta`` that the releases of ``event`` cost a record (module docstring): the
-    Gaussian events' μ = √(Σ count·Δ²/σ²) under ``accounting``, plus the pure events' ε.
+    Gaussian events' μ = √(Σ count·Δ²/σ²) (a ``RatioEvent``'s Δ/σ is its ratio) under
+    ``accounting``, plus the pure events' ε.
     ValueError for an event with its own accountant composed with another, or an event
     type the accountant does not know."""
     accounting = _check_accounting(accounting)
@@ -410,6 +424,8 @@ def event_epsilon(
             return math.inf
         if isinstance(leaf, events.GaussianEvent):
             ratios_squared.append(count * (leaf.sensitivity / leaf.noise_std) ** 2)
+        elif isinstance(leaf, events.RatioEvent):
+            ratios_squared.append(count * leaf.ratio * leaf.ratio)
         elif isinstance(leaf, events.PureEvent):
             pure.append(count * leaf.epsilon)
         elif isinstance(leaf, events.AccountedEvent):

@@ -8,6 +8,8 @@ compared, logged and composed without knowing the mechanism that made it:
 * ``GaussianEvent(sensitivity, noise_std)``: one release of a query of L2 sensitivity Δ
   with N(0, σ² I) noise (its noise multiplier σ/Δ), composed exactly as Gaussian DP
   (or as zCDP under the paper's accounting, docs/MATH.md section 4);
+* ``RatioEvent(ratio)``: a Gaussian release known by its privacy ratio μ = Δ/σ alone
+  (μ-GDP), as an agent's ledger keeps a round; it composes as a ``GaussianEvent``;
 * ``PureEvent``: an ε-DP release (δ = 0), e.g. a Laplace mechanism; a subclass states
   its ``epsilon``; pure events compose by adding their ε;
 * ``AccountedEvent``: a release with its own accountant (e.g. Skellam noise on an
@@ -34,6 +36,7 @@ __all__ = [
     "NoOpEvent",
     "NonPrivateEvent",
     "PureEvent",
+    "RatioEvent",
     "SelfComposedEvent",
 ]
 
@@ -70,6 +73,19 @@ class GaussianEvent(DpEvent):
     def noise_multiplier(self) -> float:
         """σ/Δ (∞ for a query of sensitivity 0)."""
         return math.inf if self.sensitivity == 0 else self.noise_std / self.sensitivity
+
+
+@dataclass(frozen=True)
+class RatioEvent(DpEvent):
+    """A Gaussian release known by its privacy ratio μ = Δ/σ = ``ratio`` (finite, ≥ 0)
+    alone: μ-GDP, what a ledger keeps of a round (``ldpem.client.ledger``)."""
+
+    ratio: float
+
+    def __post_init__(self) -> None:
+        value = float(self.ratio)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"ratio must be a finite number >= 0, got {value!r}")
 
 
 class PureEvent(DpEvent, ABC):

@@ -43,13 +43,12 @@ import dataclasses
 import functools
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common.core.accounting import DEFAULT_ACCOUNTING, gaussian_noise_std
+from ldpem.common.core.accounting import Budget, gaussian_noise_std
 from ldpem.common.core.privacy_events import DpEvent, GaussianEvent, NonPrivateEvent
 
 __all__ = [
@@ -58,7 +57,6 @@ __all__ = [
     "Mechanism",
     "Needs",
     "NoiseSite",
-    "PrivacyBudget",
     "ScaleRule",
 ]
 
@@ -96,18 +94,6 @@ def _check_noise_std(value: float) -> float:
     if not math.isfinite(value) or value < 0.0:
         raise ValueError(f"noise_std must be a finite number >= 0, got {value!r}")
     return value
-
-
-@dataclass(frozen=True)
-class PrivacyBudget:
-    """What a mechanism's noise is calibrated for (``Mechanism.calibrated``): each record
-    (ε, δ)-DP over its ``participations`` releases, under ``accounting`` ("exact" or
-    "paper", for Gaussian noise)."""
-
-    epsilon: float
-    delta: float
-    participations: int = 1
-    accounting: str = DEFAULT_ACCOUNTING
 
 
 class Mechanism(ABC):
@@ -202,15 +188,15 @@ class Mechanism(ABC):
         changed: Mechanism = dataclasses.replace(self, noise_std=noise_std)  # type: ignore[type-var]
         return changed
 
-    def calibrated(self, d: int, budget: PrivacyBudget) -> Mechanism:
-        """This mechanism with the noise that makes ``budget.participations`` of its
-        releases in dimension ``d`` (ε, δ)-DP for each record under ``budget.accounting``:
+    def calibrated(self, d: int, budget: Budget, participations: int = 1) -> Mechanism:
+        """This mechanism with the noise that makes ``participations`` of its releases in
+        dimension ``d`` (ε, δ)-DP for each record under ``budget.accounting``:
         here a Gaussian whose σ_r follows from ``sensitivity`` (noise per record or per
         holder). The aggregator's noise is calibrated by the protocol on each round's
         count; a mechanism with another kind of noise overrides this."""
         b = budget
         noise = gaussian_noise_std(
-            b.epsilon, b.delta, self.sensitivity(d), b.accounting, b.participations
+            b.epsilon, b.delta, self.sensitivity(d), b.accounting, participations
         )
         return self.with_noise(noise)
 

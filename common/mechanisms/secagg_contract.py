@@ -20,7 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common.mechanisms.base import FloatArray, Mechanism, PrivacyBudget, _as_gradients
+from ldpem.common.core.accounting import Budget
+from ldpem.common.mechanisms.base import FloatArray, Mechanism, _as_gradients
 
 __all__ = [
     "FloatSum",
@@ -108,12 +109,12 @@ class SharedNoise(Mechanism):
         """What a holder sends for the sum ``total`` (from ``partial_sum``) of ``count``
         records, shape (d,)."""
 
-    def calibrated(self, d: int, budget: PrivacyBudget) -> Mechanism:
+    def calibrated(self, d: int, budget: Budget, participations: int = 1) -> Mechanism:
         """The shares calibrated for the SUM (``shared_noise_std``); the budget's
         ``accounting`` is for Gaussian noise and does not apply."""
         b = budget
         noise = self.shared_noise_std(
-            d, epsilon=b.epsilon, delta=b.delta, participations=b.participations
+            d, epsilon=b.epsilon, delta=b.delta, participations=participations
         )
         return self.with_noise(noise)
 

@@ -60,9 +60,17 @@ from ldpem.common.models.base import Draw
 from ldpem.common.planning.executor import Executor, SerialExecutor
 from ldpem.common.planning.holder_sum import holder_total
 from ldpem.common.planning.seed_records import SeedRecords
-from ldpem.common.planning.simulation import RoundMechanisms, random_holder_sizes
-from ldpem.common.planning.study import Dataset, Study, run_study, study_mechanisms
-from ldpem.common.planning.study_checks import check_size, check_study, given_sizes, per_hospital
+from ldpem.common.planning.simulator import RoundMechanisms, random_holder_sizes
+from ldpem.common.planning.study import (
+    Dataset,
+    Study,
+    check_size,
+    check_study,
+    given_sizes,
+    per_hospital,
+    run_study,
+    study_mechanisms,
+)
 from ldpem.common.protocol import (
     final_estimate,
     initial_beta,

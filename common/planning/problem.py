@@ -10,18 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from ldpem.common.core._validation import check_count, check_positive
-from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.models import get_model
 from ldpem.common.planning.study import Study
-from ldpem.common.planning.study_checks import NoiseShareChoices
 from ldpem.common.protocol import (
-    EQUAL,
-    LAST,
     least_records,
     study_beta_bound,
     study_delta,
     study_tau,
 )
+from ldpem.common.protocol.run_fields import RunFields
 
 __all__ = ["BEAT_FRACTION", "Problem"]
 
@@ -33,32 +30,14 @@ BEAT_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
-class Problem(NoiseShareChoices):
-    """The public description of a run. ``delta`` None: n^-1.1; ``tau`` None: the default
-    of the model's ``default_tau`` for the bound B = ``beta_bound`` (None: snr·σ), as
-    ``protocol.study_delta`` and ``protocol.study_tau`` resolve them;
-    ``missing`` None: 0.1 for rmc, else 0; ``scale`` overrides Algorithm 2's s;
-    ``schedule`` and ``final``: the run's round schedule and reported estimate; how it
-    shares its noise (secagg), as a study does: ``NoiseShareChoices``."""
+class Problem(RunFields):
+    """The public description of a run: its model, dimension and hospitals' sizes, and
+    its public fields (``RunFields``, with their defaults and what ``None`` means, as
+    ``protocol.study_delta`` and ``protocol.study_tau`` resolve them)."""
 
     model: str
     d: int
     sizes: tuple[int, ...]
-    sigma: float = 1.0
-    epsilon: float = 1.0
-    delta: float | None = None
-    rounds: int = 10
-    snr: float = 3.0
-    tau: float | None = None
-    beta_bound: float | None = None
-    zeta: float = DEFAULT_ZETA
-    accounting: str = "exact"
-    missing: float | None = None
-    clip: float = 1.0
-    eta: float = 1.0
-    scale: float | None = None
-    schedule: str | tuple[float, ...] = EQUAL
-    final: str = LAST
 
     def __post_init__(self) -> None:
         get_model(self.model)
@@ -108,11 +87,10 @@ class Problem(NoiseShareChoices):
     def seed_key(self) -> str:
         """What the prediction seeds are drawn from: every field but those a schedule
         search varies (rounds, schedule, final), as text: the problem's own fields, then
-        the noise shares' (``NoiseShareChoices``), the order the key had when they were
-        declared last here, so that predictions keep their seeds."""
+        the run's (``RunFields``, in their declared order)."""
         skip = {"rounds", "schedule", "final"}
-        shares = [f.name for f in fields(NoiseShareChoices)]
-        names = [f.name for f in fields(self) if f.name not in shares] + shares
+        shared = [f.name for f in fields(RunFields)]
+        names = [f.name for f in fields(self) if f.name not in shared] + shared
         return repr([(name, getattr(self, name)) for name in names if name not in skip])
 
     def study(self, mechanism: str, seed: int) -> Study:

@@ -5,9 +5,13 @@ a coordinator states at run creation, the demo's in-process baselines and
 A ``Study`` is the declarative description (model, mechanism, size, budget, hospitals,
 seed); ``run_study`` draws it and runs it through the round protocol: every hospital's
 round is ``ldpem.common.protocol.rounds.holder_round`` and every M-step ``protocol.m_step`` (via
-``simulation.run_gradient_em``), the functions the agent and the coordinator run. The
+``simulator.run_gradient_em``), the functions the agent and the coordinator run. The
 study defaults (δ, B, τ, m, β⁰) and the mechanisms are ``ldpem.common.protocol``'s, and
 ``study_mechanisms`` is the one place a study builds them.
+
+The module is a study's one stop: its description (``Study``), the checks of its values
+(``check_study``, before anything is drawn, and ``check_size``, once its records are known)
+and its runner (``run_study``).
 
 One seeded generator (``protocol.study_rng``) drives everything, in this order: the
 synthetic data, the gross outliers (if any), β⁰ (a random direction of norm σ, as the
@@ -34,35 +38,41 @@ from functools import cache
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.errors import UserError
-from ldpem.common.mechanisms import Mechanism, get_mechanism
-from ldpem.common.models import Model, Records, get_model
-from ldpem.common.planning.simulation import (
+from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
+from ldpem.common.models import Model, Records, get_model, model_names
+from ldpem.common.planning.simulator import (
     RoundMechanisms,
     random_holder_sizes,
     run_gradient_em,
     split_holders,
 )
-from ldpem.common.planning.study_checks import (
-    Study,
-    check_size,
-    check_study,
-    given_sizes,
-    per_hospital,
-)
 from ldpem.common.protocol import (
     CentralNoise,
     central_noise_for,
+    check_final,
+    check_noise_shares,
+    check_schedule,
     initial_beta,
+    is_equal,
+    least_records,
     make_mechanism,
     records_per_round,
     round_records,
+    round_sizes,
     study_beta_bound,
     study_colluders,
     study_delta,
     study_rng,
     study_t_min,
     study_tau,
+)
+from ldpem.common.protocol.run_fields import (
+    DEFAULT_D,
+    DEFAULT_MECHANISM,
+    DEFAULT_MODEL,
+    RunFields,
 )
 
 __all__ = [
@@ -72,12 +82,166 @@ __all__ = [
     "Study",
     "StudyResult",
     "add_outliers",
+    "check_size",
+    "check_study",
+    "given_sizes",
+    "per_hospital",
     "run_study",
     "shares_threshold",
     "study_mechanisms",
 ]
 
 FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Study(RunFields):
+    """A simulated study: a run's public fields (``RunFields``, with their defaults and
+    what ``None`` means) and what a simulation adds: the data's model, the mechanism, the
+    records n (of dimension d), the hospitals and the seed.
+
+    ``outliers`` is the fraction of records replaced by gross outliers of norm ~1e3.
+    ``sizes``: the hospitals' record counts (summing to n; ``hospitals`` is then ignored);
+    otherwise ``hospitals`` hospitals of random unequal sizes
+    (``simulator.random_holder_sizes``). With records given to ``run_study`` instead of
+    synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
+    """
+
+    model: str = DEFAULT_MODEL
+    mechanism: str = DEFAULT_MECHANISM
+    n: int = 20_000
+    d: int = DEFAULT_D
+    reuse: bool = False
+    hospitals: int = 1
+    seed: int = 0
+    outliers: float = 0.0
+    sizes: tuple[int, ...] | None = None
+    #: Each holder misses each round with this probability (``run_gradient_em``).
+    dropout: float = 0.0
+
+
+def _fail(name: str, requirement: str, value: object) -> UserError:
+    return UserError(f"{name} must be {requirement}, got {value!r}")
+
+
+def check_study(study: Study, *, synthetic: bool) -> None:
+    """One-line UserErrors for a study's values (those its records do not decide)."""
+    if study.model not in model_names():
+        raise _fail("model", f"one of {', '.join(model_names())}", study.model)
+    if study.mechanism not in mechanism_names():
+        raise _fail("mechanism", f"one of {', '.join(mechanism_names())}", study.mechanism)
+    if study.accounting not in ACCOUNTING_MODES:
+        raise _fail("accounting", f"one of {', '.join(ACCOUNTING_MODES)}", study.accounting)
+    optional = {"tau": study.tau, "beta-bound": study.beta_bound, "scale": study.scale}
+    positive = {
+        "epsilon": study.epsilon,
+        "clip": study.clip,
+        "snr": study.snr,
+        "sigma": study.sigma,
+        "eta": study.eta,
+        **{name: value for name, value in optional.items() if value is not None},
+    }
+    for name, value in positive.items():
+        if not (math.isfinite(value) and value > 0):
+            raise _fail(name, "a finite number > 0", value)
+    for name, count in {"n": study.n, "d": study.d, "rounds": study.rounds}.items():
+        if count < 1:
+            raise _fail(name, "an integer >= 1", count)
+    if study.hospitals < 1:
+        raise _fail("hospitals", "an integer >= 1", study.hospitals)
+    if study.sizes is not None:
+        if not study.sizes or min(study.sizes) < 1:
+            raise _fail("hospital sizes", "a non-empty list of integers >= 1", study.sizes)
+        if synthetic and sum(study.sizes) != study.n:
+            raise _fail("hospital sizes", f"a list summing to n = {study.n}", study.sizes)
+    if study.delta is not None and not 0.0 < study.delta < 1.0:
+        raise _fail("delta", "in (0, 1)", study.delta)
+    if not 0.0 < study.zeta < 1.0:
+        raise _fail("zeta", "in (0, 1)", study.zeta)
+    if study.missing is not None and not 0.0 <= study.missing < 1.0:
+        raise _fail("missing", "in [0, 1)", study.missing)
+    if not 0.0 <= study.dropout < 1.0:
+        raise _fail("dropout", "in [0, 1)", study.dropout)
+    if study.t_min is not None and get_mechanism(study.mechanism).noise_site != "shares":
+        raise UserError(f"t-min is only meaningful for noise shares, not {study.mechanism}")
+    if study.colluders is not None and get_mechanism(study.mechanism).noise_site != "shares":
+        raise UserError(f"colluders is only meaningful for noise shares, not {study.mechanism}")
+    graph_values = (study.dropout_share, study.min_honest_shares)
+    topology = study.secagg_topology
+    if topology not in ("mesh", "graph", "expander"):
+        raise _fail("secagg-topology", "mesh, graph or expander", topology)
+    if topology != "mesh":
+        if get_mechanism(study.mechanism).noise_site != "shares":
+            raise UserError(f"secagg-topology {topology} needs noise shares, not {study.mechanism}")
+        if study.t_min is not None:
+            raise UserError(
+                f"t-min is derived on the {topology} (t_k): give --dropout-share instead"
+            )
+    elif graph_values != (None, None):
+        raise UserError(
+            "--dropout-share and --min-honest-shares need --secagg-topology graph or expander"
+        )
+    if not 0.0 <= study.outliers <= 0.5:
+        raise _fail("outliers", "in [0, 0.5]", study.outliers)
+    try:
+        check_schedule(study.schedule, study.rounds)
+        check_final(study.final, study.rounds)
+        check_noise_shares(study.mechanism, study.schedule, study.final)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if study.reuse and not is_equal(study.schedule):
+        raise UserError("a schedule deals records over rounds: it needs partitioned rounds")
+
+
+def per_hospital(study: Study) -> int:
+    """The records a hospital of a random split gets at least: one with reuse, else enough
+    for one in every round of the schedule (``protocol.least_records``)."""
+    return 1 if study.reuse else least_records(study.rounds, study.schedule)
+
+
+def check_size(n: int, study: Study, sizes: tuple[int, ...] | None) -> None:
+    """Every hospital needs a record in every round (partitioned: at least ``rounds``
+    records, and enough for the schedule to give each round one)."""
+    least = 1 if study.reuse else study.rounds
+    if sizes is not None:
+        if sum(sizes) != n:
+            raise _fail("hospital sizes", f"a list summing to the {n} records", sizes)
+        if min(sizes) < least:
+            raise _fail("hospital sizes", f"each at least {least}", sizes)
+        if not study.reuse:
+            for size in sizes:
+                try:
+                    round_sizes(size, study.rounds, study.schedule)
+                except ValueError as error:
+                    raise UserError(f"a hospital of {size} records: {error}") from None
+    random_split = sizes is None and study.hospitals > 1
+    needed = study.hospitals * (per_hospital(study) if random_split else least)
+    if n < max(needed, study.rounds):
+        raise UserError(
+            f"n must be at least {max(needed, study.rounds)} for {study.hospitals} "
+            f"hospital(s) and {study.rounds} rounds{'' if study.reuse else ' (partitioned)'}"
+            f", got {n}"
+        )
+    if sizes is None and study.hospitals == 1 and not study.reuse:
+        try:
+            round_sizes(n, study.rounds, study.schedule)
+        except ValueError as error:
+            raise UserError(str(error)) from None
+
+
+def given_sizes(study: Study, dealt: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The hospitals' sizes fixed before any draw: the dataset's dealing (``dealt``), else
+    the study's."""
+    if dealt is None:
+        return study.sizes
+    if study.sizes is not None and study.sizes != dealt:
+        raise UserError(
+            f"the records are already dealt out as {list(dealt)}: give no other "
+            f"hospital sizes, got {list(study.sizes)}"
+        )
+    return dealt
+
+
 #: Called after each M-step with (round t = 1..T, β^t of shape (d,), error at β^t or None).
 RoundCallback = Callable[[int, FloatArray, float | None], None]
 
@@ -185,7 +349,7 @@ def _deal(
     records: Records, study: Study, dealt: tuple[int, ...] | None, rng: np.random.Generator
 ) -> list[Records]:
     """The hospitals' records: as the dataset dealt them (no draw), at random with the
-    study's sizes or with ``simulation.random_holder_sizes``, or all of them for one
+    study's sizes or with ``simulator.random_holder_sizes``, or all of them for one
     hospital (no draw)."""
     if dealt is not None:
         return split_holders(records, dealt)
@@ -374,8 +538,7 @@ def run_study(
         model=model,
         holders=holders,
         sigma=study.sigma,
-        mechanism=plans[0].holders[0],
-        rounds=study.rounds,
+        mechanisms=plans,
         beta0=start,
         rng=rng,
         eta=study.eta,
@@ -383,7 +546,6 @@ def run_study(
         beta_star=beta_star,
         on_round=report,
         schedule=study.schedule,
-        round_mechanisms=plans,
         final=study.final,
         dropout=study.dropout,
         dropout_rng=rng,

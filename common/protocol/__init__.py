@@ -1,7 +1,7 @@
 """The round protocol of a federated run: one place for each of its ideas.
 
 The coordinator (``ldpem.server.coordinator``), the hospital agent (``ldpem.client.agent``),
-the in-process simulator (``ldpem.common.planning.simulation``, ``ldpem simulate``), the planner and
+the in-process simulator (``ldpem.common.planning.simulator``, ``ldpem simulate``), the planner and
 the forecast stated at run creation (``ldpem.common.planning.plan``, ``ldpem.server.forecast``)
 and the tests' offline replay all call the functions below; none derives these quantities
 itself (``tests/test_one_protocol.py`` checks the code for copies). So the simulator is the
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from ldpem.common.protocol import defaults
 from ldpem.common.protocol.construction import (
-    Budget,
     CentralNoise,
     central_noise,
     central_noise_for,
@@ -82,7 +81,6 @@ __all__ = [
     "EQUAL",
     "GIVEN_START",
     "LAST",
-    "Budget",
     "CentralNoise",
     "Enrolment",
     "FederatedStreams",

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, TypedDict
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.core._validation import check_count, check_open_unit, check_positive
-from ldpem.common.core.accounting import DEFAULT_ACCOUNTING
+from ldpem.common.core.accounting import DEFAULT_ACCOUNTING, Budget
 from ldpem.common.core.accounting import gaussian_noise_std as _noise_std
 from ldpem.common.core.calibration import (
     DEFAULT_ZETA,
@@ -41,12 +41,10 @@ from ldpem.common.core.calibration import (
     truncation_sensitivity,
 )
 from ldpem.common.mechanisms import Mechanism, SharedNoise, get_mechanism
-from ldpem.common.mechanisms.base import PrivacyBudget
 from ldpem.common.protocol.parameters import PublicValues
 from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_records
 
 __all__ = [
-    "Budget",
     "CentralNoise",
     "ScaleRule",
     "central_noise",
@@ -300,7 +298,7 @@ def make_mechanism(
     )
     if central is not None:
         return shape.with_noise(central.std(records_per_round))
-    return shape.calibrated(d, PrivacyBudget(epsilon, delta, participations, accounting))
+    return shape.calibrated(d, Budget(epsilon, delta, accounting), participations)
 
 
 def holder_scale(
@@ -379,51 +377,38 @@ def report_sensitivity(
 def holder_noise_std(
     params: PublicValues,
     records: int,
+    budget: Budget,
     *,
-    epsilon: float,
-    delta: float,
-    accounting: str,
     mechanism: str | None = None,
     t: int | None = None,
 ) -> float:
     """σ_r of round ``t``'s report of a holder enrolled with ``records`` records at the
-    budget (``epsilon``, ``delta``) under ``accounting`` (noise per holder: of its one draw
-    on its sum), as the mechanism calibrates it; 0 when the report carries no holder noise."""
+    ``budget`` (noise per holder: of its one draw on its sum), as the mechanism calibrates
+    it; 0 when the report carries no holder noise."""
     name = params.mechanism if mechanism is None else mechanism
     if not get_mechanism(name).locally_private():
         return 0.0
     shape = holder_contribution(params, records, mechanism=name, t=t)
-    return shape.calibrated(params.d, PrivacyBudget(epsilon, delta, 1, accounting)).noise_std
+    return shape.calibrated(params.d, budget).noise_std
 
 
 def holder_mechanism(
     params: PublicValues,
     *,
     records: int,
-    epsilon: float,
-    delta: float,
-    accounting: str,
+    budget: Budget,
     t: int | None = None,
 ) -> Mechanism:
     """The mechanism a data holder enrolled with ``records`` records runs in round ``t`` of
-    the run of ``params``, its noise calibrated from the holder's OWN budget (``epsilon``,
-    ``delta``, ``accounting``), never from a σ_r the coordinator chose. Mechanisms whose
+    the run of ``params``, its noise calibrated from the holder's OWN ``budget``, never
+    from a σ_r the coordinator chose. Mechanisms whose
     noise is the aggregator's carry no holder noise (``central_noise``); noise shares are
     calibrated for the run's sum with the run's public t_min (each record reports in one
     round)."""
     shape = holder_contribution(params, records, t=t)
     if not (shape.locally_private() or isinstance(shape, SharedNoise)):
         return shape
-    return shape.calibrated(params.d, PrivacyBudget(epsilon, delta, 1, accounting))
-
-
-class Budget(TypedDict):
-    """A privacy budget as the calibrations take it (``**budget``): (ε, δ) under an
-    accounting."""
-
-    epsilon: float
-    delta: float
-    accounting: str
+    return shape.calibrated(params.d, budget)
 
 
 def public_budget(params: PublicValues) -> Budget:
@@ -438,4 +423,11 @@ def central_noise(params: PublicValues, t: int | None = None) -> CentralNoise | 
     if get_mechanism(params.mechanism).noise_site != "aggregator":
         return None
     contribution = holder_contribution(params, params.records_per_round, t=t)
-    return central_noise_for(contribution, d=params.d, **public_budget(params))
+    budget = public_budget(params)
+    return central_noise_for(
+        contribution,
+        d=params.d,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        accounting=budget.accounting,
+    )

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from ldpem.common.core.secagg_quantize import modulus_bits
 from ldpem.common.mechanisms import Mechanism, get_mechanism
-from ldpem.common.protocol import holder_mechanism
+from ldpem.common.protocol import holder_mechanism, public_budget
 from ldpem.common.protocol.parameters import PublicValues
 from ldpem.common.secagg.graph.expander import ExpanderParameters, expander_parameters
 from ldpem.common.secagg.graph.parameters import GraphParameters, graph_parameters
@@ -73,9 +73,7 @@ def run_shares_mechanism(params: PublicValues) -> Mechanism:
     return holder_mechanism(
         params,
         records=params.records_per_round,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting=params.accounting,
+        budget=public_budget(params),
     )
 
 

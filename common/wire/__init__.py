@@ -49,6 +49,7 @@ from ldpem.common.protocol import (
     round_size,
     round_sizes,
 )
+from ldpem.common.protocol.run_fields import DEFAULT_MECHANISM, RUN_DEFAULTS
 from ldpem.common.wire.base import Schema
 from ldpem.common.wire.confidence import ConfidenceRegion
 from ldpem.common.wire.errors import describe_errors
@@ -142,20 +143,20 @@ class RunCreate(_Schema):
     d: int = Field(ge=1, le=100_000)
     sigma: float = Field(gt=0, allow_inf_nan=False)
     rounds: int = Field(ge=1, le=10_000)
-    eta: float = Field(default=1.0, gt=0, allow_inf_nan=False)
-    mechanism: FederatedMechanism = "local"
-    epsilon: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    eta: float = Field(default=RUN_DEFAULTS.eta, gt=0, allow_inf_nan=False)
+    mechanism: FederatedMechanism = DEFAULT_MECHANISM
+    epsilon: float = Field(default=RUN_DEFAULTS.epsilon, gt=0, allow_inf_nan=False)
     #: Default: n^-1.1 with n the total number of enrolled records.
-    delta: float | None = Field(default=None, gt=0, lt=1)
-    accounting: AccountingName = "exact"
+    delta: float | None = Field(default=RUN_DEFAULTS.delta, gt=0, lt=1)
+    accounting: AccountingName = Field(default=RUN_DEFAULTS.accounting)
     #: Second-moment bound of Assumption 1; default: the model's ``default_tau`` of beta_bound.
-    tau: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    tau: float | None = Field(default=RUN_DEFAULTS.tau, gt=0, allow_inf_nan=False)
     #: Declared bound on ‖β‖₂ used for the default τ; default snr·σ.
-    beta_bound: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    zeta: float = Field(default=0.1, gt=0, lt=1)
+    beta_bound: float | None = Field(default=RUN_DEFAULTS.beta_bound, gt=0, allow_inf_nan=False)
+    zeta: float = Field(default=RUN_DEFAULTS.zeta, gt=0, lt=1)
     #: Explicit truncation scale s; default: Algorithm 2's rule from the enrolled counts.
-    scale: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    clip: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    scale: float | None = Field(default=RUN_DEFAULTS.scale, gt=0, allow_inf_nan=False)
+    clip: float = Field(default=RUN_DEFAULTS.clip, gt=0, allow_inf_nan=False)
     hospitals: list[HospitalEnrolment] = Field(min_length=1, max_length=1000)
     #: Reports needed to close a round at its deadline; default: every hospital.
     quorum: int | None = Field(default=None, ge=1, lt=INT_LIMIT)
@@ -164,7 +165,7 @@ class RunCreate(_Schema):
     beta0: list[float] | None = None
     seed: int | None = Field(default=None, ge=0, lt=2**63)
     #: Signal-to-noise ‖β*‖/σ assumed by the accuracy forecast (not used by the EM).
-    snr: float = Field(default=3.0, gt=0, allow_inf_nan=False)
+    snr: float = Field(default=RUN_DEFAULTS.snr, gt=0, allow_inf_nan=False)
     #: Fraction of missing covariates assumed by the forecast (RMC).
     missing: float = Field(default=0.0, ge=0, lt=1)
     forecast: bool = True
@@ -176,14 +177,14 @@ class RunCreate(_Schema):
     schedule: ScheduleSpec = EQUAL
     #: The reported estimate: the last iterate, or the average of the last K
     #: (``ldpem.common.protocol.estimate``; post-processing, no privacy cost).
-    final: FinalRule = LAST
+    final: FinalRule = RUN_DEFAULTS.final
     #: Noise shares only (docs/SECAGG.md): the fewest holders of a released sum, more than
     #: half the enrolled hospitals, at most all; default K − ⌊K/10⌋ (``study_t_min``).
-    t_min: int | None = Field(default=None, ge=1, le=1000)
+    t_min: int | None = Field(default=RUN_DEFAULTS.t_min, ge=1, le=1000)
     #: Noise shares only: c, the most holders that may collude with the coordinator,
     #: 0 ≤ c < 2·t_min − K; the noise is sized for t_min − c honest shares. Default: the
     #: largest c ≤ ⌊K/3⌋ that the run's t_min allows (``study_colluders``).
-    colluders: int | None = Field(default=None, ge=0, le=1000)
+    colluders: int | None = Field(default=RUN_DEFAULTS.colluders, ge=0, le=1000)
     #: Noise shares only, on a SecAgg+ graph (docs/SECAGG_GRAPH.md): the share of holders
     #: that may drop out (default 0.1) and h, the least honest noise shares in any sum the
     #: coordinator can learn (default 2; c defaults to ⌊K/3⌋).

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
+from ldpem.common.core.accounting import Accounting
 from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import model_names
 
@@ -40,7 +41,8 @@ ModelName = Annotated[str, AfterValidator(_registered_model)]
 FederatedMechanism = Annotated[str, AfterValidator(_federated_mechanism)]
 #: A run ends finished, failed, or cancelled by the operator (``POST …/cancel``).
 RunStatus = Literal["running", "paused", "finished", "failed", "cancelled"]
-AccountingName = Literal["exact", "paper"]
+#: An accounting of the core (``ldpem.common.core.accounting``).
+AccountingName = Accounting
 #: Integers are stored as SQLite INTEGER (signed 64-bit): larger ones are refused up front.
 INT_LIMIT = 2**63
 

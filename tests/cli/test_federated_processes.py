@@ -24,9 +24,10 @@ from numpy.typing import NDArray
 
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import agent_mechanism
+from ldpem.common.core.accounting import Budget
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import run_gradient_em
+from ldpem.common.planning.simulator import every_round, run_gradient_em
 from ldpem.common.wire import PublicParameters, ReportIn, expected_round_count
 from ldpem.processes import Processes, wait_until
 from tests.fedkit import cli_create_run as create_run
@@ -103,10 +104,10 @@ def test_three_hospitals_sixty_thousand_records_epsilon_one(
 
     # The simulator on the same records, start and mechanism, over 20 seeds of the noise.
     params = PublicParameters.model_validate(created["params"])
-    mechanism = agent_mechanism(
-        params, epsilon=params.epsilon, delta=params.delta, accounting="exact"
-    )[0]
-    mean = one_more_draw(error, paths, betas[0], beta_star, rounds=rounds, mechanism=mechanism)
+    budget = Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact")
+    mechanism = agent_mechanism(params, budget=budget)[0]
+    mechanisms = [mechanism] * len(paths)
+    mean = one_more_draw(error, paths, betas[0], beta_star, rounds=rounds, mechanisms=mechanisms)
     assert error < 0.5 * 3.0  # far better than the trivial estimate β = 0 (error ‖β*‖ = 3)
     # The forecast (computed in the background after creation) is of the same order.
     with httpx.Client(base_url=url) as client:
@@ -122,8 +123,7 @@ def one_more_draw(
     beta_star: NDArray[np.float64],
     *,
     rounds: int,
-    mechanism: Mechanism,
-    holder_mechanisms: list[Mechanism] | None = None,
+    mechanisms: list[Mechanism],
 ) -> float:
     """The mean final error of the simulator on the run's records (GMM, σ = 1), start β⁰
     and mechanisms over 20 seeds of the noise, once the federated run's ``error`` is found
@@ -135,9 +135,7 @@ def one_more_draw(
             model=get_model("gmm"),
             holders=holders,
             sigma=1.0,
-            mechanism=mechanism,
-            holder_mechanisms=holder_mechanisms,
-            rounds=rounds,
+            mechanisms=every_round(mechanisms, rounds),
             beta0=np.array(beta0),
             rng=np.random.default_rng(seed),
             beta_star=beta_star,
@@ -167,21 +165,9 @@ def test_three_hospitals_hospital_level_mechanism(procs: Processes, tmp_path: Pa
     model = get_model("gmm")
     error = model.error(np.array(betas[-1]), beta_star)
 
-    mechanisms = [
-        agent_mechanism(
-            params, epsilon=params.epsilon, delta=params.delta, accounting="exact", records=c
-        )[0]
-        for c in counts
-    ]
-    one_more_draw(
-        error,
-        paths,
-        betas[0],
-        beta_star,
-        rounds=rounds,
-        mechanism=mechanisms[0],
-        holder_mechanisms=mechanisms,
-    )
+    budget = Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact")
+    mechanisms = [agent_mechanism(params, budget=budget, records=c)[0] for c in counts]
+    one_more_draw(error, paths, betas[0], beta_star, rounds=rounds, mechanisms=mechanisms)
     assert error < 0.2  # local DP gives ~1 at this n; hospital-level, central-like accuracy
     assert created["warning"] is None
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from ldpem.client.data import load_records
-from ldpem.common.planning.simulation import simulate_run
+from ldpem.common.planning.simulator import simulate_run
 from ldpem.common.protocol import FederatedStreams
 from ldpem.processes import Processes
 from tests.fedkit import write_gmm_data

@@ -18,7 +18,7 @@ import pytest
 
 from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
-from ldpem.common.planning.simulation import simulate_run
+from ldpem.common.planning.simulator import simulate_run
 from ldpem.common.protocol import FederatedStreams
 from ldpem.common.secagg import ParticipantList
 from ldpem.common.secagg.runvalues import run_graph

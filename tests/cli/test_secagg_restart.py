@@ -22,7 +22,7 @@ import pytest
 
 from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
-from ldpem.common.planning.simulation import simulate_run
+from ldpem.common.planning.simulator import simulate_run
 from ldpem.common.protocol import FederatedStreams
 from ldpem.common.secagg.steps import HOLDER_STEPS, Step
 from ldpem.processes import Child, Processes, free_port, start_coordinator, wait_until

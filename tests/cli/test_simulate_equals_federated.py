@@ -27,7 +27,7 @@ import pytest
 from ldpem.client.data import load_records
 from ldpem.common.planning.fastsim import final_errors
 from ldpem.common.planning.prediction import quantile
-from ldpem.common.planning.simulation import EMResult, simulate_run
+from ldpem.common.planning.simulator import EMResult, simulate_run
 from ldpem.common.planning.study import Study
 from ldpem.common.protocol import FederatedStreams, records_per_round
 from ldpem.common.wire import PublicParameters, ScheduleSpec, expected_round_count

@@ -14,6 +14,7 @@ import pytest
 from ldpem.client.binding import canonical, run_binding
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import AgentError, agent_mechanisms, check_public
+from ldpem.common.core.accounting import Budget
 from ldpem.common.protocol import round_sizes
 from ldpem.common.wire import Identity, PublicParameters, RunCreate, public_parameters
 from ldpem.server.app import create_app
@@ -46,7 +47,9 @@ def test_a_run_without_a_schedule_is_bound_as_before() -> None:
     params = public_parameters(RunCreate.model_validate(run_request(rounds=3, records=300)))
     me = identity(params)
     mechanisms = agent_mechanisms(
-        params, epsilon=params.epsilon, delta=params.delta, accounting="exact", records=300
+        params,
+        budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
+        records=300,
     )
     mechanism, mu = mechanisms[0]
     assert mechanisms == [(mechanism, mu)] * 3
@@ -71,9 +74,7 @@ def test_a_run_without_a_schedule_is_bound_as_before() -> None:
     now = run_binding(
         me,
         mechanisms=mechanisms,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting="exact",
+        budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
         allow_weaker=False,
         dataset="default",
     )

@@ -14,8 +14,9 @@ import pytest
 
 from ldpem.client.secagg import SecAggConfig, check_share, load_secagg
 from ldpem.client.trust import AgentError, agent_mechanisms, run_budget
+from ldpem.common.core.accounting import Budget
 from ldpem.common.core.secagg_quantize import skellam_tail
-from ldpem.common.protocol import holder_mechanism
+from ldpem.common.protocol import holder_mechanism, public_budget
 from ldpem.common.secagg import (
     Roster,
     generate_signing_key,
@@ -61,15 +62,13 @@ def test_an_agent_at_least_as_loose_as_the_run_draws_exactly_the_runs_share(
     [(mechanism, _)] = {
         id(m): (m, mu)
         for m, mu in agent_mechanisms(
-            params, epsilon=epsilon, delta=delta, accounting="exact", records=40
+            params, budget=Budget(epsilon=epsilon, delta=delta, accounting="exact"), records=40
         )
     }.values()
     run = holder_mechanism(
         params,
         records=params.records_per_round,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        accounting=params.accounting,
+        budget=public_budget(params),
     )
     assert share_mean(mechanism) == share_mean(run)
     check_share(mechanism, params)  # no refusal
@@ -91,14 +90,16 @@ def test_a_share_larger_than_the_runs_is_refused(params: PublicParameters, epsil
     why it matters: at ε = 0.01 one share's std alone exceeds half the modulus."""
     assert params.modulus_bits is not None and params.holders is not None
     larger = holder_mechanism(
-        params, records=40, epsilon=epsilon, delta=params.delta, accounting="exact"
+        params, records=40, budget=Budget(epsilon=epsilon, delta=params.delta, accounting="exact")
     )
     with pytest.raises(AgentError, match="could wrap") as refusal:
         check_share(larger, params)
     assert f"{params.modulus_bits} bits" in str(refusal.value)
     # The run's own shares fit: K of them and the data stay inside the modulus …
     run = holder_mechanism(
-        params, records=40, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+        params,
+        records=40,
+        budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
     )
     half = 2 ** (params.modulus_bits - 1)
     assert skellam_tail(params.holders * share_mean(run), failure=2**-40) < half
@@ -139,7 +140,7 @@ def test_min_honest_is_a_floor_on_the_honest_shares_t_min_minus_c(
     )
     run = public_parameters(request)
     mechanism = holder_mechanism(
-        run, records=40, epsilon=run.epsilon, delta=run.delta, accounting="exact"
+        run, records=40, budget=Budget(epsilon=run.epsilon, delta=run.delta, accounting="exact")
     )
     config = SecAggConfig(tmp_path / "h0.key", tmp_path / "roster.json", floor)
     if joins:

@@ -13,7 +13,7 @@ from ldpem.common.core.calibration import central_scale, round_epsilon_tilde, sm
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import HospitalTruncation, LocalTruncation
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import run_gradient_em
+from ldpem.common.planning.simulator import every_round, run_gradient_em
 from ldpem.common.protocol import (
     holder_own_scale,
     holder_records_per_round,
@@ -125,14 +125,12 @@ def test_holder_round_path_measures_one_draw_of_the_calibrated_noise() -> None:
 def test_holder_mechanisms_must_match_the_holders() -> None:
     mech = honest_hospital(d=2)
     records = Records(np.zeros((20, 2)))
-    with pytest.raises(ValueError, match="one entry per holder"):
+    with pytest.raises(ValueError, match="one mechanism per holder"):
         run_gradient_em(
             model=get_model("gmm"),
             holders=[records, records],
             sigma=1.0,
-            mechanism=mech,
-            rounds=2,
+            mechanisms=every_round([mech], 2),
             beta0=np.ones(2),
             rng=np.random.default_rng(0),
-            holder_mechanisms=[mech],
         )

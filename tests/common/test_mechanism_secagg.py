@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from ldpem.common.core.accounting import Budget
 from ldpem.common.core.secagg_quantize import grid_step, integer_sensitivity, modulus_bits
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import (
@@ -286,7 +287,9 @@ def test_a_run_publishes_t_min_and_agents_build_the_simulators_mechanism() -> No
     fixed = PublicParameters(**derive_public_values(RunCreate.model_validate(run_request(t_min=4))))
     assert (fixed.t_min, fixed.colluders) == (4, 1)
     agent = holder_mechanism(
-        params, records=100, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+        params,
+        records=100,
+        budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
     )
     simulator = make_mechanism(
         "secagg",

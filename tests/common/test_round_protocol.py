@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ldpem.common import protocol
+from ldpem.common.core.accounting import Budget
 from ldpem.common.mechanisms import CentralTruncation
 from ldpem.common.protocol import make_mechanism
 from ldpem.common.wire import PublicParameters, RunCreate, public_parameters
@@ -61,7 +62,9 @@ def test_a_holder_at_the_studys_budget_runs_the_studys_mechanism(mechanism: str)
             clip=1.0,
         )
         holder = protocol.holder_mechanism(
-            params, records=records, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+            params,
+            records=records,
+            budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
         )
         assert repr(holder) == repr(study)
 
@@ -69,20 +72,26 @@ def test_a_holder_at_the_studys_budget_runs_the_studys_mechanism(mechanism: str)
 def test_holder_noise_comes_from_the_holders_own_budget() -> None:
     params = _params("local")
     run = protocol.holder_mechanism(
-        params, records=500, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+        params,
+        records=500,
+        budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
     )
     strict = protocol.holder_mechanism(
-        params, records=500, epsilon=params.epsilon / 2, delta=params.delta, accounting="exact"
+        params,
+        records=500,
+        budget=Budget(epsilon=params.epsilon / 2, delta=params.delta, accounting="exact"),
     )
     assert strict.noise_std > run.noise_std
     assert (
         protocol.holder_noise_std(
-            params, 500, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+            params,
+            500,
+            budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
         )
         == run.noise_std
     )
     central = protocol.holder_mechanism(
-        _params("central"), records=500, epsilon=1.0, delta=1e-6, accounting="exact"
+        _params("central"), records=500, budget=Budget(epsilon=1.0, delta=1e-6, accounting="exact")
     )
     assert isinstance(central, CentralTruncation) and central.noise_std == 0.0
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records
-from ldpem.common.planning.simulation import round_groups
+from ldpem.common.planning.simulator import round_groups
 from ldpem.common.planning.study import Study, run_study
 from ldpem.common.protocol import (
     check_noise_shares,

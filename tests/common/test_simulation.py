@@ -10,7 +10,7 @@ import pytest
 
 from ldpem.common.mechanisms import NoPrivacy
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import round_groups, run_gradient_em
+from ldpem.common.planning.simulator import every_round, round_groups, run_gradient_em
 from ldpem.common.protocol import central_noise_for, make_mechanism
 
 
@@ -42,18 +42,26 @@ def test_split_holders_match_one_holder_without_noise() -> None:
     common: dict[str, Any] = {
         "model": model,
         "sigma": 1.0,
-        "mechanism": NoPrivacy(),
-        "rounds": 5,
         "beta0": beta0,
         "reuse": True,
     }
-    pooled = run_gradient_em(holders=[records], rng=np.random.default_rng(2), **common)
+    pooled = run_gradient_em(
+        holders=[records],
+        mechanisms=every_round([NoPrivacy()], 5),
+        rng=np.random.default_rng(2),
+        **common,
+    )
     parts = [
         records.take(slice(0, 400)),
         records.take(slice(400, 1700)),
         records.take(slice(1700, None)),
     ]
-    split = run_gradient_em(holders=parts, rng=np.random.default_rng(2), **common)
+    split = run_gradient_em(
+        holders=parts,
+        mechanisms=every_round([NoPrivacy()] * 3, 5),
+        rng=np.random.default_rng(2),
+        **common,
+    )
     np.testing.assert_allclose(split.beta, pooled.beta, rtol=1e-10)
     assert len(pooled.betas) == 6
 
@@ -70,13 +78,11 @@ def test_private_run_records_errors_and_calls_back() -> None:
         model=model,
         holders=[records],
         sigma=1.0,
-        mechanism=mech,
-        rounds=10,
+        mechanisms=every_round([mech], 10, central_noise_for(mech, d=5, epsilon=1.0, delta=1e-6)),
         beta0=rng.standard_normal(5) * 3 / math.sqrt(5),
         rng=rng,
         beta_star=beta_star,
         on_round=lambda t, beta: seen.append(t),
-        central=central_noise_for(mech, d=5, epsilon=1.0, delta=1e-6),
     )
     assert seen == list(range(1, 11))
     assert len(result.errors) == 10
@@ -89,13 +95,12 @@ def test_private_run_records_errors_and_calls_back() -> None:
 
 def test_a_central_mechanism_needs_its_aggregator_noise() -> None:
     mech = make_mechanism("central", d=2, records_per_round=10, epsilon=1.0, delta=1e-6, tau=1.0)
-    with pytest.raises(ValueError, match="give its noise as central="):
+    with pytest.raises(ValueError, match="give its noise as the round's central"):
         run_gradient_em(
             model=get_model("gmm"),
             holders=[Records(np.zeros((20, 2)))],
             sigma=1.0,
-            mechanism=mech,
-            rounds=2,
+            mechanisms=every_round([mech], 2),
             beta0=np.ones(2),
             rng=np.random.default_rng(0),
         )

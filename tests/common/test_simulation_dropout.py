@@ -10,7 +10,7 @@ import pytest
 
 from ldpem.common.mechanisms import SecAggSkellam
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import EMResult, run_gradient_em
+from ldpem.common.planning.simulator import EMResult, every_round, run_gradient_em
 from ldpem.common.protocol import make_mechanism
 
 MODEL = get_model("gmm")
@@ -30,8 +30,7 @@ def run(t_min: int, dropout: float, seed: int = 0, count: int = 6) -> EMResult:
         model=MODEL,
         holders=holders(count, 500),
         sigma=1.0,
-        mechanism=mechanism,
-        rounds=10,
+        mechanisms=every_round([mechanism] * count, 10),
         beta0=np.ones(3),
         rng=np.random.default_rng(seed),
         dropout=dropout,
@@ -75,8 +74,7 @@ def test_the_same_seed_gives_the_same_run_and_dropout_needs_its_generator() -> N
         "model": MODEL,
         "holders": holders(2, 100),
         "sigma": 1.0,
-        "mechanism": mechanism,
-        "rounds": 2,
+        "mechanisms": every_round([mechanism] * 2, 2),
         "beta0": np.ones(3),
         "rng": np.random.default_rng(0),
     }

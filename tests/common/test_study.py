@@ -24,7 +24,7 @@ from ldpem.common.planning.prediction import (
     predict,
     prediction_seeds,
 )
-from ldpem.common.planning.simulation import random_holder_sizes
+from ldpem.common.planning.simulator import random_holder_sizes
 from ldpem.common.planning.study import (
     OUTLIER_NORM,
     Dataset,
@@ -223,17 +223,17 @@ def test_bad_studies_raise_one_line_errors(change: dict[str, Any], message: str)
 def test_every_round_of_every_hospital_goes_through_holder_round(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from ldpem.common.planning import simulation
+    from ldpem.common.planning import simulator
     from ldpem.common.protocol import rounds
 
     calls: list[int] = []
-    real = rounds.holder_round  # what ldpem.common.planning.simulation calls
+    real = rounds.holder_round  # what ldpem.common.planning.simulator calls
 
     def counting(**kwargs: Any) -> Any:
         calls.append(kwargs["records"].n)
         return real(**kwargs)
 
-    monkeypatch.setattr(simulation, "holder_round", counting)
+    monkeypatch.setattr(simulator, "holder_round", counting)
     result = run_study(Study(n=3000, d=3, rounds=4, hospitals=3, seed=2))
     assert len(calls) == 4 * 3
     assert sum(calls) == 3000  # partitioned: every record reports exactly once
@@ -257,7 +257,7 @@ def test_central_noise_is_the_aggregators() -> None:
 
 
 def test_records_dealt_in_order_keep_their_hospitals(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ldpem.common.planning import simulation
+    from ldpem.common.planning import simulator
     from ldpem.common.protocol import rounds
 
     seen: list[Records] = []
@@ -267,7 +267,7 @@ def test_records_dealt_in_order_keep_their_hospitals(monkeypatch: pytest.MonkeyP
         seen.append(kwargs["records"])
         return real(**kwargs)
 
-    monkeypatch.setattr(simulation, "holder_round", keeping)
+    monkeypatch.setattr(simulator, "holder_round", keeping)
     records, beta_star = get_model("gmm").generate(3000, 3, rng=np.random.default_rng(4))
     beta0 = np.array([0.0, 1.0, 0.0])
     study = Study(mechanism="hospital", rounds=5, seed=9)
@@ -398,7 +398,7 @@ def test_every_problem_field_is_a_study_field() -> None:
 STUDY_PIECES = {
     "run_gradient_em": {
         "common/planning/study.py",
-        "common/planning/simulation.py",
+        "common/planning/simulator.py",
     },  # simulate_run: a replay
     # The fast path draws a study's β*, β⁰ and split from the seed as run_study does.
     "study_rng": {"common/planning/study.py", "common/planning/fastsim.py"},

@@ -15,9 +15,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from ldpem.common.core.accounting import Budget
 from ldpem.common.core.privacy_events import DpEvent, PureEvent
 from ldpem.common.mechanisms import Mechanism, register_mechanism
-from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite, PrivacyBudget
+from ldpem.common.mechanisms.base import FloatArray, Needs, NoiseSite
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,9 @@ class LocalLaplace(Mechanism):
     def l1_sensitivity(self, d: int) -> float:
         return 2.0 * self.clip * d
 
-    def calibrated(self, d: int, budget: PrivacyBudget) -> Mechanism:
+    def calibrated(self, d: int, budget: Budget, participations: int = 1) -> Mechanism:
         # Pure ε composes by adding: each of k releases gets ε/k.
-        scale = budget.participations * self.l1_sensitivity(d) / budget.epsilon
+        scale = participations * self.l1_sensitivity(d) / budget.epsilon
         return self.with_noise(math.sqrt(2.0) * scale)
 
     def privacy_event(self, d: int) -> DpEvent:

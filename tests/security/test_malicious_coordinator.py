@@ -37,9 +37,10 @@ from scipy.stats import chi2
 from ldpem.client.data import load_records
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import agent_mechanism
+from ldpem.common.core.accounting import Budget
 from ldpem.common.mechanisms import LocalTruncation
 from ldpem.common.models import get_model
-from ldpem.common.planning.simulation import round_groups
+from ldpem.common.planning.simulator import round_groups
 from ldpem.common.protocol import partition_rng
 from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.wire import PublicParameters
@@ -399,7 +400,9 @@ def test_copies_of_one_state_directory_send_independent_noise(tmp_path: Path) ->
         b = agent(second, coordinator, url)
     assert (a.code, b.code) == (0, 0), a.log[-2000:] + b.log[-2000:]
     public_params = PublicParameters.model_validate(params)
-    mechanism, _ = agent_mechanism(public_params, epsilon=1.0, delta=1e-5, accounting="exact")
+    mechanism, _ = agent_mechanism(
+        public_params, budget=Budget(epsilon=1.0, delta=1e-5, accounting="exact")
+    )
     assert isinstance(mechanism, LocalTruncation)
     noiseless = LocalTruncation(scale=mechanism.scale, smoothing=mechanism.smoothing, noise_std=0.0)
     z = []

@@ -26,7 +26,7 @@ from ldpem.client.secagg import (
     session_ratio,
 )
 from ldpem.client.trust import AgentError
-from ldpem.common.core.accounting import ratio_for_budget
+from ldpem.common.core.accounting import Budget, ratio_for_budget
 from ldpem.common.core.secagg_accounting import fallback_epsilon, skellam_epsilon
 from ldpem.common.protocol import holder_mechanism
 from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes, signing_key_to_pem
@@ -66,7 +66,9 @@ def expander(tmp_path_factory: pytest.TempPathFactory) -> tuple[PublicParameters
 
 def _session(params: PublicParameters, folder: Path) -> SecAggSession:
     mechanism = holder_mechanism(
-        params, records=40, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+        params,
+        records=40,
+        budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
     )
     config = SecAggConfig(folder / "h0.key", folder / "roster.json", min_honest=1)
     return load_secagg(config, params, "h0", mechanism)

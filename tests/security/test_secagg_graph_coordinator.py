@@ -28,6 +28,7 @@ import pytest
 
 from ldpem.client.binding import first_difference, run_binding
 from ldpem.client.secagg import SecAggConfig, check_graph, load_secagg
+from ldpem.common.core.accounting import Budget
 from ldpem.common.secagg import (
     Aggregator,
     EncryptedShares,
@@ -296,9 +297,7 @@ def test_the_ledger_binds_the_expanders_t(expander: FakeConsortium) -> None:
         text = run_binding(
             me,
             mechanisms=[(mechanism, 0.0)],
-            epsilon=1.0,
-            delta=1e-5,
-            accounting="exact",
+            budget=Budget(epsilon=1.0, delta=1e-5, accounting="exact"),
             allow_weaker=False,
             dataset="d",
         )

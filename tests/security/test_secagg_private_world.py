@@ -19,6 +19,7 @@ import pytest
 
 from ldpem.client.secagg import SecAggConfig, assumed_colluders, load_secagg, threat_problem
 from ldpem.client.trust import AgentError
+from ldpem.common.core.accounting import Budget
 from ldpem.common.protocol import holder_mechanism
 from ldpem.common.secagg import Holder, ParticipantList, SecAggRefused, signing_key_to_pem
 from ldpem.common.secagg.runvalues import round_parameters, run_digest
@@ -48,7 +49,9 @@ def _config(tmp_path: Path, consortium: Consortium, **flags: int | None) -> SecA
 def _join(tmp_path: Path, consortium: Consortium, **flags: int | None) -> None:
     params = consortium.params
     mechanism = holder_mechanism(
-        params, records=40, epsilon=params.epsilon, delta=params.delta, accounting="exact"
+        params,
+        records=40,
+        budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
     )
     load_secagg(_config(tmp_path, consortium, **flags), params, "h0", mechanism)
 

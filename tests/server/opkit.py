@@ -20,8 +20,9 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from ldpem.client.trust import agent_mechanism
+from ldpem.common.core.accounting import Budget
 from ldpem.common.models import Records, get_model
-from ldpem.common.planning.simulation import round_groups
+from ldpem.common.planning.simulator import round_groups
 from ldpem.common.protocol.rounds import holder_round
 from ldpem.common.wire import PublicParameters
 from ldpem.processes import Processes, start_agent, start_coordinator, wait_until
@@ -61,9 +62,11 @@ class Study:
         calibrated at that δ (an agent stricter than the run) instead of the run's."""
         mechanism = agent_mechanism(
             self.params,
-            epsilon=self.params.epsilon,
-            delta=self.params.delta if delta is None else delta,
-            accounting=self.params.accounting,
+            budget=Budget(
+                epsilon=self.params.epsilon,
+                delta=self.params.delta if delta is None else delta,
+                accounting=self.params.accounting,
+            ),
         )[0]
         report = holder_round(
             model=get_model(self.params.model),

@@ -12,6 +12,7 @@ import pytest
 
 from ldpem.client.agent import AgentError
 from ldpem.client.trust import agent_mechanism
+from ldpem.common.core.accounting import Budget
 from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import HospitalTruncation
@@ -63,7 +64,7 @@ def test_public_parameters_leave_each_holder_its_own_scale() -> None:
 def test_agent_computes_its_scale_and_its_noise_from_its_own_budget() -> None:
     params = public_parameters(request())
     mechanism, mu = agent_mechanism(
-        params, epsilon=0.5, delta=1e-7, accounting="exact", records=2000
+        params, budget=Budget(epsilon=0.5, delta=1e-7, accounting="exact"), records=2000
     )
     assert isinstance(mechanism, HospitalTruncation)
     assert params.smoothing is not None
@@ -78,11 +79,13 @@ def test_agent_computes_its_scale_and_its_noise_from_its_own_budget() -> None:
     assert mechanism.noise_std > run_noise_std(params, 2000)
     assert mu == pytest.approx(mechanism.sensitivity(D) / mechanism.noise_std)
     with pytest.raises(AgentError, match="enrolled record count"):
-        agent_mechanism(params, epsilon=1.0, delta=1e-6, accounting="exact")
+        agent_mechanism(params, budget=Budget(epsilon=1.0, delta=1e-6, accounting="exact"))
     # β_s is the agent's own √(log(d/ζ)), whatever is published (check_public refuses a
     # published value that differs, before any record is read).
     lying = params.model_copy(update={"smoothing": 50.0})
-    own, _ = agent_mechanism(lying, epsilon=0.5, delta=1e-7, accounting="exact", records=2000)
+    own, _ = agent_mechanism(
+        lying, budget=Budget(epsilon=0.5, delta=1e-7, accounting="exact"), records=2000
+    )
     assert isinstance(own, HospitalTruncation)
     assert own.smoothing == params.smoothing == smoothing_precision(D, params.zeta)
 
@@ -127,7 +130,9 @@ def test_honest_reports_fall_inside_the_range(tmp_path: Path) -> None:
     params = public_parameters(request())
     for i, size in enumerate(SIZES):
         mechanism, _ = agent_mechanism(
-            params, epsilon=params.epsilon, delta=params.delta, accounting="exact", records=size
+            params,
+            budget=Budget(epsilon=params.epsilon, delta=params.delta, accounting="exact"),
+            records=size,
         )
         count = expected_round_count(size, ROUNDS, 0)
         gradients = np.full((count, D), 1e300)

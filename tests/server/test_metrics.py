@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ldpem import __version__
 from ldpem.client.trust import agent_mechanism
+from ldpem.common.protocol import public_budget
 from ldpem.server.app import create_app
 from ldpem.server.metrics import REFUSAL_REASONS, Metrics
 from tests.fedkit import hospital_headers, live_server, settings
@@ -55,9 +56,7 @@ def test_counters_match_a_demo_like_run(tmp_path: Path) -> None:
             "total": [0.0] * 4,
             "noise_std": agent_mechanism(
                 study.params,
-                epsilon=study.params.epsilon,
-                delta=study.params.delta,
-                accounting=study.params.accounting,
+                budget=public_budget(study.params),
             )[0].noise_std,
         }
         refusals = [

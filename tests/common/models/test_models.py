@@ -13,7 +13,7 @@ from scipy.special import logsumexp
 
 from ldpem.common.mechanisms import NoPrivacy
 from ldpem.common.models import Records, get_model, model_names
-from ldpem.common.planning.simulation import run_gradient_em
+from ldpem.common.planning.simulator import every_round, run_gradient_em
 
 SIGMA = 1.3  # σ ≠ 1 so that a misplaced σ² in a formula shows up
 
@@ -117,8 +117,7 @@ def test_noiseless_gradient_em_recovers_truth(model: str) -> None:
         model=spec,
         holders=[records],
         sigma=1.0,
-        mechanism=NoPrivacy(),
-        rounds=30,
+        mechanisms=every_round([NoPrivacy()], 30),
         beta0=beta0,
         rng=rng,
         reuse=True,

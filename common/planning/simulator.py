@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.core._validation import check_count, check_positive
+from ldpem.common.core.accounting import Budget
 from ldpem.common.mechanisms import Mechanism, honest_holders
 from ldpem.common.models import Model, Records, get_model
 from ldpem.common.protocol import (
@@ -45,6 +46,7 @@ from ldpem.common.protocol import (
     holder_mechanism,
     is_equal,
     m_step,
+    public_budget,
     report_noise_std,
     round_noise_variance,
     round_sizes,
@@ -57,6 +59,7 @@ from ldpem.common.wire import PublicParameters
 __all__ = [
     "EMResult",
     "RoundMechanisms",
+    "every_round",
     "random_holder_sizes",
     "round_groups",
     "run_gradient_em",
@@ -185,24 +188,28 @@ def random_holder_sizes(n: int, holders: int, minimum: int, rng: np.random.Gener
     return [minimum + int(share) for share in shares]
 
 
+def every_round(
+    holders: Sequence[Mechanism], rounds: int, central: CentralNoise | None = None
+) -> tuple[RoundMechanisms, ...]:
+    """The same mechanisms, each holder's (K) and the aggregator's noise, in each of
+    ``rounds`` rounds: what ``run_gradient_em`` takes for equal rounds."""
+    return (RoundMechanisms(tuple(holders), central),) * check_count("rounds", rounds)
+
+
 def run_gradient_em(
     *,
     model: Model,
     holders: Sequence[Records],
     sigma: float,
-    mechanism: Mechanism,
-    rounds: int,
+    mechanisms: Sequence[RoundMechanisms],
     beta0: FloatArray,
     rng: np.random.Generator | None = None,
     eta: float = 1.0,
     reuse: bool = False,
     beta_star: FloatArray | None = None,
     on_round: Callable[[int, FloatArray], None] | None = None,
-    holder_mechanisms: Sequence[Mechanism] | None = None,
-    central: CentralNoise | None = None,
     streams: Streams | None = None,
     schedule: Schedule = EQUAL,
-    round_mechanisms: Sequence[RoundMechanisms] | None = None,
     final: str = LAST,
     dropout: float = 0.0,
     dropout_rng: np.random.Generator | None = None,
@@ -217,11 +224,10 @@ def run_gradient_em(
         Holder k's records, ``x`` of shape (n_k, d).
     sigma : float
         The model's noise std σ (> 0), not the privacy noise.
-    mechanism : Mechanism
-        Every holder's mechanism, unless ``holder_mechanisms`` or ``round_mechanisms`` is
-        given.
-    rounds : int
-        T (≥ 1).
+    mechanisms : sequence of T RoundMechanisms
+        Each round's mechanisms: each holder's (K) and the aggregator's noise (required
+        when the mechanism's noise is the aggregator's, ``protocol.central_noise_for``);
+        ``every_round`` when they do not change. Its length is T, the number of rounds.
     beta0 : array of shape (d,)
         The starting point β⁰.
     rng : numpy.random.Generator, optional
@@ -234,20 +240,11 @@ def run_gradient_em(
         The true parameter; when given, ``errors`` are recorded.
     on_round : callable, optional
         ``on_round(t, beta)``, β of shape (d,), called after each M-step (t = 1..T).
-    holder_mechanisms : sequence of K Mechanism, optional
-        One mechanism per holder when they differ (the ``hospital`` mechanism's scale
-        depends on the holder's size).
-    central : CentralNoise, optional
-        The aggregator's noise, required for a central ``mechanism``
-        (``protocol.central_noise_for``).
     streams : Streams, optional
         Where the random draws come from (``protocol.FederatedStreams`` to model a
         federated run).
     schedule : str or sequence of float
         Records per round (``protocol.round_sizes``); default equal rounds.
-    round_mechanisms : sequence of T RoundMechanisms, optional
-        Each round's mechanisms, when they differ by round (they replace ``mechanism``,
-        ``holder_mechanisms`` and ``central``).
     final : str
         The reported estimate (``protocol.final_estimate``): ``"last"`` or ``"average:k"``.
     dropout : float
@@ -261,30 +258,9 @@ def run_gradient_em(
         ``betas``: T + 1 arrays of shape (d,), β⁰ … β^T; ``errors``: T floats when
         ``beta_star`` is given; ``variances``: T floats; ``final``: the estimate.
     """
-    rounds = check_count("rounds", rounds)
+    rounds = check_count("rounds", len(mechanisms))
     eta = check_positive("eta", eta)
-    if not holders:
-        raise ValueError("at least one data holder is needed")
-    if round_mechanisms is None:
-        chosen = list(holder_mechanisms) if holder_mechanisms else [mechanism] * len(holders)
-        round_mechanisms = [RoundMechanisms(tuple(chosen), central)] * rounds
-    if len(round_mechanisms) != rounds:
-        raise ValueError(f"round_mechanisms must have one entry per round ({rounds})")
-    for plan in round_mechanisms:
-        if len(plan.holders) != len(holders):
-            raise ValueError(
-                f"holder_mechanisms must have one entry per holder ({len(holders)}), "
-                f"got {len(plan.holders)}"
-            )
-        if not plan.holders[0].is_local and plan.central is None:
-            raise ValueError(
-                f"mechanism {plan.holders[0].name} is central: give its noise as central= "
-                "(protocol.central_noise_for)"
-            )
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-    if dropout > 0.0 and dropout_rng is None:
-        raise ValueError("dropout needs a dropout_rng")
+    _check_run(mechanisms, holders=len(holders), dropout=dropout, dropout_rng=dropout_rng)
     if streams is None:
         if rng is None:
             raise ValueError("give rng or streams")
@@ -295,8 +271,8 @@ def run_gradient_em(
     ]
     beta = np.array(beta0, dtype=np.float64)
     result = EMResult(betas=[beta.copy()])
-    needed = max(honest_holders(m) for plan in round_mechanisms for m in plan.holders)
-    for t, plan in enumerate(round_mechanisms):
+    needed = max(honest_holders(m) for plan in mechanisms for m in plan.holders)
+    for t, plan in enumerate(mechanisms):
         totals = []
         counts = []
         declared = []
@@ -349,18 +325,47 @@ def run_gradient_em(
     return result
 
 
+def _check_run(
+    mechanisms: Sequence[RoundMechanisms],
+    *,
+    holders: int,
+    dropout: float,
+    dropout_rng: np.random.Generator | None,
+) -> None:
+    """ValueError, naming the value, unless ``run_gradient_em`` can run: at least one
+    holder, one mechanism per holder in every round, the aggregator's noise where it adds
+    it, and a dropout P in [0, 1) with its generator."""
+    if not holders:
+        raise ValueError("at least one data holder is needed")
+    for plan in mechanisms:
+        if len(plan.holders) != holders:
+            raise ValueError(
+                f"mechanisms must give each round one mechanism per holder ({holders}), "
+                f"got {len(plan.holders)}"
+            )
+        if not plan.holders[0].is_local and plan.central is None:
+            raise ValueError(
+                f"mechanism {plan.holders[0].name} is central: give its noise as the "
+                "round's central (protocol.central_noise_for)"
+            )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+    if dropout > 0.0 and dropout_rng is None:
+        raise ValueError("dropout needs a dropout_rng")
+
+
 def simulate_run(
     params: PublicParameters,
     *,
     holders: Sequence[Records],
     beta0: Sequence[float],
     streams: Streams,
-    budgets: Sequence[tuple[float, float, str]] | None = None,
+    budgets: Sequence[Budget] | None = None,
     beta_star: FloatArray | None = None,
 ) -> EMResult:
     """The federated run of ``params``, in-process: holder k has the records ``holders[k]``
     (enrolled with that count) and runs ``protocol.holder_mechanism`` of each round at its
-    budget ``budgets[k]`` = (ε, δ, accounting) (default: the run's own); the aggregator
+    ``budgets[k]`` (default: the run's own, ``protocol.public_budget``); the aggregator
     adds the run's central noise of each round, and the estimate is the run's ``final``.
     With ``protocol.FederatedStreams`` of the agents' research seeds and the run's seed,
     this is the run's exact trajectory β⁰ … β^T and reported estimate.
@@ -375,7 +380,7 @@ def simulate_run(
         β⁰ of the run.
     streams : Streams
         Where the random draws come from.
-    budgets : sequence of K (epsilon, delta, accounting), optional
+    budgets : sequence of K Budget, optional
         Each holder's own budget.
     beta_star : array of shape (d,), optional
         The true parameter; when given, ``errors`` are recorded.
@@ -386,13 +391,12 @@ def simulate_run(
         ``betas``: T + 1 arrays of shape (d,); ``errors``: T floats when ``beta_star``
         is given; ``final``: the reported estimate.
     """
-    own = (params.epsilon, params.delta, params.accounting)
-    budgets = list(budgets) if budgets is not None else [own] * len(holders)
+    budgets = list(budgets) if budgets is not None else [public_budget(params)] * len(holders)
 
     def round_plan(t: int | None) -> RoundMechanisms:
         mechanisms = tuple(
-            holder_mechanism(params, records=h.n, epsilon=e, delta=dl, accounting=a, t=t)
-            for h, (e, dl, a) in zip(holders, budgets, strict=True)
+            holder_mechanism(params, records=h.n, budget=budget, t=t)
+            for h, budget in zip(holders, budgets, strict=True)
         )
         return RoundMechanisms(mechanisms, central_noise(params, t))
 
@@ -405,13 +409,11 @@ def simulate_run(
         model=get_model(params.model),
         holders=holders,
         sigma=params.sigma,
-        mechanism=plans[0].holders[0],
-        rounds=params.rounds,
+        mechanisms=plans,
         beta0=np.asarray(beta0, dtype=np.float64),
         eta=params.eta,
         beta_star=beta_star,
         streams=streams,
         schedule=params.schedule,
-        round_mechanisms=plans,
         final=params.final,
     )
