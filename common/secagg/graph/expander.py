@@ -47,7 +47,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ldpem.common.secagg.graph.parameters import DEFAULT_FAILURE, check_fraction, committee_bounds
+from ldpem.common.secagg.graph.parameters import (
+    DEFAULT_FAILURE,
+    check_fraction,
+    check_integer,
+    check_probability,
+    committee_bounds,
+)
 
 __all__ = [
     "DEFAULT_LIVENESS_FAILURE",
@@ -266,19 +272,12 @@ def expander_parameters(
     even k up to the largest allowed meets the five events with h ≥ 99% of T − C (then the
     full mesh is the cheaper protocol), or when that h is below ``min_honest_shares``.
     """
-    if isinstance(k_holders, bool) or not isinstance(k_holders, int) or k_holders < 4:
-        raise ValueError(f"k_holders must be an integer >= 4, got {k_holders!r}")
+    check_integer("k_holders", k_holders, least=4)
     gamma = check_fraction("colluder_fraction", colluder_fraction)
     delta = check_fraction("dropout_fraction", dropout_fraction)
-    for name, value in (("failure", failure), ("liveness_failure", liveness_failure)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-            raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
-    if (
-        isinstance(min_honest_shares, bool)
-        or not isinstance(min_honest_shares, int)
-        or min_honest_shares < 2
-    ):
-        raise ValueError(f"min_honest_shares must be an integer >= 2, got {min_honest_shares!r}")
+    check_probability("failure", failure)
+    check_probability("liveness_failure", liveness_failure)
+    check_integer("min_honest_shares", min_honest_shares, least=2)
     holders = k_holders
     colluders, dropouts = math.floor(gamma * holders), math.floor(delta * holders)
     survivors = holders - dropouts
@@ -293,10 +292,8 @@ def expander_parameters(
     per_holder = log_event - math.log(holders)  # union bound over the K holders
     live_per_holder = log_live - math.log(holders)
     others = holders - 1
-    if max_degree is not None and (
-        isinstance(max_degree, bool) or not isinstance(max_degree, int) or max_degree < 2
-    ):
-        raise ValueError(f"max_degree must be an integer >= 2, got {max_degree!r}")
+    if max_degree is not None:
+        check_integer("max_degree", max_degree, least=2)
     top = holders - 2 if max_degree is None else min(max_degree, holders - 2)
     for k in range(2, top + 1, 2):
         cycles = k // 2

@@ -39,6 +39,8 @@ __all__ = [
     "DEFAULT_FAILURE",
     "GraphParameters",
     "check_fraction",
+    "check_integer",
+    "check_probability",
     "committee_bounds",
     "graph_parameters",
     "tail_bound",
@@ -118,6 +120,20 @@ def check_fraction(name: str, value: float) -> float:
     return float(value)
 
 
+def check_probability(name: str, value: float) -> float:
+    """``value`` as a float, or ValueError naming ``name`` unless it is in (0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+def check_integer(name: str, value: int, *, least: int) -> int:
+    """``value``, or ValueError naming ``name`` unless it is an integer ≥ ``least``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
 def committee_bounds(
     holders: int,
     colluders: int,
@@ -159,18 +175,11 @@ def graph_parameters(
     [0, 1), a failure outside (0, 1), h < 2, or settings that even the full mesh cannot
     meet.
     """
-    if isinstance(k_holders, bool) or not isinstance(k_holders, int) or k_holders < 2:
-        raise ValueError(f"k_holders must be an integer >= 2, got {k_holders!r}")
+    check_integer("k_holders", k_holders, least=2)
     gamma = check_fraction("colluder_fraction", colluder_fraction)
     delta = check_fraction("dropout_fraction", dropout_fraction)
-    if isinstance(failure, bool) or not isinstance(failure, int | float) or not 0 < failure < 1:
-        raise ValueError(f"failure must be a number in (0, 1), got {failure!r}")
-    if (
-        isinstance(min_honest_shares, bool)
-        or not isinstance(min_honest_shares, int)
-        or min_honest_shares < 2
-    ):
-        raise ValueError(f"min_honest_shares must be an integer >= 2, got {min_honest_shares!r}")
+    check_probability("failure", failure)
+    check_integer("min_honest_shares", min_honest_shares, least=2)
     colluders, dropouts = math.floor(gamma * k_holders), math.floor(delta * k_holders)
     log_event = math.log(failure / _EVENTS)
     per_holder = log_event - math.log(k_holders)  # union bound over the K holders
