@@ -4,6 +4,7 @@ keys, and one round run through the wire format (every message goes through JSON
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import secrets
 from collections.abc import Collection, Mapping
@@ -67,8 +68,18 @@ class Consortium:
     roster: Roster
 
     @classmethod
-    def of(cls, k: int) -> Consortium:
-        keys = {f"h{i:02d}": generate_signing_key() for i in range(k)}
+    def of(cls, k: int, *, seed: int | None = None) -> Consortium:
+        """Fresh keys from the OS, or, given ``seed``, keys fixed by it: for tests whose
+        round graph (drawn from the roster's keys) must be the same on every run."""
+        if seed is None:
+            keys = {f"h{i:02d}": generate_signing_key() for i in range(k)}
+        else:
+            keys = {
+                name: Ed25519PrivateKey.from_private_bytes(
+                    hashlib.sha256(f"{seed}:{name}".encode()).digest()
+                )
+                for name in (f"h{i:02d}" for i in range(k))
+            }
         return cls(keys, Roster({n: public_key_bytes(key) for n, key in keys.items()}))
 
     @property

@@ -58,9 +58,14 @@ def expander_parameters(run_id: str) -> RoundParameters:
     )
 
 
+#: The round graph comes from the roster's keys, and a few key sets give no neighbour
+#: that the planted attacks below need: fixed keys make every run test the same graph.
+KEY_SEED = 0
+
+
 @pytest.fixture(scope="module")
 def consortium() -> Consortium:
-    return Consortium.of(K)
+    return Consortium.of(K, seed=KEY_SEED)
 
 
 def _expander_run(consortium: Consortium) -> str:
