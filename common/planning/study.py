@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism
-from ldpem.common.models import Model, Records, get_model
+from ldpem.common.models import Model, Records
 from ldpem.common.planning.simulation import (
     RoundMechanisms,
     random_holder_sizes,
@@ -49,6 +49,7 @@ from ldpem.common.planning.study_checks import (
     check_study,
     given_sizes,
     per_hospital,
+    study_model,
 )
 from ldpem.common.protocol import (
     CentralNoise,
@@ -106,7 +107,8 @@ class StudyResult:
     ``central`` is the aggregator's noise (None unless the mechanism is central);
     ``round_mechanisms`` (T) each round's, which differ under a schedule, whose m_t are
     ``round_records``.
-    ``betas`` (T+1, d) is β⁰ … β^T; ``errors`` (T floats) the error after each round,
+    ``betas`` (T+1, p) is β⁰ … β^T, p = ``parameter_dim`` (d but for a mixture);
+    ``errors`` (T floats) the error after each round,
     None (as ``initial_error``) without a known β*; ``estimate`` (d,) the reported
     estimate (``study.final`` of the iterates, with ``estimate_weights``) and
     ``estimate_error`` its error.
@@ -115,6 +117,8 @@ class StudyResult:
     study: Study
     n: int
     d: int
+    #: The size p of β (``Model.parameter_dim``: d, or K·(d + 1) for a mixture).
+    parameter_dim: int
     delta: float
     tau: float
     beta_bound: float
@@ -252,7 +256,8 @@ def study_mechanisms(
     sizes : sequence of K int
         The hospitals' record counts.
     d : int
-        Dimension.
+        The size of β, the coordinates the mechanisms bound (``Model.parameter_dim`` of
+        the records' dimension).
     delta, tau : float
         The study's resolved δ and τ.
 
@@ -348,7 +353,7 @@ def run_study(
         resolved δ, τ, B, m, the hospitals' sizes and the mechanisms.
     """
     check_study(study, synthetic=data is None)
-    model = get_model(study.model)
+    model = study_model(study)
     rng = study_rng(study.seed)
     data = data if data is not None else _synthetic(study, model, rng)
     records = add_outliers(data.records, study.outliers, rng)
@@ -356,14 +361,16 @@ def run_study(
     check_size(n, study, given_sizes(study, data.sizes))
     delta = study_delta(study.delta, n)
     bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
-    tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
+    tau = study_tau(model, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
+    # The mechanisms bound and calibrate β's coordinates: K·(d + 1) of them for a mixture.
+    size = model.parameter_dim(d)
     if beta0 is None:
-        start = initial_beta(d, study.sigma, rng, model=model.name)
+        start = initial_beta(d, study.sigma, rng, model=model)
     else:
         start = np.asarray(beta0, dtype=np.float64)
     holders = _deal(records, study, data.sizes, rng)
     counts = tuple(h.n for h in holders)
-    plans = study_mechanisms(study, counts, d=d, delta=delta, tau=tau)
+    plans = study_mechanisms(study, counts, d=size, delta=delta, tau=tau)
     beta_star = data.beta_star
 
     def report(t: int, beta: FloatArray) -> None:
@@ -398,6 +405,7 @@ def run_study(
         study=study,
         n=n,
         d=d,
+        parameter_dim=size,
         delta=delta,
         tau=tau,
         beta_bound=bound,

@@ -12,7 +12,7 @@ from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.calibration import DEFAULT_ZETA
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
-from ldpem.common.models import model_names
+from ldpem.common.models import Model, get_model, model_names
 from ldpem.common.protocol import (
     EQUAL,
     LAST,
@@ -31,6 +31,7 @@ __all__ = [
     "check_study",
     "given_sizes",
     "per_hospital",
+    "study_model",
 ]
 
 
@@ -71,7 +72,8 @@ class Study(NoiseShareChoices):
     ``schedule``: records per round (``protocol.round_sizes``: ``"equal"``,
     ``"geometric:g"`` or T fractions); ``final``: the reported estimate (``"last"`` or
     ``"average:k"``, ``protocol.final_estimate``). How it shares its noise:
-    ``NoiseShareChoices``.
+    ``NoiseShareChoices``. ``model_options``: (name, value) pairs of the model's declared
+    options (``Model.options``, such as gmmk's components; the others at their defaults).
     """
 
     model: str = "gmm"
@@ -100,6 +102,16 @@ class Study(NoiseShareChoices):
     final: str = LAST
     #: Each holder misses each round with this probability (``run_gradient_em``).
     dropout: float = 0.0
+    model_options: tuple[tuple[str, int], ...] = ()
+
+
+def study_model(study: Study) -> Model:
+    """The study's model with its ``model_options`` set (``Model.configured``); a
+    UserError naming an option the model does not declare or a value out of range."""
+    try:
+        return get_model(study.model, dict(study.model_options))
+    except ValueError as error:
+        raise UserError(str(error)) from None
 
 
 def _fail(name: str, requirement: str, value: object) -> UserError:
@@ -110,6 +122,7 @@ def check_study(study: Study, *, synthetic: bool) -> None:
     """One-line UserErrors for a study's values (those its records do not decide)."""
     if study.model not in model_names():
         raise _fail("model", f"one of {', '.join(model_names())}", study.model)
+    study_model(study)
     if study.mechanism not in mechanism_names():
         raise _fail("mechanism", f"one of {', '.join(mechanism_names())}", study.mechanism)
     if study.accounting not in ACCOUNTING_MODES:
