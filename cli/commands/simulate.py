@@ -333,8 +333,10 @@ def summary(outcome: dict[str, Any]) -> str:
             f"{outcome['rounds']}"
         )
     if outcome["error"] is not None:
+        symmetry = get_model(outcome["model"]).error_symmetry
         lines.append(
-            f"error ‖β − β*‖ = {outcome['error']:.4g} (from {outcome['initial_error']:.4g} at β⁰)"
+            f"error ‖β − β*‖{' ' + symmetry if symmetry else ''} = {outcome['error']:.4g} "
+            f"(from {outcome['initial_error']:.4g} at β⁰)"
         )
     if outcome.get("confidence") is not None:
         lines.extend(region_lines(outcome["confidence"], outcome["beta"]))

@@ -164,6 +164,8 @@ class Model(ABC):
     name: ClassVar[str]
     #: Whether β and −β describe the same model (the error is then taken up to sign).
     sign_invariant: ClassVar[bool]
+    #: How the error is taken, as the summary of ``ldpem simulate`` says it.
+    error_symmetry: ClassVar[str] = ""
     #: Whether a record has a response y besides the covariates x.
     has_response: ClassVar[bool]
     #: Whether a covariate may be missing (NaN); a record with a missing value is refused

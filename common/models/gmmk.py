@@ -35,6 +35,7 @@ class GaussianMixtureK(Model):
 
     name = "gmmk"
     sign_invariant = False
+    error_symmetry = "up to a relabelling of the components"
     has_response = False
     start_rule = "random-means"
     options = (ModelOption("components", default=3, low=2, high=10, help=COMPONENTS_HELP),)

@@ -45,6 +45,7 @@ class LatentClassAnalysis(Model):
 
     name = "lca"
     sign_invariant = False
+    error_symmetry = "up to a relabelling of the components"
     has_response = False
     allows_missing = True
     #: The share of items the demo's synthetic data leaves missing.

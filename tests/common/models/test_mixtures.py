@@ -241,6 +241,8 @@ def test_simulate_takes_components(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--components", "4", "--draws", "0", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["model"] == "gmmk" and out["d"] == 2 and len(out["beta"]) == 4 * 3
+    assert main([*argv, "--components", "4", "--draws", "0"]) == 0
+    assert "error ‖β − β*‖ up to a relabelling of the components = " in capsys.readouterr().out
     assert main([*argv, "--components", "11", "--draws", "0"]) == 2
     assert "components must be an integer in [2, 10]" in capsys.readouterr().err
     argv[2] = "gmm"
