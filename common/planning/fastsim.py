@@ -19,7 +19,7 @@ distribution of every random quantity, by three changes that do not alter it:
   ~1e-8·s, without the constant-time evaluation real records need (noise shares: the sum
   then put on their fine grid, ``holder_sum``).
 
-What stays ``run_study``'s own: β* (``true_parameter``, the first draw of the seed's
+What stays ``run_study``'s own: β* (``Model.draw_parameter``, the first draw of the seed's
 generator, so the same β* as ``run_study`` for a seed), β⁰, the hospitals' sizes (given,
 or ``random_holder_sizes``), the round sizes of the schedule, the mechanisms
 (``study_mechanisms``), each holder's noise (``Mechanism.finish_sum``), the M-step with
@@ -130,7 +130,7 @@ def simulate(
         final rule, seed).
     beta_star : array-like of shape (d,), optional
         The true parameter to draw the records at (the bootstrap's β̂); default: the
-        study's own, ``true_parameter`` of norm snr·σ from the seed.
+        study's own, the model's ``draw_parameter`` (norm snr·σ) from the seed.
     beta0 : array-like of shape (d,), optional
         The start β⁰; default: a random direction of norm σ, as ``run_study``'s.
 
@@ -189,7 +189,7 @@ def _draw(
     *,
     keep: bool,
 ) -> _Data:
-    """``study``'s data at its seed: β* (``true_parameter``, the first draw of the seed's
+    """``study``'s data at its seed: β* (``draw_parameter``, the first draw of the seed's
     generator, as ``run_study``'s), β⁰, the sizes (given, or ``random_holder_sizes``),
     then two generators spawned from the seed's: the records' (one SFC64 child per
     hospital, ``SeedRecords``, kept when ``keep``: several studies read them) and the

@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -258,3 +259,29 @@ def test_records_of_an_lca_study_may_miss_items() -> None:
     assert isinstance(records, Records) and records.y is None
     grads = model.gradients(beta_star, records, 1.0)
     assert np.all(np.isfinite(grads))
+
+
+@pytest.mark.parametrize("reuse", [False, True])  # the fast path, and run_study's own
+def test_the_planners_runs_take_the_components(reuse: bool) -> None:
+    # The fast path (the plan, the forecast, the bootstrap) draws β* and β⁰ of K·(d + 1)
+    # values with the study's K, and keeps the records of different K apart.
+    from ldpem.common.planning.fastsim import fast_path, runs
+
+    study = Study(model="gmmk", mechanism="none", n=3000, d=3, rounds=4, reuse=reuse, hospitals=2)
+    assert fast_path(study) is not reuse
+    for k in (2, 4):
+        found = runs(replace(study, model_options=(("components", k),)), [0, 1])
+        assert [run.estimate.shape for run in found] == [(k * 4,)] * 2
+        assert all(run.beta_star.shape == (k * 4,) and math.isfinite(run.error) for run in found)
+
+
+def test_a_model_with_a_bad_option_declaration_is_refused() -> None:
+    from ldpem.common.models import ModelOption, register_model
+    from ldpem.common.models.gmmk import GaussianMixtureK
+
+    class Wrong(GaussianMixtureK):
+        name = "gmmk-wrong"
+        options = (ModelOption("components", default=1, low=2, high=10, help="K"),)
+
+    with pytest.raises(ValueError, match="model gmmk-wrong: option 'components' needs"):
+        register_model(Wrong())
