@@ -10,6 +10,7 @@ named in ``LDPEM_PLUGINS`` (``ldpem.common.core.plugins``).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TypeVar
 
 from ldpem.common.core.plugins import class_path, ensure_plugins, note_registration
@@ -46,6 +47,12 @@ def register_model(model: ModelT) -> ModelT:
         raise ValueError(
             f"model {name}: a start that reads data needs start_statistics and start_from"
         )
+    for option in model.options:
+        if not _NAME.fullmatch(option.name) or not option.low <= option.default <= option.high:
+            raise ValueError(
+                f"model {name}: option {option.name!r} needs a plain name and "
+                f"low <= default <= high, got {option!r}"
+            )
     known = _MODELS.get(name)
     if known is not None and class_path(type(known)) != class_path(kind):
         raise ValueError(
@@ -57,13 +64,15 @@ def register_model(model: ModelT) -> ModelT:
     return model
 
 
-def get_model(name: str) -> Model:
-    """The model registered as ``name`` (``LDPEM_PLUGINS`` loaded first)."""
+def get_model(name: str, options: Mapping[str, int] | None = None) -> Model:
+    """The model registered as ``name`` (``LDPEM_PLUGINS`` loaded first), with its declared
+    ``options`` set (``Model.configured``; the registered instance has their defaults)."""
     ensure_plugins()
     try:
-        return _MODELS[name]
+        model = _MODELS[name]
     except KeyError:
         raise ValueError(f"model must be one of {model_names()}, got {name!r}") from None
+    return model.configured(options) if options else model
 
 
 def model_names() -> tuple[str, ...]:
