@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from ldpem.common.models import gmm, gmmk, lca, mrm, rmc  # noqa: F401  (they register themselves)
 from ldpem.common.models.base import Model, ModelOption, Records, estimation_error
-from ldpem.common.models.registry import get_model, model_names, register_model
+from ldpem.common.models.registry import (
+    federated_refusal,
+    get_model,
+    model_names,
+    register_model,
+)
 
 __all__ = [
     "Model",
     "ModelOption",
     "Records",
     "estimation_error",
+    "federated_refusal",
     "get_model",
     "model_names",
     "register_model",
