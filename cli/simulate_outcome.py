@@ -85,7 +85,7 @@ def _share_fields(result: StudyResult) -> dict[str, Any]:
         holder_records_per_round(n, study.rounds, reuse=study.reuse) + 1
         for n in result.hospital_sizes
     )
-    d = result.d
+    d = result.parameter_dim
     bits = modulus_bits(
         records=most,
         holders=len(result.hospital_sizes),

@@ -18,7 +18,7 @@ from ldpem.common.core.accounting import Budget
 from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism
-from ldpem.common.models import Records, get_model
+from ldpem.common.models import Records, federated_refusal, get_model
 from ldpem.common.protocol import (
     holder_mechanism,
     holder_scale,
@@ -287,6 +287,9 @@ def check_own_configuration(*, epsilon: float, delta: float, seed: int | None, m
         get_model(model)
     except ValueError as error:
         raise AgentError(str(error)) from None
+    refusal = federated_refusal(model)
+    if refusal is not None:
+        raise AgentError(refusal)
 
 
 def check_holding(me: Identity, records: Records, *, model: str, data: object) -> None:

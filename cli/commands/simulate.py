@@ -21,7 +21,7 @@ from ldpem.commands.plan import parse_sizes
 from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
-from ldpem.common.models import model_names
+from ldpem.common.models import ModelOption, get_model, model_names
 from ldpem.common.planning.confidence import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
@@ -100,6 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="rmc: share of missing covariates (default: 0.1 for rmc)",
     )
+    for option, owners in model_options().values():
+        add(
+            f"--{option.name}",
+            type=int,
+            default=None,
+            help=f"{', '.join(owners)}: {option.help}, {option.low} to {option.high} "
+            f"(default: {option.default})",
+        )
     add(
         "--accounting",
         choices=ACCOUNTING_MODES,
@@ -217,6 +225,17 @@ def parse_schedule(text: str) -> str | tuple[float, ...]:
         raise UserError(f"--schedule fractions must be numbers, got {text[:80]!r}") from None
 
 
+def model_options() -> dict[str, tuple[ModelOption, list[str]]]:
+    """The options the registered models declare (``Model.options``) by name: one
+    ``--NAME`` each, shown with the first declaration's help and range and the names of
+    the models that declare it (each model checks its own range)."""
+    found: dict[str, tuple[ModelOption, list[str]]] = {}
+    for name in model_names():
+        for option in get_model(name).options:
+            found.setdefault(option.name, (option, []))[1].append(name)
+    return found
+
+
 def study_from_args(args: argparse.Namespace) -> Study:
     """The study of ``simulate``'s options, its secagg topology "auto" resolved as a run's
     coordinator resolves it (``runvalues.resolve_topology``, K the hospitals)."""
@@ -239,6 +258,11 @@ def study_from_args(args: argparse.Namespace) -> Study:
         sizes=sizes,
         schedule=parse_schedule(args.schedule),
         secagg_topology=topology,
+        model_options=tuple(
+            (name, getattr(args, name))
+            for name in model_options()
+            if getattr(args, name, None) is not None
+        ),
     )
 
 
@@ -313,8 +337,10 @@ def summary(outcome: dict[str, Any]) -> str:
             f"{outcome['rounds']}"
         )
     if outcome["error"] is not None:
+        symmetry = get_model(outcome["model"]).error_symmetry
         lines.append(
-            f"error ‖β − β*‖ = {outcome['error']:.4g} (from {outcome['initial_error']:.4g} at β⁰)"
+            f"error ‖β − β*‖{' ' + symmetry if symmetry else ''} = {outcome['error']:.4g} "
+            f"(from {outcome['initial_error']:.4g} at β⁰)"
         )
     if outcome.get("confidence") is not None:
         lines.extend(region_lines(outcome["confidence"], outcome["beta"]))

@@ -30,7 +30,7 @@ from ldpem.client.ledger import Ledger
 from ldpem.client.link import link_tls
 from ldpem.common.core.accounting import epsilon_for_ratio
 from ldpem.common.core.errors import UserError
-from ldpem.common.models import get_model
+from ldpem.common.models import federated_refusal, get_model
 from ldpem.common.planning.simulator import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
@@ -200,6 +200,9 @@ def run_demo(config: DemoConfig, *, main: Main, quiet: bool = False) -> dict[str
     """Run the demo, its coordinator and agents forked to run ``main`` (``ldpem.cli.main``)
     on their command lines; returns the JSON-able result (also written to
     workdir/result.json)."""
+    refusal = federated_refusal(config.model)
+    if refusal is not None:
+        raise UserError(refusal)
     if config.hospitals < 1:
         raise UserError(f"--hospitals must be at least 1, got {config.hospitals}")
     if config.rounds < 1:

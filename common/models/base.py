@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -17,6 +18,7 @@ __all__ = [
     "Draw",
     "FloatArray",
     "Model",
+    "ModelOption",
     "Records",
     "estimation_error",
     "random_direction",
@@ -135,6 +137,19 @@ def random_direction(d: int, sigma: float, rng: np.random.Generator) -> FloatArr
     return beta0
 
 
+@dataclass(frozen=True)
+class ModelOption:
+    """An integer option a model declares (``Model.options``), such as a mixture's number
+    of components: ``--NAME`` on the command line of ``ldpem simulate``, a value in
+    [``low``, ``high``], ``default`` when not given."""
+
+    name: str
+    default: int
+    low: int
+    high: int
+    help: str
+
+
 class Model(ABC):
     """A latent-variable model fitted by gradient EM: one subclass in one file, registered
     with ``ldpem.common.models.register_model`` (docs/EXTENDING.md).
@@ -149,6 +164,8 @@ class Model(ABC):
     name: ClassVar[str]
     #: Whether β and −β describe the same model (the error is then taken up to sign).
     sign_invariant: ClassVar[bool]
+    #: How the error is taken, as the summary of ``ldpem simulate`` says it.
+    error_symmetry: ClassVar[str] = ""
     #: Whether a record has a response y besides the covariates x.
     has_response: ClassVar[bool]
     #: Whether a covariate may be missing (NaN); a record with a missing value is refused
@@ -164,6 +181,51 @@ class Model(ABC):
     #: private and charged like any other (each holder sends the privatized sum of its
     #: round-0 records' ``start_statistics``; β¹ = ``start_from`` of their mean).
     start_reads_data: ClassVar[bool] = False
+    #: The integer options the model declares (a mixture's components); each is an
+    #: attribute of that name of the instance and a keyword of its constructor.
+    options: ClassVar[tuple[ModelOption, ...]] = ()
+
+    def option_values(self) -> dict[str, int]:
+        """This instance's values of its declared ``options``, by name."""
+        return {option.name: int(getattr(self, option.name)) for option in self.options}
+
+    def configured(self, values: Mapping[str, int]) -> Model:
+        """This model with its declared options set to ``values`` (the others at their
+        defaults): a new instance, ``type(self)(**values)``. ValueError naming an option
+        the model does not declare or a value out of its range."""
+        declared = {option.name: option for option in self.options}
+        for name, value in values.items():
+            option = declared.get(name)
+            if option is None:
+                known = ", ".join(declared) or "none"
+                raise ValueError(f"model {self.name} has no option {name} (its options: {known})")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not option.low <= value <= option.high
+            ):
+                raise ValueError(
+                    f"{name} must be an integer in [{option.low}, {option.high}] for model "
+                    f"{self.name}, got {value!r}"
+                )
+        if not values:
+            return self
+        chosen = {name: option.default for name, option in declared.items()} | dict(values)
+        return type(self)(**chosen)
+
+    def parameter_dim(self, d: int) -> int:
+        """The size of β for records of dimension d: d for the paper's models, more for a
+        model with several components (``gradients`` returns (n, parameter_dim(d)), and the
+        mechanisms bound and calibrate that many coordinates)."""
+        return d
+
+    def draw_parameter(
+        self, d: int, *, snr: float, sigma: float, rng: np.random.Generator
+    ) -> FloatArray:
+        """A true parameter β* of shape (``parameter_dim(d)``,) for synthetic records of
+        dimension d; here ``true_parameter``: ‖β*‖ = snr·σ, equal magnitudes, random signs.
+        A model with components states its own (its separation)."""
+        return true_parameter(d, snr=snr, sigma=sigma, rng=rng)
 
     def start(self, d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
         """β⁰ of shape (d,) from public values only: the dimension d, the model's σ and
@@ -214,8 +276,8 @@ class Model(ABC):
     ) -> tuple[Records, FloatArray]:
         """n synthetic records of dimension d with ‖β*‖ = snr·σ; returns (records, β*).
 
-        β* is drawn first (``true_parameter``: equal magnitudes, random signs), then the
-        model's records (``sample_records``).
+        β* is drawn first (``draw_parameter``; by default ``true_parameter``: equal
+        magnitudes, random signs), then the model's records (``sample_records``).
 
         Parameters
         ----------
@@ -233,7 +295,7 @@ class Model(ABC):
         -------
         records : Records
             ``x`` of shape (n, d), ``y`` of shape (n,) when the model has a response.
-        beta_star : array of shape (d,)
+        beta_star : array of shape (parameter_dim(d),)
             The true parameter β*.
         """
         n = check_count("n", n)
@@ -242,7 +304,7 @@ class Model(ABC):
             raise ValueError(f"missing must be 0 for model {self.name}, got {missing!r}")
         if not 0.0 <= missing < 1.0:
             raise ValueError(f"missing must be in [0, 1), got {missing!r}")
-        beta_star = true_parameter(d, snr=snr, sigma=sigma, rng=rng)
+        beta_star = self.draw_parameter(d, snr=snr, sigma=sigma, rng=rng)
         draw = Draw(n=n, beta_star=beta_star, sigma=sigma, missing=missing, rng=rng)
         return self.sample_records(draw), beta_star
 

@@ -52,7 +52,7 @@ from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model
 from ldpem.common.planning.executor import Executor, make_executor
 from ldpem.common.planning.fastsim import final_estimates, runs
-from ldpem.common.planning.study import Study, StudyResult
+from ldpem.common.planning.study import Study, StudyResult, study_model
 
 __all__ = [
     "BASIC_METHOD",
@@ -311,7 +311,7 @@ def bootstrap_estimates(
     array of shape (len(seeds), d)
     """
     found = runs(study, seeds, executor=executor, beta_star=estimate)
-    return final_estimates(found, study.d)
+    return final_estimates(found, study_model(study).parameter_dim(study.d))
 
 
 @dataclass(frozen=True)

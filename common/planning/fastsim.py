@@ -19,7 +19,7 @@ distribution of every random quantity, by three changes that do not alter it:
   ~1e-8·s, without the constant-time evaluation real records need (noise shares: the sum
   then put on their fine grid, ``holder_sum``).
 
-What stays ``run_study``'s own: β* (``true_parameter``, the first draw of the seed's
+What stays ``run_study``'s own: β* (``Model.draw_parameter``, the first draw of the seed's
 generator, so the same β* as ``run_study`` for a seed), β⁰, the hospitals' sizes (given,
 or ``random_holder_sizes``), the round sizes of the schedule, the mechanisms
 (``study_mechanisms``), each holder's noise (``Mechanism.finish_sum``), the M-step with
@@ -54,8 +54,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ldpem.common.core.errors import UserError
-from ldpem.common.models import Model, get_model
-from ldpem.common.models._synthetic import true_parameter
+from ldpem.common.models import Model
 from ldpem.common.models.base import Draw
 from ldpem.common.planning.executor import Executor, SerialExecutor
 from ldpem.common.planning.holder_sum import holder_total
@@ -70,6 +69,7 @@ from ldpem.common.planning.study import (
     per_hospital,
     run_study,
     study_mechanisms,
+    study_model,
 )
 from ldpem.common.protocol import (
     final_estimate,
@@ -133,7 +133,7 @@ def simulate(
         final rule, seed).
     beta_star : array-like of shape (d,), optional
         The true parameter to draw the records at (the bootstrap's β̂); default: the
-        study's own, ``true_parameter`` of norm snr·σ from the seed.
+        study's own, the model's ``draw_parameter`` (norm snr·σ) from the seed.
     beta0 : array-like of shape (d,), optional
         The start β⁰; default: a random direction of norm σ, as ``run_study``'s.
 
@@ -144,7 +144,7 @@ def simulate(
         the estimate is not finite).
     """
     check_study(study, synthetic=True)
-    model = get_model(study.model)
+    model = study_model(study)
     if not fast_path(study):
         return _reference(study, model, beta_star, beta0)
     data = _draw(study, model, beta_star, beta0, keep=False)  # one study reads them
@@ -180,6 +180,7 @@ def _data_key(study: Study) -> tuple[object, ...]:
         study.n,
         study.sizes,
         study.hospitals,
+        study.model_options,
     )
 
 
@@ -191,7 +192,7 @@ def _draw(
     *,
     keep: bool,
 ) -> _Data:
-    """``study``'s data at its seed: β* (``true_parameter``, the first draw of the seed's
+    """``study``'s data at its seed: β* (``draw_parameter``, the first draw of the seed's
     generator, as ``run_study``'s), β⁰, the sizes (given, or ``random_holder_sizes``),
     then two generators spawned from the seed's: the records' (one SFC64 child per
     hospital, ``SeedRecords``, kept when ``keep``: several studies read them) and the
@@ -201,12 +202,16 @@ def _draw(
     missing = study.missing if study.missing is not None else _model_missing(model)
     if missing and not model.allows_missing:
         raise UserError(f"missing must be 0 for model {model.name}, got {missing!r}")
+    size = model.parameter_dim(d)
     if beta_star is None:
-        star = true_parameter(d, snr=study.snr, sigma=study.sigma, rng=rng)
+        star = model.draw_parameter(d, snr=study.snr, sigma=study.sigma, rng=rng)
     else:
-        star = _vector("beta_star", beta_star, d)
+        star = _vector("beta_star", beta_star, size)
     check_size(study.n, study, given_sizes(study, None))
-    beta = initial_beta(d, study.sigma, rng) if beta0 is None else _vector("beta0", beta0, d)
+    if beta0 is None:
+        beta = initial_beta(d, study.sigma, rng, model=model)
+    else:
+        beta = _vector("beta0", beta0, size)
     sizes = study.sizes
     if sizes is None:
         sizes = (study.n,)
@@ -238,8 +243,8 @@ def _setup(study: Study, model: Model, sizes: tuple[int, ...]) -> _Setup:
     d = study.d
     delta = study_delta(study.delta, study.n)
     bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
-    tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
-    plans = study_mechanisms(study, sizes, d=d, delta=delta, tau=tau)
+    tau = study_tau(model, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
+    plans = study_mechanisms(study, sizes, d=model.parameter_dim(d), delta=delta, tau=tau)
     per_round = np.array([round_sizes(size, study.rounds, study.schedule) for size in sizes])
     starts = np.cumsum(np.pad(per_round, ((0, 0), (1, 0))), axis=1)
     return plans, per_round, starts
@@ -305,13 +310,13 @@ def _reference(
     given, with the model's generator)."""
     data = None
     if beta_star is not None:
-        star = _vector("beta_star", beta_star, study.d)
+        star = _vector("beta_star", beta_star, model.parameter_dim(study.d))
         missing = study.missing if study.missing is not None else _model_missing(model)
         rng = study_rng(study.seed)
         draw = Draw(n=study.n, beta_star=star, sigma=study.sigma, missing=missing, rng=rng)
         data = Dataset(model.sample_records(draw), star)
         study = replace(study, seed=int(rng.integers(2**62)))
-    start = None if beta0 is None else _vector("beta0", beta0, study.d)
+    start = None if beta0 is None else _vector("beta0", beta0, model.parameter_dim(study.d))
     result = run_study(study, data=data, beta0=start)
     assert result.beta_star is not None  # synthetic data: β* is known
     star = result.beta_star
@@ -358,8 +363,9 @@ def runs(
     list of FastRun
         One per seed, in the seeds' order.
     """
-    star = None if beta_star is None else _vector("beta_star", beta_star, study.d)
-    start = None if beta0 is None else _vector("beta0", beta0, study.d)
+    size = study_model(study).parameter_dim(study.d)
+    star = None if beta_star is None else _vector("beta_star", beta_star, size)
+    start = None if beta0 is None else _vector("beta0", beta0, size)
     seeds = [int(s) for s in seeds]
     tasks = [(study, tuple(seeds[i : i + BATCH]), star, start) for i in range(0, len(seeds), BATCH)]
     chosen = executor if executor is not None else SerialExecutor()
@@ -416,7 +422,7 @@ def shared_final_errors(
         for j in fast:
             study, finals = cases[j]
             seeded = replace(study, seed=int(seed))
-            model = get_model(study.model)
+            model = study_model(study)
             if data is None:  # kept only when several studies read them
                 data = _draw(seeded, model, None, None, keep=len(fast) > 1)
             if (j, data.sizes) not in setups:

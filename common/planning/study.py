@@ -89,6 +89,7 @@ __all__ = [
     "run_study",
     "shares_threshold",
     "study_mechanisms",
+    "study_model",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -105,6 +106,8 @@ class Study(RunFields):
     otherwise ``hospitals`` hospitals of random unequal sizes
     (``simulator.random_holder_sizes``). With records given to ``run_study`` instead of
     synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
+    ``model_options``: (name, value) pairs of the model's declared options
+    (``Model.options``, such as gmmk's components; the others at their defaults).
     """
 
     model: str = DEFAULT_MODEL
@@ -118,6 +121,16 @@ class Study(RunFields):
     sizes: tuple[int, ...] | None = None
     #: Each holder misses each round with this probability (``run_gradient_em``).
     dropout: float = 0.0
+    model_options: tuple[tuple[str, int], ...] = ()
+
+
+def study_model(study: Study) -> Model:
+    """The study's model with its ``model_options`` set (``Model.configured``); a
+    UserError naming an option the model does not declare or a value out of range."""
+    try:
+        return get_model(study.model, dict(study.model_options))
+    except ValueError as error:
+        raise UserError(str(error)) from None
 
 
 def _fail(name: str, requirement: str, value: object) -> UserError:
@@ -128,6 +141,7 @@ def check_study(study: Study, *, synthetic: bool) -> None:
     """One-line UserErrors for a study's values (those its records do not decide)."""
     if study.model not in model_names():
         raise _fail("model", f"one of {', '.join(model_names())}", study.model)
+    study_model(study)
     if study.mechanism not in mechanism_names():
         raise _fail("mechanism", f"one of {', '.join(mechanism_names())}", study.mechanism)
     if study.accounting not in ACCOUNTING_MODES:
@@ -270,7 +284,8 @@ class StudyResult:
     ``central`` is the aggregator's noise (None unless the mechanism is central);
     ``round_mechanisms`` (T) each round's, which differ under a schedule, whose m_t are
     ``round_records``.
-    ``betas`` (T+1, d) is β⁰ … β^T; ``errors`` (T floats) the error after each round,
+    ``betas`` (T+1, p) is β⁰ … β^T, p = ``parameter_dim`` (d but for a mixture);
+    ``errors`` (T floats) the error after each round,
     None (as ``initial_error``) without a known β*; ``estimate`` (d,) the reported
     estimate (``study.final`` of the iterates, with ``estimate_weights``) and
     ``estimate_error`` its error.
@@ -279,6 +294,8 @@ class StudyResult:
     study: Study
     n: int
     d: int
+    #: The size p of β (``Model.parameter_dim``: d, or K·(d + 1) for a mixture).
+    parameter_dim: int
     delta: float
     tau: float
     beta_bound: float
@@ -416,7 +433,8 @@ def study_mechanisms(
     sizes : sequence of K int
         The hospitals' record counts.
     d : int
-        Dimension.
+        The size of β, the coordinates the mechanisms bound (``Model.parameter_dim`` of
+        the records' dimension).
     delta, tau : float
         The study's resolved δ and τ.
 
@@ -512,7 +530,7 @@ def run_study(
         resolved δ, τ, B, m, the hospitals' sizes and the mechanisms.
     """
     check_study(study, synthetic=data is None)
-    model = get_model(study.model)
+    model = study_model(study)
     rng = study_rng(study.seed)
     data = data if data is not None else _synthetic(study, model, rng)
     records = add_outliers(data.records, study.outliers, rng)
@@ -520,14 +538,16 @@ def run_study(
     check_size(n, study, given_sizes(study, data.sizes))
     delta = study_delta(study.delta, n)
     bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
-    tau = study_tau(model.name, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
+    tau = study_tau(model, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
+    # The mechanisms bound and calibrate β's coordinates: K·(d + 1) of them for a mixture.
+    size = model.parameter_dim(d)
     if beta0 is None:
-        start = initial_beta(d, study.sigma, rng, model=model.name)
+        start = initial_beta(d, study.sigma, rng, model=model)
     else:
         start = np.asarray(beta0, dtype=np.float64)
     holders = _deal(records, study, data.sizes, rng)
     counts = tuple(h.n for h in holders)
-    plans = study_mechanisms(study, counts, d=d, delta=delta, tau=tau)
+    plans = study_mechanisms(study, counts, d=size, delta=delta, tau=tau)
     beta_star = data.beta_star
 
     def report(t: int, beta: FloatArray) -> None:
@@ -560,6 +580,7 @@ def run_study(
         study=study,
         n=n,
         d=d,
+        parameter_dim=size,
         delta=delta,
         tau=tau,
         beta_bound=bound,

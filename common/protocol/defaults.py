@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.core._validation import check_count, check_open_unit
-from ldpem.common.models import get_model
+from ldpem.common.models import Model, get_model
 from ldpem.common.models.base import random_direction
 
 __all__ = [
@@ -71,11 +71,18 @@ def study_beta_bound(beta_bound: float | None, *, snr: float, sigma: float) -> f
     return beta_bound if beta_bound is not None else snr * sigma
 
 
-def study_tau(model: str, *, tau: float | None, beta_bound: float, sigma: float, d: int) -> float:
+def _model(model: str | Model) -> Model:
+    """A registered model's name, or a model instance (one configured with its options)."""
+    return model if isinstance(model, Model) else get_model(model)
+
+
+def study_tau(
+    model: str | Model, *, tau: float | None, beta_bound: float, sigma: float, d: int
+) -> float:
     """τ: ``tau``, or the model's ``default_tau`` of the declared bound B = ``beta_bound``."""
     if tau is not None:
         return tau
-    return get_model(model).default_tau(beta_bound=beta_bound, sigma=sigma, d=d)
+    return _model(model).default_tau(beta_bound=beta_bound, sigma=sigma, d=d)
 
 
 def study_t_min(t_min: int | None, holders: int) -> int:
@@ -143,10 +150,11 @@ def holder_records_per_round(records: int, rounds: int, *, reuse: bool = False) 
 
 
 def initial_beta(
-    d: int, sigma: float, rng: np.random.Generator, *, model: str | None = None
+    d: int, sigma: float, rng: np.random.Generator, *, model: str | Model | None = None
 ) -> FloatArray:
-    """β⁰ of shape (d,) by the start rule of ``model`` (``Model.start``; the default rule,
-    a uniformly random direction of norm σ, when None), drawn from ``rng``.
+    """β⁰ of shape (p,), p = ``Model.parameter_dim(d)`` (d for the paper's models), by the
+    start rule of ``model`` (``Model.start``; the default rule, a uniformly random
+    direction of norm σ, when None), drawn from ``rng``.
 
     Parameters
     ----------
@@ -156,19 +164,21 @@ def initial_beta(
         The model's noise std σ (the norm of the default β⁰).
     rng : numpy.random.Generator
         The study's or run's generator.
-    model : str, optional
-        The registered model whose rule it is.
+    model : str or Model, optional
+        The registered model (or a configured instance) whose rule it is.
 
     Returns
     -------
-    beta0 : array of shape (d,)
+    beta0 : array of shape (p,)
     """
     if model is None:
         return random_direction(d, sigma, rng)
     d = check_count("d", d)
-    beta0 = np.asarray(get_model(model).start(d, sigma, rng), dtype=np.float64)
-    if beta0.shape != (d,) or not np.all(np.isfinite(beta0)):
-        raise ValueError(f"model {model}'s start rule must give {d} finite values")
+    chosen = _model(model)
+    size = chosen.parameter_dim(d)
+    beta0 = np.asarray(chosen.start(d, sigma, rng), dtype=np.float64)
+    if beta0.shape != (size,) or not np.all(np.isfinite(beta0)):
+        raise ValueError(f"model {chosen.name}'s start rule must give {size} finite values")
     return beta0
 
 

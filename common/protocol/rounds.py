@@ -63,8 +63,9 @@ def holder_round(
     ----------
     model : Model
         Gives the per-record gradients.
-    beta : array of shape (d,)
-        β^t, the coordinator's (untrusted) estimate; must be finite.
+    beta : array of shape (p,)
+        β^t, the coordinator's (untrusted) estimate; must be finite. p =
+        ``model.parameter_dim(d)`` (d but for a mixture).
     records : Records
         The n records of this holder's round (``x`` of shape (n, d)).
     sigma : float
@@ -82,16 +83,17 @@ def holder_round(
     Returns
     -------
     HolderReport
-        ``total`` of shape (d,), ``count`` = n.
+        ``total`` of shape (p,), ``count`` = n.
     """
     sigma = check_positive("sigma", sigma)
     chunk = check_count("chunk", chunk)
     beta = np.asarray(beta, dtype=np.float64)
-    if beta.shape != (records.d,):
-        raise ValueError(f"beta must have shape ({records.d},), got {beta.shape}")
+    size = model.parameter_dim(records.d)
+    if beta.shape != (size,):
+        raise ValueError(f"beta must have shape ({size},), got {beta.shape}")
     if not np.all(np.isfinite(beta)):
         raise ValueError("beta must be finite, got NaN or inf")
-    bound = mechanism.record_bound(records.d)
+    bound = mechanism.record_bound(size)
     if math.isfinite(bound):
         noise = mechanism.noise_std if mechanism.is_local else 0.0
         largest = records.n * bound + _NOISE_TAIL * noise * math.sqrt(records.n)
@@ -101,7 +103,7 @@ def holder_round(
                 f"{noise!r} could overflow the float range (limit {_SUM_LIMIT:.3g})"
             )
     arithmetic = sum_arithmetic(mechanism)
-    total = arithmetic.empty_sum(records.d)
+    total = arithmetic.empty_sum(size)
     for start in range(0, records.n, chunk):
         part = records.take(slice(start, start + chunk))
         # Overflow and 0/0 inside the model are expected for hostile β or σ: the mechanism

@@ -230,7 +230,8 @@ class RunCreate(_Schema):
         if self.beta0 is not None and len(self.beta0) != self.d:
             raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
         if self.missing and not get_model(self.model).allows_missing:
-            names = [name for name in model_names() if get_model(name).allows_missing]
+            federated = model_names(federated=True)
+            names = [name for name in federated if get_model(name).allows_missing]
             raise ValueError(f"missing is only meaningful for models {', '.join(names)}")
         return self
 

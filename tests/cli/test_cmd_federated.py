@@ -134,6 +134,26 @@ def test_run_create_refused_by_the_coordinator(
     assert "HTTP 403" in one_error_line(capsys)
 
 
+@pytest.mark.parametrize("model", ["gmmk", "lca"])
+def test_run_create_refuses_a_simulated_only_model(
+    model: str,
+    server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A federated run sizes β by d and carries no model options yet: gmmk and lca must be
+    # refused up front with one line, never started on a path that sizes their β wrongly.
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(run_request(model=model)))
+    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
+    code = main(["run", "create", "--coordinator", server, "--config", str(config)])
+    assert code == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"ldpem run: error: {config}: run not created: HTTP 422")
+    assert f"model {model} is not yet supported in federated runs; use ldpem simulate" in line
+
+
 def test_run_create_and_status_print_json(
     server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -288,6 +288,24 @@ def test_an_unknown_model_of_its_own_is_refused(tmp_path: Path) -> None:
     a.close()
 
 
+@pytest.mark.parametrize("model", ["gmmk", "lca"])
+def test_a_simulated_only_model_of_its_own_is_refused(tmp_path: Path, model: str) -> None:
+    a = Agent(config(tmp_path, model=model), loader=forty_records)
+    line = f"model {model} is not yet supported in federated runs; use ldpem simulate"
+    with pytest.raises(AgentError) as refused:
+        a.run()
+    a.close()
+    assert str(refused.value) == line
+
+
+@pytest.mark.parametrize("model", ["gmmk", "lca"])
+def test_public_parameters_of_a_simulated_only_model_are_refused(model: str) -> None:
+    # The coordinator is an adversary: parameters announcing gmmk or lca do not parse, so
+    # no agent computes a report for a β it would size by d.
+    with pytest.raises(ValidationError, match=f"model {model} is not yet supported"):
+        PublicParameters.model_validate(published_params(model=model))
+
+
 def test_a_second_agent_on_one_state_directory_stops_with_one_line(tmp_path: Path) -> None:
     first = Agent(config(tmp_path), loader=forty_records)
     with pytest.raises(UserError) as refused:

@@ -142,6 +142,9 @@ class NoGradients:
     name = "gmm"
     has_response = False
 
+    def parameter_dim(self, d: int) -> int:
+        return d
+
     def gradients(self, *args: object) -> np.ndarray:
         raise AssertionError("gradients were read before the public check")
 

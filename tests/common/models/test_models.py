@@ -1,5 +1,5 @@
-"""The three models: gradient formulas (finite differences), mean gradient at β*, and
-noiseless gradient EM recovering β*."""
+"""The paper's three models: gradient formulas (finite differences), mean gradient at β*,
+and noiseless gradient EM recovering β* (the K-component ones: test_mixtures.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import pytest
 from scipy.special import logsumexp
 
 from ldpem.common.mechanisms import NoPrivacy
-from ldpem.common.models import Records, get_model, model_names
+from ldpem.common.models import Records, get_model
 from ldpem.common.planning.simulator import every_round, run_gradient_em
 
 SIGMA = 1.3  # σ ≠ 1 so that a misplaced σ² in a formula shows up
+#: The paper's models, whose β has the records' dimension d (Model.parameter_dim).
+PAPER_MODELS = ("gmm", "mrm", "rmc")
 
 
 def finite_difference(
@@ -93,7 +95,7 @@ def test_rmc_without_missing_values_is_least_squares() -> None:
     np.testing.assert_allclose(spec.gradients(beta, records, 1.0), expected, atol=1e-12)
 
 
-@pytest.mark.parametrize("model", model_names())
+@pytest.mark.parametrize("model", PAPER_MODELS)
 def test_mean_gradient_at_truth_is_near_zero(model: str) -> None:
     # Self-consistency: E ∇q(β*; β*) = 0. With n records each coordinate's mean is within
     # 5 standard errors (measured from the same sample) of zero.
@@ -106,7 +108,7 @@ def test_mean_gradient_at_truth_is_near_zero(model: str) -> None:
     assert np.all(standard_error < 5e-3)
 
 
-@pytest.mark.parametrize("model", model_names())
+@pytest.mark.parametrize("model", PAPER_MODELS)
 def test_noiseless_gradient_em_recovers_truth(model: str) -> None:
     # d = 10, SNR 3, n = 2·10⁵: the MLE's error is O(σ√(d/n)) ≈ 0.007; 0.02 leaves ~3×.
     spec = get_model(model)
@@ -127,7 +129,7 @@ def test_noiseless_gradient_em_recovers_truth(model: str) -> None:
     assert result.errors[-1] < 0.1 * spec.error(beta0, beta_star)
 
 
-@pytest.mark.parametrize("model", model_names())
+@pytest.mark.parametrize("model", PAPER_MODELS)
 def test_generators_are_seeded_and_scaled(model: str) -> None:
     spec = get_model(model)
     a, star_a = spec.generate(100, 6, snr=2.5, sigma=0.7, rng=np.random.default_rng(3))
@@ -167,6 +169,7 @@ def test_generator_validation(model: str, kwargs: dict[str, float], message: str
 
 
 def test_unknown_model() -> None:
-    # The built-in three first; a model another test registered may follow them.
-    with pytest.raises(ValueError, match=r"model must be one of \('gmm', 'mrm', 'rmc'.*got 'lda'"):
+    # The built-in five first; a model another test registered may follow them.
+    built_in = r"\('gmm', 'gmmk', 'lca', 'mrm', 'rmc'"
+    with pytest.raises(ValueError, match=rf"model must be one of {built_in}.*got 'lda'"):
         get_model("lda")

@@ -1,0 +1,120 @@
+"""K-component Gaussian mixture: y ~ Σ_k π_k N(μ_k, σ² I_d), σ known (docs/MATH.md (7.1)).
+
+β = (μ_1, …, μ_K, α): the K means in R^d, then K weight logits, π = softmax(α); its size
+is K·(d + 1). The error is taken up to a relabelling of the components
+(``_mixture.permutation_error``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ldpem.common.core._validation import check_count, check_positive
+from ldpem.common.models._mixture import (
+    COMPONENTS_HELP,
+    class_logits,
+    log_weights,
+    permutation_error,
+    posterior,
+    split,
+)
+from ldpem.common.models.base import Draw, FloatArray, Model, ModelOption, Records, tau_spread
+from ldpem.common.models.registry import register_model
+
+__all__ = ["MODEL", "GaussianMixtureK"]
+
+#: The preconditioner of the weight logits' gradient: 1/L for L = ½, the largest
+#: curvature of Σ_k π̄_k log softmax(α)_k (Böhning's bound; docs/MATH.md §7).
+LOGIT_STEP = 2.0
+
+
+class GaussianMixtureK(Model):
+    """The K-component Gaussian mixture with unknown means and weights (module docstring)."""
+
+    name = "gmmk"
+    sign_invariant = False
+    error_symmetry = "up to a relabelling of the components"
+    has_response = False
+    start_rule = "random-means"
+    options = (ModelOption("components", default=3, low=2, high=10, help=COMPONENTS_HELP),)
+
+    def __init__(self, components: int = 3) -> None:
+        self.components = components
+
+    def parameter_dim(self, d: int) -> int:
+        """K·(d + 1): K means of dimension d and K weight logits."""
+        return self.components * (check_count("d", d) + 1)
+
+    def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:
+        """Per-record preconditioned ∇q_i(β; β), shape (n, K·(d + 1)) (docs/MATH.md (7.2)).
+
+        With w_ik the posterior weight of component k (softmax over k of
+        log π_k − ‖y_i − μ_k‖²/(2σ²)): the mean block k is σ²·∂q_i/∂μ_k = w_ik (y_i − μ_k),
+        the logits 2·∂q_i/∂α = 2 (w_i − π).
+        """
+        y = records.x
+        means, logits = split(beta, self.components)
+        # ‖y − μ_k‖² = ‖y‖² − 2⟨y, μ_k⟩ + ‖μ_k‖²; ‖y‖² is the same for every k and cancels.
+        scores = (y @ means.T - 0.5 * np.einsum("kj,kj->k", means, means)) / (sigma * sigma)
+        weights = posterior(scores + log_weights(logits))
+        mean_part = weights[:, :, None] * (y[:, None, :] - means[None, :, :])
+        logit_part = LOGIT_STEP * (weights - np.exp(log_weights(logits)))
+        return np.concatenate([mean_part.reshape(y.shape[0], -1), logit_part], axis=1)
+
+    def draw_parameter(
+        self, d: int, *, snr: float, sigma: float, rng: np.random.Generator
+    ) -> FloatArray:
+        """β* with means at separation snr·σ and weight logits ``class_logits``.
+
+        K ≤ d: the vertices of a regular simplex with edge snr·σ, centred at 0, in a random
+        orientation (every pair of means at distance snr·σ). K > d: K points evenly spaced
+        by snr·σ on a random line through 0 (neighbours at distance snr·σ).
+        """
+        d = check_count("d", d)
+        separation = check_positive("snr", snr) * check_positive("sigma", sigma)
+        k = self.components
+        if k <= d:
+            frame, _ = np.linalg.qr(rng.standard_normal((d, k)))
+            means = frame.T * (separation / math.sqrt(2.0))
+            means -= means.mean(axis=0)
+        else:
+            direction = rng.standard_normal(d)
+            direction /= np.linalg.norm(direction)
+            means = separation * (np.arange(k) - (k - 1) / 2.0)[:, None] * direction[None, :]
+        return np.concatenate([means.ravel(), class_logits(k)])
+
+    def sample_records(self, draw: Draw) -> Records:
+        """y = μ_z + σ·V, z ~ Categorical(softmax(α)), V ~ N(0, I_d)."""
+        means, logits = split(draw.beta_star, self.components)
+        labels = draw.rng.choice(self.components, size=draw.n, p=np.exp(log_weights(logits)))
+        y = draw.rng.standard_normal((draw.n, means.shape[1]))
+        if draw.sigma != 1.0:
+            y *= draw.sigma
+        y += means[labels]
+        return Records(y)
+
+    def start(self, d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
+        """β⁰: K means each of norm σ in independent uniformly random directions (equal
+        means are a fixed point: every component would get the same gradient), equal
+        weights (α = 0). Public: d, σ and the run's start stream only."""
+        d = check_count("d", d)
+        means = rng.standard_normal((self.components, d))
+        means *= sigma / np.linalg.norm(means, axis=1, keepdims=True)
+        return np.concatenate([means.ravel(), np.zeros(self.components)])
+
+    def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:
+        """τ = max(B²/d + σ², 4)/K, B the declared bound on each ‖μ_k‖ (docs/MATH.md (7.4))."""
+        spread = tau_spread(beta_bound=beta_bound, sigma=sigma, d=d)
+        return max(spread, LOGIT_STEP**2) / self.components
+
+    def error(self, beta: FloatArray, beta_star: FloatArray) -> float:
+        """‖β − β*‖ up to a relabelling of the components, logits centred."""
+        return permutation_error(beta, beta_star, self.components)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(components={self.components})"
+
+
+MODEL = register_model(GaussianMixtureK())

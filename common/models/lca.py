@@ -1,0 +1,135 @@
+"""Latent class analysis: K classes, d binary items, P(x_j = 1 | class k) = sigmoid(θ_kj)
+(docs/MATH.md (7.5)).
+
+β = (θ_1, …, θ_K, α): each class's d item logits, then K class-weight logits,
+π = softmax(α); its size is K·(d + 1). Records are 0/1 vectors; a missing item (NaN) is
+left out of that record's likelihood, as poLCA does. The error is taken up to a
+relabelling of the classes (``_mixture.permutation_error``). The model's σ is not used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldpem.common.core._validation import check_count, check_positive
+from ldpem.common.models._mixture import (
+    COMPONENTS_HELP,
+    class_logits,
+    log_weights,
+    permutation_error,
+    posterior,
+    split,
+)
+from ldpem.common.models.base import Draw, FloatArray, Model, ModelOption, Records
+from ldpem.common.models.registry import register_model
+
+__all__ = ["MODEL", "LatentClassAnalysis"]
+
+#: The preconditioners of the gradient (docs/MATH.md §7): 1/L for L the largest curvature
+#: of the Q-function in each block, ¼ for an item logit (p(1 − p) ≤ ¼), ½ for the class
+#: logits (Böhning's bound), so that η = 1 never overshoots.
+ITEM_STEP = 4.0
+CLASS_STEP = 2.0
+#: The start's item probabilities are drawn uniformly from this interval.
+_START_PROBABILITIES = (0.25, 0.75)
+
+
+def _softplus(values: FloatArray) -> FloatArray:
+    """log(1 + e^v), without overflow for large v."""
+    result: FloatArray = np.logaddexp(0.0, values)
+    return result
+
+
+class LatentClassAnalysis(Model):
+    """Latent class analysis of binary items (module docstring)."""
+
+    name = "lca"
+    sign_invariant = False
+    error_symmetry = "up to a relabelling of the components"
+    has_response = False
+    allows_missing = True
+    #: The share of items the demo's synthetic data leaves missing.
+    demo_missing = 0.1
+    start_rule = "random-items"
+    options = (ModelOption("components", default=3, low=2, high=10, help=COMPONENTS_HELP),)
+
+    def __init__(self, components: int = 3) -> None:
+        self.components = components
+
+    def parameter_dim(self, d: int) -> int:
+        """K·(d + 1): K·d item logits and K class logits."""
+        return self.components * (check_count("d", d) + 1)
+
+    def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:
+        """Per-record preconditioned ∇q_i(β; β), shape (n, K·(d + 1)) (docs/MATH.md (7.6)).
+
+        With o_ij = 1 when item j of record i is observed and w_ik the posterior weight of
+        class k (softmax over k of log π_k + Σ_j o_ij [x_ij θ_kj − log(1 + e^θ_kj)]): the
+        item block k is 4·∂q_i/∂θ_k = 4 w_ik o_i ⊙ (x_i − p_k), the class logits
+        2·∂q_i/∂α = 2 (w_i − π).
+        """
+        x = records.x
+        observed = ~np.isnan(x)
+        answers = np.where(observed, x, 0.0)
+        items, logits = split(beta, self.components)
+        scores = answers @ items.T - observed.astype(np.float64) @ _softplus(items).T
+        weights = posterior(scores + log_weights(logits))
+        probabilities = 1.0 / (1.0 + np.exp(-items))
+        residual = np.where(observed[:, None, :], answers[:, None, :] - probabilities, 0.0)
+        item_part = ITEM_STEP * weights[:, :, None] * residual
+        class_part = CLASS_STEP * (weights - np.exp(log_weights(logits)))
+        return np.concatenate([item_part.reshape(x.shape[0], -1), class_part], axis=1)
+
+    def draw_parameter(
+        self, d: int, *, snr: float, sigma: float, rng: np.random.Generator
+    ) -> FloatArray:
+        """β* with well-separated classes: class k answers yes with logit +snr/2 to the
+        items of a random deal of the d items into K groups (group k), −snr/2 to the others
+        (snr = 3: probabilities 0.82 and 0.18; two classes differ on about 2d/K items);
+        class logits ``class_logits``. Needs d ≥ K (each class its own items). σ is unused."""
+        d = check_count("d", d)
+        snr = check_positive("snr", snr)
+        k = self.components
+        if d < k:
+            raise ValueError(f"model lca needs d >= components ({k}) items, got d = {d}")
+        group = rng.permutation(np.arange(d) % k)
+        items = np.where(group[None, :] == np.arange(k)[:, None], snr / 2.0, -snr / 2.0)
+        return np.concatenate([items.ravel(), class_logits(k)])
+
+    def sample_records(self, draw: Draw) -> Records:
+        """x_j = 1 w.p. sigmoid(θ_zj) given the class z ~ Categorical(softmax(α)); each item
+        NaN w.p. ``draw.missing``."""
+        items, logits = split(draw.beta_star, self.components)
+        labels = draw.rng.choice(self.components, size=draw.n, p=np.exp(log_weights(logits)))
+        probabilities = 1.0 / (1.0 + np.exp(-items[labels]))
+        x = (draw.rng.random(probabilities.shape) < probabilities).astype(np.float64)
+        if draw.missing:
+            x[draw.rng.random(x.shape) < draw.missing] = np.nan
+        return Records(x)
+
+    def start(self, d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
+        """β⁰: every item probability drawn uniformly from [¼, ¾] (equal ones are a fixed
+        point), equal class weights (α = 0). Public: d and the run's start stream only."""
+        d = check_count("d", d)
+        low, high = _START_PROBABILITIES
+        probabilities = rng.uniform(low, high, size=self.components * d)
+        items = np.log(probabilities / (1.0 - probabilities))
+        return np.concatenate([items, np.zeros(self.components)])
+
+    def default_tau(self, *, beta_bound: float, sigma: float, d: int) -> float:
+        """τ = 4/K: both blocks' second moment at equal weights (docs/MATH.md (7.7)); the
+        gradient is bounded whatever β, so B and σ do not enter."""
+        check_positive("beta_bound", beta_bound)
+        check_positive("sigma", sigma)
+        check_count("d", d)
+        return 4.0 / self.components
+
+    def error(self, beta: FloatArray, beta_star: FloatArray) -> float:
+        """‖β − β*‖ up to a relabelling of the classes, class logits centred."""
+        return permutation_error(beta, beta_star, self.components)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(components={self.components})"
+
+
+MODEL = register_model(LatentClassAnalysis())
