@@ -151,6 +151,10 @@ def parse_sizes(text: str) -> tuple[int, ...]:
 
 
 def problem_from_args(args: argparse.Namespace) -> Problem:
+    if args.model not in model_names(federated=True):
+        # The plan's rows are read against β = 0's error ‖β*‖ = snr·σ and its problem
+        # carries no model options: both hold only for the models a federated run takes.
+        raise UserError(f"ldpem plan does not yet support model {args.model}; use ldpem simulate")
     if args.hospitals_sizes is not None:
         if args.n is not None or args.hospitals is not None:
             raise UserError("give either --hospitals-sizes or --n with --hospitals, not both")

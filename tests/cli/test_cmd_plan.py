@@ -333,3 +333,16 @@ def test_simulate_on_data_warns_when_beta_zero_is_as_good(
     assert hospital["warning"] is None
     synthetic = simulate("--n", "2000")
     assert synthetic["warning"] is None  # β* known: the error itself says it
+
+
+@pytest.mark.parametrize("model", ["gmmk", "lca"])
+def test_plan_refuses_a_model_it_cannot_yet_plan_in_one_line(
+    model: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model with its own options and size of β (issue 44) is simulated only: the plan
+    reads its rows against β = 0's error snr·σ, which does not hold for it, so it refuses
+    rather than print figures that would mislead."""
+    assert main(["plan", "--model", model, "--n", "20000", "--hospitals", "4"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"ldpem plan: error: ldpem plan does not yet support model {model}; use ldpem simulate"
+    ]
