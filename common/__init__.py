@@ -14,7 +14,7 @@ loads neither pydantic nor the planner. Public surface:
   ``make_mechanism``
 * accounting: ``noise_std_for``, ``epsilon_spent``, ``epsilon_tilde``
 * protocol: study defaults, mechanisms from public parameters, the M-step
-* rounds: ``holder_round``; simulation: ``run_gradient_em``
+* rounds: ``holder_round``; simulation: ``run_gradient_em``, ``every_round``
 * study: ``Study``, ``run_study`` → ``StudyResult`` (a whole simulated study), ``Dataset``
 """
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         register_mechanism,
     )
     from ldpem.common.models import Model, Records, get_model, model_names, register_model
-    from ldpem.common.planning.simulator import EMResult, run_gradient_em
+    from ldpem.common.planning.simulator import EMResult, every_round, run_gradient_em
     from ldpem.common.planning.study import Dataset, Study, StudyResult, run_study
     from ldpem.common.protocol import local_noise_std, make_mechanism, public_scale
     from ldpem.common.protocol.rounds import HolderReport, holder_round
@@ -66,6 +66,7 @@ __all__ = [
     "StudyResult",
     "epsilon_spent",
     "epsilon_tilde",
+    "every_round",
     "get_mechanism",
     "get_model",
     "holder_round",
@@ -110,6 +111,7 @@ _SURFACE = {
     "model_names": "ldpem.common.models",
     "register_model": "ldpem.common.models",
     "EMResult": "ldpem.common.planning.simulator",
+    "every_round": "ldpem.common.planning.simulator",
     "run_gradient_em": "ldpem.common.planning.simulator",
     "Dataset": "ldpem.common.planning.study",
     "Study": "ldpem.common.planning.study",
