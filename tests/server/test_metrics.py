@@ -202,7 +202,7 @@ def test_created_series_are_left_out_without_a_global_switch() -> None:
 
 def test_run_health_gauges_follow_a_run_that_misses_a_hospital(tmp_path: Path) -> None:
     with TestClient(create_app(settings(tmp_path))) as client:
-        study = start_run(client, hospitals=3, records=400, rounds=3, quorum=2, round_deadline=0.3)
+        study = start_run(client, hospitals=3, records=400, rounds=3, quorum=2, round_deadline=1.5)
         fresh = run_gauges(scrape(client), study.run_id)
         assert fresh["ldpem_run_open_round_age_seconds"] >= 0
         assert {k: v for k, v in fresh.items() if k != "ldpem_run_open_round_age_seconds"} == {
