@@ -40,6 +40,7 @@ from ldpem.common.protocol.construction import (
     public_scale,
     report_sensitivity,
     round_scales,
+    study_mechanism,
 )
 from ldpem.common.protocol.defaults import *  # noqa: F403  (its __all__, added below)
 from ldpem.common.protocol.estimate import (
@@ -126,6 +127,7 @@ __all__ = [
     "round_sizes",
     "run_digest",
     "schedule_weights",
+    "study_mechanism",
 ]
 
 # The study defaults are re-exported whole: one list of them, in ``defaults``.
