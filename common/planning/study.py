@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -60,10 +60,9 @@ from ldpem.common.protocol import (
     is_equal,
     least_records,
     public_budget,
-    public_scale,
+    published_scales,
     records_per_round,
     round_records,
-    round_scales,
     round_sizes,
     study_beta_bound,
     study_colluders,
@@ -444,25 +443,21 @@ def study_values(
     honest shares of noise shares from ``shares_threshold`` (mesh, graph or expander)."""
     kind = get_mechanism(study.mechanism)
     reuse = study.reuse
-    scale, scales, smoothing = study.scale, None, None
-    if kind.needs == "scale":
-        if scale is None and not kind.per_holder_scale:
-            rule = partial(
-                public_scale,
-                study.mechanism,
-                d=d,
-                epsilon=study.epsilon,
-                delta=delta,
-                tau=tau,
-                participations=study.rounds if reuse else 1,
-                zeta=study.zeta,
-            )
-            per_round = round_scales(rule, sum(sizes), study.rounds, study.schedule, reuse=reuse)
-            if is_equal(study.schedule):
-                scale = per_round[0]
-            else:
-                scales = per_round
-        smoothing = smoothing_precision(d, study.zeta)
+    scale, scales = study.scale, None
+    if scale is None:
+        scale, scales = published_scales(
+            study.mechanism,
+            records=sum(sizes),
+            rounds=study.rounds,
+            d=d,
+            epsilon=study.epsilon,
+            delta=delta,
+            tau=tau,
+            zeta=study.zeta,
+            schedule=study.schedule,
+            reuse=reuse,
+        )
+    scaled = kind.needs == "scale"
     t_min, colluders = shares_threshold(study, len(sizes))
     shares = kind.noise_site == "shares"
     return StudyValues(
@@ -478,7 +473,7 @@ def study_values(
         tau=tau,
         zeta=study.zeta,
         scale=scale,
-        smoothing=smoothing,
+        smoothing=smoothing_precision(d, study.zeta) if scaled else None,
         clip=study.clip,
         records_per_round=records_per_round(sizes, study.rounds, reuse=reuse),
         schedule=study.schedule,

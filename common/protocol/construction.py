@@ -45,7 +45,13 @@ from ldpem.common.core.calibration import (
 )
 from ldpem.common.mechanisms import Mechanism, SharedNoise, get_mechanism
 from ldpem.common.protocol.parameters import PublicValues
-from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_records
+from ldpem.common.protocol.schedule import (
+    EQUAL,
+    Schedule,
+    is_equal,
+    round_index,
+    round_records,
+)
 
 __all__ = [
     "CentralNoise",
@@ -61,6 +67,7 @@ __all__ = [
     "make_mechanism",
     "public_budget",
     "public_scale",
+    "published_scales",
     "report_sensitivity",
     "round_scales",
     "study_mechanism",
@@ -110,6 +117,41 @@ def round_scales(
     counts = round_records(records, rounds, schedule, reuse=reuse)
     scales = {m: rule(records_per_round=m) for m in set(counts)}  # equal rounds share one
     return tuple(scales[m] for m in counts)
+
+
+def published_scales(
+    mechanism: str,
+    *,
+    records: int,
+    rounds: int,
+    d: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    zeta: float = DEFAULT_ZETA,
+    schedule: Schedule = EQUAL,
+    reuse: bool = False,
+) -> tuple[float | None, tuple[float, ...] | None]:
+    """(s, s_t) a run of ``records`` records publishes when no one s is fixed for all:
+    Algorithm 2's scale of equal rounds (m = ⌊records/T⌋, all ``records`` with ``reuse``,
+    the budget then split over the T releases) and no per-round scales, or under another
+    schedule no s and one s_t per round; (None, None) for a ``mechanism`` without a scale
+    or whose holders take their own (``holder_own_scale``)."""
+    kind = get_mechanism(mechanism)
+    if kind.needs != "scale" or kind.per_holder_scale:
+        return None, None
+    rule = partial(
+        public_scale,
+        mechanism,
+        d=d,
+        epsilon=epsilon,
+        delta=delta,
+        tau=tau,
+        participations=_participations(rounds, reuse=reuse),
+        zeta=zeta,
+    )
+    per_round = round_scales(rule, records, rounds, schedule, reuse=reuse)
+    return (per_round[0], None) if is_equal(schedule) else (None, per_round)
 
 
 def holder_own_scale(
