@@ -194,24 +194,17 @@ def _participations(rounds: int, *, reuse: bool) -> int:
 
 
 def local_noise_std(
-    *,
-    scale: float,
-    smoothing: float,
-    d: int,
-    epsilon: float,
-    delta: float,
-    participations: int = 1,
-    accounting: str = DEFAULT_ACCOUNTING,
+    *, scale: float, smoothing: float, d: int, budget: Budget, participations: int = 1
 ) -> float:
     """σ_r of each local report of T(·) at scale s so that ``participations`` reports of one
-    record are together (ε, δ)-DP. It is also the σ_r of the hospital-level mechanism's one
-    draw on a holder's sum: replacing one record moves that sum by at most as much as it
-    moves the record's own report."""
+    record are together (ε, δ)-DP at ``budget``. It is also the σ_r of the hospital-level
+    mechanism's one draw on a holder's sum: replacing one record moves that sum by at most
+    as much as it moves the record's own report."""
     return _noise_std(
-        epsilon,
-        delta,
+        budget.epsilon,
+        budget.delta,
         truncation_sensitivity(scale, d, smoothing=smoothing),
-        accounting,
+        budget.accounting,
         check_count("participations", participations),
     )
 
