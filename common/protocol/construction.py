@@ -119,6 +119,32 @@ def round_scales(
     return tuple(scales[m] for m in counts)
 
 
+def _scale_rule(
+    mechanism: str,
+    *,
+    d: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    zeta: float,
+    rounds: int,
+    reuse: bool,
+) -> ScaleRule:
+    """``public_scale`` of ``mechanism`` at a run's public values, for records that each
+    report in one of the T ``rounds`` (or, with ``reuse``, in all of them)."""
+    participations = _participations(rounds, reuse=reuse)
+    return partial(
+        public_scale,
+        mechanism,
+        d=d,
+        epsilon=epsilon,
+        delta=delta,
+        tau=tau,
+        zeta=zeta,
+        participations=participations,
+    )
+
+
 def published_scales(
     mechanism: str,
     *,
@@ -140,15 +166,8 @@ def published_scales(
     kind = get_mechanism(mechanism)
     if kind.needs != "scale" or kind.per_holder_scale:
         return None, None
-    rule = partial(
-        public_scale,
-        mechanism,
-        d=d,
-        epsilon=epsilon,
-        delta=delta,
-        tau=tau,
-        participations=_participations(rounds, reuse=reuse),
-        zeta=zeta,
+    rule = _scale_rule(
+        mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta, rounds=rounds, reuse=reuse
     )
     per_round = round_scales(rule, records, rounds, schedule, reuse=reuse)
     return (per_round[0], None) if is_equal(schedule) else (None, per_round)
@@ -173,15 +192,8 @@ def holder_own_scale(
     rounds) of a ``mechanism`` whose holders take their own scale: ``round_scales`` of its
     own records, at the run's public (ε, δ). The holder and the coordinator both
     compute it from public values and the enrolled count: it is not sent (docs/HOSPITAL.md)."""
-    rule = partial(
-        public_scale,
-        mechanism,
-        d=d,
-        epsilon=epsilon,
-        delta=delta,
-        tau=tau,
-        participations=_participations(rounds, reuse=reuse),
-        zeta=zeta,
+    rule = _scale_rule(
+        mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta, rounds=rounds, reuse=reuse
     )
     scales = round_scales(rule, records, rounds, schedule, reuse=reuse)
     return scales[round_index(schedule, rounds, t)]
