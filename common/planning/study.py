@@ -7,7 +7,8 @@ seed); ``run_study`` draws it and runs it through the round protocol: every hosp
 round is ``ldpem.common.protocol.rounds.holder_round`` and every M-step ``protocol.m_step`` (via
 ``simulator.run_gradient_em``), the functions the agent and the coordinator run. The
 study defaults (δ, B, τ, m, β⁰) and the mechanisms are ``ldpem.common.protocol``'s, and
-``study_mechanisms`` is the one place a study builds them.
+``study_mechanisms`` builds them from the study's public values (``study_values``) with
+the construction functions the agent runs.
 
 The module is a study's one stop: its description (``Study``), the checks of its values
 (``check_study``, before anything is drawn, and ``check_size``, once its records are known)
@@ -39,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.core.accounting import ACCOUNTING_MODES
+from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
 from ldpem.common.models import Model, Records, get_model, model_names
@@ -50,20 +52,22 @@ from ldpem.common.planning.simulator import (
 )
 from ldpem.common.protocol import (
     CentralNoise,
-    central_noise_for,
+    central_noise,
     check_final,
     check_noise_shares,
     check_schedule,
     initial_beta,
     is_equal,
     least_records,
-    make_mechanism,
+    public_budget,
+    published_scales,
     records_per_round,
     round_records,
     round_sizes,
     study_beta_bound,
     study_colluders,
     study_delta,
+    study_mechanism,
     study_rng,
     study_t_min,
     study_tau,
@@ -81,6 +85,7 @@ __all__ = [
     "RoundCallback",
     "Study",
     "StudyResult",
+    "StudyValues",
     "add_outliers",
     "check_size",
     "check_study",
@@ -90,6 +95,7 @@ __all__ = [
     "shares_threshold",
     "study_mechanisms",
     "study_model",
+    "study_values",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -413,18 +419,105 @@ def shares_threshold(study: Study, holders: int) -> tuple[int, int]:
     return least, least - graph.honest_shares
 
 
+@dataclass(frozen=True)
+class StudyValues:
+    """The public values of a simulated study (``protocol.PublicValues``), as a coordinator
+    would publish them for its hospitals (``protocol.derive_public_values``): what the
+    study's mechanisms are built from, by the construction functions the agent runs
+    (``study_values``)."""
+
+    model: str
+    d: int
+    sigma: float
+    rounds: int
+    eta: float
+    mechanism: str
+    epsilon: float
+    delta: float
+    accounting: str
+    tau: float
+    zeta: float
+    scale: float | None
+    smoothing: float | None
+    clip: float | None
+    records_per_round: int
+    schedule: str | tuple[float, ...]
+    scales: tuple[float, ...] | None
+    final: str
+    t_min: int | None
+    colluders: int | None
+    start: str
+    honest_shares: int | None
+    survivors: int | None = None
+
+
+def study_values(
+    study: Study, sizes: Sequence[int], *, d: int, delta: float, tau: float
+) -> StudyValues:
+    """The public values of ``study`` with hospitals of ``sizes`` records: its scale s
+    (one, or one per round under a schedule) from Algorithm 2's rule with the records per
+    round, at the budget split over the T releases when records are reused; t_min and the
+    honest shares of noise shares from ``shares_threshold`` (mesh, graph or expander)."""
+    kind = get_mechanism(study.mechanism)
+    reuse = study.reuse
+    scale, scales = study.scale, None
+    if scale is None:
+        scale, scales = published_scales(
+            study.mechanism,
+            records=sum(sizes),
+            rounds=study.rounds,
+            d=d,
+            epsilon=study.epsilon,
+            delta=delta,
+            tau=tau,
+            zeta=study.zeta,
+            schedule=study.schedule,
+            reuse=reuse,
+        )
+    scaled = kind.needs == "scale"
+    t_min, colluders = shares_threshold(study, len(sizes))
+    shares = kind.noise_site == "shares"
+    return StudyValues(
+        model=study.model,
+        d=d,
+        sigma=study.sigma,
+        rounds=study.rounds,
+        eta=study.eta,
+        mechanism=study.mechanism,
+        epsilon=study.epsilon,
+        delta=delta,
+        accounting=study.accounting,
+        tau=tau,
+        zeta=study.zeta,
+        scale=scale,
+        smoothing=smoothing_precision(d, study.zeta) if scaled else None,
+        clip=study.clip,
+        records_per_round=records_per_round(sizes, study.rounds, reuse=reuse),
+        schedule=study.schedule,
+        scales=scales,
+        final=study.final,
+        t_min=t_min if shares else None,
+        colluders=colluders if shares else None,
+        start=get_model(study.model).start_rule,
+        honest_shares=t_min - colluders if shares else None,
+    )
+
+
 def study_mechanisms(
     study: Study, sizes: Sequence[int], *, d: int, delta: float, tau: float
 ) -> tuple[RoundMechanisms, ...]:
-    """Each round's mechanisms, each hospital's and the aggregator's noise: the one place
-    a simulated study builds them (from ``protocol.make_mechanism`` and
-    ``protocol.central_noise_for``).
+    """Each round's mechanisms, each hospital's and the aggregator's noise, built as the
+    agent builds its own: from the study's public values (``study_values``) by
+    ``protocol.study_mechanism`` (``holder_mechanism`` with reuse and the mechanisms of no
+    federated run) and ``protocol.central_noise``, at the study's budget.
 
-    Every hospital runs the mechanism calibrated on the round's m_t
-    (``protocol.round_records`` of all the records: m = ⌊n/T⌋ in every equal round),
+    Every hospital runs the mechanism of the round's scale s_t (from m_t,
+    ``protocol.round_records`` of all the records: m = ⌊n/T⌋ in every equal round),
     except under a mechanism whose holders take their own scale
     (``Mechanism.per_holder_scale``: ``hospital``), where each has its own scale and noise
-    from its own m_k,t (``protocol.round_records`` of its own records).
+    from its own m_k,t (``protocol.round_records`` of its own records). A central
+    mechanism shows the σ_r of a round of m_t records as its ``noise_std`` (the M-step
+    calibrates on each round's count, ``central_noise_for``).
 
     Parameters
     ----------
@@ -444,50 +537,28 @@ def study_mechanisms(
         Round t's mechanism of each hospital (K) and aggregator's noise (None unless the
         mechanism is central); equal rounds share one object.
     """
-    participations = study.rounds if study.reuse else 1
+    values = study_values(study, sizes, d=d, delta=delta, tau=tau)
+    budget = public_budget(values)
+    own_scale = get_mechanism(study.mechanism).per_holder_scale
+    counts = round_records(sum(sizes), study.rounds, study.schedule, reuse=study.reuse)
 
-    t_min, colluders = shares_threshold(study, len(sizes))
+    def plan(t: int | None) -> RoundMechanisms:
+        central = central_noise(values, t, reuse=study.reuse)
 
-    @cache
-    def build(m: int) -> Mechanism:
-        return make_mechanism(
-            study.mechanism,
-            d=d,
-            records_per_round=m,
-            epsilon=study.epsilon,
-            delta=delta,
-            participations=participations,
-            tau=tau,
-            zeta=study.zeta,
-            clip=study.clip,
-            accounting=study.accounting,
-            scale=study.scale,
-            t_min=t_min,
-            colluders=colluders,
-        )
+        @cache
+        def build(records: int) -> Mechanism:
+            built = study_mechanism(values, records=records, budget=budget, t=t, reuse=study.reuse)
+            if central is not None:
+                return built.with_noise(central.std(counts[0 if t is None else t]))
+            return built
 
-    @cache
-    def plan(ms: tuple[int, ...]) -> RoundMechanisms:
-        holders = tuple(build(m) for m in ms)
-        central = central_noise_for(
-            holders[0],
-            d=d,
-            epsilon=study.epsilon,
-            delta=delta,
-            accounting=study.accounting,
-            participations=participations,
-        )
+        # Without their own scale, all hospitals of a round run one mechanism.
+        holders = tuple(build(size if own_scale else values.records_per_round) for size in sizes)
         return RoundMechanisms(holders, central)
 
-    def records(n: int) -> tuple[int, ...]:
-        return round_records(n, study.rounds, study.schedule, reuse=study.reuse)
-
-    if get_mechanism(study.mechanism).per_holder_scale:
-        own = [records(size) for size in sizes]
-        per_round = [tuple(m[t] for m in own) for t in range(study.rounds)]
-    else:
-        per_round = [(m,) * len(sizes) for m in records(sum(sizes))]
-    return tuple(plan(ms) for ms in per_round)
+    if is_equal(study.schedule):
+        return (plan(None),) * study.rounds
+    return tuple(plan(t) for t in range(study.rounds))
 
 
 def _synthetic(study: Study, model: Model, rng: np.random.Generator) -> Dataset:

@@ -38,8 +38,10 @@ from ldpem.common.protocol.construction import (
     make_mechanism,
     public_budget,
     public_scale,
+    published_scales,
     report_sensitivity,
     round_scales,
+    study_mechanism,
 )
 from ldpem.common.protocol.defaults import *  # noqa: F403  (its __all__, added below)
 from ldpem.common.protocol.estimate import (
@@ -116,6 +118,7 @@ __all__ = [
     "privacy_ratio",
     "public_budget",
     "public_scale",
+    "published_scales",
     "report_noise_std",
     "report_sensitivity",
     "round_index",
@@ -126,6 +129,7 @@ __all__ = [
     "round_sizes",
     "run_digest",
     "schedule_weights",
+    "study_mechanism",
 ]
 
 # The study defaults are re-exported whole: one list of them, in ``defaults``.

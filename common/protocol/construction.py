@@ -2,7 +2,10 @@
 
 ``holder_mechanism`` is what a data holder runs (public parameters, enrolled count, its OWN
 budget); the coordinator's record bound, sensitivity and noise floor come from the same
-functions. ``make_mechanism`` builds a simulated study's mechanism from its budget. No name
+functions, and a simulated study builds its hospitals' mechanisms from its own public
+values with ``study_mechanism`` (``holder_mechanism`` with reused records and the
+mechanisms of no federated run). ``make_mechanism`` builds one mechanism from a budget and
+m (the audit, benchmarks). No name
 is compared here: each class's declarations (where its noise goes, what it needs, its
 scale rule) decide, so a registered mechanism takes every path (docs/EXTENDING.md).
 
@@ -42,7 +45,13 @@ from ldpem.common.core.calibration import (
 )
 from ldpem.common.mechanisms import Mechanism, SharedNoise, get_mechanism
 from ldpem.common.protocol.parameters import PublicValues
-from ldpem.common.protocol.schedule import EQUAL, Schedule, round_index, round_records
+from ldpem.common.protocol.schedule import (
+    EQUAL,
+    Schedule,
+    is_equal,
+    round_index,
+    round_records,
+)
 
 __all__ = [
     "CentralNoise",
@@ -58,8 +67,10 @@ __all__ = [
     "make_mechanism",
     "public_budget",
     "public_scale",
+    "published_scales",
     "report_sensitivity",
     "round_scales",
+    "study_mechanism",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -97,14 +108,69 @@ class ScaleRule(Protocol):
 
 
 def round_scales(
-    rule: ScaleRule, records: int, rounds: int, schedule: Schedule = EQUAL
+    rule: ScaleRule, records: int, rounds: int, schedule: Schedule = EQUAL, *, reuse: bool = False
 ) -> tuple[float, ...]:
     """Algorithm 2's scale s_t of each round: the ``rule`` applied with that round's m_t
     (``schedule.round_records`` of ``records``: all of a run's, or one holder's); T equal
-    values for the ``equal`` schedule (m = ⌊records/rounds⌋), one per round otherwise."""
-    counts = round_records(records, rounds, schedule)
+    values for the ``equal`` schedule (m = ⌊records/rounds⌋, all ``records`` with
+    ``reuse``), one per round otherwise."""
+    counts = round_records(records, rounds, schedule, reuse=reuse)
     scales = {m: rule(records_per_round=m) for m in set(counts)}  # equal rounds share one
     return tuple(scales[m] for m in counts)
+
+
+def _scale_rule(
+    mechanism: str,
+    *,
+    d: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    zeta: float,
+    rounds: int,
+    reuse: bool,
+) -> ScaleRule:
+    """``public_scale`` of ``mechanism`` at a run's public values, for records that each
+    report in one of the T ``rounds`` (or, with ``reuse``, in all of them)."""
+    participations = _participations(rounds, reuse=reuse)
+    return partial(
+        public_scale,
+        mechanism,
+        d=d,
+        epsilon=epsilon,
+        delta=delta,
+        tau=tau,
+        zeta=zeta,
+        participations=participations,
+    )
+
+
+def published_scales(
+    mechanism: str,
+    *,
+    records: int,
+    rounds: int,
+    d: int,
+    epsilon: float,
+    delta: float,
+    tau: float,
+    zeta: float = DEFAULT_ZETA,
+    schedule: Schedule = EQUAL,
+    reuse: bool = False,
+) -> tuple[float | None, tuple[float, ...] | None]:
+    """(s, s_t) a run of ``records`` records publishes when no one s is fixed for all:
+    Algorithm 2's scale of equal rounds (m = ⌊records/T⌋, all ``records`` with ``reuse``,
+    the budget then split over the T releases) and no per-round scales, or under another
+    schedule no s and one s_t per round; (None, None) for a ``mechanism`` without a scale
+    or whose holders take their own (``holder_own_scale``)."""
+    kind = get_mechanism(mechanism)
+    if kind.needs != "scale" or kind.per_holder_scale:
+        return None, None
+    rule = _scale_rule(
+        mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta, rounds=rounds, reuse=reuse
+    )
+    per_round = round_scales(rule, records, rounds, schedule, reuse=reuse)
+    return (per_round[0], None) if is_equal(schedule) else (None, per_round)
 
 
 def holder_own_scale(
@@ -119,34 +185,38 @@ def holder_own_scale(
     zeta: float = DEFAULT_ZETA,
     schedule: Schedule = EQUAL,
     t: int | None = None,
+    reuse: bool = False,
 ) -> float:
     """The scale s_k of a holder enrolled with ``records`` records in round ``t`` of a
-    partitioned run of a ``mechanism`` whose holders take their own scale: ``round_scales``
-    of its own records, at the run's public (ε, δ). The holder and the coordinator both
+    partitioned run (or, with ``reuse``, one where every record reports in each of the T
+    rounds) of a ``mechanism`` whose holders take their own scale: ``round_scales`` of its
+    own records, at the run's public (ε, δ). The holder and the coordinator both
     compute it from public values and the enrolled count: it is not sent (docs/HOSPITAL.md)."""
-    rule = partial(public_scale, mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta)
-    return round_scales(rule, records, rounds, schedule)[round_index(schedule, rounds, t)]
+    rule = _scale_rule(
+        mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta, rounds=rounds, reuse=reuse
+    )
+    scales = round_scales(rule, records, rounds, schedule, reuse=reuse)
+    return scales[round_index(schedule, rounds, t)]
+
+
+def _participations(rounds: int, *, reuse: bool) -> int:
+    """The releases each record takes part in: every one of the T ``rounds`` with
+    ``reuse`` (a simulated study's), else one (a run's: partitioned rounds)."""
+    return rounds if reuse else 1
 
 
 def local_noise_std(
-    *,
-    scale: float,
-    smoothing: float,
-    d: int,
-    epsilon: float,
-    delta: float,
-    participations: int = 1,
-    accounting: str = DEFAULT_ACCOUNTING,
+    *, scale: float, smoothing: float, d: int, budget: Budget, participations: int = 1
 ) -> float:
     """σ_r of each local report of T(·) at scale s so that ``participations`` reports of one
-    record are together (ε, δ)-DP. It is also the σ_r of the hospital-level mechanism's one
-    draw on a holder's sum: replacing one record moves that sum by at most as much as it
-    moves the record's own report."""
+    record are together (ε, δ)-DP at ``budget``. It is also the σ_r of the hospital-level
+    mechanism's one draw on a holder's sum: replacing one record moves that sum by at most
+    as much as it moves the record's own report."""
     return _noise_std(
-        epsilon,
-        delta,
+        budget.epsilon,
+        budget.delta,
         truncation_sensitivity(scale, d, smoothing=smoothing),
-        accounting,
+        budget.accounting,
         check_count("participations", participations),
     )
 
@@ -302,13 +372,19 @@ def make_mechanism(
 
 
 def holder_scale(
-    params: PublicValues, records: int, *, mechanism: str | None = None, t: int | None = None
+    params: PublicValues,
+    records: int,
+    *,
+    mechanism: str | None = None,
+    t: int | None = None,
+    reuse: bool = False,
 ) -> float | None:
     """The scale a holder enrolled with ``records`` records truncates with in round ``t``:
     the published s (or s_t, when the run publishes one per round), or, for a mechanism
     whose holders take their own scale and a run that fixes none, its own s_k
     (``holder_own_scale``). ``mechanism`` overrides the run's. ``t`` may be omitted only
-    when every round has the same scale (equal rounds)."""
+    when every round has the same scale (equal rounds); ``reuse``: every record reports
+    in every round (a simulated study's, ``holder_mechanism``)."""
     name = params.mechanism if mechanism is None else mechanism
     if get_mechanism(name).per_holder_scale and params.scale is None:
         return holder_own_scale(
@@ -322,6 +398,7 @@ def holder_scale(
             zeta=params.zeta,
             schedule=params.schedule,
             t=t,
+            reuse=reuse,
         )
     if params.scales is not None:
         if t is None:
@@ -339,11 +416,19 @@ def holder_contribution(
     never taken from the published value. ValueError when the mechanism is not one of a
     federated run, or the run publishes no scale or clip norm it needs."""
     name = params.mechanism if mechanism is None else mechanism
-    kind = get_mechanism(name)
-    if not kind.federated:
+    if not get_mechanism(name).federated:
         raise ValueError(f"mechanism {name!r} is not one of a federated run")
+    return _contribution(params, records, name=name, t=t, reuse=False)
+
+
+def _contribution(
+    params: PublicValues, records: int, *, name: str, t: int | None, reuse: bool
+) -> Mechanism:
+    """``holder_contribution`` of mechanism ``name``, federated or not (``reuse``: every
+    record reports in every round, ``holder_scale``)."""
+    kind = get_mechanism(name)
     scaled = kind.needs == "scale"
-    scale = holder_scale(params, records, mechanism=name, t=t) if scaled else None
+    scale = holder_scale(params, records, mechanism=name, t=t, reuse=reuse) if scaled else None
     smoothing = smoothing_precision(params.d, params.zeta) if scaled else None
     shares = kind.noise_site == "shares"
     # The mechanism's c is t_min − (the honest shares the run promises): c on the mesh,
@@ -404,11 +489,33 @@ def holder_mechanism(
     from a σ_r the coordinator chose. Mechanisms whose
     noise is the aggregator's carry no holder noise (``central_noise``); noise shares are
     calibrated for the run's sum with the run's public t_min (each record reports in one
-    round)."""
+    round). ValueError when the mechanism is not one of a federated run."""
     shape = holder_contribution(params, records, t=t)
+    return _holder_noise(shape, d=params.d, budget=budget, participations=1)
+
+
+def study_mechanism(
+    params: PublicValues,
+    *,
+    records: int,
+    budget: Budget,
+    t: int | None = None,
+    reuse: bool = False,
+) -> Mechanism:
+    """``holder_mechanism`` for a simulated study, whose ``params`` may also name a
+    mechanism of no federated run (central-clip) and whose records may each report in
+    every round (``reuse``: the budget is then split over the T releases)."""
+    shape = _contribution(params, records, name=params.mechanism, t=t, reuse=reuse)
+    participations = _participations(params.rounds, reuse=reuse)
+    return _holder_noise(shape, d=params.d, budget=budget, participations=participations)
+
+
+def _holder_noise(shape: Mechanism, *, d: int, budget: Budget, participations: int) -> Mechanism:
+    """``shape`` with the noise its holder adds for ``participations`` releases at
+    ``budget``; ``shape`` itself when the holder adds none (the aggregator's, or none)."""
     if not (shape.locally_private() or isinstance(shape, SharedNoise)):
         return shape
-    return shape.calibrated(params.d, budget)
+    return shape.calibrated(d, budget, participations)
 
 
 def public_budget(params: PublicValues) -> Budget:
@@ -417,12 +524,17 @@ def public_budget(params: PublicValues) -> Budget:
     return Budget(epsilon=params.epsilon, delta=params.delta, accounting=params.accounting)
 
 
-def central_noise(params: PublicValues, t: int | None = None) -> CentralNoise | None:
+def central_noise(
+    params: PublicValues, t: int | None = None, *, reuse: bool = False
+) -> CentralNoise | None:
     """The coordinator's noise in round ``t`` of a run of ``params`` (None unless its
-    mechanism's noise is the aggregator's), at the run's published budget."""
+    mechanism's noise is the aggregator's), at the run's published budget; ``reuse``
+    (a simulated study's): every record reports in each of the T rounds."""
     if get_mechanism(params.mechanism).noise_site != "aggregator":
         return None
-    contribution = holder_contribution(params, params.records_per_round, t=t)
+    contribution = _contribution(
+        params, params.records_per_round, name=params.mechanism, t=t, reuse=reuse
+    )
     budget = public_budget(params)
     return central_noise_for(
         contribution,
@@ -430,4 +542,5 @@ def central_noise(params: PublicValues, t: int | None = None) -> CentralNoise | 
         epsilon=budget.epsilon,
         delta=budget.delta,
         accounting=budget.accounting,
+        participations=_participations(params.rounds, reuse=reuse),
     )

@@ -3,13 +3,12 @@ the coordinator publishes and every agent checks (``wire.public_parameters`` wra
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.models import get_model
-from ldpem.common.protocol.construction import public_scale, round_scales
+from ldpem.common.protocol.construction import published_scales
 from ldpem.common.protocol.defaults import (
     records_per_round,
     study_beta_bound,
@@ -20,7 +19,7 @@ from ldpem.common.protocol.defaults import (
 )
 from ldpem.common.protocol.estimate import check_final, check_noise_shares
 from ldpem.common.protocol.parameters import RunRequest
-from ldpem.common.protocol.schedule import is_equal, round_sizes
+from ldpem.common.protocol.schedule import round_sizes
 
 __all__ = ["GIVEN_START", "derive_public_values"]
 
@@ -59,21 +58,19 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         # A mechanism whose holders take their own scale publishes one only when the
         # operator fixed one s for all.
         scale = request.scale
-        if scale is None and not kind.per_holder_scale:
-            rule = partial(
-                public_scale,
+        if scale is None:
+            scale, per_round = published_scales(
                 request.mechanism,
+                records=sum(sizes),
+                rounds=request.rounds,
                 d=request.d,
                 epsilon=request.epsilon,
                 delta=delta,
                 tau=tau,
                 zeta=request.zeta,
+                schedule=request.schedule,
             )
-            per_round = round_scales(rule, sum(sizes), request.rounds, request.schedule)
-            if is_equal(request.schedule):
-                scale = per_round[0]
-            else:
-                scales = list(per_round)
+            scales = None if per_round is None else list(per_round)
         smoothing = smoothing_precision(request.d, request.zeta)
     elif kind.needs == "clip":
         clip = request.clip

@@ -16,7 +16,7 @@ import pytest
 from ldpem.client import agent as agent_module
 from ldpem.client.agent import Agent, AgentConfig, AgentError
 from ldpem.client.ledger import Ledger
-from ldpem.common.core.accounting import noise_std_for
+from ldpem.common.core.accounting import Budget, noise_std_for
 from ldpem.common.models import get_model
 from ldpem.common.protocol import local_noise_std
 from ldpem.common.wire import PublicParameters, ReportIn
@@ -186,11 +186,14 @@ def test_a_weaker_budget_is_refused_unless_allowed_and_then_own_noise_is_used(
     assert params.scale is not None
     assert params.smoothing is not None
     own = local_noise_std(
-        scale=params.scale, smoothing=params.smoothing, d=D, epsilon=1.0, delta=1e-6
+        scale=params.scale, smoothing=params.smoothing, d=D, budget=Budget(1.0, 1e-6)
     )
     assert report.noise_std == own
     assert own > local_noise_std(
-        scale=params.scale, smoothing=params.smoothing, d=D, epsilon=2.0, delta=params.delta
+        scale=params.scale,
+        smoothing=params.smoothing,
+        d=D,
+        budget=Budget(2.0, params.delta),
     )
     ledger.close()
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numpy.typing import ArrayLike, NDArray
 
-from ldpem.common.core.accounting import epsilon_spent
+from ldpem.common.core.accounting import Budget, epsilon_spent
 from ldpem.common.core.calibration import central_scale, round_epsilon_tilde, smoothing_precision
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import HospitalTruncation, LocalTruncation
@@ -44,7 +44,7 @@ def test_calibration_is_the_central_scale_with_the_holders_own_count() -> None:
     spent = epsilon_spent(sensitivity=mech.sensitivity(10), noise_std=mech.noise_std, delta=1e-6)
     assert spent == pytest.approx(1.0, rel=1e-9)
     assert mech.noise_std == local_noise_std(
-        scale=mech.scale, smoothing=mech.smoothing, d=10, epsilon=1.0, delta=1e-6
+        scale=mech.scale, smoothing=mech.smoothing, d=10, budget=Budget(1.0, 1e-6)
     )
 
 

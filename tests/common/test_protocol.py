@@ -6,6 +6,7 @@ from typing import Any, TypedDict
 
 import pytest
 
+from ldpem.common.core.accounting import Budget as RecordBudget
 from ldpem.common.core.accounting import epsilon_spent
 from ldpem.common.core.calibration import smoothing_precision, truncation_sensitivity
 from ldpem.common.mechanisms import (
@@ -79,7 +80,7 @@ def test_explicit_scale_overrides_tau() -> None:
     assert isinstance(mech, LocalTruncation)
     assert mech.scale == 2.5
     assert mech.noise_std == pytest.approx(
-        local_noise_std(scale=2.5, smoothing=mech.smoothing, d=4, epsilon=1.0, delta=1e-6)
+        local_noise_std(scale=2.5, smoothing=mech.smoothing, d=4, budget=RecordBudget(1.0, 1e-6))
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 from ldpem.common import protocol
 from ldpem.common.core.accounting import Budget
 from ldpem.common.mechanisms import CentralTruncation
+from ldpem.common.planning.study import Study, study_values
 from ldpem.common.protocol import make_mechanism
 from ldpem.common.wire import PublicParameters, RunCreate, public_parameters
 
@@ -120,3 +121,25 @@ def test_m_step_with_and_without_central_noise() -> None:
     assert np.array_equal(noisy.beta, np.array([1.0, 2.0]) + (np.array([2.0, -1.0]) + expected))
     with pytest.raises(ValueError, match="needs a generator"):
         protocol.m_step([1.0], [[1.0]], [1], eta=1.0, central=noise)
+
+
+@pytest.mark.parametrize("name", ["local", "hospital", "local-clip", "central", "secagg", "none"])
+def test_a_study_builds_the_mechanism_the_agent_builds(name: str) -> None:
+    # run_study's hospitals run what an agent of the same public values runs (issue 42).
+    study = Study(mechanism=name, n=3000, d=4, rounds=5, hospitals=3)
+    values = study_values(study, (600, 1000, 1400), d=4, delta=1e-6, tau=1.9)
+    budget = protocol.public_budget(values)
+    for records in (600, 1400):
+        agent = protocol.holder_mechanism(values, records=records, budget=budget)
+        assert protocol.study_mechanism(values, records=records, budget=budget) == agent
+
+
+def test_only_a_study_builds_a_mechanism_of_no_federated_run() -> None:
+    study = Study(mechanism="central-clip", n=3000, d=4, rounds=5, hospitals=3)
+    values = study_values(study, (600, 1000, 1400), d=4, delta=1e-6, tau=1.9)
+    budget = protocol.public_budget(values)
+    with pytest.raises(ValueError, match="not one of a federated run"):
+        protocol.holder_mechanism(values, records=600, budget=budget)
+    built = protocol.study_mechanism(values, records=600, budget=budget)
+    assert built.name == "central-clip" and built.noise_std == 0.0  # the aggregator's noise
+    assert protocol.central_noise(values) is not None

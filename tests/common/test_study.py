@@ -407,9 +407,11 @@ STUDY_PIECES = {
     },  # simulate_run: a replay
     # The fast path draws a study's β*, β⁰ and split from the seed as run_study does.
     "study_rng": {"common/planning/study.py", "common/planning/fastsim.py"},
-    "central_noise_for": {"common/planning/study.py"},
+    # A study builds its mechanisms from its public values, as the agent (issue 42).
+    "study_mechanism": {"common/planning/study.py"},
+    "central_noise_for": set(),
     # The audit attacks single mechanisms; it runs no study.
-    "make_mechanism": {"common/planning/study.py", "cli/commands/audit.py"},
+    "make_mechanism": {"cli/commands/audit.py"},
 }
 
 

@@ -73,7 +73,10 @@ def test_agent_computes_its_scale_and_its_noise_from_its_own_budget() -> None:
         record_bound(params, 2000)
     )
     assert mechanism.noise_std == local_noise_std(
-        scale=mechanism.scale, smoothing=params.smoothing, d=D, epsilon=0.5, delta=1e-7
+        scale=mechanism.scale,
+        smoothing=params.smoothing,
+        d=D,
+        budget=Budget(epsilon=0.5, delta=1e-7, accounting="exact"),
     )
     # A stricter agent than the run adds more noise than the run's own calibration.
     assert mechanism.noise_std > run_noise_std(params, 2000)

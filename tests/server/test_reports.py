@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ldpem.common.core.accounting import noise_std_for
+from ldpem.common.core.accounting import Budget, noise_std_for
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.protocol import local_noise_std
 from ldpem.common.wire import PublicParameters
@@ -370,8 +370,7 @@ def test_a_paper_run_accepts_the_smaller_exact_sigma(client: TestClient) -> None
         scale=params.scale or 0.0,
         smoothing=params.smoothing or 0.0,
         d=params.d,
-        epsilon=params.epsilon,
-        delta=params.delta,
+        budget=Budget(params.epsilon, params.delta),
     )
     assert exact < 0.9 * run_noise_std(params)
     assert exact == noise_floor("local", params, 21)
