@@ -50,10 +50,9 @@ from ldpem.common.protocol import (
     round_sizes,
 )
 from ldpem.common.protocol.run_fields import DEFAULT_MECHANISM, RUN_DEFAULTS
+from ldpem.common.wire.accuracy import ConfidenceRegion, ErrorBand, Forecast
 from ldpem.common.wire.base import Schema
-from ldpem.common.wire.confidence import ConfidenceRegion
 from ldpem.common.wire.errors import describe_errors
-from ldpem.common.wire.forecast import ErrorBand, Forecast
 from ldpem.common.wire.names import (
     INT_LIMIT,
     AccountingName,

@@ -1,11 +1,14 @@
-"""The accuracy forecast on the wire: what ``run create`` answers and a run's summary
-keeps (``ldpem.server.forecast`` makes it from ``ldpem.common.planning.prediction``)."""
+"""What the coordinator states about a run's accuracy, on the wire: the forecast before it
+(what ``run create`` answers and a run's summary keeps; ``ldpem.server.forecast`` makes it
+from ``ldpem.common.planning.prediction``) and the confidence region after it (what ``run
+status`` shows once the coordinator's parametric bootstrap,
+``ldpem.common.planning.confidence``, is done)."""
 
 from __future__ import annotations
 
 from ldpem.common.wire.base import Schema
 
-__all__ = ["ErrorBand", "Forecast"]
+__all__ = ["ConfidenceRegion", "ErrorBand", "Forecast"]
 
 
 class ErrorBand(Schema):
@@ -32,3 +35,17 @@ class Forecast(ErrorBand):
     #: forecast_max_records).
     records: int
     sensitivity: list[ErrorBand]
+
+
+class ConfidenceRegion(Schema):
+    """A region at ``level`` around the run's reported estimate β̂ (d): coordinate j's
+    interval [low[j], high[j]] and the radius r of ‖β − β̂‖₂ ≤ r (up to sign for the
+    symmetric models), from ``draws`` bootstrap runs (``method``). An end or radius is
+    None where the draws diverged (unbounded)."""
+
+    level: float
+    low: list[float | None]
+    high: list[float | None]
+    radius: float | None
+    draws: int
+    method: str
