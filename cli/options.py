@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from ldpem.common.core.accounting import ACCOUNTING_MODES
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CA_HELP",
     "ActionSpec",
+    "accounting_option",
     "add_actions",
     "add_executor_arguments",
     "admin_token_file_option",
@@ -32,6 +35,7 @@ __all__ = [
     "examples",
     "field_defaults",
     "from_options",
+    "missing_option",
     "token_file_option",
 ]
 
@@ -177,4 +181,24 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the simulations on this existing Dask distributed cluster "
         "(pip install 'ldpem[dask]'); the numbers are the same as on this machine "
         "(default: none, this machine's cores)",
+    )
+
+
+def accounting_option(parser: argparse.ArgumentParser, *, default: str) -> None:
+    """``--accounting``: how a planned or simulated study accounts its privacy budget."""
+    parser.add_argument(
+        "--accounting",
+        choices=ACCOUNTING_MODES,
+        default=default,
+        help="privacy accounting: exact (tight Gaussian DP) or the paper's",
+    )
+
+
+def missing_option(parser: argparse.ArgumentParser, *, default: float | None) -> None:
+    """``--missing``: the share of covariates a planned or simulated rmc study leaves missing."""
+    parser.add_argument(
+        "--missing",
+        type=float,
+        default=default,
+        help="rmc: share of missing covariates (default: 0.1 for rmc)",
     )

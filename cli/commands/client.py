@@ -123,6 +123,11 @@ EXAMPLES = (
 
 #: What the agent does unless told otherwise: the options' defaults.
 AGENT_DEFAULTS = field_defaults(AgentConfig)
+#: The agent's waits in seconds: option, ``AgentConfig`` field, help.
+_WAITS = (
+    ("--give-up", "give_up", "stop after this long without reaching the coordinator"),
+    ("--wait", "wait", "how long one request for the next round waits"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -217,20 +222,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="take part in runs that are not locally private (none, central) or publish a "
         "weaker budget than --epsilon/--delta (local noise still uses this agent's budget)",
     )
-    parser.add_argument(
-        "--give-up",
-        type=float,
-        default=AGENT_DEFAULTS["give_up"],
-        metavar="SECONDS",
-        help="stop after this long without reaching the coordinator",
-    )
-    parser.add_argument(
-        "--wait",
-        type=float,
-        default=AGENT_DEFAULTS["wait"],
-        metavar="SECONDS",
-        help="how long one request for the next round waits",
-    )
+    for flag, field, text in _WAITS:
+        parser.add_argument(
+            flag, type=float, default=AGENT_DEFAULTS[field], metavar="SECONDS", help=text
+        )
     parser.add_argument(
         "--ca-cert",
         type=Path,

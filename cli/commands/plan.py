@@ -7,7 +7,6 @@ import argparse
 import json
 import math
 
-from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
@@ -28,7 +27,12 @@ from ldpem.common.planning.schedule_search import DEFAULT_GRID, ScheduleSearch, 
 from ldpem.common.planning.simulation_cache import SimulationCache
 from ldpem.common.protocol.run_fields import DEFAULT_D, DEFAULT_MODEL
 from ldpem.common.protocol.run_fields import RUN_DEFAULTS as RUN
-from ldpem.options import add_executor_arguments, from_options
+from ldpem.options import (
+    accounting_option,
+    add_executor_arguments,
+    from_options,
+    missing_option,
+)
 
 __all__ = [
     "add_arguments",
@@ -75,18 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--snr", type=float, default=RUN.snr, help="assumed ‖β*‖/σ (β = 0 has error snr·σ)")
     add("--tau", type=float, default=RUN.tau, help="second-moment bound τ (default: from snr·σ)")
     add("--zeta", type=float, default=RUN.zeta, help="failure probability ζ")
-    add(
-        "--accounting",
-        choices=ACCOUNTING_MODES,
-        default=RUN.accounting,
-        help="privacy accounting: exact (tight Gaussian DP) or the paper's",
-    )
-    add(
-        "--missing",
-        type=float,
-        default=RUN.missing,
-        help="rmc: share of missing covariates (default: 0.1 for rmc)",
-    )
+    accounting_option(parser, default=RUN.accounting)
+    missing_option(parser, default=RUN.missing)
     add("--clip", type=float, default=RUN.clip, help="C for local-clip")
     add(
         "--hospitals-sizes",

@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 
 from ldpem.commands.client import add_source_arguments, source_from_args
 from ldpem.commands.plan import parse_sizes
-from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import ModelOption, get_model, model_names
@@ -31,7 +30,12 @@ from ldpem.common.planning.confidence import (
 )
 from ldpem.common.planning.plan import beta_zero_warning
 from ldpem.common.planning.study import Dataset, RoundCallback, Study, run_study
-from ldpem.options import add_executor_arguments, from_options
+from ldpem.options import (
+    accounting_option,
+    add_executor_arguments,
+    from_options,
+    missing_option,
+)
 from ldpem.simulate_outcome import SPLITS, outcome
 
 __all__ = [
@@ -94,12 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--clip", type=float, default=_DEFAULTS.clip, help="C for the clipped baselines")
     add("--snr", type=float, default=_DEFAULTS.snr, help="‖β*‖/σ of the synthetic data")
     add("--sigma", type=float, default=_DEFAULTS.sigma, help="noise level σ of the model")
-    add(
-        "--missing",
-        type=float,
-        default=None,
-        help="rmc: share of missing covariates (default: 0.1 for rmc)",
-    )
+    missing_option(parser, default=None)
     for option, owners in model_options().values():
         add(
             f"--{option.name}",
@@ -108,12 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"{', '.join(owners)}: {option.help}, {option.low} to {option.high} "
             f"(default: {option.default})",
         )
-    add(
-        "--accounting",
-        choices=ACCOUNTING_MODES,
-        default=_DEFAULTS.accounting,
-        help="privacy accounting: exact (tight Gaussian DP) or the paper's",
-    )
+    accounting_option(parser, default=_DEFAULTS.accounting)
     add("--reuse", action="store_true", help="use every record in every round (budget split)")
     add("--hospitals", type=int, default=_DEFAULTS.hospitals, help="data holders K")
     add(

@@ -15,9 +15,11 @@ from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 
 from ldpem.common.core._validation import check_count
+from ldpem.common.models.base import Model, ModelOption
 
 __all__ = [
     "COMPONENTS_HELP",
+    "MixtureModel",
     "class_logits",
     "permutation_error",
     "posterior",
@@ -106,3 +108,27 @@ def permutation_error(beta: FloatArray, beta_star: FloatArray, components: int) 
     cost += (centred[:, None] - true_centred[None, :]) ** 2
     rows, columns = linear_sum_assignment(cost)
     return float(np.sqrt(cost[rows, columns].sum()))
+
+
+class MixtureModel(Model):
+    """A K-component model: β of size K·(d + 1) (K blocks, then K weight logits), its error
+    up to a relabelling of the components, K its one option ``components``."""
+
+    sign_invariant = False
+    error_symmetry = "up to a relabelling of the components"
+    has_response = False
+    options = (ModelOption("components", default=3, low=2, high=10, help=COMPONENTS_HELP),)
+
+    def __init__(self, components: int = 3) -> None:
+        self.components = components
+
+    def parameter_dim(self, d: int) -> int:
+        """K·(d + 1): K blocks of d values and K weight logits."""
+        return self.components * (check_count("d", d) + 1)
+
+    def error(self, beta: FloatArray, beta_star: FloatArray) -> float:
+        """‖β − β*‖ up to a relabelling of the components, weight logits centred."""
+        return permutation_error(beta, beta_star, self.components)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(components={self.components})"

@@ -13,14 +13,13 @@ import numpy as np
 
 from ldpem.common.core._validation import check_count, check_positive
 from ldpem.common.models._mixture import (
-    COMPONENTS_HELP,
+    MixtureModel,
     class_logits,
     log_weights,
-    permutation_error,
     posterior,
     split,
 )
-from ldpem.common.models.base import Draw, FloatArray, Model, ModelOption, Records, tau_spread
+from ldpem.common.models.base import Draw, FloatArray, Records, tau_spread
 from ldpem.common.models.registry import register_model
 
 __all__ = ["MODEL", "GaussianMixtureK"]
@@ -30,22 +29,11 @@ __all__ = ["MODEL", "GaussianMixtureK"]
 LOGIT_STEP = 2.0
 
 
-class GaussianMixtureK(Model):
+class GaussianMixtureK(MixtureModel):
     """The K-component Gaussian mixture with unknown means and weights (module docstring)."""
 
     name = "gmmk"
-    sign_invariant = False
-    error_symmetry = "up to a relabelling of the components"
-    has_response = False
     start_rule = "random-means"
-    options = (ModelOption("components", default=3, low=2, high=10, help=COMPONENTS_HELP),)
-
-    def __init__(self, components: int = 3) -> None:
-        self.components = components
-
-    def parameter_dim(self, d: int) -> int:
-        """K·(d + 1): K means of dimension d and K weight logits."""
-        return self.components * (check_count("d", d) + 1)
 
     def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:
         """Per-record preconditioned ∇q_i(β; β), shape (n, K·(d + 1)) (docs/MATH.md (7.2)).
@@ -108,13 +96,6 @@ class GaussianMixtureK(Model):
         """τ = max(B²/d + σ², 4)/K, B the declared bound on each ‖μ_k‖ (docs/MATH.md (7.4))."""
         spread = tau_spread(beta_bound=beta_bound, sigma=sigma, d=d)
         return max(spread, LOGIT_STEP**2) / self.components
-
-    def error(self, beta: FloatArray, beta_star: FloatArray) -> float:
-        """‖β − β*‖ up to a relabelling of the components, logits centred."""
-        return permutation_error(beta, beta_star, self.components)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(components={self.components})"
 
 
 MODEL = register_model(GaussianMixtureK())

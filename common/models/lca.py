@@ -13,14 +13,13 @@ import numpy as np
 
 from ldpem.common.core._validation import check_count, check_positive
 from ldpem.common.models._mixture import (
-    COMPONENTS_HELP,
+    MixtureModel,
     class_logits,
     log_weights,
-    permutation_error,
     posterior,
     split,
 )
-from ldpem.common.models.base import Draw, FloatArray, Model, ModelOption, Records
+from ldpem.common.models.base import Draw, FloatArray, Records
 from ldpem.common.models.registry import register_model
 
 __all__ = ["MODEL", "LatentClassAnalysis"]
@@ -40,25 +39,14 @@ def _softplus(values: FloatArray) -> FloatArray:
     return result
 
 
-class LatentClassAnalysis(Model):
+class LatentClassAnalysis(MixtureModel):
     """Latent class analysis of binary items (module docstring)."""
 
     name = "lca"
-    sign_invariant = False
-    error_symmetry = "up to a relabelling of the components"
-    has_response = False
     allows_missing = True
     #: The share of items the demo's synthetic data leaves missing.
     demo_missing = 0.1
     start_rule = "random-items"
-    options = (ModelOption("components", default=3, low=2, high=10, help=COMPONENTS_HELP),)
-
-    def __init__(self, components: int = 3) -> None:
-        self.components = components
-
-    def parameter_dim(self, d: int) -> int:
-        """K·(d + 1): K·d item logits and K class logits."""
-        return self.components * (check_count("d", d) + 1)
 
     def gradients(self, beta: FloatArray, records: Records, sigma: float) -> FloatArray:
         """Per-record preconditioned ∇q_i(β; β), shape (n, K·(d + 1)) (docs/MATH.md (7.6)).
@@ -123,13 +111,6 @@ class LatentClassAnalysis(Model):
         check_positive("sigma", sigma)
         check_count("d", d)
         return 4.0 / self.components
-
-    def error(self, beta: FloatArray, beta_star: FloatArray) -> float:
-        """‖β − β*‖ up to a relabelling of the classes, class logits centred."""
-        return permutation_error(beta, beta_star, self.components)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(components={self.components})"
 
 
 MODEL = register_model(LatentClassAnalysis())
