@@ -22,6 +22,7 @@ from ldpem.cli import main
 from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import Records, get_model
 from ldpem.common.planning.study import Study, run_study
+from tests.common.models.test_models import assert_mean_gradient_near_zero
 
 MIXTURES = ("gmmk", "lca")
 SIGMA = 1.3  # σ ≠ 1 so that a misplaced σ² shows up
@@ -102,12 +103,7 @@ def test_lca_gradient_is_the_preconditioned_score_missing_items_skipped(k: int) 
 @pytest.mark.parametrize("name", MIXTURES)
 def test_mean_gradient_at_truth_is_near_zero(name: str) -> None:
     # E ∇q(β*; β*) = 0: each coordinate's mean within 5 standard errors of zero.
-    model = get_model(name)
-    n = 200_000
-    records, beta_star = model.generate(n, 6, snr=3.0, sigma=1.0, rng=np.random.default_rng(23))
-    grads = model.gradients(beta_star, records, 1.0)
-    standard_error = grads.std(axis=0) / math.sqrt(n)
-    assert np.all(np.abs(grads.mean(axis=0)) < 5 * standard_error)
+    assert_mean_gradient_near_zero(name, n=200_000, d=6, seed=23)
 
 
 @pytest.mark.parametrize(("k", "d"), [(3, 5), (2, 2), (4, 2)])
