@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -22,20 +21,10 @@ from ldpem.cli import main
 from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import Records, get_model
 from ldpem.common.planning.study import Study, run_study
-from tests.common.models.test_models import assert_mean_gradient_near_zero
+from tests.common.models.test_models import assert_mean_gradient_near_zero, finite_difference
 
 MIXTURES = ("gmmk", "lca")
 SIGMA = 1.3  # σ ≠ 1 so that a misplaced σ² shows up
-
-
-def finite_difference(f: Callable[[np.ndarray], float], beta: np.ndarray) -> np.ndarray:
-    h = 1e-6
-    grad = np.empty_like(beta)
-    for j in range(beta.size):
-        step = np.zeros_like(beta)
-        step[j] = h
-        grad[j] = (f(beta + step) - f(beta - step)) / (2 * h)
-    return grad
 
 
 def gmmk_log_likelihood(beta: np.ndarray, y: np.ndarray, k: int) -> float:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import numpy as np
 import pytest
@@ -23,7 +22,7 @@ PAPER_MODELS = ("gmm", "mrm", "rmc")
 
 def finite_difference(
     f: Callable[[np.ndarray], float], beta: np.ndarray, h: float = 1e-6
-) -> np.ndarray[Any, Any]:
+) -> np.ndarray:
     grad = np.empty_like(beta)
     for j in range(beta.size):
         step = np.zeros_like(beta)
@@ -96,15 +95,13 @@ def test_rmc_without_missing_values_is_least_squares() -> None:
     np.testing.assert_allclose(spec.gradients(beta, records, 1.0), expected, atol=1e-12)
 
 
-def assert_mean_gradient_near_zero(
-    model: str, *, n: int, d: int, seed: int
-) -> np.ndarray[Any, Any]:
+def assert_mean_gradient_near_zero(model: str, *, n: int, d: int, seed: int) -> np.ndarray:
     """Asserts E ∇q(β*; β*) = 0 on ``n`` records of ``model`` in dimension ``d`` (SNR 3):
     each coordinate's mean within 5 standard errors of zero; returns those errors, (p,)."""
     spec = get_model(model)
     records, beta_star = spec.generate(n, d, snr=3.0, sigma=1.0, rng=np.random.default_rng(seed))
     grads = spec.gradients(beta_star, records, 1.0)
-    standard_error: np.ndarray[Any, Any] = grads.std(axis=0) / math.sqrt(n)
+    standard_error: np.ndarray = grads.std(axis=0) / math.sqrt(n)
     assert np.all(np.abs(grads.mean(axis=0)) < 5 * standard_error)
     return standard_error
 
