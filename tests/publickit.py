@@ -7,9 +7,12 @@ in every test that pastes the object.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ldpem.common.core.calibration import smoothing_precision
+from ldpem.common.secagg import Roster
+from ldpem.common.wire import HospitalEnrolment, RunCreate
 
 
 def published_params(**change: Any) -> dict[str, Any]:
@@ -43,3 +46,23 @@ def published_params(**change: Any) -> dict[str, Any]:
     if "smoothing" not in change and defined:
         params["smoothing"] = smoothing_precision(d, zeta)
     return params
+
+
+def secagg_request(roster: Roster, **change: Any) -> RunCreate:
+    """The request creating a secagg GMM run of every hospital of ``roster`` (40 records
+    each, with tokens): d = 3, T = 2, ε = 1, δ = 1e-5, with ``change`` applied."""
+    fields: dict[str, Any] = {
+        "model": "gmm",
+        "d": 3,
+        "sigma": 1.0,
+        "rounds": 2,
+        "mechanism": "secagg",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "roster": json.loads(roster.to_json()),
+        "hospitals": [
+            HospitalEnrolment(name=n, records=40, token=f"token-{n}-abcdefghijklmnop")
+            for n in roster.names
+        ],
+    }
+    return RunCreate(**{**fields, **change})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ldpem.client.ledger import Entry, Ledger
+from ldpem.client.ledger import Ledger
 from ldpem.common.core.accounting import epsilon_for_ratio, event_epsilon
 from ldpem.common.core.privacy_events import (
     ComposedEvent,
@@ -16,22 +16,11 @@ from ldpem.common.core.privacy_events import (
     NonPrivateEvent,
     RatioEvent,
 )
+from tests.client.test_ledger import entry
 
 
 def charge(ledger: Ledger, run: str, t: int, mu: float) -> None:
-    item = Entry(
-        run_key=run,
-        round=t,
-        data="default",
-        mu=mu,
-        epsilon=1.0,
-        delta=1e-5,
-        noise_std=1.0,
-        beta_digest="b",
-        body=b"",
-        status="reserved",
-    )
-    ledger.reserve(item, budget=None, delta=1e-5, accounting="exact")
+    ledger.reserve(entry(run, t, mu), budget=None, delta=1e-5, accounting="exact")
 
 
 def test_each_runs_costliest_round_is_one_event(tmp_path: Path) -> None:

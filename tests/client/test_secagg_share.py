@@ -6,7 +6,6 @@ the run's is refused (``secagg.check_share``) whatever made it larger."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -23,7 +22,8 @@ from ldpem.common.secagg import (
     public_key_bytes,
     signing_key_to_pem,
 )
-from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
+from ldpem.common.wire import PublicParameters, public_parameters
+from tests.publickit import secagg_request
 
 NAMES = [f"h{i}" for i in range(5)]
 
@@ -31,22 +31,7 @@ NAMES = [f"h{i}" for i in range(5)]
 @pytest.fixture(scope="module")
 def params() -> PublicParameters:
     roster = Roster({n: public_key_bytes(generate_signing_key()) for n in NAMES})
-    request = RunCreate(
-        model="gmm",
-        d=3,
-        sigma=1.0,
-        rounds=2,
-        mechanism="secagg",
-        epsilon=1.0,
-        delta=1e-5,
-        t_min=3,
-        roster=json.loads(roster.to_json()),
-        hospitals=[
-            HospitalEnrolment(name=n, records=40, token=f"token-{n}-abcdefghijklmnop")
-            for n in NAMES
-        ],
-    )
-    return public_parameters(request)
+    return public_parameters(secagg_request(roster, t_min=3))
 
 
 def share_mean(mechanism: object) -> float:
@@ -122,23 +107,7 @@ def test_min_honest_is_a_floor_on_the_honest_shares_t_min_minus_c(
     roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
     (tmp_path / "roster.json").write_text(roster.to_json())
     (tmp_path / "h0.key").write_bytes(signing_key_to_pem(keys["h0"]))
-    request = RunCreate(
-        model="gmm",
-        d=3,
-        sigma=1.0,
-        rounds=2,
-        mechanism="secagg",
-        epsilon=1.0,
-        delta=1e-5,
-        t_min=t_min,
-        colluders=colluders,
-        roster=json.loads(roster.to_json()),
-        hospitals=[
-            HospitalEnrolment(name=n, records=40, token=f"token-{n}-abcdefghijklmnop")
-            for n in NAMES
-        ],
-    )
-    run = public_parameters(request)
+    run = public_parameters(secagg_request(roster, t_min=t_min, colluders=colluders))
     mechanism = holder_mechanism(
         run, records=40, budget=Budget(epsilon=run.epsilon, delta=run.delta, accounting="exact")
     )

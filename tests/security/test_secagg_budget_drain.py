@@ -9,7 +9,6 @@ And a run whose worst case would exceed the remaining budget is refused before j
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,8 @@ from ldpem.common.core.secagg_accounting import fallback_epsilon, skellam_epsilo
 from ldpem.common.protocol import holder_mechanism
 from ldpem.common.secagg import Roster, generate_signing_key, public_key_bytes, signing_key_to_pem
 from ldpem.common.secagg.runvalues import run_shares_mechanism
-from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
+from ldpem.common.wire import PublicParameters, public_parameters
+from tests.publickit import secagg_request
 
 K = 1000
 RUN = "run-k1000"
@@ -46,20 +46,7 @@ def expander(tmp_path_factory: pytest.TempPathFactory) -> tuple[PublicParameters
     roster = Roster({n: public_key_bytes(k) for n, k in keys.items()})
     (folder / "roster.json").write_text(roster.to_json())
     (folder / "h0.key").write_bytes(signing_key_to_pem(keys["h0"]))
-    request = RunCreate(
-        model="gmm",
-        d=3,
-        sigma=1.0,
-        rounds=5,
-        mechanism="secagg",
-        epsilon=1.0,
-        delta=1e-5,
-        roster=json.loads(roster.to_json()),
-        hospitals=[
-            HospitalEnrolment(name=n, records=40, token=f"token-{n}-abcdefghijklmnop") for n in keys
-        ],
-    )
-    params = public_parameters(request)
+    params = public_parameters(secagg_request(roster, rounds=5))
     assert params.graph is not None and params.graph.survivors  # the expander
     return params, folder
 

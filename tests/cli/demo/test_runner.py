@@ -179,24 +179,28 @@ def test_in_process_baselines_include_hospital_level() -> None:
     assert len(baselines["secagg"]["errors"]) == 5
 
 
+def _demo(workdir: Path, *, rounds: int) -> list[str]:
+    """The command line of a demo of 3 hospitals, 30 000 records, in ``workdir``."""
+    return [
+        sys.executable,
+        "-m",
+        "ldpem",
+        "demo",
+        "--hospitals",
+        "3",
+        "--records",
+        "30000",
+        "--rounds",
+        str(rounds),
+        "--workdir",
+        str(workdir),
+    ]
+
+
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ldpem",
-            "demo",
-            "--hospitals",
-            "3",
-            "--records",
-            "30000",
-            "--rounds",
-            "5",
-            "--workdir",
-            str(workdir),
-            "--json",
-        ],
+        [*_demo(workdir, rounds=5), "--json"],
         capture_output=True,
         text=True,
         timeout=240,
@@ -237,20 +241,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     demo = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ldpem",
-            "demo",
-            "--hospitals",
-            "3",
-            "--records",
-            "30000",
-            "--rounds",
-            "200",
-            "--workdir",
-            str(workdir),
-        ],
+        _demo(workdir, rounds=200),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

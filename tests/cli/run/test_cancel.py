@@ -54,6 +54,23 @@ def metric(text: str, name: str, labels: str) -> float:
     return float(found.group(1))
 
 
+def _agent(server: str, data: Path, state: Path) -> Agent:
+    """Hospital 0's agent on ``data``, with a loose budget; it gives up after 20 s."""
+    return Agent(
+        AgentConfig(
+            coordinator=server,
+            token=TOKENS[0],
+            data=data,
+            state=state,
+            epsilon=100.0,
+            delta=0.5,
+            model="gmm",
+            wait=5.0,
+            give_up=20.0,
+        )
+    )
+
+
 def test_a_cancelled_run_stops_its_agents_and_shows_as_cancelled(
     server: str,
     tmp_path: Path,
@@ -66,19 +83,7 @@ def test_a_cancelled_run_stops_its_agents_and_shows_as_cancelled(
     created = httpx.post(f"{server}/v1/runs", json=request, headers=admin_headers()).json()
     run_id = created["run_id"]
     (path,), _ = write_gmm_data(tmp_path, [60], 2)
-    agent = Agent(
-        AgentConfig(
-            coordinator=server,
-            token=TOKENS[0],
-            data=path,
-            state=tmp_path / "state",
-            epsilon=100.0,
-            delta=0.5,
-            model="gmm",
-            wait=5.0,
-            give_up=20.0,
-        )
-    )
+    agent = _agent(server, path, tmp_path / "state")
     result: list[int | BaseException] = []
 
     def follow() -> None:
@@ -170,19 +175,7 @@ def test_only_the_admin_cancels_and_a_finished_run_is_a_409(server: str, tmp_pat
     assert refused.status_code == 422 and refused.json()["detail"].startswith("reason: ")
     # The one hospital reports the one round: the run finished, and cannot be cancelled.
     (path,), _ = write_gmm_data(tmp_path, [60], 2)
-    agent = Agent(
-        AgentConfig(
-            coordinator=server,
-            token=TOKENS[0],
-            data=path,
-            state=tmp_path / "state",
-            epsilon=100.0,
-            delta=0.5,
-            model="gmm",
-            wait=5.0,
-            give_up=20.0,
-        )
-    )
+    agent = _agent(server, path, tmp_path / "state")
     assert agent.run() == 0
     agent.close()
     refused = httpx.post(url, json={"reason": "x"}, headers=admin_headers())

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -22,19 +21,10 @@ from ldpem.cli import main
 from ldpem.common.mechanisms import mechanism_names
 from ldpem.common.models import Records, get_model
 from ldpem.common.planning.study import Study, run_study
+from tests.common.models.test_models import assert_mean_gradient_near_zero, finite_difference
 
 MIXTURES = ("gmmk", "lca")
 SIGMA = 1.3  # σ ≠ 1 so that a misplaced σ² shows up
-
-
-def finite_difference(f: Callable[[np.ndarray], float], beta: np.ndarray) -> np.ndarray:
-    h = 1e-6
-    grad = np.empty_like(beta)
-    for j in range(beta.size):
-        step = np.zeros_like(beta)
-        step[j] = h
-        grad[j] = (f(beta + step) - f(beta - step)) / (2 * h)
-    return grad
 
 
 def gmmk_log_likelihood(beta: np.ndarray, y: np.ndarray, k: int) -> float:
@@ -102,12 +92,7 @@ def test_lca_gradient_is_the_preconditioned_score_missing_items_skipped(k: int) 
 @pytest.mark.parametrize("name", MIXTURES)
 def test_mean_gradient_at_truth_is_near_zero(name: str) -> None:
     # E ∇q(β*; β*) = 0: each coordinate's mean within 5 standard errors of zero.
-    model = get_model(name)
-    n = 200_000
-    records, beta_star = model.generate(n, 6, snr=3.0, sigma=1.0, rng=np.random.default_rng(23))
-    grads = model.gradients(beta_star, records, 1.0)
-    standard_error = grads.std(axis=0) / math.sqrt(n)
-    assert np.all(np.abs(grads.mean(axis=0)) < 5 * standard_error)
+    assert_mean_gradient_near_zero(name, n=200_000, d=6, seed=23)
 
 
 @pytest.mark.parametrize(("k", "d"), [(3, 5), (2, 2), (4, 2)])

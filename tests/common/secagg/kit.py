@@ -132,6 +132,29 @@ def random_inputs(names: Collection[str], dim: int, bits: int) -> dict[str, list
     return {n: [secrets.randbelow(2**bits) for _ in range(dim)] for n in names}
 
 
+@dataclass
+class Shared:
+    """A round up to its share bundles: every holder advertised and shared its keys."""
+
+    holders: dict[str, Holder]
+    aggregator: Aggregator
+    inputs: dict[str, list[int]]
+    bundles: dict[str, ShareBundle]
+
+
+def to_bundles(consortium: Consortium, parameters: RoundParameters, *, dim: int = 2) -> Shared:
+    """Every holder advertises and shares its keys honestly; ``dim`` inputs each."""
+    holders = consortium.holders(parameters)
+    aggregator = Aggregator(consortium.roster, parameters, dimension=dim)
+    inputs = random_inputs(holders, dim, parameters.bits)
+    for holder in holders.values():
+        aggregator.receive_advertisement(holder.advertise())
+    lists = aggregator.participant_lists()
+    for name, holder in holders.items():
+        aggregator.receive_shares(holder.share_keys(lists[name]))
+    return Shared(holders, aggregator, inputs, aggregator.share_bundles())
+
+
 def run_round(
     consortium: Consortium,
     parameters: RoundParameters,

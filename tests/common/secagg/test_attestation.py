@@ -31,7 +31,7 @@ from ldpem.common.secagg import (
 from ldpem.common.secagg.attestation import Attestation, sign_masked_with
 from ldpem.common.secagg.consistency import sign_survivors
 from ldpem.common.secagg.neighbourhood import round_graph
-from tests.common.secagg.kit import RUN, Consortium, random_inputs, run_round, wire
+from tests.common.secagg.kit import RUN, Consortium, run_round, to_bundles, wire
 
 K = 16
 
@@ -182,17 +182,11 @@ class Masking:
 
 
 def _masking(consortium: Consortium, parameters: RoundParameters) -> Masking:
-    holders = consortium.holders(parameters)
-    aggregator = Aggregator(consortium.roster, parameters, dimension=2)
-    inputs = random_inputs(holders, 2, parameters.bits)
-    for holder in holders.values():
-        aggregator.receive_advertisement(holder.advertise())
-    lists = aggregator.participant_lists()
-    for name, holder in holders.items():
-        aggregator.receive_shares(holder.share_keys(lists[name]))
-    bundles = aggregator.share_bundles()
-    masked = {n: h.masked_input(bundles[n], inputs[n]) for n, h in holders.items()}
-    return Masking(holders, aggregator, masked)
+    shared = to_bundles(consortium, parameters)
+    masked = {
+        n: h.masked_input(shared.bundles[n], shared.inputs[n]) for n, h in shared.holders.items()
+    }
+    return Masking(shared.holders, shared.aggregator, masked)
 
 
 def test_a_missing_forged_or_wrong_attestation_is_refused(

@@ -40,7 +40,7 @@ from ldpem.common.secagg.graph import cycles
 from ldpem.common.secagg.graph.cycles import CycleGraph
 from ldpem.common.secagg.graph.harary import NeighbourGraph, graph_seed
 from ldpem.common.secagg.neighbourhood import check_certificate, round_graph
-from tests.common.secagg.kit import RUN, Consortium, random_inputs, run_round, wire
+from tests.common.secagg.kit import RUN, Consortium, run_round, to_bundles, wire
 
 K, DEGREE, T_K, COLLUDERS, FLOOR, HONEST = 16, 6, 3, 2, 14, 12
 
@@ -188,24 +188,15 @@ class Masked:
 
 
 def _to_masked(setting: Setting, dropped: Collection[str] = ()) -> Masked:
-    consortium, parameters = setting.consortium, setting.parameters
-    holders = consortium.holders(parameters)
-    aggregator = Aggregator(consortium.roster, parameters, dimension=2)
-    inputs = random_inputs(holders, 2, parameters.bits)
-    for holder in holders.values():
-        aggregator.receive_advertisement(holder.advertise())
-    lists = aggregator.participant_lists()
-    for name, holder in holders.items():
-        aggregator.receive_shares(holder.share_keys(lists[name]))
-    bundles = aggregator.share_bundles()
+    shared = to_bundles(setting.consortium, setting.parameters)
     late = {}
-    for name, holder in holders.items():
-        masked = holder.masked_input(bundles[name], inputs[name])
+    for name, holder in shared.holders.items():
+        masked = holder.masked_input(shared.bundles[name], shared.inputs[name])
         if name in dropped:
             late[name] = masked
         else:
-            aggregator.receive_masked_input(masked)
-    return Masked(holders, aggregator, inputs, late)
+            shared.aggregator.receive_masked_input(masked)
+    return Masked(shared.holders, shared.aggregator, shared.inputs, late)
 
 
 def _finish(stage: Masked) -> list[int]:

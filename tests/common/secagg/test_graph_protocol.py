@@ -11,7 +11,7 @@ import pytest
 from ldpem.common.secagg import Aggregator, RoundParameters, SecAggRefused
 from ldpem.common.secagg.consistency import UnmaskRequest
 from ldpem.common.secagg.messages import ConsistencyCheck, ParticipantList
-from tests.common.secagg.kit import RUN, Consortium, random_inputs, run_round, wire
+from tests.common.secagg.kit import RUN, Consortium, run_round, to_bundles, wire
 
 K = 16
 
@@ -65,17 +65,12 @@ def test_a_participant_list_with_a_non_neighbour_is_refused(consortium: Consorti
 def _to_unmasking(consortium: Consortium) -> tuple[dict, Aggregator, dict]:  # type: ignore[type-arg]
     """A graph round up to its (honest) unmasking requests."""
     parameters = graph_parameters()
-    holders = consortium.holders(parameters)
-    aggregator = Aggregator(consortium.roster, parameters, dimension=2)
-    inputs = random_inputs(holders, 2, parameters.bits)
-    for holder in holders.values():
-        aggregator.receive_advertisement(holder.advertise())
-    lists = aggregator.participant_lists()
+    shared = to_bundles(consortium, parameters)
+    holders, aggregator = shared.holders, shared.aggregator
     for name, holder in holders.items():
-        aggregator.receive_shares(holder.share_keys(lists[name]))
-    bundles = aggregator.share_bundles()
-    for name, holder in holders.items():
-        aggregator.receive_masked_input(holder.masked_input(bundles[name], inputs[name]))
+        aggregator.receive_masked_input(
+            holder.masked_input(shared.bundles[name], shared.inputs[name])
+        )
     check = aggregator.consistency_check()
     for name in check.survivors:
         aggregator.receive_signature(holders[name].sign_survivors(check))

@@ -181,33 +181,28 @@ class Attack:
         )
         own_key = self.secret(u, "s")
         adverts = {n: h.advertise() for n, h in self.holders.items()}
+
+        def mask(own: str, peer: str, key: bytes) -> Vector:
+            """The mask ``own`` adds for the pair with ``peer``, from ``own``'s key."""
+            return pairwise_mask(
+                X25519PrivateKey.from_private_bytes(key),
+                adverts[peer].masking_key,
+                run_id=p.run_id,
+                round_=0,
+                own=own,
+                peer=peer,
+                length=DIM,
+                bits=BITS,
+            )
+
         for v in self.peers:
             if own_key is not None:
-                mask = pairwise_mask(
-                    X25519PrivateKey.from_private_bytes(own_key),
-                    adverts[v].masking_key,
-                    run_id=p.run_id,
-                    round_=0,
-                    own=u,
-                    peer=v,
-                    length=DIM,
-                    bits=BITS,
-                )
-                value = subtract(value, mask, BITS)
+                value = subtract(value, mask(u, v, own_key), BITS)
                 continue
             their_key = self.secret(v, "s")
             if their_key is None:
                 return None
-            theirs = pairwise_mask(  # the mask v added for the pair: minus u's
-                X25519PrivateKey.from_private_bytes(their_key),
-                adverts[u].masking_key,
-                run_id=p.run_id,
-                round_=0,
-                own=v,
-                peer=u,
-                length=DIM,
-                bits=BITS,
-            )
+            theirs = mask(v, u, their_key)  # the mask v added for the pair: minus u's
             value = (value + theirs) % (1 << BITS)
         return [int(x) for x in np.asarray(value, dtype=np.uint64)]
 
