@@ -48,13 +48,12 @@ from ldpem.client.binding import (
     records_digest,
     run_binding,
 )
+from ldpem.client.config import AgentConfig
 from ldpem.client.faults import FAULT_ENV, inject
-from ldpem.client.ledger import DEFAULT_DATASET, Binding, BudgetExceeded, Entry, Ledger
+from ldpem.client.ledger import Binding, BudgetExceeded, Entry, Ledger
 from ldpem.client.link import CoordinatorLink, LinkHooks
-from ldpem.client.retry import GIVE_UP
 from ldpem.client.secagg import (
     MASKED,
-    SecAggConfig,
     SecAggReports,
     charged_ratio,
     check_graph,
@@ -72,7 +71,7 @@ from ldpem.client.trust import (
     check_own_configuration,
     run_budget,
 )
-from ldpem.common.core.accounting import DEFAULT_ACCOUNTING, Budget
+from ldpem.common.core.accounting import Budget
 from ldpem.common.core.plugins import ensure_plugins
 from ldpem.common.infra.logs import log_context
 from ldpem.common.mechanisms import Mechanism
@@ -92,38 +91,11 @@ from ldpem.common.wire import (
     RoundInfo,
 )
 
-__all__ = ["FAULT_ENV", "Agent", "AgentConfig", "AgentError"]
+__all__ = ["FAULT_ENV", "Agent", "AgentError"]
 
 log = logging.getLogger("ldpem.client")
 
 Loader = Callable[[Path, str], Records]
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    coordinator: str
-    token: str
-    data: Path
-    state: Path
-    #: This hospital's own lifetime budget per record; never taken from the coordinator.
-    epsilon: float
-    delta: float
-    #: The model this hospital's records are for (gmm, mrm, rmc): the agent's own choice,
-    #: never the coordinator's; a run of another model is refused.
-    model: str
-    accounting: str = DEFAULT_ACCOUNTING
-    allow_weaker: bool = False
-    give_up: float = GIVE_UP
-    wait: float = 30.0
-    #: CA certificate (PEM) to verify the coordinator's TLS certificate; default: system CAs.
-    ca_cert: Path | None = None
-    #: Research only: reproducible partition AND noise. Voids the privacy guarantee.
-    seed: int | None = None
-    #: The population the budget belongs to (docs/PRIVACY.md); one budget per state directory
-    #: unless another, disjoint population is declared.
-    dataset: str = DEFAULT_DATASET
-    #: Secure aggregation: signing key, roster and --min-honest (runs of noise shares).
-    secagg: SecAggConfig | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import linear_sum_assignment
 
 from ldpem.common.core._validation import check_count
 from ldpem.common.models.base import Model, ModelOption
@@ -94,6 +93,10 @@ def permutation_error(beta: FloatArray, beta_star: FloatArray, components: int) 
     float
         The error, ≥ 0 (inf when β has a non-finite value).
     """
+    # scipy.optimize costs about 0.15 s to import: every `ldpem` command registers this
+    # model, and only an error needs the assignment.
+    from scipy.optimize import linear_sum_assignment
+
     beta = np.asarray(beta, dtype=np.float64)
     beta_star = np.asarray(beta_star, dtype=np.float64)
     if beta.shape != beta_star.shape:

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 from ldpem.cli import main
-from ldpem.client.agent import Agent, AgentConfig, AgentError
+from ldpem.client.agent import Agent, AgentError
+from ldpem.client.config import AgentConfig
 from ldpem.client.ledger import Ledger
 from ldpem.client.trust import run_budget
 from ldpem.common.models import get_model

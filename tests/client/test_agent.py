@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from ldpem.client import agent as agent_module
-from ldpem.client.agent import Agent, AgentConfig, AgentError
+from ldpem.client.agent import Agent, AgentError
+from ldpem.client.config import AgentConfig
 from ldpem.client.ledger import Ledger
 from ldpem.common.core.accounting import Budget, noise_std_for
 from ldpem.common.models import get_model

@@ -16,7 +16,8 @@ import pytest
 from pydantic import ValidationError
 
 from ldpem.client import agent as agent_module
-from ldpem.client.agent import Agent, AgentConfig, AgentError
+from ldpem.client.agent import Agent, AgentError
+from ldpem.client.config import AgentConfig
 from ldpem.client.ledger import DEFAULT_DATASET, Ledger
 from ldpem.client.trust import BETA_MAX, check_beta, check_public
 from ldpem.common.core.errors import UserError

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ldpem.client.agent import Agent, AgentConfig
+from ldpem.client.agent import Agent
+from ldpem.client.config import AgentConfig
 from ldpem.client.data import load_records
 from ldpem.common.core.errors import UserError
 from ldpem.server.app import create_app

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ldpem.client.agent import Agent, AgentConfig, AgentError
+from ldpem.client.agent import Agent, AgentError
+from ldpem.client.config import AgentConfig
 from ldpem.client.retry import GIVE_UP
 from tests.fedkit import TOKENS
 from tests.publickit import published_params

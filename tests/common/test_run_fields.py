@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ldpem.cli import build_parser
-from ldpem.client.agent import AgentConfig
+from ldpem.client.config import AgentConfig
 from ldpem.common.models import get_model, model_names
 from ldpem.common.planning.problem import Problem
 from ldpem.common.planning.study import Study

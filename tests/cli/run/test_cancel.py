@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from ldpem.cli import main
-from ldpem.client.agent import Agent, AgentConfig
+from ldpem.client.agent import Agent
+from ldpem.client.config import AgentConfig
 from ldpem.client.ledger import Ledger
 from ldpem.processes import Processes
 from ldpem.server.app import create_app
