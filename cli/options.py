@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from ldpem.common.core.accounting import ACCOUNTING_MODES
-
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -186,6 +184,10 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
 
 def accounting_option(parser: argparse.ArgumentParser, *, default: str) -> None:
     """``--accounting``: how a planned or simulated study accounts its privacy budget."""
+    # Imported here, not with this module: ``ldpem.cli`` imports it before ``main`` sets
+    # the demo's BLAS thread count, and the accountant imports numpy and scipy.
+    from ldpem.common.core.accounting import ACCOUNTING_MODES
+
     parser.add_argument(
         "--accounting",
         choices=ACCOUNTING_MODES,
