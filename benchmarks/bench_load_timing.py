@@ -66,10 +66,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _fedkit import machine
 
 from ldpem.client.data import load_records
-from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.models import get_model
 from ldpem.processes import Processes
 from tests.fedkit import live_server
+from tests.publickit import published_params
 
 #: File name → where the blank cell is (fraction of the rows), None for the complete file.
 FILES: dict[str, float | None] = {"complete": None, "1%": 0.01, "50%": 0.50, "99%": 0.99}
@@ -142,23 +142,9 @@ class FakeCoordinator:
     with the run's end; keeps when each request arrived (this process's perf_counter)."""
 
     def __init__(self, records: int, d: int) -> None:
-        self.params = {
-            "model": "rmc",
-            "d": d,
-            "sigma": 1.0,
-            "rounds": ROUNDS,
-            "eta": 1.0,
-            "mechanism": "local",
-            "epsilon": 1.0,
-            "delta": 1e-5,
-            "accounting": "exact",
-            "tau": 1.0,
-            "zeta": 0.1,
-            "scale": 1.0,
-            "smoothing": smoothing_precision(d, 0.1),
-            "clip": None,
-            "records_per_round": records // ROUNDS,
-        }
+        self.params = published_params(
+            model="rmc", d=d, rounds=ROUNDS, records_per_round=records // ROUNDS
+        )
         self.records, self.d = records, d
         self.arrivals: dict[str, float] = {}
 
