@@ -257,16 +257,16 @@ def _graph_parameters(holders: int, bits: int, family: str) -> RoundParameters:
         except ValueError as error:
             raise SystemExit(str(error)) from None
         return RoundParameters(
-            RUN, 0, holders, x.threshold, bits, x.colluders, neighbours=x.k,
-            committee=x.committee_size, committee_threshold=x.committee_threshold,
+            RUN, 0, holders, x.threshold, bits, x.threat.colluders, neighbours=x.k,
+            committee=x.committee.size, committee_threshold=x.committee.threshold,
             honest=x.honest_shares, survivors=x.survivors,
         )  # fmt: skip
     g = graph_parameters(holders)
     if g.full_mesh:
         raise SystemExit(f"K = {holders} gives the full mesh (k = K - 1); take a larger K")
     return RoundParameters(
-        RUN, 0, holders, g.threshold, bits, g.colluders, neighbours=g.k,
-        committee=g.committee_size, committee_threshold=g.committee_threshold,
+        RUN, 0, holders, g.threshold, bits, g.threat.colluders, neighbours=g.k,
+        committee=g.committee.size, committee_threshold=g.committee.threshold,
         honest=g.honest_shares,
     )  # fmt: skip
 

@@ -50,8 +50,8 @@ def round_parameters(holders: int, *, mesh: bool) -> RoundParameters:
     if g.full_mesh:
         raise SystemExit(f"K = {holders} gives the full mesh; take a larger K or --mesh")
     return RoundParameters(
-        RUN, 0, holders, g.threshold, 48, g.colluders, neighbours=g.k,
-        committee=g.committee_size, committee_threshold=g.committee_threshold,
+        RUN, 0, holders, g.threshold, 48, g.threat.colluders, neighbours=g.k,
+        committee=g.committee.size, committee_threshold=g.committee.threshold,
         honest=g.honest_shares,
     )  # fmt: skip
 

@@ -250,8 +250,8 @@ def graph_values(graph: RunGraph, *, dropout_share: float, honest: int) -> dict[
         "dropout_share": dropout_share,
         "min_honest_shares": honest,
         "neighbours": graph.k,
-        "committee": graph.committee_size,
-        "committee_threshold": graph.committee_threshold,
+        "committee": graph.committee.size,
+        "committee_threshold": graph.committee.threshold,
         "honest": graph.honest_shares,
     }
     if isinstance(graph, ExpanderParameters):

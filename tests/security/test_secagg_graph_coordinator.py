@@ -254,8 +254,8 @@ def test_the_honest_expander_values_check_and_the_agent_logs_them(
     assert session.honest_shares == values.honest_shares
     assert session.describe() == (
         f"h = {values.honest_shares} (SecAgg+ expander: k = {values.k}, t_k = "
-        f"{values.threshold}, T = {values.survivors}, committee {values.committee_threshold} "
-        f"of {values.committee_size}, c = {EXPANDER_K // 3})"
+        f"{values.threshold}, T = {values.survivors}, committee {values.committee.threshold} "
+        f"of {values.committee.size}, c = {EXPANDER_K // 3})"
     )
 
 

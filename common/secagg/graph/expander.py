@@ -49,9 +49,11 @@ from numpy.typing import NDArray
 
 from ldpem.common.secagg.graph.parameters import (
     DEFAULT_FAILURE,
-    check_fraction,
+    Committee,
+    ThreatModel,
     check_integer,
     check_probability,
+    check_threat_model,
     committee_bounds,
 )
 
@@ -78,25 +80,20 @@ HONEST_SHARE_OF_SURVIVORS = 0.99
 class ExpanderParameters:
     """SecAgg+ on the expander for one consortium size; see the module docstring.
 
-    ``k``: cycles k/2, at most k distinct neighbours a holder; ``threshold``: t_k;
-    ``corrupt_bound``: c*; ``live_bound``: the fewest distinct live neighbours (= t_k);
-    the committee as on the Harary graph; ``survivors``: T; ``split_bound``: the most
-    honest survivors the coordinator can cut off from the rest; ``failure`` bounds the
-    privacy events, ``liveness_failure`` the liveness ones.
+    ``threat``: K, C, D and the ``failure`` that bounds the privacy events; ``k``: cycles
+    k/2, at most k distinct neighbours a holder; ``threshold``: t_k; ``corrupt_bound``: c*;
+    ``live_bound``: the fewest distinct live neighbours (= t_k); the ``committee`` as on
+    the Harary graph; ``survivors``: T; ``split_bound``: the most honest survivors the
+    coordinator can cut off from the rest; ``liveness_failure`` bounds the liveness
+    events.
     """
 
-    holders: int
-    colluders: int
-    dropouts: int
-    failure: float
+    threat: ThreatModel
     k: int
     threshold: int
     corrupt_bound: int
     live_bound: int
-    committee_size: int
-    committee_threshold: int
-    committee_corrupt_bound: int
-    committee_dropout_bound: int
+    committee: Committee
     survivors: int
     split_bound: int
     liveness_failure: float = DEFAULT_LIVENESS_FAILURE
@@ -108,7 +105,7 @@ class ExpanderParameters:
     @property
     def honest_shares(self) -> int:
         """h = T − C − split_bound: the least honest holders in a learnable sum."""
-        return self.survivors - self.colluders - self.split_bound
+        return self.survivors - self.threat.colluders - self.split_bound
 
 
 def distinct_law(others: int, marked: int, cycles: int) -> NDArray[np.float64]:
@@ -272,14 +269,10 @@ def expander_parameters(
     even k up to the largest allowed meets the five events with h ≥ 99% of T − C (then the
     full mesh is the cheaper protocol), or when that h is below ``min_honest_shares``.
     """
-    check_integer("k_holders", k_holders, least=4)
-    gamma = check_fraction("colluder_fraction", colluder_fraction)
-    delta = check_fraction("dropout_fraction", dropout_fraction)
-    check_probability("failure", failure)
+    threat = check_threat_model(k_holders, colluder_fraction, dropout_fraction, failure, least=4)
     check_probability("liveness_failure", liveness_failure)
     check_integer("min_honest_shares", min_honest_shares, least=2)
-    holders = k_holders
-    colluders, dropouts = math.floor(gamma * holders), math.floor(delta * holders)
+    holders, colluders, dropouts = k_holders, threat.colluders, threat.dropouts
     survivors = holders - dropouts
     if min_honest_shares > survivors - colluders:
         raise ValueError(
@@ -308,25 +301,17 @@ def expander_parameters(
         where = "" if max_degree is None else f" with k <= {top}"
         raise ValueError(
             f"the expander is not sparser than the full mesh at K = {holders}{where} "
-            f"(colluder_fraction = {gamma}, dropout_fraction = {delta}, h >= {goal}): "
+            f"(colluder_fraction = {threat.colluder_fraction}, dropout_fraction = "
+            f"{threat.dropout_fraction}, h >= {goal}): "
             "use the mesh"
         )
-    size, tau, committee_corrupt, committee_dropped = committee_bounds(
-        holders, colluders, dropouts, log_event, log_live
-    )
     return ExpanderParameters(
-        holders=holders,
-        colluders=colluders,
-        dropouts=dropouts,
-        failure=float(failure),
+        threat=threat,
         k=k,
         threshold=threshold,
         corrupt_bound=corrupt,
         live_bound=threshold,
-        committee_size=size,
-        committee_threshold=tau,
-        committee_corrupt_bound=committee_corrupt,
-        committee_dropout_bound=committee_dropped,
+        committee=committee_bounds(threat, log_event, log_live),
         survivors=survivors,
         split_bound=cut,
         liveness_failure=float(liveness_failure),

@@ -16,7 +16,7 @@ only if one of four events happens; each is given a quarter of the budget ``fail
 2. **dropout** — some holder has more than ``dropout_bound`` dropped neighbours (union
    over K of Hypergeom(K − 1, D, k)); liveness takes t_k = k − ``dropout_bound``, the
    largest threshold every holder's surviving neighbours still reach;
-3. **committee corruption** — more than ``committee_corrupt_bound`` corrupt members among
+3. **committee corruption** — more than ``Committee.corrupt_bound`` corrupt members among
    the m of the committee (Hypergeom(K, C, m)); τ = ⌊(m + that bound)/2⌋ + 1, so two
    different survivor sets cannot both gather τ signatures (they would share more than the
    bound's members, hence an honest member who signed twice);
@@ -37,10 +37,13 @@ from dataclasses import dataclass
 
 __all__ = [
     "DEFAULT_FAILURE",
+    "Committee",
     "GraphParameters",
+    "ThreatModel",
     "check_fraction",
     "check_integer",
     "check_probability",
+    "check_threat_model",
     "committee_bounds",
     "graph_parameters",
     "tail_bound",
@@ -54,32 +57,62 @@ _EVENTS = 4
 
 
 @dataclass(frozen=True)
+class ThreatModel:
+    """What a round's graph is sized for: ``holders`` = K, of which at most
+    C = ⌊``colluder_fraction``·K⌋ collude with the coordinator and D =
+    ⌊``dropout_fraction``·K⌋ honest ones drop out, privacy failing with probability at
+    most ``failure``."""
+
+    holders: int
+    colluder_fraction: float
+    dropout_fraction: float
+    failure: float
+
+    @property
+    def colluders(self) -> int:
+        """C = ⌊γK⌋."""
+        return math.floor(self.colluder_fraction * self.holders)
+
+    @property
+    def dropouts(self) -> int:
+        """D = ⌊δK⌋."""
+        return math.floor(self.dropout_fraction * self.holders)
+
+
+@dataclass(frozen=True)
+class Committee:
+    """The committee of a SecAgg+ round (event 3 and 4 of the module docstring): ``size`` =
+    m members, of which ``threshold`` = τ must sign the survivor set; at most
+    ``corrupt_bound`` of them are corrupt and ``dropout_bound`` drop out, each except with
+    the event's probability."""
+
+    size: int
+    threshold: int
+    corrupt_bound: int
+    dropout_bound: int
+
+
+@dataclass(frozen=True)
 class GraphParameters:
     """SecAgg+ parameters for one consortium size; see the module docstring.
 
-    ``k`` neighbours per holder (K − 1: the full mesh), Shamir threshold ``threshold``
-    (t_k) over a holder and its k neighbours, ``committee_size`` members of which
-    ``committee_threshold`` (τ) must sign the survivor set; the bounds each holds except
-    with probability failure/4, and ``honest_shares``, the least number of honest noise
-    shares in any sum the coordinator can learn.
+    ``k`` neighbours per holder (K − 1: the full mesh) for the ``threat``, Shamir
+    threshold ``threshold`` (t_k) over a holder and its k neighbours, the ``committee``
+    that signs the survivor set; the bounds each holds except with probability failure/4,
+    and ``honest_shares``, the least number of honest noise shares in any sum the
+    coordinator can learn.
     """
 
-    holders: int
-    colluders: int
-    dropouts: int
-    failure: float
+    threat: ThreatModel
     k: int
     threshold: int
     corrupt_bound: int
     dropout_bound: int
-    committee_size: int
-    committee_threshold: int
-    committee_corrupt_bound: int
-    committee_dropout_bound: int
+    committee: Committee
 
     @property
     def full_mesh(self) -> bool:
-        return self.k >= self.holders - 1
+        return self.k >= self.threat.holders - 1
 
     @property
     def honest_shares(self) -> int:
@@ -134,23 +167,39 @@ def check_integer(name: str, value: int, *, least: int) -> int:
     return value
 
 
+def check_threat_model(
+    k_holders: int,
+    colluder_fraction: float,
+    dropout_fraction: float,
+    failure: float,
+    *,
+    least: int,
+) -> ThreatModel:
+    """The ``ThreatModel`` of K = ``k_holders`` holders; ValueError (naming the parameter
+    and value) for K < ``least``, fractions outside [0, 1) or a failure outside (0, 1)."""
+    check_integer("k_holders", k_holders, least=least)
+    return ThreatModel(
+        k_holders,
+        check_fraction("colluder_fraction", colluder_fraction),
+        check_fraction("dropout_fraction", dropout_fraction),
+        check_probability("failure", failure),
+    )
+
+
 def committee_bounds(
-    holders: int,
-    colluders: int,
-    dropouts: int,
-    log_budget: float,
-    log_live_budget: float | None = None,
-) -> tuple[int, int, int, int]:
-    """(m, τ, corrupt bound, dropout bound) for the smallest committee m ≤ K that is both
-    safe (τ > (m + corrupt)/2, the corrupt tail at ``log_budget``) and live
-    (m − dropped ≥ τ, the dropout tail at ``log_live_budget``, default the same)."""
+    threat: ThreatModel, log_budget: float, log_live_budget: float | None = None
+) -> Committee:
+    """The smallest committee m ≤ K of the ``threat`` that is both safe
+    (τ > (m + corrupt)/2, the corrupt tail at ``log_budget``) and live (m − dropped ≥ τ,
+    the dropout tail at ``log_live_budget``, default the same)."""
     live = log_budget if log_live_budget is None else log_live_budget
+    holders, colluders, dropouts = threat.holders, threat.colluders, threat.dropouts
     for size in range(1, holders + 1):
         corrupt = tail_bound(holders, colluders, size, log_budget)
         dropped = tail_bound(holders, dropouts, size, live)
         tau = (size + corrupt) // 2 + 1
         if size - dropped >= tau:
-            return size, tau, corrupt, dropped
+            return Committee(size, tau, corrupt, dropped)
     raise ValueError(
         f"no committee works for K = {holders}: {colluders} colluders and {dropouts} "
         "dropouts leave fewer live members than a safe quorum"
@@ -175,12 +224,9 @@ def graph_parameters(
     [0, 1), a failure outside (0, 1), h < 2, or settings that even the full mesh cannot
     meet.
     """
-    check_integer("k_holders", k_holders, least=2)
-    gamma = check_fraction("colluder_fraction", colluder_fraction)
-    delta = check_fraction("dropout_fraction", dropout_fraction)
-    check_probability("failure", failure)
+    threat = check_threat_model(k_holders, colluder_fraction, dropout_fraction, failure, least=2)
     check_integer("min_honest_shares", min_honest_shares, least=2)
-    colluders, dropouts = math.floor(gamma * k_holders), math.floor(delta * k_holders)
+    colluders, dropouts = threat.colluders, threat.dropouts
     log_event = math.log(failure / _EVENTS)
     per_holder = log_event - math.log(k_holders)  # union bound over the K holders
     others = k_holders - 1
@@ -192,25 +238,17 @@ def graph_parameters(
             break
     else:
         raise ValueError(
-            f"colluder_fraction = {gamma} and dropout_fraction = {delta} cannot be met at "
-            f"K = {k_holders} with min_honest_shares = {min_honest_shares}: even the full "
+            f"colluder_fraction = {threat.colluder_fraction} and dropout_fraction = "
+            f"{threat.dropout_fraction} cannot be met at K = {k_holders} with "
+            f"min_honest_shares = {min_honest_shares}: even the full "
             f"mesh's threshold K - 1 - {dropouts} = {others - dropouts} is below "
             f"{colluders} colluders + {min_honest_shares}"
         )
-    size, tau, committee_corrupt, committee_dropped = committee_bounds(
-        k_holders, colluders, dropouts, log_event
-    )
     return GraphParameters(
-        holders=k_holders,
-        colluders=colluders,
-        dropouts=dropouts,
-        failure=float(failure),
+        threat=threat,
         k=k,
         threshold=threshold,
         corrupt_bound=corrupt,
         dropout_bound=dropped,
-        committee_size=size,
-        committee_threshold=tau,
-        committee_corrupt_bound=committee_corrupt,
-        committee_dropout_bound=committee_dropped,
+        committee=committee_bounds(threat, log_event),
     )

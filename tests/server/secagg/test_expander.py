@@ -73,8 +73,8 @@ def test_an_expander_run_publishes_what_run_expander_derives() -> None:
         "dropout_share": 0.1,
         "min_honest_shares": 2,
         "neighbours": expander.k,
-        "committee": expander.committee_size,
-        "committee_threshold": expander.committee_threshold,
+        "committee": expander.committee.size,
+        "committee_threshold": expander.committee.threshold,
         "honest": expander.honest_shares,
         "survivors": expander.survivors,
     }

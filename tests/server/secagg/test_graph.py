@@ -81,11 +81,11 @@ def test_the_run_publishes_the_derived_graph(coordinator: InProcessCoordinator) 
         "dropout_share": DROPOUT,
         "min_honest_shares": 2,
         "neighbours": graph.k,
-        "committee": graph.committee_size,
-        "committee_threshold": graph.committee_threshold,
+        "committee": graph.committee.size,
+        "committee_threshold": graph.committee.threshold,
         "honest": graph.honest_shares,
     }
-    assert (graph.k, graph.threshold, graph.committee_size, graph.honest_shares) == (6, 5, 5, 3)
+    assert (graph.k, graph.threshold, graph.committee.size, graph.honest_shares) == (6, 5, 5, 3)
     # The noise is sized for h honest shares, not t_min − c.
     assert params.honest_shares == graph.honest_shares
     assert run_shares_mechanism(params).noise_shares == graph.honest_shares  # type: ignore[attr-defined]

@@ -170,30 +170,39 @@ def fits(p: ExpanderParameters, k: int) -> bool:
     """Whether degree k meets the five events for p's consortium (recomputed): the privacy
     events at a third of ``failure`` each, the liveness ones at half of
     ``liveness_failure``."""
-    per_holder = p.failure / 3 / p.holders
-    live_per_holder = p.liveness_failure / 2 / p.holders
-    corrupt = least_above(distinct_law(p.holders - 1, p.colluders, k // 2), per_holder)
+    per_holder = p.threat.failure / 3 / p.threat.holders
+    live_per_holder = p.liveness_failure / 2 / p.threat.holders
+    corrupt = least_above(
+        distinct_law(p.threat.holders - 1, p.threat.colluders, k // 2), per_holder
+    )
     threshold = most_below(
-        distinct_law(p.holders - 1, p.holders - 1 - p.dropouts, k // 2), live_per_holder
+        distinct_law(p.threat.holders - 1, p.threat.holders - 1 - p.threat.dropouts, k // 2),
+        live_per_holder,
     )
     if threshold < 2 or corrupt > threshold - 1:
         return False
     cut = split_bound(
-        p.holders, p.colluders, p.dropouts, k, threshold, corrupt, math.log(p.failure / 3)
+        p.threat.holders,
+        p.threat.colluders,
+        p.threat.dropouts,
+        k,
+        threshold,
+        corrupt,
+        math.log(p.threat.failure / 3),
     )
-    goal = math.ceil(HONEST_SHARE_OF_SURVIVORS * (p.survivors - p.colluders))
-    return cut is not None and p.survivors - p.colluders - cut >= goal
+    goal = math.ceil(HONEST_SHARE_OF_SURVIVORS * (p.survivors - p.threat.colluders))
+    return cut is not None and p.survivors - p.threat.colluders - cut >= goal
 
 
 @pytest.mark.parametrize("holders", [300, 1000])
 def test_every_bound_holds_and_is_tight(holders: int) -> None:
     p = expander_parameters(holders)
-    assert (p.colluders, p.dropouts) == (holders // 3, holders // 10)
-    assert p.survivors == holders - p.dropouts
-    per_holder = p.failure / 3 / holders
+    assert (p.threat.colluders, p.threat.dropouts) == (holders // 3, holders // 10)
+    assert p.survivors == holders - p.threat.dropouts
+    per_holder = p.threat.failure / 3 / holders
     live_per_holder = p.liveness_failure / 2 / holders
-    corrupt_law = distinct_law(holders - 1, p.colluders, p.k // 2)
-    live_law = distinct_law(holders - 1, holders - 1 - p.dropouts, p.k // 2)
+    corrupt_law = distinct_law(holders - 1, p.threat.colluders, p.k // 2)
+    live_law = distinct_law(holders - 1, holders - 1 - p.threat.dropouts, p.k // 2)
     # c*: the tail above it fits the budget, the tail above c* − 1 does not.
     assert float(np.sum(corrupt_law[p.corrupt_bound + 1 :])) <= per_holder
     assert float(np.sum(corrupt_law[p.corrupt_bound :])) > per_holder
@@ -202,19 +211,27 @@ def test_every_bound_holds_and_is_tight(holders: int) -> None:
     assert float(np.sum(live_law[: p.threshold + 1])) > live_per_holder
     assert p.live_bound == p.threshold and p.corrupt_bound <= p.threshold - 1
     # The split bound is the least that fits.
-    log_event = math.log(p.failure / 3)
-    args = (holders, p.colluders, p.dropouts, p.k, p.threshold, p.corrupt_bound, log_event)
+    log_event = math.log(p.threat.failure / 3)
+    args = (
+        holders,
+        p.threat.colluders,
+        p.threat.dropouts,
+        p.k,
+        p.threshold,
+        p.corrupt_bound,
+        log_event,
+    )
     assert split_bound(*args) == p.split_bound
-    assert p.honest_shares == p.survivors - p.colluders - p.split_bound
-    assert p.honest_shares >= HONEST_SHARE_OF_SURVIVORS * (p.survivors - p.colluders)
+    assert p.honest_shares == p.survivors - p.threat.colluders - p.split_bound
+    assert p.honest_shares >= HONEST_SHARE_OF_SURVIVORS * (p.survivors - p.threat.colluders)
     # k is the least even degree that works.
     assert fits(p, p.k)
     assert not fits(p, p.k - 2)
     assert 2 <= p.k < holders - 1 and p.k % 2 == 0 and not p.full_mesh
     # The committee as on the Harary graph: two certified sets share an honest signer.
-    assert p.committee_threshold > (p.committee_size + p.committee_corrupt_bound) / 2
-    assert p.committee_size - p.committee_dropout_bound >= p.committee_threshold
-    assert (p.failure, p.liveness_failure) == (2.0**-40, 2.0**-20)
+    assert p.committee.threshold > (p.committee.size + p.committee.corrupt_bound) / 2
+    assert p.committee.size - p.committee.dropout_bound >= p.committee.threshold
+    assert (p.threat.failure, p.liveness_failure) == (2.0**-40, 2.0**-20)
 
 
 def test_the_liveness_budget_only_moves_liveness() -> None:
@@ -223,15 +240,15 @@ def test_the_liveness_budget_only_moves_liveness() -> None:
     loose = expander_parameters(1000)
     strict = expander_parameters(1000, liveness_failure=2.0**-40)
     assert strict.k > loose.k
-    law = distinct_law(999, loose.colluders, strict.k // 2)
-    assert strict.corrupt_bound == least_above(law, strict.failure / 3 / 1000)
+    law = distinct_law(999, loose.threat.colluders, strict.k // 2)
+    assert strict.corrupt_bound == least_above(law, strict.threat.failure / 3 / 1000)
 
 
 def test_the_split_bound_grows_when_the_budget_shrinks() -> None:
     p = expander_parameters(1000)
-    base = (1000, p.colluders, p.dropouts, p.k, p.threshold, p.corrupt_bound)
+    base = (1000, p.threat.colluders, p.threat.dropouts, p.k, p.threshold, p.corrupt_bound)
     loose = split_bound(*base, math.log(1e-3))
-    tight = split_bound(*base, math.log(p.failure / 3) - 5.0)
+    tight = split_bound(*base, math.log(p.threat.failure / 3) - 5.0)
     assert loose is not None and loose <= p.split_bound
     assert tight is None or tight >= p.split_bound
 
@@ -267,7 +284,9 @@ def test_refusals_name_the_value(kwargs: dict[str, object], message: str) -> Non
 
 def test_asking_for_every_honest_survivor_buys_a_larger_degree() -> None:
     default = expander_parameters(1000)
-    everyone = expander_parameters(1000, min_honest_shares=default.survivors - default.colluders)
+    everyone = expander_parameters(
+        1000, min_honest_shares=default.survivors - default.threat.colluders
+    )
     assert everyone.split_bound == 0 and everyone.k > default.k
 
 

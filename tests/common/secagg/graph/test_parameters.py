@@ -50,47 +50,47 @@ def least_bound(population: int, successes: int, draws: int, budget: Fraction) -
 
 def check(p: GraphParameters, min_honest: int = 2) -> None:
     """Every bound of ``p`` against exact tails, and the conditions of the derivation."""
-    budget = Fraction(p.failure) / 4
-    others = p.holders - 1
-    per_holder = budget / p.holders
-    assert p.corrupt_bound == least_bound(others, p.colluders, p.k, per_holder)
-    assert p.dropout_bound == least_bound(others, p.dropouts, p.k, per_holder)
+    budget = Fraction(p.threat.failure) / 4
+    others = p.threat.holders - 1
+    per_holder = budget / p.threat.holders
+    assert p.corrupt_bound == least_bound(others, p.threat.colluders, p.k, per_holder)
+    assert p.dropout_bound == least_bound(others, p.threat.dropouts, p.k, per_holder)
     assert p.threshold == p.k - p.dropout_bound  # liveness: surviving neighbours ≥ t_k
     assert p.honest_shares == p.threshold - p.corrupt_bound >= min_honest  # privacy
-    m = p.committee_size
-    assert p.committee_corrupt_bound == least_bound(p.holders, p.colluders, m, budget)
-    assert p.committee_dropout_bound == least_bound(p.holders, p.dropouts, m, budget)
-    assert 2 * p.committee_threshold > m + p.committee_corrupt_bound  # one certified S
-    assert m - p.committee_dropout_bound >= p.committee_threshold  # a live committee
+    m = p.committee.size
+    assert p.committee.corrupt_bound == least_bound(p.threat.holders, p.threat.colluders, m, budget)
+    assert p.committee.dropout_bound == least_bound(p.threat.holders, p.threat.dropouts, m, budget)
+    assert 2 * p.committee.threshold > m + p.committee.corrupt_bound  # one certified S
+    assert m - p.committee.dropout_bound >= p.committee.threshold  # a live committee
     # The whole round fails with probability at most the budget (union of the four events).
     total = (
-        p.holders * exact_tail(others, p.colluders, p.k, p.corrupt_bound)
-        + p.holders * exact_tail(others, p.dropouts, p.k, p.dropout_bound)
-        + exact_tail(p.holders, p.colluders, m, p.committee_corrupt_bound)
-        + exact_tail(p.holders, p.dropouts, m, p.committee_dropout_bound)
+        p.threat.holders * exact_tail(others, p.threat.colluders, p.k, p.corrupt_bound)
+        + p.threat.holders * exact_tail(others, p.threat.dropouts, p.k, p.dropout_bound)
+        + exact_tail(p.threat.holders, p.threat.colluders, m, p.committee.corrupt_bound)
+        + exact_tail(p.threat.holders, p.threat.dropouts, m, p.committee.dropout_bound)
     )
-    assert total <= Fraction(p.failure)
+    assert total <= Fraction(p.threat.failure)
 
 
 def minimal(p: GraphParameters, min_honest: int = 2) -> None:
     """No smaller even degree works, and no smaller committee (exact tails again)."""
-    budget = Fraction(p.failure) / 4
-    others, per_holder = p.holders - 1, budget / p.holders
+    budget = Fraction(p.threat.failure) / 4
+    others, per_holder = p.threat.holders - 1, budget / p.threat.holders
     for k in range(2, min(p.k, others), 2):
-        corrupt = least_bound(others, p.colluders, k, per_holder)
-        dropped = least_bound(others, p.dropouts, k, per_holder)
+        corrupt = least_bound(others, p.threat.colluders, k, per_holder)
+        dropped = least_bound(others, p.threat.dropouts, k, per_holder)
         assert k - dropped < corrupt + min_honest, k
-    for m in range(1, p.committee_size):
-        corrupt = least_bound(p.holders, p.colluders, m, budget)
-        dropped = least_bound(p.holders, p.dropouts, m, budget)
+    for m in range(1, p.committee.size):
+        corrupt = least_bound(p.threat.holders, p.threat.colluders, m, budget)
+        dropped = least_bound(p.threat.holders, p.threat.dropouts, m, budget)
         assert m - dropped < (m + corrupt) // 2 + 1, m
 
 
 @pytest.mark.parametrize("holders", [20, 100, 1000])
 def test_the_default_parameters_meet_their_exact_tails_and_are_minimal(holders: int) -> None:
     p = graph_parameters(holders)
-    assert (p.colluders, p.dropouts) == (holders // 3, holders // 10)
-    assert p.failure == DEFAULT_FAILURE == 2.0**-40
+    assert (p.threat.colluders, p.threat.dropouts) == (holders // 3, holders // 10)
+    assert p.threat.failure == DEFAULT_FAILURE == 2.0**-40
     check(p)
     minimal(p)
 
@@ -128,13 +128,13 @@ def test_k_grows_with_the_consortium_and_the_threats() -> None:
     assert graph_parameters(1000, dropout_fraction=0.02).k < base.k
     assert graph_parameters(1000, failure=2.0**-20).k < base.k
     assert graph_parameters(1000, min_honest_shares=50).k > base.k
-    assert graph_parameters(1000, colluder_fraction=0.2).committee_size < base.committee_size
+    assert graph_parameters(1000, colluder_fraction=0.2).committee.size < base.committee.size
 
 
 def test_no_threat_needs_only_a_small_graph() -> None:
     p = graph_parameters(1000, colluder_fraction=0, dropout_fraction=0)
     assert (p.k, p.threshold, p.corrupt_bound, p.dropout_bound) == (2, 2, 0, 0)
-    assert (p.committee_size, p.committee_threshold) == (1, 1)
+    assert (p.committee.size, p.committee.threshold) == (1, 1)
 
 
 @pytest.mark.parametrize(("holders", "honest"), [(4, 2), (5, 2), (100, 56)])
