@@ -46,7 +46,6 @@ CONSTRUCTORS = frozenset(
 CALIBRATION = {
     "noise_std_for": {PROTOCOL, "common/core/accounting.py"},
     "public_scale": {PROTOCOL, "common/protocol/public.py"},
-    "holder_own_scale": {PROTOCOL},
     "local_scale": {PROTOCOL, "common/core/calibration.py"},
     "central_scale": {PROTOCOL, "common/core/calibration.py"},
     "truncation_sensitivity": {

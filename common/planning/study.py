@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -460,24 +460,10 @@ def study_values(
     honest shares of noise shares from ``shares_threshold`` (mesh, graph or expander)."""
     kind = get_mechanism(study.mechanism)
     reuse = study.reuse
-    scale, scales = study.scale, None
-    if scale is None:
-        scale, scales = published_scales(
-            study.mechanism,
-            records=sum(sizes),
-            rounds=study.rounds,
-            d=d,
-            epsilon=study.epsilon,
-            delta=delta,
-            tau=tau,
-            zeta=study.zeta,
-            schedule=study.schedule,
-            reuse=reuse,
-        )
     scaled = kind.needs == "scale"
     t_min, colluders = shares_threshold(study, len(sizes))
     shares = kind.noise_site == "shares"
-    return StudyValues(
+    values = StudyValues(
         model=study.model,
         d=d,
         sigma=study.sigma,
@@ -489,18 +475,22 @@ def study_values(
         accounting=study.accounting,
         tau=tau,
         zeta=study.zeta,
-        scale=scale,
+        scale=study.scale,
         smoothing=smoothing_precision(d, study.zeta) if scaled else None,
         clip=study.clip,
         records_per_round=records_per_round(sizes, study.rounds, reuse=reuse),
         schedule=study.schedule,
-        scales=scales,
+        scales=None,
         final=study.final,
         t_min=t_min if shares else None,
         colluders=colluders if shares else None,
         start=get_model(study.model).start_rule,
         honest_shares=t_min - colluders if shares else None,
     )
+    if values.scale is not None:
+        return values
+    scale, scales = published_scales(values, records=sum(sizes), delta=delta, tau=tau, reuse=reuse)
+    return replace(values, scale=scale, scales=scales)
 
 
 def study_mechanisms(

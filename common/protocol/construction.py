@@ -44,7 +44,7 @@ from ldpem.common.core.calibration import (
     truncation_sensitivity,
 )
 from ldpem.common.mechanisms import Mechanism, SharedNoise, get_mechanism
-from ldpem.common.protocol.parameters import PublicValues
+from ldpem.common.protocol.parameters import PublicValues, RunChoices
 from ldpem.common.protocol.schedule import (
     EQUAL,
     Schedule,
@@ -61,7 +61,6 @@ __all__ = [
     "holder_contribution",
     "holder_mechanism",
     "holder_noise_std",
-    "holder_own_scale",
     "holder_scale",
     "local_noise_std",
     "make_mechanism",
@@ -119,84 +118,41 @@ def round_scales(
     return tuple(scales[m] for m in counts)
 
 
-def _scale_rule(
-    mechanism: str,
-    *,
-    d: int,
-    epsilon: float,
-    delta: float,
-    tau: float,
-    zeta: float,
-    rounds: int,
-    reuse: bool,
-) -> ScaleRule:
-    """``public_scale`` of ``mechanism`` at a run's public values, for records that each
-    report in one of the T ``rounds`` (or, with ``reuse``, in all of them)."""
-    participations = _participations(rounds, reuse=reuse)
-    return partial(
+def _run_scales(
+    run: RunChoices, records: int, *, mechanism: str, delta: float, tau: float, reuse: bool
+) -> tuple[float, ...]:
+    """``round_scales`` of ``records`` records under ``public_scale`` of ``mechanism`` at
+    the run's d, ε, ζ, T and schedule with its resolved δ and τ, for records that each
+    report in one of the T rounds (or, with ``reuse``, in all of them)."""
+    rule = partial(
         public_scale,
         mechanism,
-        d=d,
-        epsilon=epsilon,
+        d=run.d,
+        epsilon=run.epsilon,
         delta=delta,
         tau=tau,
-        zeta=zeta,
-        participations=participations,
+        zeta=run.zeta,
+        participations=_participations(run.rounds, reuse=reuse),
     )
+    return round_scales(rule, records, run.rounds, run.schedule, reuse=reuse)
 
 
 def published_scales(
-    mechanism: str,
-    *,
-    records: int,
-    rounds: int,
-    d: int,
-    epsilon: float,
-    delta: float,
-    tau: float,
-    zeta: float = DEFAULT_ZETA,
-    schedule: Schedule = EQUAL,
-    reuse: bool = False,
+    run: RunChoices, *, records: int, delta: float, tau: float, reuse: bool = False
 ) -> tuple[float | None, tuple[float, ...] | None]:
-    """(s, s_t) a run of ``records`` records publishes when no one s is fixed for all:
-    Algorithm 2's scale of equal rounds (m = ⌊records/T⌋, all ``records`` with ``reuse``,
-    the budget then split over the T releases) and no per-round scales, or under another
-    schedule no s and one s_t per round; (None, None) for a ``mechanism`` without a scale
-    or whose holders take their own (``holder_own_scale``)."""
-    kind = get_mechanism(mechanism)
+    """(s, s_t) a ``run`` (its request, or a study's values) of ``records`` records
+    publishes at its resolved δ and τ when no one s is fixed for all: Algorithm 2's scale
+    of equal rounds (m = ⌊records/T⌋, all ``records`` with ``reuse``, the budget then split
+    over the T releases) and no per-round scales, or under another schedule no s and one
+    s_t per round; (None, None) for a mechanism without a scale or whose holders take
+    their own (``holder_scale``)."""
+    kind = get_mechanism(run.mechanism)
     if kind.needs != "scale" or kind.per_holder_scale:
         return None, None
-    rule = _scale_rule(
-        mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta, rounds=rounds, reuse=reuse
+    per_round = _run_scales(
+        run, records, mechanism=run.mechanism, delta=delta, tau=tau, reuse=reuse
     )
-    per_round = round_scales(rule, records, rounds, schedule, reuse=reuse)
-    return (per_round[0], None) if is_equal(schedule) else (None, per_round)
-
-
-def holder_own_scale(
-    mechanism: str,
-    *,
-    records: int,
-    rounds: int,
-    d: int,
-    epsilon: float,
-    delta: float,
-    tau: float,
-    zeta: float = DEFAULT_ZETA,
-    schedule: Schedule = EQUAL,
-    t: int | None = None,
-    reuse: bool = False,
-) -> float:
-    """The scale s_k of a holder enrolled with ``records`` records in round ``t`` of a
-    partitioned run (or, with ``reuse``, one where every record reports in each of the T
-    rounds) of a ``mechanism`` whose holders take their own scale: ``round_scales`` of its
-    own records, at the run's public (ε, δ). The holder and the coordinator both
-    compute it from public values and the enrolled count: it is not sent (docs/HOSPITAL.md)."""
-    rule = _scale_rule(
-        mechanism, d=d, epsilon=epsilon, delta=delta, tau=tau, zeta=zeta, rounds=rounds, reuse=reuse
-    )
-    scales = round_scales(rule, records, rounds, schedule, reuse=reuse)
-    return scales[round_index(schedule, rounds, t)]
+    return (per_round[0], None) if is_equal(run.schedule) else (None, per_round)
 
 
 def _participations(rounds: int, *, reuse: bool) -> int:
@@ -381,25 +337,18 @@ def holder_scale(
 ) -> float | None:
     """The scale a holder enrolled with ``records`` records truncates with in round ``t``:
     the published s (or s_t, when the run publishes one per round), or, for a mechanism
-    whose holders take their own scale and a run that fixes none, its own s_k
-    (``holder_own_scale``). ``mechanism`` overrides the run's. ``t`` may be omitted only
+    whose holders take their own scale and a run that fixes none, its own s_k:
+    ``round_scales`` of its own records at the run's public values. The holder and the
+    coordinator both compute s_k from public values and the enrolled count: it is not
+    sent (docs/HOSPITAL.md). ``mechanism`` overrides the run's. ``t`` may be omitted only
     when every round has the same scale (equal rounds); ``reuse``: every record reports
     in every round (a simulated study's, ``holder_mechanism``)."""
     name = params.mechanism if mechanism is None else mechanism
     if get_mechanism(name).per_holder_scale and params.scale is None:
-        return holder_own_scale(
-            name,
-            records=records,
-            rounds=params.rounds,
-            d=params.d,
-            epsilon=params.epsilon,
-            delta=params.delta,
-            tau=params.tau,
-            zeta=params.zeta,
-            schedule=params.schedule,
-            t=t,
-            reuse=reuse,
+        own = _run_scales(
+            params, records, mechanism=name, delta=params.delta, tau=params.tau, reuse=reuse
         )
+        return own[round_index(params.schedule, params.rounds, t)]
     if params.scales is not None:
         if t is None:
             raise ValueError("the run publishes a scale per round: give the round t")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["Enrolment", "PublicValues", "RunRequest"]
+__all__ = ["Enrolment", "PublicValues", "RunChoices", "RunRequest"]
 
 
-class _RunChoices(Protocol):
+class RunChoices(Protocol):
     """What a run request and the run's public parameters both state, with the same type."""
 
     @property
@@ -46,7 +46,7 @@ class _RunChoices(Protocol):
     def colluders(self) -> int | None: ...
 
 
-class PublicValues(_RunChoices, Protocol):
+class PublicValues(RunChoices, Protocol):
     """A run's public parameters (``wire.PublicParameters``): the choices, resolved."""
 
     @property
@@ -83,7 +83,7 @@ class Enrolment(Protocol):
     def records(self) -> int: ...
 
 
-class RunRequest(_RunChoices, Protocol):
+class RunRequest(RunChoices, Protocol):
     """What an operator asks for (``wire.RunCreate``), as far as the defaults need it."""
 
     @property

@@ -59,17 +59,7 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         # operator fixed one s for all.
         scale = request.scale
         if scale is None:
-            scale, per_round = published_scales(
-                request.mechanism,
-                records=sum(sizes),
-                rounds=request.rounds,
-                d=request.d,
-                epsilon=request.epsilon,
-                delta=delta,
-                tau=tau,
-                zeta=request.zeta,
-                schedule=request.schedule,
-            )
+            scale, per_round = published_scales(request, records=sum(sizes), delta=delta, tau=tau)
             scales = None if per_round is None else list(per_round)
         smoothing = smoothing_precision(request.d, request.zeta)
     elif kind.needs == "clip":

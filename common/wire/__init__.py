@@ -259,7 +259,7 @@ class PublicParameters(_Schema):
     tau: float
     zeta: float
     #: Truncation scale s (local, central); None for local-clip and none. For hospital: None
-    #: means each holder's own s_k from its enrolled count (``protocol.holder_own_scale``).
+    #: means each holder's own s_k from its enrolled count (``protocol.holder_scale``).
     scale: float | None
     #: Smoothing precision β_s (local, central, hospital).
     smoothing: float | None

@@ -15,12 +15,14 @@ from ldpem.common.mechanisms import HospitalTruncation, LocalTruncation
 from ldpem.common.models import Records, get_model
 from ldpem.common.planning.simulator import every_round, run_gradient_em
 from ldpem.common.protocol import (
-    holder_own_scale,
     holder_records_per_round,
+    holder_scale,
     local_noise_std,
     make_mechanism,
 )
+from ldpem.common.wire import PublicParameters
 from tests.common.auditkit import EPSILON, audited, audited_holder, honest_as, variant
+from tests.publickit import published_params
 
 
 def honest_hospital(d: int = 1) -> HospitalTruncation:
@@ -52,9 +54,12 @@ def test_hospital_scale_uses_the_enrolled_count_per_round() -> None:
     assert holder_records_per_round(50_003, 10) == 5000
     assert holder_records_per_round(7, 10) == 1
     assert holder_records_per_round(123, 10, reuse=True) == 123
-    scale = holder_own_scale(
-        "hospital", records=50_003, rounds=10, d=10, epsilon=1.0, delta=1e-6, tau=1.9
+    params = PublicParameters.model_validate(
+        published_params(
+            mechanism="hospital", rounds=10, d=10, epsilon=1.0, delta=1e-6, tau=1.9, scale=None
+        )
     )
+    scale = holder_scale(params, 50_003)
     direct = make_mechanism(
         "hospital", d=10, records_per_round=5000, epsilon=1.0, delta=1e-6, tau=1.9
     )

@@ -16,7 +16,7 @@ from ldpem.common.core.accounting import Budget
 from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.truncation_bound import truncation_bound
 from ldpem.common.mechanisms import HospitalTruncation
-from ldpem.common.protocol import holder_own_scale, local_noise_std
+from ldpem.common.protocol import local_noise_std, public_scale
 from ldpem.common.wire import ReportIn, RunCreate, expected_round_count, public_parameters
 from ldpem.server.coordinator import Coordinator, record_bound, run_noise_std
 from ldpem.server.refusals import Invalid
@@ -41,11 +41,10 @@ def test_public_parameters_leave_each_holder_its_own_scale() -> None:
     bounds = [record_bound(params, size) for size in SIZES]
     # s_k ∝ √m_k: the bound grows with the holder's size.
     assert bounds[1] / bounds[0] == pytest.approx(math.sqrt(400 / 100), rel=1e-12)
-    scale = holder_own_scale(
+    scale = public_scale(
         "hospital",
-        records=2000,
-        rounds=ROUNDS,
         d=D,
+        records_per_round=2000 // ROUNDS,
         epsilon=params.epsilon,
         delta=params.delta,
         tau=params.tau,
