@@ -139,7 +139,6 @@ class SecAggSession:
     name: str
     roster: Roster
     key: Any
-    k: int
     t_min: int
     bits: int
     #: c, the most holders the run declares may collude with the coordinator.
@@ -154,9 +153,6 @@ class SecAggSession:
     #: masked input left (docs/PRIVACY.md, "What a refused round costs"). Every masked
     #: round is charged at least this; recorded in the ledger.
     fallback_epsilon: float
-    #: The run's δ and accounting (the μ of a round charged at its fallback ε).
-    delta: float
-    accounting: str
     #: The run's public values as checked at the first contact (``round_parameters``; on
     #: the SecAgg+ graph with its k, m, τ and h, and T on the expander, recomputed by
     #: ``check_graph``).
@@ -240,7 +236,6 @@ def load_secagg(
         name=name,
         roster=roster,
         key=key,
-        k=params.holders,
         t_min=params.t_min,
         bits=params.modulus_bits,
         colluders=colluders,
@@ -248,8 +243,6 @@ def load_secagg(
         min_honest=config.min_honest,
         grid=grid_of(mechanism),
         fallback_epsilon=fallback(mechanism, params, honest),
-        delta=params.delta,
-        accounting=params.accounting,
         run=params,
         honest_shares=honest,
     )
@@ -328,8 +321,10 @@ def check_worst_case(
 
 
 def session_ratio(session: SecAggSession) -> float:
-    """The μ of ``session.fallback_epsilon``: the least a masked round is charged."""
-    return ratio_for_budget(session.fallback_epsilon, session.delta, session.accounting)
+    """The μ of ``session.fallback_epsilon`` at the run's δ and accounting: the least a
+    masked round is charged."""
+    run = session.run
+    return ratio_for_budget(session.fallback_epsilon, run.delta, run.accounting)
 
 
 def fallback(mechanism: Mechanism, params: PublicParameters, honest: int) -> float:
