@@ -351,13 +351,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--query, --columns, --target and --password-file need --data")
     if args.draws:
         check_bootstrap(args.level, args.draws)
-    bootstrap = Bootstrap(
-        level=args.level,
-        draws=args.draws,
-        seed=args.bootstrap_seed,
-        scheduler=args.scheduler,
-        workers=args.workers,
-    )
+    bootstrap = from_options(Bootstrap, args, seed=args.bootstrap_seed)
     if args.json:
         print(json.dumps(simulate(study, data=data, bootstrap=bootstrap)))
         return 0
