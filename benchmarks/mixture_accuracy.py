@@ -1,5 +1,5 @@
 """Accuracy of the K-component models `gmmk` and `lca` by mechanism (issue 44; docs/RESULTS.md,
-"K-component models: accuracy by mechanism").
+"K-component models (gmmk, lca): accuracy by mechanism").
 
     python benchmarks/mixture_accuracy.py [--seeds 10] [--rounds 10 50]
         [--mechanisms none,hospital,central,local,secagg,local-clip,central-clip] [--json]
