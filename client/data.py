@@ -5,8 +5,9 @@
 CSV: a header row, then one record per line, comma-separated.
   * GMM: every column is a coordinate of the observation y.
   * MRM, RMC: the column named ``y`` is the response; all other columns are covariates x.
-  ``columns``/``target`` (``--columns``/``--target``) choose other covariates and response.
-    RMC only: an empty cell (or ``nan``/``NA``) is a missing covariate.
+  ``columns``/``target`` (``--columns``/``--target``) choose other covariates and response;
+  the columns they leave out are not parsed at all, so they may hold text (a name, a
+  species). RMC only: an empty cell (or ``nan``/``NA``) is a missing covariate.
 .npy: a 2-D float array; for MRM/RMC the last column is the response y.
 
 Every problem is reported as one line naming the file, the line and the column.
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import csv
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,20 +61,31 @@ def load_records(
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
+
+    def chosen(names: list[str]) -> tuple[list[int], int]:
+        """The indices into ``names`` of the columns read, covariates then response, and
+        how many are covariates."""
+        covariates, response = resolve_columns(
+            str(path), names, model=spec.name, columns=columns, target=target
+        )
+        return [*covariates, *([] if response is None else [response])], len(covariates)
+
     if path.suffix.lower() == ".npy":
         table, names = _read_npy(path, has_response=spec.has_response)
+        used, covariates = chosen(names)
+        if used != list(range(len(names))):
+            table = table[:, used]
+            names = [names[j] for j in used]
 
         def where(row: int) -> str:
             return f"{path} row {row + 1}"
     else:
-        table, names, lines = _read_csv(path)
+        table, names, lines, covariates = _read_csv(path, chosen)
 
         def where(row: int) -> str:
             return f"{path} line {int(lines[row])}"
 
-    return _to_records(
-        where, str(path), table, names, model=spec.name, columns=columns, target=target
-    )
+    return _to_records(where, str(path), table, names, covariates, model=spec.name, columns=columns)
 
 
 def _read_npy(path: Path, *, has_response: bool) -> tuple[NDArray[np.float64], list[str]]:
@@ -92,11 +105,18 @@ def _read_npy(path: Path, *, has_response: bool) -> tuple[NDArray[np.float64], l
     return np.asarray(array, dtype=np.float64), columns
 
 
-def _read_csv(path: Path) -> tuple[NDArray[np.float64], list[str], NDArray[np.int64]]:
-    """The cells as float64 (a missing cell as NaN), the header's names and each row's line.
+def _read_csv(
+    path: Path, chosen: Callable[[list[str]], tuple[list[int], int]]
+) -> tuple[NDArray[np.float64], list[str], NDArray[np.int64], int]:
+    """The chosen columns' cells as float64 (n × len(used), a missing cell as NaN), their
+    names, each row's line and the number of covariates among them.
 
-    Every file takes the same path, streamed ``BLOCK_ROWS`` rows at a time: each cell is
-    stripped, looked up among the missing-value tokens (a missing one becomes the text
+    ``chosen(header)``: the indices into the header of the columns the model reads,
+    covariates then response, and how many are covariates (``resolve_columns``). The other
+    columns are split off each line by the CSV reader and never parsed.
+
+    Every file takes the same path, streamed ``BLOCK_ROWS`` rows at a time: each chosen cell
+    is stripped, looked up among the missing-value tokens (a missing one becomes the text
     ``nan``) and converted by ``float``. So the work per cell does not depend on whether it
     holds a number, a blank or ``NA``, and no file is read twice (docs/PRIVACY.md, "Timing").
     Text that is not a number fails the same conversion and stops the load, which ends the
@@ -109,7 +129,8 @@ def _read_csv(path: Path) -> tuple[NDArray[np.float64], list[str], NDArray[np.in
             if header is None or not any(cell.strip() for cell in header):
                 raise UserError(f"{path}: empty file, expected a header row with column names")
             columns = _header(path, header)
-            blocks = list(_csv_blocks(path, reader, columns))
+            used, covariates = chosen(columns)
+            blocks = list(_csv_blocks(path, reader, columns, used))
     except UnicodeDecodeError:
         raise UserError(f"{path}: not a UTF-8 text file") from None
     except csv.Error:
@@ -118,7 +139,7 @@ def _read_csv(path: Path) -> tuple[NDArray[np.float64], list[str], NDArray[np.in
         raise UserError(f"{path}: no data rows after the header")
     table = np.concatenate([values for values, _ in blocks])
     lines = np.concatenate([numbers for _, numbers in blocks])
-    return table, columns, lines
+    return table, [columns[j] for j in used], lines, covariates
 
 
 def _header(path: Path, header: list[str]) -> list[str]:
@@ -132,11 +153,22 @@ def _header(path: Path, header: list[str]) -> list[str]:
     return columns
 
 
+def _chosen_cells(rows: list[list[str]], used: list[int], width: int) -> Iterable[str]:
+    """The cells of ``used`` (indices into rows of ``width`` fields), row by row."""
+    if used == list(range(width)):
+        return itertools.chain.from_iterable(rows)
+    if len(used) == 1:
+        # itemgetter of one index gives the cell itself, not a 1-tuple.
+        return map(itemgetter(used[0]), rows)
+    return itertools.chain.from_iterable(map(itemgetter(*used), rows))
+
+
 def _csv_blocks(
-    path: Path, reader: _csv_reader, columns: list[str]
+    path: Path, reader: _csv_reader, columns: list[str], used: list[int]
 ) -> Iterator[tuple[NDArray[np.float64], NDArray[np.int64]]]:
-    """Blocks of (rows × columns values, each row's line number). An empty line is skipped
-    (for more than one column, also a line of blanks); a ragged row is an error."""
+    """Blocks of (rows × len(used) values of the columns ``used``, each row's line number).
+    An empty line is skipped (for more than one column, also a line of blanks); a ragged
+    row is an error, whichever of its fields are used."""
     width = len(columns)
     while True:
         rows: list[list[str]] = []
@@ -151,28 +183,29 @@ def _csv_blocks(
         for row, line in zip(rows, lines, strict=True):
             if len(row) != width:
                 raise UserError(f"{path} line {line}: expected {width} fields, got {len(row)}")
-        cells = list(map(str.strip, itertools.chain.from_iterable(rows)))
+        cells = list(map(str.strip, _chosen_cells(rows, used, width)))
         try:
             values = np.fromiter(
                 map(float, map(_NUMBER_TEXT, cells, cells)), dtype=np.float64, count=len(cells)
             )
         except ValueError:
-            raise _not_a_number(path, rows, lines, columns) from None
-        yield values.reshape(len(rows), width), np.asarray(lines, dtype=np.int64)
+            raise _not_a_number(path, rows, lines, columns, used) from None
+        yield values.reshape(len(rows), len(used)), np.asarray(lines, dtype=np.int64)
 
 
 def _not_a_number(
-    path: Path, rows: list[list[str]], lines: list[int], columns: list[str]
+    path: Path, rows: list[list[str]], lines: list[int], columns: list[str], used: list[int]
 ) -> UserError:
-    """The error for the first cell of the block that is neither a number nor missing. The
-    load stops here, before any contact, so this search's time is not observable."""
+    """The error for the first chosen cell of the block that is neither a number nor
+    missing. The load stops here, before any contact, so this search's time is not
+    observable."""
     for row, line in zip(rows, lines, strict=True):
-        for name, cell in zip(columns, row, strict=True):
-            text = cell.strip()
+        for j in used:
+            text = row[j].strip()
             try:
                 float(_NUMBER_TEXT(text, text))
             except ValueError:
-                return UserError(f"{path} line {line}, column {name!r}: not a number")
+                return UserError(f"{path} line {line}, column {columns[j]!r}: not a number")
     return UserError(f"{path}: not a number in some cell")  # unreachable: float failed above
 
 
@@ -186,48 +219,38 @@ def _to_records(
     label: str,
     table: NDArray[np.float64],
     names: list[str],
+    covariates: int,
     *,
     model: str,
     columns: Sequence[str] | None,
-    target: str | None,
 ) -> Records:
+    """The records of ``table`` (n × len(names)): its first ``covariates`` columns are the
+    covariates, a further one the response; ``columns`` is ``--columns`` as given."""
     spec = get_model(model)
 
     def where(row: int, column: int) -> str:
         return f"{where_row(row)}, column {names[column]!r}"
-
-    x_index, response_index = resolve_columns(
-        label, names, model=model, columns=columns, target=target
-    )
-    used = [*x_index, *([] if response_index is None else [response_index])]
-    if len(used) < len(names):
-        table = table[:, used]
-        names = [names[j] for j in used]
-        x_index = list(range(len(x_index)))
-        response_index = None if response_index is None else len(x_index)
 
     infinite = np.isinf(table)
     if infinite.any():
         row, column = _first_bad(infinite)
         raise UserError(f"{where(row, column)}: infinite value")
 
-    if response_index is not None:
-        missing_y = np.isnan(table[:, response_index])
+    if table.shape[1] > covariates:
+        missing_y = np.isnan(table[:, covariates])
         if missing_y.any():
             row = int(np.argmax(missing_y))
-            raise UserError(f"{where(row, response_index)}: the response may not be missing")
-        x, y = table[:, x_index], table[:, response_index].copy()
-    elif x_index == list(range(table.shape[1])):
-        x, y = table, None
+            raise UserError(f"{where(row, covariates)}: the response may not be missing")
+        x, y = table[:, :covariates], table[:, covariates].copy()
     else:
-        x, y = table[:, x_index], None
+        x, y = table, None
 
-    check_id_columns(label, [names[j] for j in x_index], x, columns)
+    check_id_columns(label, names[:covariates], x, columns)
     missing_x = np.isnan(x)
     if missing_x.any() and not spec.allows_missing:
         row, column = _first_bad(missing_x)
         raise UserError(
-            f"{where(row, x_index[column])}: missing value, but model {model} allows none "
+            f"{where(row, column)}: missing value, but model {model} allows none "
             "(only rmc accepts missing covariates)"
         )
     return Records(np.ascontiguousarray(x), y)

@@ -173,6 +173,24 @@ def test_data_file_with_missing_covariates_for_rmc(
     assert "β*" not in captured.out  # no β* known, so no error is shown
 
 
+#: tests/data/iris.csv, whose last column is the species name (tests/data/README.md).
+IRIS = Path(__file__).resolve().parents[1] / "data" / "iris.csv"
+IRIS_MEASUREMENTS = "sepal_length,sepal_width,petal_length,petal_width"
+
+
+def test_iris_loads_with_its_measurements_as_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--model", "gmmk", "--components", "3", "--data", str(IRIS)]
+    run = ["--mechanism", "none", "--rounds", "2", "--hospitals", "1", "--draws", "0"]
+    assert main([*argv, "--columns", IRIS_MEASUREMENTS, *run, "--json"]) == 0
+    outcome = json.loads(capsys.readouterr().out)
+    assert (outcome["n"], outcome["d"]) == (150, 4)
+    # Without --columns the species column is read too: one line naming it, not its value.
+    assert main([*argv, *run]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"{IRIS} line 2, column 'species': not a number\n")
+    assert err.count("\n") == 1 and "setosa" not in err
+
+
 @pytest.mark.parametrize(
     ("header", "cell", "message"),
     [

@@ -74,3 +74,39 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_unknown_model(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="model must be one of"):
         load_records(write(tmp_path, "a\n1\n"), "kmeans")
+
+
+#: Text a record holds in a column the study does not use (a name): it must never show.
+NAME = "Jane Q. Patient"
+
+
+def test_a_text_column_left_out_of_columns_is_not_parsed(tmp_path: Path) -> None:
+    path = write(tmp_path, f"name,x1,x2,y\n{NAME},1,2,10\n{NAME},3,,20\nnot a number,5,6,30\n")
+    records = load_records(path, "rmc", columns=["x2", "x1"], target="y")
+    np.testing.assert_array_equal(records.x, [[2, 1], [np.nan, 3], [6, 5]])
+    np.testing.assert_array_equal(records.y, [10, 20, 30])
+    gmm = load_records(path, "gmm", columns=["x1"])
+    np.testing.assert_array_equal(gmm.x, [[1], [3], [5]])
+
+
+def test_without_columns_a_text_column_is_one_line_without_the_value(tmp_path: Path) -> None:
+    path = write(tmp_path, f"x1,name,y\n1,2,10\n3,{NAME},20\n")
+    with pytest.raises(UserError) as caught:
+        load_records(path, "mrm")
+    assert str(caught.value) == f"{path} line 3, column 'name': not a number"
+
+
+def test_a_chosen_text_cell_names_its_own_column_and_line(tmp_path: Path) -> None:
+    # The text sits in the third field but is the first chosen column: the message must
+    # name it by the header, not by its place among the chosen ones.
+    path = write(tmp_path, f"name,x1,x2,y\nA,1,2,10\nB,3,{NAME},20\n")
+    with pytest.raises(UserError) as caught:
+        load_records(path, "mrm", columns=["x2"])
+    assert str(caught.value) == f"{path} line 3, column 'x2': not a number"
+
+
+def test_a_ragged_row_is_refused_even_in_a_column_left_out(tmp_path: Path) -> None:
+    path = write(tmp_path, "name,x1,y\nA,1,10\nB,3,20,extra\n")
+    with pytest.raises(UserError) as caught:
+        load_records(path, "mrm", columns=["x1"])
+    assert str(caught.value) == f"{path} line 3: expected 3 fields, got 4"
