@@ -158,9 +158,9 @@ class Source:
                 return _collect(self.label, names, blocks, self, model=model)
             return load_records(path, model, columns=self.columns, target=self.target)
         if scheme == "sqlite":
-            names, blocks = read_sqlite(self)
+            names, blocks = read_sqlite(self, model=model)
         else:
-            names, blocks = read_postgres(self)
+            names, blocks = read_postgres(self, model=model)
         return _collect(self.label, names, blocks, self, model=model)
 
     def loader(self, _path: Path, model: str) -> Records:

@@ -1,5 +1,7 @@
 """SQL record sources: SQLite (the standard library, read-only) and PostgreSQL (psycopg 3, a
 server-side cursor), fetched ``Source.chunk_rows`` rows at a time, each chunk checked.
+Only the columns ``--columns``/``--target`` choose are converted and checked; the query's
+other columns are fetched with the row and left alone (they may hold text).
 
 A query must have a top-level ORDER BY (``has_top_level_order_by``): the order decides each
 record's round. No message shows a password (``redacted_url``) or a value the query
@@ -14,6 +16,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -21,6 +24,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import numpy as np
 from numpy.typing import NDArray
 
+from ldpem.client.columns import resolve_columns
 from ldpem.common.core.errors import UserError
 
 __all__ = [
@@ -63,6 +67,7 @@ SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 _PASSWORD_HINT = "give it in PGPASSWORD, ~/.pgpass (or PGPASSFILE) or --password-file FILE"
 
 Block = NDArray[np.float64]
+Row = tuple[Any, ...]
 
 
 def has_top_level_order_by(query: str) -> bool:
@@ -128,7 +133,7 @@ def first_line(error: BaseException, secret: str | None) -> str:
     return line
 
 
-def _to_block(label: str, names: list[str], rows: list[tuple[Any, ...]], first: int) -> Block:
+def _to_block(label: str, names: list[str], rows: list[Row], first: int) -> Block:
     """SQL rows (tuples of int/float/Decimal/None) as a float64 block, NULL as NaN."""
     kinds = set(map(type, itertools.chain.from_iterable(rows)))
     if not kinds <= _NUMBER_TYPES:
@@ -161,7 +166,28 @@ def _column_names(label: str, description: Any) -> list[str]:
     return [str(column[0]) for column in description]
 
 
-def read_sqlite(source: Source) -> tuple[list[str], Iterator[Block]]:
+def _chosen(
+    source: Source, names: list[str], *, model: str
+) -> tuple[list[str], Callable[[list[Row]], list[Row]]]:
+    """The names of the columns the model reads (covariates, then the response) and the
+    function that keeps only those values of a chunk of rows."""
+    covariates, response = resolve_columns(
+        source.label, names, model=model, columns=source.columns, target=source.target
+    )
+    used = [*covariates, *([] if response is None else [response])]
+    chosen = [names[j] for j in used]
+    if used == list(range(len(names))):
+        return chosen, lambda rows: rows
+    if len(used) == 1:
+        # itemgetter of one index gives the value itself, not a 1-tuple.
+        (only,) = used
+        return chosen, lambda rows: [(row[only],) for row in rows]
+    take = itemgetter(*used)
+    return chosen, lambda rows: list(map(take, rows))
+
+
+def read_sqlite(source: Source, *, model: str) -> tuple[list[str], Iterator[Block]]:
+    """The names of the columns ``model`` reads and their blocks (``row_blocks``)."""
     label = source.label
     raw = source.location.split("://", 1)[1]
     if not raw.startswith("/"):
@@ -179,26 +205,34 @@ def read_sqlite(source: Source) -> tuple[list[str], Iterator[Block]]:
     except sqlite3.Error as error:
         db.close()
         raise UserError(f"{label}: query failed: {first_line(error, None)}") from None
-    names = _column_names(label, cursor.description)
+    try:
+        names, pick = _chosen(source, _column_names(label, cursor.description), model=model)
+    except UserError:
+        db.close()
+        raise
+
+    def fetch(size: int) -> list[Row]:
+        return pick(cursor.fetchmany(size))
 
     return names, row_blocks(
-        source, names, cursor.fetchmany, failure=sqlite3.Error, secret=None, close=db.close
+        source, names, fetch, failure=sqlite3.Error, secret=None, close=db.close
     )
 
 
 def row_blocks(
     source: Source,
     names: list[str],
-    fetch: Callable[[int], list[tuple[Any, ...]]],
+    fetch: Callable[[int], list[Row]],
     *,
     failure: type[Exception],
     secret: str | None,
     close: Callable[[], None],
 ) -> Iterator[Block]:
     """The blocks of a SQL cursor of ``source``: ``fetch(source.chunk_rows)`` (its
-    ``fetchmany``) until it returns no row, each chunk checked by ``_to_block``; a
-    ``failure`` while fetching is one line naming the last row read (``secret`` masked);
-    ``close`` runs at the end, however the reading ends."""
+    ``fetchmany``, keeping the values of the columns ``names``) until it returns no row,
+    each chunk checked by ``_to_block``; a ``failure`` while fetching is one line naming
+    the last row read (``secret`` masked); ``close`` runs at the end, however the reading
+    ends."""
     label = source.label
     first = 1
     try:
@@ -221,7 +255,8 @@ def missing_extra(what: str, module: str, extra: str) -> UserError:
     return UserError(f"{what} needs the Python package {module}: pip install 'ldpem[{extra}]'")
 
 
-def read_postgres(source: Source) -> tuple[list[str], Iterator[Block]]:
+def read_postgres(source: Source, *, model: str) -> tuple[list[str], Iterator[Block]]:
+    """The names of the columns ``model`` reads and their blocks (``row_blocks``)."""
     try:
         import psycopg
     except ImportError:
@@ -260,12 +295,20 @@ def read_postgres(source: Source) -> tuple[list[str], Iterator[Block]]:
     except psycopg.Error as error:
         connection.close()
         raise UserError(f"{label}: query failed: {first_line(error, secret)}") from None
+    try:
+        names, pick = _chosen(source, names, model=model)
+    except UserError:
+        connection.close()
+        raise
 
     def close() -> None:
         # A server that went away leaves nothing to release.
         with contextlib.suppress(psycopg.Error):
             connection.close()
 
+    def fetch(size: int) -> list[Row]:
+        return pick(cursor.fetchmany(size))
+
     return names, row_blocks(
-        source, names, cursor.fetchmany, failure=psycopg.Error, secret=secret, close=close
+        source, names, fetch, failure=psycopg.Error, secret=secret, close=close
     )

@@ -161,6 +161,20 @@ def test_sqlite_errors_are_one_line(
     assert "\n" not in str(caught.value)
 
 
+def test_sqlite_text_column_left_out_of_columns_is_not_read(tmp_path: Path) -> None:
+    url = _sqlite_db(tmp_path, [(1, 1.0, "Jane Q. Patient", 3.0), (2, 4.0, "x", 6.0)])
+    query = "SELECT x1, x2, y FROM t ORDER BY id"
+    for chunk_rows in (1, 100):
+        records = Source(url, query=query, columns=("x1",), chunk_rows=chunk_rows).load("mrm")
+        assert records.x.tolist() == [[1.0], [4.0]] and records.y is not None
+        assert records.y.tolist() == [3.0, 6.0]
+    both = Source(url, query=query, columns=("y", "x1")).load("gmm")
+    assert both.x.tolist() == [[3.0, 1.0], [6.0, 4.0]]
+    with pytest.raises(UserError) as caught:
+        Source(url, query=query).load("mrm")
+    assert str(caught.value) == f"{url} row 1, column 'x2': not a number (type str)"
+
+
 def test_sqlite_query_cannot_write(tmp_path: Path) -> None:
     url = _sqlite_db(tmp_path, [(1, 1.0, 2.0, 3.0)])
     query = "INSERT INTO t (x1) SELECT x1 FROM t ORDER BY id RETURNING x1"

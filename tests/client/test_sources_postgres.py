@@ -504,6 +504,18 @@ def test_postgres_hostile_values(
     assert str(caught.value) == f"{pg.url()} {message}"  # the row and column, never the value
 
 
+def test_postgres_text_column_left_out_of_columns_is_not_read(
+    pg: Postgres, password_env: None
+) -> None:
+    query = "SELECT 1.5::float8 AS a, 'Jane Q. Patient'::text AS name, 2 AS y ORDER BY 1"
+    records = Source(pg.url(), query=query, columns=("a",)).load("mrm")
+    assert records.x.tolist() == [[1.5]] and records.y is not None
+    assert records.y.tolist() == [2.0]
+    with pytest.raises(UserError) as caught:
+        Source(pg.url(), query=query).load("mrm")
+    assert str(caught.value) == f"{pg.url()} row 1, column 'name': not a number (type str)"
+
+
 def test_postgres_integers_and_numeric_convert_exactly_where_float_can(
     pg: Postgres, password_env: None
 ) -> None:
