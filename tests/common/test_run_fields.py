@@ -123,29 +123,44 @@ def test_a_study_defaults_to_the_declared_model_mechanism_and_d() -> None:
     assert (study.model, study.mechanism, study.d) == (DEFAULT_MODEL, DEFAULT_MECHANISM, DEFAULT_D)
 
 
+#: The run request's fields that state the declared default in their JSON form.
+JSON_FORMS: dict[str, Any] = {
+    # The (name, value) pairs as a JSON object: {"components": 3}.
+    "model_options": dict,
+}
+
+
 def test_the_run_request_defaults_to_the_declaration() -> None:
     request = {
-        name: info.default
+        name: info.get_default(call_default_factory=True)
         for name, info in RunCreate.model_fields.items()
         if name in DECLARED and not info.is_required()
     }
     assert {"epsilon", "accounting", "zeta", "snr", "schedule", "final", "mechanism"} <= set(
         request
     )
-    expected = {name: REQUEST_OWN_DEFAULTS.get(name, DECLARED[name]) for name in request}
+    assert "model_options" in request
+    expected = {
+        name: REQUEST_OWN_DEFAULTS.get(name, JSON_FORMS.get(name, _same)(DECLARED[name]))
+        for name in request
+    }
     assert request == expected
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def test_the_demo_and_the_agent_default_to_the_declaration() -> None:
     demo = {f.name: f.default for f in fields(DemoConfig) if f.name in DECLARED}
     assert demo == {name: DECLARED[name] for name in demo}
-    assert set(demo) == {"model", "d", "rounds", "epsilon", "mechanism"}
+    assert set(demo) == {"model", "d", "rounds", "epsilon", "mechanism", "model_options"}
     agent = {
         f.name: f.default
         for f in fields(AgentConfig)
         if f.name in DECLARED and f.default is not MISSING
     }
-    assert agent == {"accounting": DECLARED["accounting"]}
+    assert agent == {name: DECLARED[name] for name in ("accounting", "model_options")}
 
 
 def test_the_client_commands_options_default_to_the_agents_config() -> None:

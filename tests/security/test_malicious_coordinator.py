@@ -347,7 +347,7 @@ def test_a_parameter_changed_after_a_restart_is_refused_before_sending(
         ({"round": 2}, "opened round 2 of a run of 2 rounds"),
         ({"round": -1}, "opened round -1 of a run of 2 rounds"),
         ({"run_id": "another-run"}, "answered for run 'another-run'"),
-        ({"beta": [0.5, 0.5]}, "beta with 2 entries for a run of dimension 3"),
+        ({"beta": [0.5, 0.5]}, "beta with 2 entries for a run whose beta has 3"),
         ({"beta": [1e101, 0.0, 0.0]}, "must be finite and at most 1e+100"),
     ],
 )

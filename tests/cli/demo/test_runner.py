@@ -284,9 +284,10 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         (["--epsilon", "0"], "--epsilon must be > 0, got 0.0"),
         (["--hospitals", "0"], "--hospitals must be at least 1, got 0"),
         (
-            ["--model", "gmmk"],
-            "model gmmk is not yet supported in federated runs; use ldpem simulate",
+            ["--model", "gmmk", "--components", "11"],
+            "components must be an integer in [2, 10] for model gmmk, got 11",
         ),
+        (["--components", "3"], "model gmm has no option components (its options: none)"),
     ],
 )
 def test_bad_arguments_are_one_line_errors(arguments: list[str], message: str) -> None:
