@@ -176,3 +176,47 @@ def test_each_models_generator_defaults_to_the_declared_snr_and_sigma(name: str)
     parameters = inspect.signature(get_model(name).generate).parameters
     assert parameters["snr"].default == DECLARED["snr"]
     assert parameters["sigma"].default == DECLARED["sigma"]
+
+
+def test_a_problem_without_model_options_keeps_its_seed_key() -> None:
+    # The key of the run fields declared before model_options, in their order: what the
+    # prediction seeds of every existing problem were drawn from.
+    problem = Problem(model="gmm", d=3, sizes=(100, 200), epsilon=0.5)
+    earlier = [f.name for f in fields(RunFields) if f.name != "model_options"]
+    shared = {f.name for f in fields(RunFields)}
+    own = [f.name for f in fields(Problem) if f.name not in shared]
+    skip = {"rounds", "schedule", "final"}
+    names = [name for name in own + earlier if name not in skip]
+    assert problem.seed_key == repr([(name, getattr(problem, name)) for name in names])
+    assert "model_options" not in problem.seed_key
+
+
+def test_a_problems_model_options_are_in_its_seed_key() -> None:
+    three = Problem(model="gmmk", d=3, sizes=(100,), model_options=(("components", 3),))
+    four = Problem(model="gmmk", d=3, sizes=(100,), model_options=(("components", 4),))
+    assert three.seed_key != four.seed_key
+    assert three.seed_key.endswith("('model_options', (('components', 3),))]")
+
+
+#: The commands that run or describe a run of a model, each with its declared options.
+#: Not ``ldpem plan`` (it refuses the models that declare options) nor ``ldpem audit``
+#: (its claims take each model at its defaults).
+MODEL_COMMANDS = {
+    "ldpem simulate",
+    "ldpem client",
+    "ldpem generate",
+    "ldpem demo",
+    "ldpem run create",
+}
+
+
+def test_every_command_that_runs_a_model_takes_its_declared_options() -> None:
+    declared = {option.name for name in model_names() for option in get_model(name).options}
+    assert declared == {"components"}
+    found = [parser for parser in PARSERS if parser.prog in MODEL_COMMANDS]
+    assert {parser.prog for parser in found} == MODEL_COMMANDS
+    for parser in found:
+        options = {a.dest: a.default for a in parser._actions}
+        assert {name: options.get(name, "missing") for name in declared} == dict.fromkeys(
+            declared
+        ), parser.prog

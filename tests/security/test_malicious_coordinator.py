@@ -363,6 +363,52 @@ def test_a_hostile_round_is_refused_and_nothing_is_sent(
     assert outcome.reports == []
 
 
+#: A gmmk run of K = 2 on d = 3: β has 2·(3 + 1) = 8 values.
+MIXTURE_BETA = [0.5, -0.5, 0.25, 0.1, -0.2, 0.3, 0.0, 0.1]
+
+
+@pytest.mark.parametrize(
+    ("published", "round_change", "message"),
+    [
+        # Another K than the hospital pinned (--components 2), at the first contact.
+        (
+            {"components": 4},
+            {},
+            "fits model gmmk with components = 4, but this agent consents "
+            "to components = 2 (--components); refusing",
+        ),
+        # K changed during the run: the round's parameters are not the bound ones.
+        (
+            {"components": 2},
+            {"params": {"components": 3}},
+            "changed its parameters during the run: model_options",
+        ),
+        # A β of d values, the size of another model's: refused, never padded or cut.
+        (
+            {"components": 2},
+            {"beta": [0.5, -0.5, 0.25]},
+            "beta with 3 entries for a run whose beta has 8",
+        ),
+    ],
+)
+def test_a_lying_coordinator_of_a_mixture_is_refused_and_nothing_is_sent(
+    tmp_path: Path, published: dict[str, int], round_change: dict[str, Any], message: str
+) -> None:
+    write_csv(tmp_path, gmm_data())  # gmmk reads the same covariates
+    params = public("gmmk", model_options=published)
+    coordinator = Fake(params, betas=[MIXTURE_BETA] * 2)
+    if "params" in round_change:
+        changed = public("gmmk", model_options=round_change["params"])
+        round_change = {"params": changed}
+    coordinator.round_change = {0: round_change}
+    with live_server(coordinator.app()) as url:
+        outcome = agent(tmp_path, coordinator, url, "--components", "2", model="gmmk")
+    assert outcome.code == 2, outcome.log[-2000:]
+    assert message in outcome.log
+    assert outcome.reports == []
+    assert "Traceback" not in outcome.log
+
+
 def test_a_second_report_for_a_round_at_another_beta_is_refused(
     fake: tuple[Fake, str], tmp_path: Path
 ) -> None:

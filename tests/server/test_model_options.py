@@ -69,3 +69,6 @@ def test_a_mixture_run_publishes_its_options_and_checks_reports_by_its_beta_size
     assert refused.json()["detail"] == f"total must have {SIZE} entries (the size of beta), got {D}"
     whole = report_body(0, 0, total=[0.0] * SIZE, noise_std=noise)
     assert client.post(url, json=whole, headers=hospital_headers(0)).status_code == 200
+    page = client.get(f"/runs/{run_id}").text
+    assert f"gmmk (components = {K}), d = {D}" in page
+    assert "β₁₀" in page  # every coordinate of β is plotted, not the first d
