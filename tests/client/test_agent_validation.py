@@ -395,6 +395,26 @@ def test_a_run_of_the_pinned_model_options_gets_past_the_pin(
     a.close()
 
 
+def test_a_mixture_whose_beta_would_exceed_the_largest_report_is_refused() -> None:
+    # d = 100 000 is in range, but K = 10 makes β 10·(d + 1) values: refused from public
+    # values, before the records' shape is compared.
+    me = identity(model="gmmk", d=100_000, model_options={"components": 10})
+    with pytest.raises(AgentError, match="the coordinator sent model_options = "):
+        check_public(me)
+    check_public(identity(model="gmmk", d=9_999, model_options={"components": 10}))
+
+
+def test_public_parameters_without_options_are_published_as_before() -> None:
+    # Left out of the JSON while empty: a run of a model without options is published and
+    # bound in an agent's ledger byte for byte as before.
+    plain = PublicParameters.model_validate(published_params())
+    assert "model_options" not in plain.model_dump(mode="json")
+    mixture = PublicParameters.model_validate(
+        published_params(model="gmmk", model_options={"components": 4})
+    )
+    assert mixture.model_dump(mode="json")["model_options"] == {"components": 4}
+
+
 def test_a_mixtures_beta_is_checked_at_its_parameter_size() -> None:
     # gmmk with K = 2 on d = 3: β = (b_1, b_2, α) has 2·(3 + 1) = 8 entries, not d.
     size = 8

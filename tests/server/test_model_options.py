@@ -32,6 +32,8 @@ SIZE = K * (D + 1)
         ("gmmk", [["components", 3]], "model_options"),
         ("gmmk", "components=3", "model_options"),
         ("gmmk", {f"o{i}": 3 for i in range(17)}, "model_options"),
+        # β⁰ given with d values: a mixture's β has K·(d + 1).
+        ("gmmk", {"components": K}, f"beta0 must have {SIZE} entries, got {D}"),
         # β would have 10·(100000 + 1) values: more than any report may carry.
         ("gmmk", {"components": 10}, "beta would have 1000010 values"),
     ],
@@ -41,6 +43,8 @@ def test_hostile_model_options_are_refused_in_one_line(
 ) -> None:
     d = 100_000 if message.startswith("beta would") else D
     body = run_request(model=model, d=d, model_options=options)
+    if message.startswith("beta0"):
+        body["beta0"] = [0.1] * D
     response = client.post("/v1/runs", json=body, headers=admin_headers())
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
