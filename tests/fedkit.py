@@ -302,11 +302,12 @@ def agents_to_the_end(
     model: str,
     state: Path,
     seeds: list[int] | None = None,
+    flags: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Start one ``ldpem client`` per data file (hospital i holds ``paths[i]`` and
-    ``TOKENS[i]``, budget ``AGENT_BUDGET``; research ``--seed`` ``seeds[i]`` if given),
-    wait for each to exit 0, then for the run to leave ``running`` (at most 30 s); the
-    run's summary."""
+    ``TOKENS[i]``, budget ``AGENT_BUDGET``; research ``--seed`` ``seeds[i]`` if given;
+    ``flags`` added to each command line), wait for each to exit 0, then for the run to
+    leave ``running`` (at most 30 s); the run's summary."""
     agents = [
         start_agent(
             processes,
@@ -321,6 +322,7 @@ def agents_to_the_end(
                 "--wait",
                 "2",
                 *(["--seed", str(seeds[i])] if seeds is not None else []),
+                *flags,
             ],
         )
         for i, path in enumerate(paths)
