@@ -17,9 +17,7 @@ class Phenotypes(GaussianMixtureK):
     """gmmk with its K declared as ``clusters``."""
 
     name: ClassVar[str] = "pheno"
-    options: ClassVar[tuple[ModelOption, ...]] = (
-        ModelOption("clusters", default=2, low=2, high=4, help="phenotypes K"),
-    )
+    options = (ModelOption("clusters", default=2, low=2, high=4, help="phenotypes K"),)
 
     def __init__(self, clusters: int = 2) -> None:
         super().__init__(components=clusters)
