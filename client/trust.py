@@ -143,7 +143,8 @@ def check_public(me: Identity) -> None:
     if p.smoothing is not None:
         own = smoothing_precision(size, p.zeta)
         if not (math.isfinite(p.smoothing) and abs(p.smoothing - own) <= 1e-12 * own):
-            raise _refuse("smoothing", p.smoothing, f"sqrt(log(d/zeta)) = {own!r}")
+            rule = f"sqrt(log(p/zeta)) = {own!r}, p = {size} the size of beta"
+            raise _refuse("smoothing", p.smoothing, rule)
     if p.clip is not None:
         _in("clip", p.clip, *SCALE_RANGE)
 

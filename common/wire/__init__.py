@@ -36,7 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-from ldpem.common.models import Model, get_model, model_names
+from ldpem.common.models import get_model, model_names
 from ldpem.common.models.base import DEFAULT_START
 from ldpem.common.protocol import (
     EQUAL,
@@ -50,7 +50,6 @@ from ldpem.common.protocol import (
     round_size,
     round_sizes,
 )
-from ldpem.common.protocol.defaults import ConfiguredRun
 from ldpem.common.protocol.run_fields import DEFAULT_MECHANISM, RUN_DEFAULTS
 from ldpem.common.wire.accuracy import ConfidenceRegion, ErrorBand, Forecast
 from ldpem.common.wire.base import Schema
@@ -133,12 +132,6 @@ _LATER: dict[str, Any] = {
 #: The model's declared options (``Model.options``) by name: a handful of small integers,
 #: each checked against the model's declaration (``protocol.configured_model``).
 ModelOptions = Annotated[dict[str, int], Field(max_length=16)]
-
-
-def _check_options(run: ConfiguredRun) -> Model:
-    """The run's configured model; ValueError, one line, naming an option the model does
-    not declare or a value out of its declared range."""
-    return configured_model(run)
 
 
 def _check_later(mechanism: str, schedule: ScheduleSpec, final: str, rounds: int) -> None:
@@ -248,7 +241,8 @@ class RunCreate(_Schema):
                 round_sizes(h.records, self.rounds, self.schedule)
             except ValueError as error:
                 raise ValueError(f"hospital {h.name}: {error}") from None
-        size = _check_options(self).parameter_dim(self.d)
+        # ValueError, one line, for an option the model does not declare or out of range.
+        size = configured_model(self).parameter_dim(self.d)
         if size > BETA_SIZE_MAX:
             raise ValueError(
                 f"beta would have {size} values for model {self.model} with d = {self.d}, "
@@ -337,7 +331,7 @@ class PublicParameters(_Schema):
     @model_validator(mode="after")
     def _consistent(self) -> PublicParameters:
         _check_later(self.mechanism, self.schedule, self.final, self.rounds)
-        rules = (_check_options(self).start_rule, GIVEN_START)
+        rules = (configured_model(self).start_rule, GIVEN_START)
         if self.start not in rules:
             raise ValueError(f"start must be one of {rules} for model {self.model}")
         if self.scales is not None and len(self.scales) != self.rounds:

@@ -20,6 +20,7 @@ from ldpem.client.agent import Agent, AgentError
 from ldpem.client.config import AgentConfig
 from ldpem.client.ledger import DEFAULT_DATASET, Ledger
 from ldpem.client.trust import BETA_MAX, check_beta, check_public
+from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records
 from ldpem.common.protocol import noise_rng, partition_rng
@@ -413,6 +414,17 @@ def test_public_parameters_without_options_are_published_as_before() -> None:
         published_params(model="gmmk", model_options={"components": 4})
     )
     assert mixture.model_dump(mode="json")["model_options"] == {"components": 4}
+
+
+def test_a_mixtures_smoothing_is_that_of_its_beta_size_not_of_d() -> None:
+    # gmmk, K = 2, d = 3: β_s = √(log(8/ζ)); a coordinator publishing √(log(3/ζ)), the
+    # value of d, is refused: the agent computes β_s for the p coordinates it truncates.
+    as_d = identity(
+        model="gmmk", model_options={"components": 2}, smoothing=smoothing_precision(3, 0.1)
+    )
+    with pytest.raises(AgentError, match="p = 8 the size of beta"):
+        check_public(as_d)
+    check_public(identity(model="gmmk", model_options={"components": 2}))
 
 
 def test_a_mixtures_beta_is_checked_at_its_parameter_size() -> None:

@@ -552,7 +552,7 @@ def _raw(**change: str) -> str:
         (_raw(rounds="100"), "records = 40, which must be an integer in [rounds = 100"),
         (_raw(d="0"), "d = 0"),
         (_raw(d="200000"), "d = 200000"),
-        (_raw(smoothing="3.0"), "smoothing = 3.0, which must be sqrt(log(d/zeta))"),
+        (_raw(smoothing="3.0"), "smoothing = 3.0, which must be sqrt(log(p/zeta))"),
         (_raw(zeta="0.99"), "zeta = 0.99"),
         (_raw(eta="1e9"), "eta = 1000000000.0"),
         (_raw(records_per_round="0"), "records_per_round = 0"),
