@@ -409,6 +409,30 @@ def test_a_lying_coordinator_of_a_mixture_is_refused_and_nothing_is_sent(
     assert "Traceback" not in outcome.log
 
 
+def test_another_k_after_a_restart_is_refused_even_when_the_agent_pins_it_anew(
+    tmp_path: Path,
+) -> None:
+    # The hospital restarts its agent with --components 3 after the coordinator switched
+    # the run to K = 3: the pin agrees, but the run's binding in the ledger holds K = 2.
+    write_csv(tmp_path, gmm_data())
+    params = public("gmmk", model_options={"components": 2})
+    coordinator = Fake(params, betas=[MIXTURE_BETA], stop=True)
+    with live_server(coordinator.app()) as url:
+        first = agent(tmp_path, coordinator, url, "--components", "2", model="gmmk")
+        assert first.code == 2 and "stopped by the test" in first.log, first.log[-2000:]
+        assert [r["round"] for r in first.reports] == [0]
+        coordinator.params = public("gmmk", model_options={"components": 3})
+        coordinator.betas = [[0.1] * 12] * 2
+        coordinator.stop = False
+        again = agent(tmp_path, coordinator, url, "--components", "3", model="gmmk")
+    assert again.code == 2
+    assert (
+        f"run {RUN} changed since this agent first took part: params.model_options.components "
+        "was 2, now 3" in again.log
+    )
+    assert again.reports == []
+
+
 def test_a_second_report_for_a_round_at_another_beta_is_refused(
     fake: tuple[Fake, str], tmp_path: Path
 ) -> None:
