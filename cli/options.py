@@ -2,9 +2,10 @@
 command (``ActionSpec``, ``add_actions``), dataclasses built from parsed options
 (``from_options``) and the options' defaults read from them (``field_defaults``), and the
 options several commands take, worded alike: the
-coordinator's URL (checked while parsing), its CA certificate, token files, and where
-simulations run. The commands and ``ldpem.cli`` import it; it imports neither, since
-``ldpem.cli`` imports the commands."""
+coordinator's URL (checked while parsing), its CA certificate, token files, where
+simulations run, and the models' declared options (``--components``: one generator,
+``model_option_arguments``, for every command that takes a model). The commands and
+``ldpem.cli`` import it; it imports neither, since ``ldpem.cli`` imports the commands."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+    from ldpem.common.models.base import ModelOption
 
     _Described = TypeVar("_Described", bound=DataclassInstance)
 
@@ -34,6 +37,9 @@ __all__ = [
     "field_defaults",
     "from_options",
     "missing_option",
+    "model_option_arguments",
+    "model_options",
+    "model_options_of",
     "token_file_option",
 ]
 
@@ -203,4 +209,44 @@ def missing_option(parser: argparse.ArgumentParser, *, default: float | None) ->
         type=float,
         default=default,
         help="rmc: share of missing covariates (default: 0.1 for rmc)",
+    )
+
+
+def model_options() -> dict[str, tuple[ModelOption, list[str]]]:
+    """The options the registered models declare (``Model.options``) by name: one
+    ``--NAME`` each, shown with the first declaration's help and range and the names of
+    the models that declare it (each model checks its own range)."""
+    # Imported here, not with this module (``accounting_option``: the models load numpy).
+    from ldpem.common.models import get_model, model_names
+
+    found: dict[str, tuple[ModelOption, list[str]]] = {}
+    for name in model_names():
+        for option in get_model(name).options:
+            found.setdefault(option.name, (option, []))[1].append(name)
+    return found
+
+
+def model_option_arguments(parser: argparse.ArgumentParser, *, pinned: bool = False) -> None:
+    """``--NAME`` for each declared model option (``model_options``), default None: the
+    model's own default. ``pinned``: the agent's wording (the value it consents to; a run
+    of another value is refused)."""
+    for option, owners in model_options().values():
+        also = "; a run of another value is refused" if pinned else ""
+        parser.add_argument(
+            f"--{option.name}",
+            type=int,
+            default=None,
+            help=f"{', '.join(owners)}: {option.help}, {option.low} to {option.high} "
+            f"(default: {option.default}{also})",
+        )
+
+
+def model_options_of(args: argparse.Namespace) -> tuple[tuple[str, int], ...]:
+    """The (name, value) pairs of the model options given on the command line
+    (``model_option_arguments``), in declaration order; the model checks them
+    (``Model.configured``)."""
+    return tuple(
+        (name, getattr(args, name))
+        for name in model_options()
+        if getattr(args, name, None) is not None
     )

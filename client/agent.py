@@ -75,10 +75,12 @@ from ldpem.common.core.accounting import Budget
 from ldpem.common.core.plugins import ensure_plugins
 from ldpem.common.infra.logs import log_context
 from ldpem.common.mechanisms import Mechanism
-from ldpem.common.models import Records, get_model
+from ldpem.common.models import Records
 from ldpem.common.planning.simulator import round_groups
 from ldpem.common.protocol import (
+    configured_model,
     noise_rng,
+    parameter_size,
     partition_rng,
     report_noise_std,
     start_round,
@@ -177,7 +179,11 @@ class Agent:
             ensure_plugins()
             cfg = self.config
             check_own_configuration(
-                epsilon=cfg.epsilon, delta=cfg.delta, seed=cfg.seed, model=cfg.model
+                epsilon=cfg.epsilon,
+                delta=cfg.delta,
+                seed=cfg.seed,
+                model=cfg.model,
+                model_options=cfg.model_options,
             )
             if cfg.seed is not None:
                 log.warning(
@@ -191,7 +197,9 @@ class Agent:
             # coordinator").
             records = self.loader(cfg.data, cfg.model)
             me = self.identity()
-            check_holding(me, records, model=cfg.model, data=cfg.data)
+            check_holding(
+                me, records, model=cfg.model, model_options=cfg.model_options, data=cfg.data
+            )
             # Structured logs (--log-format json) carry the run and hospital from here on.
             context.enter_context(log_context(run=me.run_id, hospital=me.hospital))
             first_contact = self.ledger.binding(me.run_id) is None
@@ -339,7 +347,7 @@ class Agent:
         """Round ``info.round``: charge it, make the report once, persist it, send it."""
         cfg = self.config
         t = info.round
-        check_beta(info.beta, session.params.d)
+        check_beta(info.beta, parameter_size(session.params))
         beta_key = beta_digest(info.beta)
         entry = self.ledger.entry(session.run_id, t)
         mechanism, mu = session.mechanisms[t]
@@ -354,13 +362,13 @@ class Agent:
             # Charged but not made (a first attempt, or a crash before the bytes were
             # stored: nothing was sent, so a fresh draw spends nothing more).
             report = holder_round(
-                model=get_model(session.params.model),
+                model=configured_model(session.params),
                 beta=np.asarray(info.beta, dtype=np.float64),
                 records=session.groups[t],
                 sigma=session.params.sigma,
                 mechanism=mechanism,
                 rng=noise_rng(cfg.seed, session.run_id, t),
-                in_start_round=start_round(session.params.model, t),
+                in_start_round=start_round(configured_model(session.params), t),
             )
             total = [float(v) for v in report.total]
             if not all(math.isfinite(v) for v in total):

@@ -44,3 +44,7 @@ class AgentConfig:
     dataset: str = DEFAULT_DATASET
     #: Secure aggregation: signing key, roster and --min-honest (runs of noise shares).
     secagg: SecAggConfig | None = None
+    #: The model's declared options this hospital consents to (--components), as (name,
+    #: value) pairs; the others at the model's defaults. Pinned like the model: a run
+    #: publishing other values is refused.
+    model_options: tuple[tuple[str, int], ...] = ()

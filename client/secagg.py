@@ -32,6 +32,7 @@ from ldpem.client.link import CoordinatorLink, long_poll_timeout
 from ldpem.client.trust import AgentError
 from ldpem.common.core.accounting import Budget, ratio_for_budget
 from ldpem.common.mechanisms import Mechanism
+from ldpem.common.protocol import parameter_size
 from ldpem.common.secagg import (
     ConsistencyCheck,
     Holder,
@@ -333,7 +334,7 @@ def fallback(mechanism: Mechanism, params: PublicParameters, honest: int) -> flo
     and the colluders this agent assumes can learn of a round it masked, refused or not
     (docs/PRIVACY.md, "What a refused round costs")."""
     compute = getattr(mechanism, "epsilon")  # noqa: B009 - a shares' mechanism
-    return float(compute(params.d, delta=params.delta, honest=honest))
+    return float(compute(parameter_size(params), delta=params.delta, honest=honest))
 
 
 def _parameters(session: SecAggSession, run_id: str, t: int) -> RoundParameters:

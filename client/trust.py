@@ -18,11 +18,13 @@ from ldpem.common.core.accounting import Budget
 from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism
-from ldpem.common.models import Records, federated_refusal, get_model
+from ldpem.common.models import Records, get_model
 from ldpem.common.protocol import (
+    configured_model,
     holder_mechanism,
     holder_scale,
     is_equal,
+    parameter_size,
     privacy_ratio,
     round_sizes,
 )
@@ -102,6 +104,10 @@ def check_public(me: Identity) -> None:
         raise _refuse("hospital", me.hospital[:80], f"a name matching {HOSPITAL_NAME_PATTERN}")
     if not 1 <= p.d <= D_MAX:
         raise _refuse("d", p.d, f"an integer in [1, {D_MAX}]")
+    size = parameter_size(p)  # the wire checked the options against the model's declaration
+    if not size <= D_MAX:
+        rule = f"options that give beta at most {D_MAX} values"
+        raise _refuse("model_options", p.model_options, rule)
     if not 1 <= p.rounds <= ROUNDS_MAX:
         raise _refuse("rounds", p.rounds, f"an integer in [1, {ROUNDS_MAX}]")
     if not p.rounds <= me.records <= RECORDS_MAX:
@@ -135,19 +141,21 @@ def check_public(me: Identity) -> None:
     for t, scale in enumerate(p.scales or ()):
         _in(f"scales[{t}]", scale, *SCALE_RANGE)
     if p.smoothing is not None:
-        own = smoothing_precision(p.d, p.zeta)
+        own = smoothing_precision(size, p.zeta)
         if not (math.isfinite(p.smoothing) and abs(p.smoothing - own) <= 1e-12 * own):
-            raise _refuse("smoothing", p.smoothing, f"sqrt(log(d/zeta)) = {own!r}")
+            rule = f"sqrt(log(p/zeta)) = {own!r}, p = {size} the size of beta"
+            raise _refuse("smoothing", p.smoothing, rule)
     if p.clip is not None:
         _in("clip", p.clip, *SCALE_RANGE)
 
 
-def check_beta(beta: list[float], d: int) -> None:
-    """β of a round: d finite entries, |β_j| and ‖β‖₂ at most BETA_MAX."""
-    if len(beta) != d:
+def check_beta(beta: list[float], size: int) -> None:
+    """β of a round: ``size`` finite entries (the run's ``parameter_size``: d but for a
+    mixture), |β_j| and ‖β‖₂ at most BETA_MAX."""
+    if len(beta) != size:
         raise AgentError(
-            f"the coordinator sent a beta with {len(beta)} entries for a run of dimension {d}; "
-            "refusing"
+            f"the coordinator sent a beta with {len(beta)} entries for a run whose beta has "
+            f"{size}; refusing"
         )
     values = np.asarray(beta, dtype=np.float64)
     peak = float(np.max(np.abs(values)))
@@ -197,7 +205,7 @@ def agent_mechanism(
         budget=budget,
         t=t,
     )
-    return mechanism, privacy_ratio(mechanism, params.d)
+    return mechanism, privacy_ratio(mechanism, parameter_size(params))
 
 
 def agent_mechanisms(
@@ -213,7 +221,7 @@ def agent_mechanisms(
 
 def check_float_range(me: Identity, mechanism: Mechanism) -> None:
     """count·bound + 64·√count·σ_r far inside the float range, from public values."""
-    bound = mechanism.record_bound(me.params.d)
+    bound = mechanism.record_bound(parameter_size(me.params))
     if math.isinf(bound):
         return  # mechanism none (--allow-weaker): no privacy to protect
     ceiling = me.records * bound + 64.0 * math.sqrt(me.records) * mechanism.noise_std
@@ -273,8 +281,15 @@ def _request_fix(params: PublicParameters, epsilon: float, delta: float) -> str:
     return ", ".join(fields)
 
 
-def check_own_configuration(*, epsilon: float, delta: float, seed: int | None, model: str) -> None:
-    """The agent's own budget, research seed and model, before anything else."""
+def check_own_configuration(
+    *,
+    epsilon: float,
+    delta: float,
+    seed: int | None,
+    model: str,
+    model_options: tuple[tuple[str, int], ...] = (),
+) -> None:
+    """The agent's own budget, research seed, model and its options, before anything else."""
     low, high = BUDGET_EPSILON
     if not (math.isfinite(epsilon) and low <= epsilon <= high):
         raise AgentError(f"epsilon must be in [{low:g}, {high:g}], got {epsilon!r}")
@@ -284,25 +299,40 @@ def check_own_configuration(*, epsilon: float, delta: float, seed: int | None, m
     if seed is not None and seed < 0:
         raise AgentError(f"seed must be >= 0, got {seed}")
     try:
-        get_model(model)
+        get_model(model, dict(model_options))
     except ValueError as error:
         raise AgentError(str(error)) from None
-    refusal = federated_refusal(model)
-    if refusal is not None:
-        raise AgentError(refusal)
 
 
-def check_holding(me: Identity, records: Records, *, model: str, data: object) -> None:
+def check_holding(
+    me: Identity,
+    records: Records,
+    *,
+    model: str,
+    model_options: tuple[tuple[str, int], ...] = (),
+    data: object,
+) -> None:
     """The run fits what this agent holds (``data`` names the records' source): its own
-    ``model`` (--model), every public parameter in its range (``check_public``), and the
-    dimension and count of the records it read before the first request. The comparison
-    uses the agent's configuration, the file's shape and the enrolment, never a record's
-    value, so the refusal is the same for every pair of neighbouring files."""
+    ``model`` (--model) with its own ``model_options`` (--components: the run's model,
+    every option at the value the agent pinned or, unpinned, the model's default), every
+    public parameter in its range (``check_public``), and the dimension and count of the
+    records it read before the first request. The comparison uses the agent's
+    configuration, the file's shape and the enrolment, never a record's value, so the
+    refusal is the same for every pair of neighbouring files."""
     params = me.params
     if params.model != model:
         raise AgentError(
             f"run {me.run_id[:80]!r} fits model {params.model}, but this agent holds "
             f"records for model {model} (--model); refusing"
+        )
+    # The wire checked the run's options against the model's declaration (names, ranges).
+    published = configured_model(params).option_values()
+    pinned = get_model(model, dict(model_options)).option_values()
+    if published != pinned:
+        raise AgentError(
+            f"run {me.run_id[:80]!r} fits model {model} with {_options_text(published)}, "
+            f"but this agent consents to {_options_text(pinned)} "
+            f"({', '.join('--' + name for name in pinned)}); refusing"
         )
     check_public(me)
     if records.n != me.records or records.d != params.d:
@@ -311,3 +341,8 @@ def check_holding(me: Identity, records: Records, *, model: str, data: object) -
             f"{me.hospital} is enrolled in run {me.run_id} with {me.records} records of "
             f"dimension {params.d}"
         )
+
+
+def _options_text(values: dict[str, int]) -> str:
+    """``components = 3``: a model's option values, as a refusal names them."""
+    return ", ".join(f"{name} = {value}" for name, value in values.items())

@@ -71,6 +71,7 @@ def run_problem(request: RunCreate, params: PublicParameters) -> Problem:
     return Problem(
         model=params.model,
         d=params.d,
+        model_options=tuple(sorted(params.model_options.items())),
         sizes=tuple(h.records for h in request.hospitals),
         sigma=params.sigma,
         epsilon=params.epsilon,

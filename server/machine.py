@@ -25,7 +25,13 @@ from typing import Literal
 
 import numpy as np
 
-from ldpem.common.protocol import central_noise, central_rng, m_step, start_finish
+from ldpem.common.protocol import (
+    central_noise,
+    central_rng,
+    configured_model,
+    m_step,
+    start_finish,
+)
 from ldpem.common.wire import PublicParameters, ReportIn
 from ldpem.server.queries import averaged_reports, estimate_of
 from ldpem.server.refusals import Conflict
@@ -148,7 +154,7 @@ def close_round(
         eta=params.eta,
         central=central_noise(params, t),
         rng=central_rng(run.seed, t),
-        start_from=start_finish(params.model, params.sigma, t),
+        start_from=start_finish(configured_model(params), params.sigma, t),
     )
     count = step.count
     noise = None if step.noise is None else [float(v) for v in step.noise]

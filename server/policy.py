@@ -21,6 +21,7 @@ from ldpem.common.mechanisms import get_mechanism
 from ldpem.common.protocol import (
     holder_contribution,
     holder_noise_std,
+    parameter_size,
     public_budget,
     report_sensitivity,
     round_sizes,
@@ -169,7 +170,7 @@ def record_bound(params: PublicParameters, records: int = 1, t: int | None = Non
     """Largest |coordinate| of one record's contribution before noise in round ``t`` (inf
     for ``none``), for a holder enrolled with ``records`` records (only ``hospital``
     depends on it)."""
-    return holder_contribution(params, records, t=t).record_bound(params.d)
+    return holder_contribution(params, records, t=t).record_bound(parameter_size(params))
 
 
 def check_report(
@@ -193,8 +194,9 @@ def check_report(
         raise Invalid(
             f"report uses mechanism {report.mechanism}, the run uses {params.mechanism}",
         )
-    if len(report.total) != params.d:
-        raise Invalid(f"total must have dimension d = {params.d}, got {len(report.total)}")
+    size = parameter_size(params)
+    if len(report.total) != size:
+        raise Invalid(f"total must have {size} entries (the size of beta), got {len(report.total)}")
     expected = expected_round_count(hospital.records, params.rounds, t, params.schedule)
     if report.count != expected:
         raise Invalid(

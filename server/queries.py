@@ -68,6 +68,7 @@ def summary(
         round=run.current_round,
         rounds=params.rounds,
         model=params.model,
+        model_options=params.model_options,
         d=params.d,
         mechanism=params.mechanism,
         hospitals=len(store.hospitals(run.id)),

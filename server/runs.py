@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ldpem.common.core.errors import UserError
 from ldpem.common.planning.plan import BEAT_FRACTION
-from ldpem.common.protocol import run_start
+from ldpem.common.protocol import configured_model, run_start
 from ldpem.common.wire import Forecast, HospitalToken, PublicParameters, RunCreate, RunCreated
 from ldpem.server.forecast import ForecastOptions, forecast_warning, run_forecast
 from ldpem.server.policy import usable_parameters
@@ -51,7 +51,7 @@ async def create_run(store: Store, request: RunCreate, *, clock: Callable[[], fl
     if request.beta0 is not None:
         beta0 = [float(v) for v in request.beta0]
     else:
-        start = run_start(seed, request.d, request.sigma, model=request.model)
+        start = run_start(seed, request.d, request.sigma, model=configured_model(request))
         beta0 = [float(v) for v in start]
     trivial = request.snr * request.sigma
     if not math.isfinite(trivial):

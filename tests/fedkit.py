@@ -184,14 +184,30 @@ def write_gmm_data(
     directory: Path, counts: list[int], d: int, *, seed: int = 5
 ) -> tuple[list[Path], NDArray[np.float64]]:
     """Synthetic GMM records (snr 3, σ = 1) split into one .npy file per hospital."""
-    records, beta_star = get_model("gmm").generate(
+    return write_model_data(directory, counts, d, seed=seed)
+
+
+def write_model_data(
+    directory: Path,
+    counts: list[int],
+    d: int,
+    *,
+    model: str = "gmm",
+    model_options: dict[str, int] | None = None,
+    seed: int = 5,
+) -> tuple[list[Path], NDArray[np.float64]]:
+    """Synthetic records of ``model`` with ``model_options`` (snr 3, σ = 1) split into one
+    .npy file per hospital (a response y, if the model has one, as the last column), and
+    β* (of the model's parameter size)."""
+    records, beta_star = get_model(model, model_options).generate(
         sum(counts), d, snr=3.0, sigma=1.0, rng=np.random.default_rng(seed)
     )
+    table = records.x if records.y is None else np.column_stack([records.x, records.y])
     paths = []
     start = 0
     for i, count in enumerate(counts):
         path = directory / f"hospital{i}.npy"
-        np.save(path, records.x[start : start + count])
+        np.save(path, table[start : start + count])
         paths.append(path)
         start += count
     return paths, beta_star
@@ -286,11 +302,12 @@ def agents_to_the_end(
     model: str,
     state: Path,
     seeds: list[int] | None = None,
+    flags: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Start one ``ldpem client`` per data file (hospital i holds ``paths[i]`` and
-    ``TOKENS[i]``, budget ``AGENT_BUDGET``; research ``--seed`` ``seeds[i]`` if given),
-    wait for each to exit 0, then for the run to leave ``running`` (at most 30 s); the
-    run's summary."""
+    ``TOKENS[i]``, budget ``AGENT_BUDGET``; research ``--seed`` ``seeds[i]`` if given;
+    ``flags`` added to each command line), wait for each to exit 0, then for the run to
+    leave ``running`` (at most 30 s); the run's summary."""
     agents = [
         start_agent(
             processes,
@@ -305,6 +322,7 @@ def agents_to_the_end(
                 "--wait",
                 "2",
                 *(["--seed", str(seeds[i])] if seeds is not None else []),
+                *flags,
             ],
         )
         for i, path in enumerate(paths)

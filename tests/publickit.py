@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 from ldpem.common.core.calibration import smoothing_precision
+from ldpem.common.models import get_model, model_names
+from ldpem.common.models.base import DEFAULT_START
 from ldpem.common.secagg import Roster
 from ldpem.common.wire import HospitalEnrolment, RunCreate
 
@@ -19,10 +21,13 @@ def published_params(**change: Any) -> dict[str, Any]:
     """The JSON object of ``PublicParameters``' required fields for a small local-DP GMM run
     (d = 3, T = 2, 20 records a round, ε = 1, δ = 1e-5), with ``change`` applied.
 
-    Unless ``change`` gives it, the smoothing precision is the one the agent checks,
-    √log(d/ζ) for the run's d and ζ (``smoothing_precision``); where d or ζ leaves that
-    undefined (d < 1, ζ outside (0, 1): values a test sends to be refused) it stays the
-    default run's. Values are not checked: a test may send what the schema refuses."""
+    Unless ``change`` gives them, the model's start rule is published as the coordinator
+    does (``Model.start_rule``), and the smoothing precision is the one the agent checks,
+    √log(p/ζ) for the size p of the run's β (d, or K·(d + 1) for a mixture's
+    ``model_options``) and ζ (``smoothing_precision``); where p or ζ leaves that
+    undefined (d < 1, ζ outside (0, 1), options the model refuses: values a test sends to
+    be refused) it stays the default run's. Values are not checked: a test may send what
+    the schema refuses."""
     params: dict[str, Any] = {
         "model": "gmm",
         "d": 3,
@@ -44,7 +49,15 @@ def published_params(**change: Any) -> dict[str, Any]:
     d, zeta = params["d"], params["zeta"]
     defined = isinstance(d, int) and d >= 1 and isinstance(zeta, float) and 0 < zeta < 1
     if "smoothing" not in change and defined:
-        params["smoothing"] = smoothing_precision(d, zeta)
+        try:
+            size = get_model(params["model"], params.get("model_options")).parameter_dim(d)
+        except (ValueError, TypeError):
+            size = d
+        params["smoothing"] = smoothing_precision(size, zeta)
+    if "start" not in change and params["model"] in model_names():
+        start = get_model(params["model"]).start_rule
+        if start != DEFAULT_START:  # a model of its own start rule publishes it
+            params["start"] = start
     return params
 
 

@@ -77,6 +77,7 @@ def start_agent(
     roster: Path,
     *extra: str,
     env: dict[str, str | None] | None = None,
+    model: str = "gmm",
 ) -> Child:
     return procs.start(
         f"agent{i}",
@@ -88,7 +89,7 @@ def start_agent(
         "--data",
         str(data),
         "--model",
-        "gmm",
+        model,
         "--state",
         str(tmp_path / f"agent{i}"),
         *AGENT_BUDGET,
@@ -175,16 +176,19 @@ class SecAggRun:
         seeds: list[int] | None = None,
         env: dict[str, str | None] | None = None,
         faults: dict[str, str] | None = None,
+        model: str = "gmm",
+        flags: tuple[str, ...] = (),
     ) -> dict[str, Child]:
         """One agent per hospital, by name; ``seeds``: research seeds (reproducible noise,
         so that the run equals its simulation); ``faults``: hospital → its
-        LDPEM_AGENT_FAULT (ldpem.client.faults)."""
+        LDPEM_AGENT_FAULT (ldpem.client.faults); ``model`` and ``flags`` (its options,
+        ``--components K``): what each agent pins."""
         agents = {}
         # The hospitals assume what the run declares (the consortium agreed on c): a run
         # of small t_min hides an input from fewer than a third of the roster.
         assumed = ("--max-colluders", str(self.params.colluders or 0))
         for i, path in enumerate(data):
-            extra = assumed + (() if seeds is None else ("--seed", str(seeds[i])))
+            extra = assumed + flags + (() if seeds is None else ("--seed", str(seeds[i])))
             fault = (faults or {}).get(f"h{i}")
             agents[f"h{i}"] = start_agent(
                 self.procs,
@@ -196,6 +200,7 @@ class SecAggRun:
                 self.tmp_path / "roster.json",
                 *extra,
                 env=env if fault is None else {**(env or {}), "LDPEM_AGENT_FAULT": fault},
+                model=model,
             )
         return agents
 

@@ -35,7 +35,12 @@ from ldpem.common.core.accounting import ACCOUNTING_MODES
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import model_names
 from ldpem.logsetup import setup_logging
-from ldpem.options import coordinator_option, field_defaults
+from ldpem.options import (
+    coordinator_option,
+    field_defaults,
+    model_option_arguments,
+    model_options_of,
+)
 from ldpem.secretfiles import read_secret
 
 if TYPE_CHECKING:
@@ -139,6 +144,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the model this hospital's records are for: the agent reads its records for "
         "this model before contacting the coordinator and refuses a run of another model",
     )
+    model_option_arguments(parser, pinned=True)
     # Registered only to refuse it: unknown, "--token X" would be taken as an abbreviation
     # of --token-file and the token would end up in a "no such file" message.
     parser.add_argument("--token", action=_RefuseToken, help=argparse.SUPPRESS)
@@ -281,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
         epsilon=args.epsilon,
         delta=args.delta,
         model=args.model,
+        model_options=model_options_of(args),
         accounting=args.accounting,
         allow_weaker=args.allow_weaker,
         give_up=args.give_up,

@@ -12,7 +12,7 @@ from typing import Any
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
 from ldpem.common.models import model_names
 from ldpem.demo.runner import BASELINES, DemoConfig, run_demo
-from ldpem.options import from_options
+from ldpem.options import from_options, model_option_arguments, model_options_of
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=defaults.model,
         help="the latent-variable model",
     )
+    model_option_arguments(parser)
     parser.add_argument("--d", type=int, default=defaults.d, help="dimension")
     parser.add_argument(
         "--rounds", type=int, default=defaults.rounds, metavar="T", help="EM rounds T"
@@ -86,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    result = run_demo(from_options(DemoConfig, args), main=args.main, quiet=args.json)
+    config = from_options(DemoConfig, args, model_options=model_options_of(args))
+    result = run_demo(config, main=args.main, quiet=args.json)
     if args.json:
         print(json.dumps(result))
     else:

@@ -24,6 +24,7 @@ from typing import Any
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol.run_fields import RUN_DEFAULTS
+from ldpem.options import model_option_arguments, model_options_of
 
 __all__ = ["EXAMPLES", "HELP", "NAME", "add_arguments"]
 
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", required=True, choices=model_names(), help="the latent-variable model"
     )
+    model_option_arguments(parser)
     parser.add_argument("--d", required=True, type=int, help="dimension")
     parser.add_argument("--n", required=True, type=int, help="records in this file")
     parser.add_argument("--seed", required=True, type=int, help="seed of the whole study")
@@ -98,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
     from ldpem.common.models import get_model
 
     _check(args)
-    model = get_model(args.model)
+    try:
+        model = get_model(args.model, dict(model_options_of(args)))
+    except ValueError as error:
+        raise UserError(str(error)) from None
     options: dict[str, float] = {"snr": args.snr, "sigma": args.sigma}
     if args.missing is not None:
         options["missing"] = args.missing
@@ -124,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if args.beta_star_out is not None:
         description = {
             "model": model.name,
+            **({"model_options": model.option_values()} if model.options else {}),
             "d": args.d,
             "seed": args.seed,
             "snr": args.snr,

@@ -9,7 +9,7 @@ import math
 
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
-from ldpem.common.models import model_names
+from ldpem.common.models import get_model, model_names
 from ldpem.common.planning.executor import make_executor
 from ldpem.common.planning.plan import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
 from ldpem.common.planning.prediction import (
@@ -145,9 +145,9 @@ def parse_sizes(text: str) -> tuple[int, ...]:
 
 
 def problem_from_args(args: argparse.Namespace) -> Problem:
-    if args.model not in model_names(federated=True):
-        # The plan's rows are read against β = 0's error ‖β*‖ = snr·σ and its problem
-        # carries no model options: both hold only for the models a federated run takes.
+    if get_model(args.model).options:
+        # The plan's rows are read against β = 0's error ‖β*‖ = snr·σ and it takes no
+        # model options: both hold only for the models that declare none (not gmmk, lca).
         raise UserError(f"ldpem plan does not yet support model {args.model}; use ldpem simulate")
     if args.hospitals_sizes is not None:
         if args.n is not None or args.hospitals is not None:

@@ -60,6 +60,8 @@ from ldpem.options import (
     admin_token_file_option,
     ca_cert_option,
     coordinator_option,
+    model_option_arguments,
+    model_options_of,
     token_file_option,
 )
 from ldpem.run.cancel import cancel, cancel_options, resume, resume_options
@@ -197,6 +199,7 @@ def _create_options(create: argparse.ArgumentParser) -> None:
         "the request's own, else auto: the coordinator picks the expander where its degree "
         "is at most K/2, else the mesh)",
     )
+    model_option_arguments(create)
     create.add_argument(
         "--tokens-dir",
         type=Path,
@@ -277,6 +280,10 @@ def create_run(args: argparse.Namespace) -> int:
     request = read_request(args.config, args.roster)
     if args.secagg_topology is not None:
         request["secagg_topology"] = args.secagg_topology
+    given = dict(model_options_of(args))
+    if given:  # the request's own options, with these set
+        known = request.get("model_options")
+        request["model_options"] = {**(known if isinstance(known, dict) else {}), **given}
     planned: dict[str, Any] | None = None
     requested: dict[str, Any] | None = None
     if args.plan:
@@ -432,7 +439,11 @@ def _error_line(run: dict[str, Any], path: Path) -> str:
     beta = np.array(run["beta"], dtype=float)
     if beta_star.shape != beta.shape:
         raise UserError(f"{path}: beta_star has {beta_star.size} entries, the run d={beta.size}")
-    error = get_model(run["model"]).error(beta, beta_star)
+    try:
+        model = get_model(run["model"], run.get("model_options") or {})
+        error = model.error(beta, beta_star)
+    except ValueError as refused:
+        raise UserError(f"{path}: {refused}") from None
     expected, band = run.get("expected_error"), run.get("forecast")
     forecast = f", forecast {expected:.4f}" if expected is not None else ""
     if band is not None:

@@ -20,7 +20,7 @@ from ldpem.commands.client import add_source_arguments, source_from_args
 from ldpem.commands.plan import parse_sizes
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
-from ldpem.common.models import ModelOption, get_model, model_names
+from ldpem.common.models import get_model, model_names
 from ldpem.common.planning.confidence import (
     DEFAULT_DRAWS,
     DEFAULT_LEVEL,
@@ -35,6 +35,8 @@ from ldpem.options import (
     add_executor_arguments,
     from_options,
     missing_option,
+    model_option_arguments,
+    model_options_of,
 )
 from ldpem.simulate_outcome import SPLITS, outcome
 
@@ -99,14 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--snr", type=float, default=_DEFAULTS.snr, help="‖β*‖/σ of the synthetic data")
     add("--sigma", type=float, default=_DEFAULTS.sigma, help="noise level σ of the model")
     missing_option(parser, default=None)
-    for option, owners in model_options().values():
-        add(
-            f"--{option.name}",
-            type=int,
-            default=None,
-            help=f"{', '.join(owners)}: {option.help}, {option.low} to {option.high} "
-            f"(default: {option.default})",
-        )
+    model_option_arguments(parser)
     accounting_option(parser, default=_DEFAULTS.accounting)
     add("--reuse", action="store_true", help="use every record in every round (budget split)")
     add("--hospitals", type=int, default=_DEFAULTS.hospitals, help="data holders K")
@@ -219,17 +214,6 @@ def parse_schedule(text: str) -> str | tuple[float, ...]:
         raise UserError(f"--schedule fractions must be numbers, got {text[:80]!r}") from None
 
 
-def model_options() -> dict[str, tuple[ModelOption, list[str]]]:
-    """The options the registered models declare (``Model.options``) by name: one
-    ``--NAME`` each, shown with the first declaration's help and range and the names of
-    the models that declare it (each model checks its own range)."""
-    found: dict[str, tuple[ModelOption, list[str]]] = {}
-    for name in model_names():
-        for option in get_model(name).options:
-            found.setdefault(option.name, (option, []))[1].append(name)
-    return found
-
-
 def study_from_args(args: argparse.Namespace) -> Study:
     """The study of ``simulate``'s options, its secagg topology "auto" resolved as a run's
     coordinator resolves it (``runvalues.resolve_topology``, K the hospitals)."""
@@ -252,11 +236,7 @@ def study_from_args(args: argparse.Namespace) -> Study:
         sizes=sizes,
         schedule=parse_schedule(args.schedule),
         secagg_topology=topology,
-        model_options=tuple(
-            (name, getattr(args, name))
-            for name in model_options()
-            if getattr(args, name, None) is not None
-        ),
+        model_options=model_options_of(args),
     )
 
 

@@ -30,7 +30,7 @@ from ldpem.client.ledger import Ledger
 from ldpem.client.link import link_tls
 from ldpem.common.core.accounting import epsilon_for_ratio
 from ldpem.common.core.errors import UserError
-from ldpem.common.models import federated_refusal, get_model
+from ldpem.common.models import Model, get_model
 from ldpem.common.planning.simulator import split_holders
 from ldpem.common.planning.study import Dataset, Study, run_study
 from ldpem.common.protocol import study_delta
@@ -109,6 +109,8 @@ class DemoConfig:
     #: The federated run's mechanism: one of ``commands.demo.demo_mechanisms`` (docs/HOSPITAL.md).
     mechanism: str = DEFAULT_MECHANISM
     timeout: float = 300.0
+    #: The model's declared options (--components), as a study's (``RunFields``).
+    model_options: tuple[tuple[str, int], ...] = RUN_DEFAULTS.model_options
 
 
 def demo_hospital_sizes(
@@ -148,6 +150,15 @@ def _local_client(url: str, timeout: float) -> httpx.Client:
     return httpx.Client(base_url=url, timeout=timeout, verify=link_tls(url, None))
 
 
+def _model(config: DemoConfig) -> Model:
+    """The demo's model with its options; a UserError naming an option it does not declare
+    or a value out of range."""
+    try:
+        return get_model(config.model, dict(config.model_options))
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
 def demo_request(
     config: DemoConfig, sizes: Sequence[int], names: Sequence[str], tokens: Sequence[str]
 ) -> dict[str, Any]:
@@ -155,6 +166,7 @@ def demo_request(
     counts ``sizes`` and ``tokens``, and the run's public parameters."""
     return {
         "model": config.model,
+        "model_options": dict(config.model_options),
         "d": config.d,
         "sigma": RUN_DEFAULTS.sigma,
         "rounds": config.rounds,
@@ -181,7 +193,7 @@ def _write_data(
     config: DemoConfig, workdir: Path, rng: np.random.Generator
 ) -> tuple[list[Path], Dataset]:
     """Each hospital's records file, and all the records as dealt out to them, with β*."""
-    model = get_model(config.model)
+    model = _model(config)
     sizes = demo_hospital_sizes(config.records, config.hospitals, config.rounds, rng)
     records, beta_star = model.generate(
         config.records, config.d, missing=model.demo_missing, rng=rng
@@ -200,9 +212,7 @@ def run_demo(config: DemoConfig, *, main: Main, quiet: bool = False) -> dict[str
     """Run the demo, its coordinator and agents forked to run ``main`` (``ldpem.cli.main``)
     on their command lines; returns the JSON-able result (also written to
     workdir/result.json)."""
-    refusal = federated_refusal(config.model)
-    if refusal is not None:
-        raise UserError(refusal)
+    _model(config)
     if config.hospitals < 1:
         raise UserError(f"--hospitals must be at least 1, got {config.hospitals}")
     if config.rounds < 1:
@@ -300,6 +310,9 @@ def run_demo(config: DemoConfig, *, main: Main, quiet: bool = False) -> dict[str
                         # privacy guarantee (each agent logs a warning saying so).
                         "--seed",
                         str(config.seed + i + 1),
+                        # Each agent pins the run's model options (a run of others is
+                        # refused), as a hospital's command line does.
+                        *(f"--{name}={value}" for name, value in config.model_options),
                     ],
                 )
             with _local_client(url, 30.0) as client:
@@ -370,7 +383,7 @@ def _result(
 ) -> dict[str, Any]:
     """What the demo found, before the coordinator's forecast and confidence region: the
     run's parameters, its estimates' errors per round and the baselines'."""
-    model = get_model(config.model)
+    model = _model(config)
     assert data.beta_star is not None
     betas = [np.array(b) for b in trajectory]
     errors = [model.error(b, data.beta_star) for b in betas[1:]]
@@ -410,6 +423,7 @@ def _baselines(
             delta=delta,
             rounds=config.rounds,
             seed=config.seed + 1000,
+            model_options=config.model_options,
         )
         result = run_study(study, data=data, beta0=beta0)
         assert result.errors is not None  # the demo's data has a known β*

@@ -8,7 +8,6 @@ from __future__ import annotations
 from ldpem.common.models import gmm, gmmk, lca, mrm, rmc  # noqa: F401  (they register themselves)
 from ldpem.common.models.base import Model, ModelOption, Records, estimation_error
 from ldpem.common.models.registry import (
-    federated_refusal,
     get_model,
     model_names,
     register_model,
@@ -19,7 +18,6 @@ __all__ = [
     "ModelOption",
     "Records",
     "estimation_error",
-    "federated_refusal",
     "get_model",
     "model_names",
     "register_model",

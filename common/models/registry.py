@@ -16,7 +16,7 @@ from typing import TypeVar
 from ldpem.common.core.plugins import class_path, ensure_plugins, note_registration
 from ldpem.common.models.base import DEFAULT_START, Model
 
-__all__ = ["federated_refusal", "get_model", "model_names", "register_model"]
+__all__ = ["get_model", "model_names", "register_model"]
 
 _MODELS: dict[str, Model] = {}
 #: A name is a CLI choice, a JSON value and a ledger key: plain, short, lower case.
@@ -75,25 +75,7 @@ def get_model(name: str, options: Mapping[str, int] | None = None) -> Model:
     return model.configured(options) if options else model
 
 
-def model_names(*, federated: bool = False) -> tuple[str, ...]:
-    """The registered models' names, in registration order (the built-in ones first);
-    with ``federated``, only those a federated run supports (``federated_refusal``)."""
+def model_names() -> tuple[str, ...]:
+    """The registered models' names, in registration order (the built-in ones first)."""
     ensure_plugins()
-    return tuple(name for name, model in _MODELS.items() if not federated or _federates(model))
-
-
-def _federates(model: Model) -> bool:
-    # A federated run sizes β by the records' dimension d (the round's checks, the secure
-    # aggregation, the calibration, the ledger) and carries no model options yet: a model
-    # that declares options or another size of β (gmmk, lca) is simulated only, so that
-    # no run ever starts on a path that would size or bind its β wrongly.
-    kind = type(model)
-    return not kind.options and kind.parameter_dim is Model.parameter_dim
-
-
-def federated_refusal(name: str) -> str | None:
-    """The one line that refuses a federated run of the registered model ``name``, or
-    None when a federated run supports it (``model_names(federated=True)``)."""
-    if name in model_names(federated=True):
-        return None
-    return f"model {name} is not yet supported in federated runs; use ldpem simulate"
+    return tuple(_MODELS)

@@ -244,7 +244,7 @@ def _setup(study: Study, model: Model, sizes: tuple[int, ...]) -> _Setup:
     delta = study_delta(study.delta, study.n)
     bound = study_beta_bound(study.beta_bound, snr=study.snr, sigma=study.sigma)
     tau = study_tau(model, tau=study.tau, beta_bound=bound, sigma=study.sigma, d=d)
-    plans = study_mechanisms(study, sizes, d=model.parameter_dim(d), delta=delta, tau=tau)
+    plans = study_mechanisms(study, sizes, d=d, delta=delta, tau=tau)
     per_round = np.array([round_sizes(size, study.rounds, study.schedule) for size in sizes])
     starts = np.cumsum(np.pad(per_round, ((0, 0), (1, 0))), axis=1)
     return plans, per_round, starts

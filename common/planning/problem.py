@@ -40,7 +40,7 @@ class Problem(RunFields):
     sizes: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        get_model(self.model)
+        get_model(self.model, dict(self.model_options))
         check_count("d", self.d)
         check_count("rounds", self.rounds)
         check_positive("sigma", self.sigma)
@@ -70,7 +70,11 @@ class Problem(RunFields):
     @property
     def resolved_tau(self) -> float:
         return study_tau(
-            self.model, tau=self.tau, beta_bound=self.resolved_bound, sigma=self.sigma, d=self.d
+            get_model(self.model, dict(self.model_options)),
+            tau=self.tau,
+            beta_bound=self.resolved_bound,
+            sigma=self.sigma,
+            d=self.d,
         )
 
     @property
@@ -87,8 +91,12 @@ class Problem(RunFields):
     def seed_key(self) -> str:
         """What the prediction seeds are drawn from: every field but those a schedule
         search varies (rounds, schedule, final), as text: the problem's own fields, then
-        the run's (``RunFields``, in their declared order)."""
+        the run's (``RunFields``, in their declared order). The model's options are left
+        out while there are none, so the problems made before they were a run field keep
+        their seeds."""
         skip = {"rounds", "schedule", "final"}
+        if not self.model_options:
+            skip.add("model_options")
         shared = [f.name for f in fields(RunFields)]
         names = [f.name for f in fields(self) if f.name not in shared] + shared
         return repr([(name, getattr(self, name)) for name in names if name not in skip])

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from ldpem.common.core._validation import check_count, check_positive
 from ldpem.common.core.accounting import Budget
 from ldpem.common.mechanisms import Mechanism, honest_holders
-from ldpem.common.models import Model, Records, get_model
+from ldpem.common.models import Model, Records
 from ldpem.common.protocol import (
     EQUAL,
     LAST,
@@ -42,6 +42,7 @@ from ldpem.common.protocol import (
     SharedStream,
     Streams,
     central_noise,
+    configured_model,
     final_estimate,
     holder_mechanism,
     is_equal,
@@ -289,7 +290,7 @@ def run_gradient_em(
                 sigma=sigma,
                 mechanism=plan.holders[k],
                 rng=streams.noise(k, t),
-                in_start_round=start_round(model.name, t),
+                in_start_round=start_round(model, t),
             )
             totals.append(report.total)
             counts.append(report.count)
@@ -297,7 +298,7 @@ def run_gradient_em(
         result.reporters.append(len(totals))
         if len(totals) >= needed:
             central_rng = streams.central(t)
-            finish = start_finish(model.name, sigma, t)
+            finish = start_finish(model, sigma, t)
             step = m_step(
                 beta,
                 totals,
@@ -406,7 +407,7 @@ def simulate_run(
     else:
         plans = [round_plan(t) for t in range(params.rounds)]
     return run_gradient_em(
-        model=get_model(params.model),
+        model=configured_model(params),
         holders=holders,
         sigma=params.sigma,
         mechanisms=plans,

@@ -32,8 +32,8 @@ round's m_t) and report the average of its last iterates (``Study.final``,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 import numpy as np
@@ -112,8 +112,6 @@ class Study(RunFields):
     otherwise ``hospitals`` hospitals of random unequal sizes
     (``simulator.random_holder_sizes``). With records given to ``run_study`` instead of
     synthetic ones, n and d are theirs, and snr (but for B) and missing are unused.
-    ``model_options``: (name, value) pairs of the model's declared options
-    (``Model.options``, such as gmmk's components; the others at their defaults).
     """
 
     model: str = DEFAULT_MODEL
@@ -127,7 +125,6 @@ class Study(RunFields):
     sizes: tuple[int, ...] | None = None
     #: Each holder misses each round with this probability (``run_gradient_em``).
     dropout: float = 0.0
-    model_options: tuple[tuple[str, int], ...] = ()
 
 
 def study_model(study: Study) -> Model:
@@ -449,6 +446,8 @@ class StudyValues:
     start: str
     honest_shares: int | None
     survivors: int | None = None
+    #: The model's declared options, as a run publishes them (``protocol.configured_model``).
+    model_options: Mapping[str, int] = field(default_factory=dict)
 
 
 def study_values(
@@ -457,8 +456,11 @@ def study_values(
     """The public values of ``study`` with hospitals of ``sizes`` records: its scale s
     (one, or one per round under a schedule) from Algorithm 2's rule with the records per
     round, at the budget split over the T releases when records are reused; t_min and the
-    honest shares of noise shares from ``shares_threshold`` (mesh, graph or expander)."""
+    honest shares of noise shares from ``shares_threshold`` (mesh, graph or expander).
+    ``d`` is the records' dimension; the scale and β_s are those of β's p coordinates
+    (``Model.parameter_dim``), as a run's (``protocol.derive_public_values``)."""
     kind = get_mechanism(study.mechanism)
+    size = study_model(study).parameter_dim(d)
     reuse = study.reuse
     scaled = kind.needs == "scale"
     t_min, colluders = shares_threshold(study, len(sizes))
@@ -476,7 +478,7 @@ def study_values(
         tau=tau,
         zeta=study.zeta,
         scale=study.scale,
-        smoothing=smoothing_precision(d, study.zeta) if scaled else None,
+        smoothing=smoothing_precision(size, study.zeta) if scaled else None,
         clip=study.clip,
         records_per_round=records_per_round(sizes, study.rounds, reuse=reuse),
         schedule=study.schedule,
@@ -486,6 +488,7 @@ def study_values(
         colluders=colluders if shares else None,
         start=get_model(study.model).start_rule,
         honest_shares=t_min - colluders if shares else None,
+        model_options=dict(study.model_options),
     )
     if values.scale is not None:
         return values
@@ -516,8 +519,7 @@ def study_mechanisms(
     sizes : sequence of K int
         The hospitals' record counts.
     d : int
-        The size of β, the coordinates the mechanisms bound (``Model.parameter_dim`` of
-        the records' dimension).
+        The records' dimension (the mechanisms bound β's ``Model.parameter_dim`` of it).
     delta, tau : float
         The study's resolved δ and τ.
 
@@ -608,7 +610,7 @@ def run_study(
         start = np.asarray(beta0, dtype=np.float64)
     holders = _deal(records, study, data.sizes, rng)
     counts = tuple(h.n for h in holders)
-    plans = study_mechanisms(study, counts, d=size, delta=delta, tau=tau)
+    plans = study_mechanisms(study, counts, d=d, delta=delta, tau=tau)
     beta_star = data.beta_star
 
     def report(t: int, beta: FloatArray) -> None:

@@ -44,6 +44,7 @@ from ldpem.common.core.calibration import (
     truncation_sensitivity,
 )
 from ldpem.common.mechanisms import Mechanism, SharedNoise, get_mechanism
+from ldpem.common.protocol.defaults import parameter_size
 from ldpem.common.protocol.parameters import PublicValues, RunChoices
 from ldpem.common.protocol.schedule import (
     EQUAL,
@@ -122,12 +123,13 @@ def _run_scales(
     run: RunChoices, records: int, *, mechanism: str, delta: float, tau: float, reuse: bool
 ) -> tuple[float, ...]:
     """``round_scales`` of ``records`` records under ``public_scale`` of ``mechanism`` at
-    the run's d, ε, ζ, T and schedule with its resolved δ and τ, for records that each
-    report in one of the T rounds (or, with ``reuse``, in all of them)."""
+    the run's β size p (``parameter_size``: d but for a mixture), ε, ζ, T and schedule
+    with its resolved δ and τ, for records that each report in one of the T rounds (or,
+    with ``reuse``, in all of them)."""
     rule = partial(
         public_scale,
         mechanism,
-        d=run.d,
+        d=parameter_size(run),
         epsilon=run.epsilon,
         delta=delta,
         tau=tau,
@@ -378,7 +380,7 @@ def _contribution(
     kind = get_mechanism(name)
     scaled = kind.needs == "scale"
     scale = holder_scale(params, records, mechanism=name, t=t, reuse=reuse) if scaled else None
-    smoothing = smoothing_precision(params.d, params.zeta) if scaled else None
+    smoothing = smoothing_precision(parameter_size(params), params.zeta) if scaled else None
     shares = kind.noise_site == "shares"
     # The mechanism's c is t_min − (the honest shares the run promises): c on the mesh,
     # t_k − h on the Harary graph, where any learnable sum holds h honest shares, and
@@ -405,7 +407,8 @@ def report_sensitivity(
     name = params.mechanism if mechanism is None else mechanism
     if not get_mechanism(name).locally_private():
         return None
-    return holder_contribution(params, records, mechanism=name, t=t).sensitivity(params.d)
+    shape = holder_contribution(params, records, mechanism=name, t=t)
+    return shape.sensitivity(parameter_size(params))
 
 
 def holder_noise_std(
@@ -423,7 +426,7 @@ def holder_noise_std(
     if not get_mechanism(name).locally_private():
         return 0.0
     shape = holder_contribution(params, records, mechanism=name, t=t)
-    return shape.calibrated(params.d, budget).noise_std
+    return shape.calibrated(parameter_size(params), budget).noise_std
 
 
 def holder_mechanism(
@@ -440,7 +443,7 @@ def holder_mechanism(
     calibrated for the run's sum with the run's public t_min (each record reports in one
     round). ValueError when the mechanism is not one of a federated run."""
     shape = holder_contribution(params, records, t=t)
-    return _holder_noise(shape, d=params.d, budget=budget, participations=1)
+    return _holder_noise(shape, d=parameter_size(params), budget=budget, participations=1)
 
 
 def study_mechanism(
@@ -456,7 +459,8 @@ def study_mechanism(
     every round (``reuse``: the budget is then split over the T releases)."""
     shape = _contribution(params, records, name=params.mechanism, t=t, reuse=reuse)
     participations = _participations(params.rounds, reuse=reuse)
-    return _holder_noise(shape, d=params.d, budget=budget, participations=participations)
+    size = parameter_size(params)
+    return _holder_noise(shape, d=size, budget=budget, participations=participations)
 
 
 def _holder_noise(shape: Mechanism, *, d: int, budget: Budget, participations: int) -> Mechanism:
@@ -487,7 +491,7 @@ def central_noise(
     budget = public_budget(params)
     return central_noise_for(
         contribution,
-        d=params.d,
+        d=parameter_size(params),
         epsilon=budget.epsilon,
         delta=budget.delta,
         accounting=budget.accounting,

@@ -17,12 +17,18 @@
   norm σ, as β = 0 is a fixed point of the symmetric models); a run draws it from its
   seed (``run_start``), a simulation from its generator (``initial_beta``). A model whose
   start reads data makes round 0 its private start round (``start_round``).
+
+A run's model is its registered model with the run's declared options set
+(``configured_model``), and its β has ``parameter_size`` coordinates: d for the paper's
+models, K·(d + 1) for a mixture. Every check and calibration of β asks these two, never
+d.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,8 +40,11 @@ from ldpem.common.models.base import random_direction
 __all__ = [
     "DELTA_EXPONENT",
     "DELTA_MAX",
+    "ConfiguredRun",
+    "configured_model",
     "holder_records_per_round",
     "initial_beta",
+    "parameter_size",
     "records_per_round",
     "run_start",
     "start_finish",
@@ -69,6 +78,32 @@ def study_delta(delta: float | None, records: int) -> float:
 def study_beta_bound(beta_bound: float | None, *, snr: float, sigma: float) -> float:
     """The declared bound B on ‖β‖₂: ``beta_bound``, or snr·σ."""
     return beta_bound if beta_bound is not None else snr * sigma
+
+
+class ConfiguredRun(Protocol):
+    """What configures a run's model: its name, its declared options and the records'
+    dimension (a run request, its public parameters, a study's public values)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def model_options(self) -> Mapping[str, int]: ...
+    @property
+    def d(self) -> int: ...
+
+
+def configured_model(run: ConfiguredRun) -> Model:
+    """The model of ``run``: the registered ``run.model`` with ``run.model_options`` set
+    (``Model.configured``). ValueError, one line, naming an unknown model or option or a
+    value out of its declared range."""
+    return get_model(run.model, dict(run.model_options))
+
+
+def parameter_size(run: ConfiguredRun) -> int:
+    """p, the size of β of ``run``: its model's ``parameter_dim`` of the records' d (d for
+    the paper's models, K·(d + 1) for a mixture): the coordinates β⁰, every β^t, every
+    report and every mechanism's bound and calibration have."""
+    return configured_model(run).parameter_dim(run.d)
 
 
 def _model(model: str | Model) -> Model:
@@ -182,25 +217,28 @@ def initial_beta(
     return beta0
 
 
-def run_start(seed: int, d: int, sigma: float, *, model: str | None = None) -> FloatArray:
-    """β⁰ of a run created with ``seed`` (the coordinator's): ``initial_beta`` of shape (d,)
-    by ``model``'s start rule, from the run's start stream."""
+def run_start(seed: int, d: int, sigma: float, *, model: str | Model | None = None) -> FloatArray:
+    """β⁰ of a run created with ``seed`` (the coordinator's): ``initial_beta`` of shape (p,)
+    by ``model``'s start rule (the run's ``configured_model``), from the run's start
+    stream."""
     return initial_beta(d, sigma, np.random.default_rng([seed, _START_KEY]), model=model)
 
 
-def start_round(model: str, t: int) -> bool:
+def start_round(model: str | Model, t: int) -> bool:
     """Whether round ``t`` of a run of ``model`` is its start round: round 0 when the
     model's start reads data (``Model.start_reads_data``). It is privatized by the run's
     mechanism, takes its share of the records and is charged like every round."""
-    return t == 0 and get_model(model).start_reads_data
+    return t == 0 and _model(model).start_reads_data
 
 
-def start_finish(model: str, sigma: float, t: int) -> Callable[[FloatArray], FloatArray] | None:
+def start_finish(
+    model: str | Model, sigma: float, t: int
+) -> Callable[[FloatArray], FloatArray] | None:
     """The M-step's ``start_from`` in round ``t`` of a run of ``model`` with noise std
     ``sigma``: the model's, in its start round (``start_round``); None otherwise."""
     if not start_round(model, t):
         return None
-    return partial(get_model(model).start_from, sigma=sigma)
+    return partial(_model(model).start_from, sigma=sigma)
 
 
 def study_rng(seed: int) -> np.random.Generator:

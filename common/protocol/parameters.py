@@ -7,7 +7,7 @@ pass their parsed messages as they are, and the core never imports pydantic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 __all__ = ["Enrolment", "PublicValues", "RunChoices", "RunRequest"]
@@ -18,6 +18,11 @@ class RunChoices(Protocol):
 
     @property
     def model(self) -> str: ...
+    @property
+    def model_options(self) -> Mapping[str, int]:
+        """The model's declared options (``Model.options``) by name; empty: their defaults."""
+        ...
+
     @property
     def d(self) -> int: ...
     @property

@@ -7,9 +7,10 @@ from typing import Any
 
 from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.mechanisms import get_mechanism
-from ldpem.common.models import get_model
 from ldpem.common.protocol.construction import published_scales
 from ldpem.common.protocol.defaults import (
+    configured_model,
+    parameter_size,
     records_per_round,
     study_beta_bound,
     study_colluders,
@@ -43,12 +44,13 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         round_sizes(size, request.rounds, request.schedule)
     check_final(request.final, request.rounds)
     check_noise_shares(request.mechanism, request.schedule, request.final)
+    model = configured_model(request)
+    # The mechanisms bound and calibrate β's p coordinates (K·(d + 1) for a mixture).
+    size = parameter_size(request)
     m = records_per_round(sizes, request.rounds)
     delta = study_delta(request.delta, sum(sizes))
     bound = study_beta_bound(request.beta_bound, snr=request.snr, sigma=request.sigma)
-    tau = study_tau(
-        request.model, tau=request.tau, beta_bound=bound, sigma=request.sigma, d=request.d
-    )
+    tau = study_tau(model, tau=request.tau, beta_bound=bound, sigma=request.sigma, d=request.d)
     kind = get_mechanism(request.mechanism)
     scale: float | None = None
     scales: list[float] | None = None
@@ -61,7 +63,7 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         if scale is None:
             scale, per_round = published_scales(request, records=sum(sizes), delta=delta, tau=tau)
             scales = None if per_round is None else list(per_round)
-        smoothing = smoothing_precision(request.d, request.zeta)
+        smoothing = smoothing_precision(size, request.zeta)
     elif kind.needs == "clip":
         clip = request.clip
     # Only noise shares need t_min: how many honest holders make the noise.
@@ -73,6 +75,7 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
             colluders = study_colluders(request.colluders, len(request.hospitals), t_min)
     return {
         "model": request.model,
+        "model_options": dict(request.model_options),
         "d": request.d,
         "sigma": request.sigma,
         "rounds": request.rounds,
@@ -92,6 +95,6 @@ def derive_public_values(request: RunRequest) -> dict[str, Any]:
         "final": request.final,
         "t_min": t_min,
         # β⁰ by the model's public rule, or the operator's (server/runs.py).
-        "start": get_model(request.model).start_rule if request.beta0 is None else GIVEN_START,
+        "start": model.start_rule if request.beta0 is None else GIVEN_START,
         "colluders": colluders,
     }

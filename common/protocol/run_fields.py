@@ -3,7 +3,8 @@
 ``RunFields`` lists what a run publishes and a study, a prediction and an operator choose
 alike: the model's noise σ, the budget (ε, δ, accounting), T, the assumed SNR, the bounds
 τ and B, ζ, the missing share, the clip C, η, the scale s, the round schedule, the
-reported estimate and how the noise is shared. Every consumer reads its defaults here:
+reported estimate, how the noise is shared and the model's options. Every consumer reads
+its defaults here:
 
 * ``Study`` (``ldpem.common.planning.study``) and ``Problem``
   (``ldpem.common.planning.problem``) inherit the fields themselves;
@@ -68,7 +69,8 @@ class RunFields:
 
     Keyword-only, so that a class that inherits them keeps its own positional fields
     first. The order is part of a prediction's seeds (``Problem.seed_key``): add a field
-    at the end.
+    at the end (``model_options`` is left out of the key while empty, so a problem without
+    options keeps its seeds).
     """
 
     sigma: float = 1.0
@@ -91,6 +93,10 @@ class RunFields:
     secagg_topology: str = "mesh"
     dropout_share: float | None = None
     min_honest_shares: int | None = None
+    #: (name, value) pairs of the model's declared options (``Model.options``, such as a
+    #: mixture's components; the others at their defaults): what configures the model
+    #: (``ldpem.common.protocol.configured_model``). Empty for a model that declares none.
+    model_options: tuple[tuple[str, int], ...] = ()
 
 
 #: Every field at its default: what a consumer that cannot inherit ``RunFields`` (the

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from ldpem.common.core.secagg_quantize import modulus_bits
 from ldpem.common.mechanisms import Mechanism, get_mechanism
-from ldpem.common.protocol import holder_mechanism, public_budget
+from ldpem.common.protocol import holder_mechanism, parameter_size, public_budget
 from ldpem.common.protocol.parameters import PublicValues
 from ldpem.common.secagg.graph.expander import ExpanderParameters, expander_parameters
 from ldpem.common.secagg.graph.parameters import GraphParameters, graph_parameters
@@ -82,13 +82,14 @@ def run_modulus_bits(params: PublicValues, holders: int) -> int:
     calibrated at the run's budget (``quantize.modulus_bits``)."""
     mechanism = run_shares_mechanism(params)
     grid, mean = _grid_and_mean(mechanism)
+    size = parameter_size(params)  # β's coordinates, each a masked sum
     return modulus_bits(
         records=params.records_per_round + holders,
         holders=holders,
-        bound=mechanism.record_bound(params.d),
+        bound=mechanism.record_bound(size),
         grid=grid,
         share_mean=max(mean, 1e-300),
-        d=params.d,
+        d=size,
     )
 
 

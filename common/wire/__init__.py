@@ -45,6 +45,7 @@ from ldpem.common.protocol import (
     check_final,
     check_noise_shares,
     check_schedule,
+    configured_model,
     derive_public_values,
     round_size,
     round_sizes,
@@ -73,6 +74,7 @@ from ldpem.common.wire.secagg import (
 
 __all__ = [
     "API_PREFIX",
+    "BETA_SIZE_MAX",
     "HOSPITAL_NAME_PATTERN",
     "INT_LIMIT",
     "ConfidenceRegion",
@@ -102,6 +104,8 @@ __all__ = [
 ]
 
 API_PREFIX = "/v1"
+#: The most values β may have (d, or K·(d + 1) for a mixture): a report carries that many.
+BETA_SIZE_MAX = 100_000
 HOSPITAL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
@@ -117,7 +121,17 @@ _Schema = Schema
 
 #: The later fields of the run's parameters and their defaults, left out of the JSON when
 #: they hold them (module docstring).
-_LATER = {"schedule": EQUAL, "scales": None, "final": LAST, "start": DEFAULT_START}
+_LATER: dict[str, Any] = {
+    "schedule": EQUAL,
+    "scales": None,
+    "final": LAST,
+    "start": DEFAULT_START,
+    "model_options": {},
+}
+
+#: The model's declared options (``Model.options``) by name: a handful of small integers,
+#: each checked against the model's declaration (``protocol.configured_model``).
+ModelOptions = Annotated[dict[str, int], Field(max_length=16)]
 
 
 def _check_later(mechanism: str, schedule: ScheduleSpec, final: str, rounds: int) -> None:
@@ -139,6 +153,8 @@ class RunCreate(_Schema):
     """What an operator asks for when creating a run (``POST /v1/runs``, admin token)."""
 
     model: ModelName
+    #: The model's declared options (a mixture's ``components``); empty: their defaults.
+    model_options: ModelOptions = Field(default_factory=dict)
     d: int = Field(ge=1, le=100_000)
     sigma: float = Field(gt=0, allow_inf_nan=False)
     rounds: int = Field(ge=1, le=10_000)
@@ -225,12 +241,18 @@ class RunCreate(_Schema):
                 round_sizes(h.records, self.rounds, self.schedule)
             except ValueError as error:
                 raise ValueError(f"hospital {h.name}: {error}") from None
+        # ValueError, one line, for an option the model does not declare or out of range.
+        size = configured_model(self).parameter_dim(self.d)
+        if size > BETA_SIZE_MAX:
+            raise ValueError(
+                f"beta would have {size} values for model {self.model} with d = {self.d}, "
+                f"more than a report carries ({BETA_SIZE_MAX})"
+            )
         check_shares(self)
-        if self.beta0 is not None and len(self.beta0) != self.d:
-            raise ValueError(f"beta0 must have {self.d} entries, got {len(self.beta0)}")
+        if self.beta0 is not None and len(self.beta0) != size:
+            raise ValueError(f"beta0 must have {size} entries, got {len(self.beta0)}")
         if self.missing and not get_model(self.model).allows_missing:
-            federated = model_names(federated=True)
-            names = [name for name in federated if get_model(name).allows_missing]
+            names = [name for name in model_names() if get_model(name).allows_missing]
             raise ValueError(f"missing is only meaningful for models {', '.join(names)}")
         return self
 
@@ -248,6 +270,9 @@ class PublicParameters(_Schema):
     """Everything an agent needs to compute its report, fixed when the run is created."""
 
     model: ModelName
+    #: The model's declared options (``RunCreate.model_options``); left out of the JSON
+    #: while empty, so a run of a model without options is published as before.
+    model_options: ModelOptions = Field(default_factory=dict)
     d: int
     sigma: float
     rounds: int
@@ -306,7 +331,7 @@ class PublicParameters(_Schema):
     @model_validator(mode="after")
     def _consistent(self) -> PublicParameters:
         _check_later(self.mechanism, self.schedule, self.final, self.rounds)
-        rules = (get_model(self.model).start_rule, GIVEN_START)
+        rules = (configured_model(self).start_rule, GIVEN_START)
         if self.start not in rules:
             raise ValueError(f"start must be one of {rules} for model {self.model}")
         if self.scales is not None and len(self.scales) != self.rounds:
@@ -363,7 +388,7 @@ class ReportIn(_Schema):
     round: int = Field(ge=0, lt=INT_LIMIT)
     mechanism: FederatedMechanism
     count: int = Field(ge=0, lt=INT_LIMIT)
-    total: list[float] = Field(max_length=100_000)
+    total: list[float] = Field(max_length=BETA_SIZE_MAX)
     #: Per-record noise std σ_r the agent used (0 for central and none); for hospital the
     #: std of the one draw on the whole sum.
     noise_std: float = Field(ge=0)
@@ -398,6 +423,8 @@ class RunSummary(_Schema):
     round: int
     rounds: int
     model: ModelName
+    #: The model's declared options (``PublicParameters.model_options``); empty: none.
+    model_options: ModelOptions = Field(default_factory=dict)
     d: int
     mechanism: FederatedMechanism
     hospitals: int

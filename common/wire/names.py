@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field
 
 from ldpem.common.core.accounting import Accounting
 from ldpem.common.mechanisms import mechanism_names
-from ldpem.common.models import federated_refusal, model_names
+from ldpem.common.models import model_names
 
 __all__ = [
     "INT_LIMIT",
@@ -24,10 +24,7 @@ __all__ = [
 
 def _registered_model(name: str) -> str:
     if name not in model_names():
-        raise ValueError(f"model must be one of {', '.join(model_names(federated=True))}")
-    refusal = federated_refusal(name)
-    if refusal is not None:
-        raise ValueError(refusal)
+        raise ValueError(f"model must be one of {', '.join(model_names())}")
     return name
 
 
@@ -38,7 +35,7 @@ def _federated_mechanism(name: str) -> str:
     return name
 
 
-#: A registered model's name (``ldpem.common.models``) that a federated run supports.
+#: A registered model's name (``ldpem.common.models``).
 ModelName = Annotated[str, AfterValidator(_registered_model)]
 #: A registered mechanism a federated run may use (``ldpem.common.mechanisms``).
 FederatedMechanism = Annotated[str, AfterValidator(_federated_mechanism)]

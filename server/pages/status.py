@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ldpem.common.mechanisms import get_mechanism
-from ldpem.common.protocol import final_iterates, is_equal
+from ldpem.common.protocol import final_iterates, is_equal, parameter_size
 from ldpem.common.wire import (
     HospitalParticipation,
     PublicParameters,
@@ -84,7 +84,7 @@ def run_page(view: RunView) -> str:
             accuracy(run, view.request),
             beta_plot(
                 view.trajectory.betas,
-                view.params.d,
+                parameter_size(view.params),
                 estimate=view.trajectory.estimate,
                 averaged=final_iterates(view.params.final, view.params.rounds),
             ),
@@ -156,7 +156,13 @@ def _summary_table(
     rows = [
         ("status", f'<span class="status-{escape(run.status)}">{escape(run.status)}</span>'),
         ("progress", progress(run)),
-        ("model", escape(f"{run.model}, d = {run.d}, σ = {params.sigma:g}, η = {params.eta:g}")),
+        (
+            "model",
+            escape(
+                f"{run.model}{_options(params)}, d = {run.d}, σ = {params.sigma:g}, "
+                f"η = {params.eta:g}"
+            ),
+        ),
         (
             "mechanism",
             escape(
@@ -296,3 +302,9 @@ def _hospital_table(
         "<th>last report</th><th>this round</th><th>declared σ_r</th><th>ε spent</th></tr>"
         f'{"".join(rows)}</table><p class="note">{escape(note)}</p>'
     )
+
+
+def _options(params: PublicParameters) -> str:
+    """`` (components = 3)``: the run's model options as published; empty without any."""
+    shown = ", ".join(f"{name} = {value}" for name, value in params.model_options.items())
+    return f" ({shown})" if shown else ""

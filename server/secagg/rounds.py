@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ldpem.common.protocol import parameter_size
 from ldpem.common.secagg import (
     Aggregator,
     KeyAdvertisement,
@@ -157,7 +158,7 @@ class SecAggRounds:
         created = _Round(
             run_id=run_id,
             t=t,
-            aggregator=Aggregator(roster, parameters, dimension=params.d),
+            aggregator=Aggregator(roster, parameters, dimension=parameter_size(params)),
             expected=policy.waited_in(self.store, run_id, t, enrolled),
             enrolled=frozenset(enrolled),
             period=period,
@@ -424,7 +425,7 @@ class SecAggRounds:
             policy.log_faulty(r.run_id, r.t, faulty)
         summed = [(k, n, json.dumps(b, sort_keys=True)) for k, n, b in (closing, ("sum", "", body))]
         bound = (
-            count * mechanism.record_bound(params.d)
+            count * mechanism.record_bound(parameter_size(params))
             + self.range_sigmas * math.sqrt(len(survivors)) * mechanism.noise_std
         )
         if not all(abs(v) <= bound for v in total):

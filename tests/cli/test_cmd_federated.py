@@ -135,23 +135,54 @@ def test_run_create_refused_by_the_coordinator(
 
 
 @pytest.mark.parametrize("model", ["gmmk", "lca"])
-def test_run_create_refuses_a_simulated_only_model(
+def test_run_create_publishes_the_model_options_and_sizes_beta_by_them(
     model: str,
     server: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A federated run sizes β by d and carries no model options yet: gmmk and lca must be
-    # refused up front with one line, never started on a path that sizes their β wrongly.
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(run_request(model=model, d=4)))
+    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
+    argv = ["run", "create", "--coordinator", server, "--config", str(config)]
+    assert main([*argv, "--components", "2"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert created["params"]["model_options"] == {"components": 2}
+    assert main(["run", "status", "--coordinator", server, created["run_id"]]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["model_options"] == {"components": 2}
+    assert len(summary["beta"]) == 2 * (4 + 1)  # β⁰: K·(d + 1), not d
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "message"),
+    [
+        (
+            "lca",
+            ["--components", "11"],
+            "components must be an integer in [2, 10] for model lca, got 11",
+        ),
+        ("gmm", ["--components", "3"], "model gmm has no option components (its options: none)"),
+    ],
+)
+def test_run_create_refuses_model_options_outside_the_declaration_in_one_line(
+    model: str,
+    options: list[str],
+    message: str,
+    server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     config = tmp_path / "run.json"
     config.write_text(json.dumps(run_request(model=model)))
     monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
-    code = main(["run", "create", "--coordinator", server, "--config", str(config)])
+    code = main(["run", "create", "--coordinator", server, "--config", str(config), *options])
     assert code == 2
     line = one_error_line(capsys)
     assert line.startswith(f"ldpem run: error: {config}: run not created: HTTP 422")
-    assert f"model {model} is not yet supported in federated runs; use ldpem simulate" in line
+    assert message in line
 
 
 def test_run_create_and_status_print_json(

@@ -70,9 +70,20 @@ def test_response_models_write_y_last_and_rmc_missing_cells(tmp_path: Path) -> N
     assert not list(tmp_path.glob(".*tmp*"))  # written through a temporary file, renamed
 
 
+def test_a_mixture_is_generated_with_its_declared_options(tmp_path: Path) -> None:
+    beta = tmp_path / "beta.json"
+    study = ["--model", "gmmk", "--components", "2", "--d", "3", "--n", "40", "--seed", "1"]
+    out = generate(tmp_path, "k.csv", *study, "--beta-star-out", str(beta))
+    described = json.loads(beta.read_text())
+    assert described["model_options"] == {"components": 2}
+    assert len(described["beta_star"]) == 2 * (3 + 1)
+    assert load_records(out, "gmmk").x.shape == (40, 3)
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
+        (["--components", "3"], "model gmm has no option components (its options: none)"),
         (["--part", "4", "--parts", "3"], "--part must be between 1 and --parts (3), got 4"),
         (["--n", "0"], "--n must be at least 1, got 0"),
         (["--missing", "0.1"], "--missing: model gmm allows no missing covariate"),
@@ -138,6 +149,44 @@ def test_run_status_waits_for_the_latest_run_and_prints_its_error(
     assert lines[2].startswith(f"90% confidence region ({method}, 19 draws)")
     assert lines[3].startswith("  β[0] = ") and lines[4].startswith("  β[1] = ")
     assert f"run {run_id}: finished, round 2/2" in err
+
+
+def test_run_status_of_a_mixture_prints_its_error_up_to_relabelling(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A federated gmmk run of K = 2 end to end: the records and β* of ldpem generate
+    # --components 2, an agent that pins K = 2, and ldpem run status --beta-star, whose
+    # error is the model's (configured with the run's options: K·(d + 1) values).
+    request = run_request(
+        hospitals=1, records=300, d=2, rounds=2, mechanism="none", model="gmmk",
+        model_options={"components": 2},
+    )  # fmt: skip
+    response = httpx.post(
+        f"{server}/v1/runs", json=request, headers={"Authorization": f"Bearer {ADMIN}"}
+    )
+    assert response.status_code == 201, response.text
+    run_id = response.json()["run_id"]
+    data = generate(
+        tmp_path, "a.csv", "--model", "gmmk", "--components", "2", "--d", "2", "--n", "300",
+        "--seed", "4", "--beta-star-out", str(tmp_path / "beta.json"),
+    )  # fmt: skip
+    client = ["client", "--coordinator", server, "--data", str(data)]
+    client += ["--token-file", str(token_file(tmp_path, TOKENS[0]))]
+    client += ["--model", "gmmk", "--components", "2"]
+    client += ["--state", str(tmp_path / "agent"), "--allow-weaker", "--wait", "1", *AGENT_BUDGET]
+    assert main(client) == 0
+    capsys.readouterr()
+    argv = ["run", "status", "--coordinator", server, run_id]
+    assert main([*argv, "--beta-star", str(tmp_path / "beta.json")]) == 0
+    out = capsys.readouterr().out
+    final = [line for line in out.splitlines() if line.startswith(f"run {run_id}: final error")]
+    assert len(final) == 1, out
+    summary = httpx.get(f"{server}/v1/runs/{run_id}").json()
+    beta_star = json.loads((tmp_path / "beta.json").read_text())["beta_star"]
+    expected = get_model("gmmk", {"components": 2}).error(
+        np.array(summary["beta"]), np.array(beta_star)
+    )
+    assert f"final error {expected:.4f} after 2 rounds" in final[0]
 
 
 def test_run_status_without_runs_or_with_a_bad_beta_star(

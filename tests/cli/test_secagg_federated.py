@@ -12,7 +12,7 @@ from ldpem.client.data import load_records
 from ldpem.common.planning.simulator import simulate_run
 from ldpem.common.protocol import FederatedStreams
 from ldpem.processes import Processes
-from tests.fedkit import write_gmm_data
+from tests.fedkit import write_gmm_data, write_model_data
 from tests.secaggkit import secagg_run
 
 pytestmark = pytest.mark.slow
@@ -47,3 +47,32 @@ def test_federated_secagg_equals_its_simulation(procs: Processes, tmp_path: Path
         for body in reports.values():
             for value in json.loads(body)["total"]:
                 assert repr(value) not in stored
+
+
+def test_a_federated_secagg_mixture_run_equals_its_simulation(
+    procs: Processes, tmp_path: Path
+) -> None:
+    # gmmk, K = 3: the masked sums, the modulus, the coordinator's range check of the sum
+    # and the noise shares' calibration are all of β's K·(d + 1) coordinates.
+    counts = [200, 180, 160, 150]
+    seeds = [300 + i for i in range(len(counts))]
+    options = {"components": 3}
+    paths, _ = write_model_data(tmp_path, counts, D, model="gmmk", model_options=options)
+    run = secagg_run(
+        procs, tmp_path, counts, model="gmmk", model_options=options, d=D, rounds=2, seed=3
+    )
+    assert run.params.model_options == options
+    agents = run.start_agents(paths, seeds=seeds, model="gmmk", flags=("--components", "3"))
+    for agent in agents.values():
+        assert agent.wait(180) == 0, procs.log(agent)[-3000:]
+    url, run_id = run.url, run.run_id
+    assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] == "finished"
+    federated = httpx.get(f"{url}/v1/runs/{run_id}/trajectory").json()["betas"]
+    assert {len(beta) for beta in federated} == {3 * (D + 1)}
+    simulated = simulate_run(
+        run.params,
+        holders=[load_records(p, "gmmk") for p in paths],
+        beta0=federated[0],
+        streams=FederatedStreams(run_id=run_id, seeds=seeds, run_seed=3),
+    )
+    assert [[float(v) for v in b] for b in simulated.betas] == federated

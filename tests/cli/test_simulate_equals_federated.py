@@ -8,7 +8,9 @@ coordinator, calibrated on each round's count; the hospitals' sizes make the las
 smaller than m) and ``hospital`` (each agent's own scale and noise); and under a round
 schedule that grows geometrically, whose rounds each have their own scale s_t, with the
 reported estimate the weighted average of the last iterates, which the coordinator makes
-and the simulation reproduces bit for bit. And the forecast the coordinator computes after
+and the simulation reproduces bit for bit. So are runs of the K-component models (gmmk,
+lca: β of K·(d + 1) values, the model's options published, pinned by each agent). And
+the forecast the coordinator computes after
 ``ldpem run create`` is exactly the mean (and the band, the 10% and 90%
 ``prediction.quantile``) of the fast path's final errors for the same study (the
 distribution of ``ldpem simulate``'s, tests/common/test_fastsim.py) over the forecast's
@@ -28,8 +30,13 @@ from ldpem.client.data import load_records
 from ldpem.common.planning.fastsim import final_errors
 from ldpem.common.planning.prediction import quantile
 from ldpem.common.planning.simulator import EMResult, simulate_run
-from ldpem.common.planning.study import Study
-from ldpem.common.protocol import FederatedStreams, records_per_round
+from ldpem.common.planning.study import Study, run_study
+from ldpem.common.protocol import (
+    FederatedStreams,
+    holder_mechanism,
+    public_budget,
+    records_per_round,
+)
 from ldpem.common.wire import PublicParameters, ScheduleSpec, expected_round_count
 from ldpem.processes import Processes, free_port, start_coordinator
 from ldpem.server.forecast import FORECAST_SEEDS
@@ -40,6 +47,7 @@ from tests.fedkit import (
     settled,
     token_file,
     write_gmm_data,
+    write_model_data,
 )
 
 pytestmark = pytest.mark.slow
@@ -53,7 +61,15 @@ AGENT_SEEDS = [100 + i for i in range(len(COUNTS))]
 SCHEDULE, FINAL = "geometric:1.3", "average:3"
 
 
-def run_agents(procs: Processes, url: str, paths: list[Path], tmp_path: Path, *extra: str) -> None:
+def run_agents(
+    procs: Processes,
+    url: str,
+    paths: list[Path],
+    tmp_path: Path,
+    *extra: str,
+    model: str = "gmm",
+    seeds: list[int] = AGENT_SEEDS,
+) -> None:
     agents = [
         procs.start(
             f"agent{i}",
@@ -65,12 +81,12 @@ def run_agents(procs: Processes, url: str, paths: list[Path], tmp_path: Path, *e
             "--data",
             str(path),
             "--model",
-            "gmm",
+            model,
             "--state",
             str(tmp_path / f"agent{i}"),
             *AGENT_BUDGET,
             "--seed",
-            str(AGENT_SEEDS[i]),
+            str(seeds[i]),
             "--wait",
             "10",
             "--give-up",
@@ -221,3 +237,93 @@ def test_a_geometric_schedule_with_averaging_is_its_simulation_bit_for_bit(
     assert trajectory["weights"] == list(simulated.final.weights)
     figures, seeds = forecast_figures(created)
     assert figures == simulate_figures(mechanism, seeds, schedule=SCHEDULE, final=FINAL)
+
+
+#: Small mixture runs: a few hundred records each, so that each test takes a few seconds.
+MIXTURE_COUNTS = [300, 260, 240]
+MIXTURE_D, MIXTURE_ROUNDS = 3, 3
+
+
+@pytest.mark.parametrize(
+    ("model", "components", "mechanism"),
+    [("gmmk", 3, "local"), ("lca", 2, "hospital")],
+)
+def test_a_mixture_run_is_its_simulation_bit_for_bit(
+    procs: Processes, tmp_path: Path, model: str, components: int, mechanism: str
+) -> None:
+    # β has K·(d + 1) values: the coordinator's checks, each agent's β, its report, the
+    # mechanism's bound and calibration, and the simulation all size it so; each agent
+    # pins the run's K (--components).
+    options = {"components": components}
+    counts, d, rounds = MIXTURE_COUNTS, MIXTURE_D, MIXTURE_ROUNDS
+    seeds = AGENT_SEEDS[: len(counts)]
+    paths, _ = write_model_data(tmp_path, counts, d, model=model, model_options=options)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    start_coordinator(procs, state=tmp_path / "c.sqlite", port=port, env={"LDPEM_TICK": "0.1"})
+    created = cli_create_run(
+        tmp_path,
+        url,
+        counts,
+        model=model,
+        model_options=options,
+        d=d,
+        rounds=rounds,
+        epsilon=1.0,
+        mechanism=mechanism,
+        seed=RUN_SEED,
+        # The forecast simulates the run's problem, options included (gmmk only: time).
+        forecast=model == "gmmk",
+    )
+    params = PublicParameters.model_validate(created["params"])
+    size = components * (d + 1)
+    assert params.model_options == options
+    run_agents(
+        procs, url, paths, tmp_path, "--components", str(components), model=model, seeds=seeds
+    )
+    run_id = created["run_id"]
+    assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] == "finished"
+    federated = httpx.get(f"{url}/v1/runs/{run_id}/trajectory").json()["betas"]
+    assert len(federated) == rounds + 1 and {len(beta) for beta in federated} == {size}
+    simulated = simulate_run(
+        params,
+        holders=[load_records(p, model) for p in paths],
+        beta0=federated[0],
+        streams=FederatedStreams(run_id=run_id, seeds=seeds, run_seed=RUN_SEED),
+    )
+    assert federated == [[float(v) for v in beta] for beta in simulated.betas]
+    # ldpem simulate's study of the same run publishes the same values: its mechanisms'
+    # σ_r (sized for K·(d + 1) coordinates) are the run's, so the two are one model.
+    study = Study(
+        model=model,
+        model_options=tuple(options.items()),
+        mechanism=mechanism,
+        n=sum(counts),
+        d=d,
+        epsilon=1.0,
+        rounds=rounds,
+        sizes=tuple(counts),
+    )
+    result = run_study(study)
+    assert result.parameter_dim == size
+    assert [m.noise_std for m in result.round_mechanisms[0].holders] == [
+        m.noise_std for m in _run_mechanisms(params, counts)
+    ]
+    assert result.delta == params.delta and result.tau == params.tau
+    if model == "gmmk":
+        with httpx.Client(base_url=url) as client:
+            created["settled"] = settled(client, run_id)
+        figures, forecast_seeds = forecast_figures(created)
+        errors = list(final_errors(study, forecast_seeds))
+        assert figures == (
+            float(np.mean(errors)),
+            quantile(errors, 0.1),
+            quantile(errors, 0.9),
+        )
+
+
+def _run_mechanisms(params: PublicParameters, counts: list[int]) -> list[Any]:
+    """Each hospital's mechanism of round 0 at the run's published budget, as its agent
+    builds it (``protocol.holder_mechanism``)."""
+    budget = public_budget(params)
+    return [holder_mechanism(params, records=c, budget=budget, t=0) for c in counts]

@@ -20,10 +20,11 @@ from ldpem.client.agent import Agent, AgentError
 from ldpem.client.config import AgentConfig
 from ldpem.client.ledger import DEFAULT_DATASET, Ledger
 from ldpem.client.trust import BETA_MAX, check_beta, check_public
+from ldpem.common.core.calibration import smoothing_precision
 from ldpem.common.core.errors import UserError
 from ldpem.common.models import Records
 from ldpem.common.protocol import noise_rng, partition_rng
-from ldpem.common.wire import Identity, PublicParameters
+from ldpem.common.wire import Identity, PublicParameters, describe_errors
 from tests.publickit import published_params
 
 
@@ -289,22 +290,149 @@ def test_an_unknown_model_of_its_own_is_refused(tmp_path: Path) -> None:
     a.close()
 
 
-@pytest.mark.parametrize("model", ["gmmk", "lca"])
-def test_a_simulated_only_model_of_its_own_is_refused(tmp_path: Path, model: str) -> None:
-    a = Agent(config(tmp_path, model=model), loader=forty_records)
-    line = f"model {model} is not yet supported in federated runs; use ldpem simulate"
+@pytest.mark.parametrize(
+    ("model", "options", "line"),
+    [
+        (
+            "gmmk",
+            (("components", 11),),
+            "components must be an integer in [2, 10] for model gmmk, got 11",
+        ),
+        (
+            "lca",
+            (("components", 1),),
+            "components must be an integer in [2, 10] for model lca, got 1",
+        ),
+        ("gmm", (("components", 3),), "model gmm has no option components (its options: none)"),
+    ],
+)
+def test_model_options_of_its_own_out_of_the_declaration_are_refused(
+    tmp_path: Path, model: str, options: tuple[tuple[str, int], ...], line: str
+) -> None:
+    requests: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request.url.path)
+        return httpx.Response(500)
+
+    agent_config = config(tmp_path, model=model, model_options=options)
+    a = Agent(agent_config, loader=forty_records, transport=httpx.MockTransport(handler))
     with pytest.raises(AgentError) as refused:
         a.run()
     a.close()
     assert str(refused.value) == line
+    assert requests == []  # refused before any contact
 
 
-@pytest.mark.parametrize("model", ["gmmk", "lca"])
-def test_public_parameters_of_a_simulated_only_model_are_refused(model: str) -> None:
-    # The coordinator is an adversary: parameters announcing gmmk or lca do not parse, so
-    # no agent computes a report for a β it would size by d.
-    with pytest.raises(ValidationError, match=f"model {model} is not yet supported"):
-        PublicParameters.model_validate(published_params(model=model))
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"components": 11}, "components must be an integer in [2, 10] for model gmmk, got 11"),
+        ({"components": 1}, "components must be an integer in [2, 10] for model gmmk, got 1"),
+        ({"classes": 3}, "model gmmk has no option classes (its options: components)"),
+        ({"components": True}, "model_options.components"),
+        ({"components": 2.0}, "model_options.components"),
+    ],
+)
+def test_public_model_options_outside_the_declaration_do_not_parse(
+    options: dict[str, Any], message: str
+) -> None:
+    # The coordinator is an adversary: options the model does not declare, or a value out
+    # of range or not an integer, are refused when the agent parses the answer.
+    with pytest.raises(ValidationError) as refused:
+        PublicParameters.model_validate(published_params(model="gmmk", model_options=options))
+    assert message in describe_errors(refused.value.errors())
+
+
+@pytest.mark.parametrize(
+    ("model", "pinned", "published", "line"),
+    [
+        # The coordinator publishes another K than the hospital pinned.
+        (
+            "gmmk",
+            (("components", 2),),
+            {"components": 4},
+            "components = 4, but this agent consents to components = 2",
+        ),
+        # Unpinned, the agent consents to the model's default K = 3 only.
+        ("lca", (), {"components": 5}, "components = 5, but this agent consents to components = 3"),
+        (
+            "gmmk",
+            (("components", 4),),
+            {},
+            "components = 3, but this agent consents to components = 4",
+        ),
+    ],
+)
+def test_a_run_of_other_model_options_than_pinned_is_refused(
+    tmp_path: Path,
+    model: str,
+    pinned: tuple[tuple[str, int], ...],
+    published: dict[str, int],
+    line: str,
+) -> None:
+    me = identity(model=model, model_options=published)
+    agent_config = config(tmp_path, model=model, model_options=pinned)
+    a = Agent(agent_config, loader=forty_records, transport=_identity_transport(me))
+    with pytest.raises(AgentError) as refused:
+        a.run()
+    a.close()
+    assert str(refused.value) == (
+        f"run 'r' fits model {model} with {line} (--components); refusing"
+    )
+
+
+@pytest.mark.parametrize(("model", "k"), [("gmmk", 2), ("lca", 3)])
+def test_a_run_of_the_pinned_model_options_gets_past_the_pin(
+    tmp_path: Path, model: str, k: int
+) -> None:
+    # The same options (given, or the default K = 3 on both sides): refused only later, by
+    # a public value out of range, so the pin itself let the run through.
+    me = identity(model=model, model_options={"components": k}, sigma=1e-170)
+    agent_config = config(tmp_path, model=model, model_options=(("components", k),))
+    a = Agent(agent_config, loader=forty_records, transport=_identity_transport(me))
+    with pytest.raises(AgentError, match="sigma = 1e-170"):
+        a.run()
+    a.close()
+
+
+def test_a_mixture_whose_beta_would_exceed_the_largest_report_is_refused() -> None:
+    # d = 100 000 is in range, but K = 10 makes β 10·(d + 1) values: refused from public
+    # values, before the records' shape is compared.
+    me = identity(model="gmmk", d=100_000, model_options={"components": 10})
+    with pytest.raises(AgentError, match="the coordinator sent model_options = "):
+        check_public(me)
+    check_public(identity(model="gmmk", d=9_999, model_options={"components": 10}))
+
+
+def test_public_parameters_without_options_are_published_as_before() -> None:
+    # Left out of the JSON while empty: a run of a model without options is published and
+    # bound in an agent's ledger byte for byte as before.
+    plain = PublicParameters.model_validate(published_params())
+    assert "model_options" not in plain.model_dump(mode="json")
+    mixture = PublicParameters.model_validate(
+        published_params(model="gmmk", model_options={"components": 4})
+    )
+    assert mixture.model_dump(mode="json")["model_options"] == {"components": 4}
+
+
+def test_a_mixtures_smoothing_is_that_of_its_beta_size_not_of_d() -> None:
+    # gmmk, K = 2, d = 3: β_s = √(log(8/ζ)); a coordinator publishing √(log(3/ζ)), the
+    # value of d, is refused: the agent computes β_s for the p coordinates it truncates.
+    as_d = identity(
+        model="gmmk", model_options={"components": 2}, smoothing=smoothing_precision(3, 0.1)
+    )
+    with pytest.raises(AgentError, match="p = 8 the size of beta"):
+        check_public(as_d)
+    check_public(identity(model="gmmk", model_options={"components": 2}))
+
+
+def test_a_mixtures_beta_is_checked_at_its_parameter_size() -> None:
+    # gmmk with K = 2 on d = 3: β = (b_1, b_2, α) has 2·(3 + 1) = 8 entries, not d.
+    size = 8
+    check_beta([0.1] * size, size)
+    with pytest.raises(AgentError, match="beta with 3 entries for a run whose beta has 8"):
+        check_beta([0.1] * 3, size)
 
 
 def test_a_second_agent_on_one_state_directory_stops_with_one_line(tmp_path: Path) -> None:

@@ -123,29 +123,44 @@ def test_a_study_defaults_to_the_declared_model_mechanism_and_d() -> None:
     assert (study.model, study.mechanism, study.d) == (DEFAULT_MODEL, DEFAULT_MECHANISM, DEFAULT_D)
 
 
+#: The run request's fields that state the declared default in their JSON form.
+JSON_FORMS: dict[str, Any] = {
+    # The (name, value) pairs as a JSON object: {"components": 3}.
+    "model_options": dict,
+}
+
+
 def test_the_run_request_defaults_to_the_declaration() -> None:
     request = {
-        name: info.default
+        name: info.get_default(call_default_factory=True)
         for name, info in RunCreate.model_fields.items()
         if name in DECLARED and not info.is_required()
     }
     assert {"epsilon", "accounting", "zeta", "snr", "schedule", "final", "mechanism"} <= set(
         request
     )
-    expected = {name: REQUEST_OWN_DEFAULTS.get(name, DECLARED[name]) for name in request}
+    assert "model_options" in request
+    expected = {
+        name: REQUEST_OWN_DEFAULTS.get(name, JSON_FORMS.get(name, _same)(DECLARED[name]))
+        for name in request
+    }
     assert request == expected
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def test_the_demo_and_the_agent_default_to_the_declaration() -> None:
     demo = {f.name: f.default for f in fields(DemoConfig) if f.name in DECLARED}
     assert demo == {name: DECLARED[name] for name in demo}
-    assert set(demo) == {"model", "d", "rounds", "epsilon", "mechanism"}
+    assert set(demo) == {"model", "d", "rounds", "epsilon", "mechanism", "model_options"}
     agent = {
         f.name: f.default
         for f in fields(AgentConfig)
         if f.name in DECLARED and f.default is not MISSING
     }
-    assert agent == {"accounting": DECLARED["accounting"]}
+    assert agent == {name: DECLARED[name] for name in ("accounting", "model_options")}
 
 
 def test_the_client_commands_options_default_to_the_agents_config() -> None:
@@ -161,3 +176,47 @@ def test_each_models_generator_defaults_to_the_declared_snr_and_sigma(name: str)
     parameters = inspect.signature(get_model(name).generate).parameters
     assert parameters["snr"].default == DECLARED["snr"]
     assert parameters["sigma"].default == DECLARED["sigma"]
+
+
+def test_a_problem_without_model_options_keeps_its_seed_key() -> None:
+    # The key of the run fields declared before model_options, in their order: what the
+    # prediction seeds of every existing problem were drawn from.
+    problem = Problem(model="gmm", d=3, sizes=(100, 200), epsilon=0.5)
+    earlier = [f.name for f in fields(RunFields) if f.name != "model_options"]
+    shared = {f.name for f in fields(RunFields)}
+    own = [f.name for f in fields(Problem) if f.name not in shared]
+    skip = {"rounds", "schedule", "final"}
+    names = [name for name in own + earlier if name not in skip]
+    assert problem.seed_key == repr([(name, getattr(problem, name)) for name in names])
+    assert "model_options" not in problem.seed_key
+
+
+def test_a_problems_model_options_are_in_its_seed_key() -> None:
+    three = Problem(model="gmmk", d=3, sizes=(100,), model_options=(("components", 3),))
+    four = Problem(model="gmmk", d=3, sizes=(100,), model_options=(("components", 4),))
+    assert three.seed_key != four.seed_key
+    assert three.seed_key.endswith("('model_options', (('components', 3),))]")
+
+
+#: The commands that run or describe a run of a model, each with its declared options.
+#: Not ``ldpem plan`` (it refuses the models that declare options) nor ``ldpem audit``
+#: (its claims take each model at its defaults).
+MODEL_COMMANDS = {
+    "ldpem simulate",
+    "ldpem client",
+    "ldpem generate",
+    "ldpem demo",
+    "ldpem run create",
+}
+
+
+def test_every_command_that_runs_a_model_takes_its_declared_options() -> None:
+    declared = {option.name for name in model_names() for option in get_model(name).options}
+    assert declared == {"components"}
+    found = [parser for parser in PARSERS if parser.prog in MODEL_COMMANDS]
+    assert {parser.prog for parser in found} == MODEL_COMMANDS
+    for parser in found:
+        options = {a.dest: a.default for a in parser._actions}
+        assert {name: options.get(name, "missing") for name in declared} == dict.fromkeys(
+            declared
+        ), parser.prog

@@ -45,7 +45,7 @@ def test_run_request_defaults() -> None:
         ({"mechanism": "central-clip"}, "mechanism"),
         ({"sigma": -1.0}, "greater than 0"),
         ({"unknown": 1}, "Extra inputs are not permitted"),
-        ({"missing": 0.2}, "only meaningful for models rmc"),
+        ({"missing": 0.2}, "only meaningful for models lca, rmc"),
     ],
 )
 def test_run_request_validation(change: dict[str, Any], message: str) -> None:

@@ -183,7 +183,9 @@ def test_hostile_clients_change_nothing_and_tokens_never_leak(
     probe.refused(413, streamed)
     probe.refused(422, probe.post(0, None, TOKENS[0], raw=b"{not json"))
     probe.refused(422, probe.post(0, None, TOKENS[0], raw=b"[]"))
-    probe.refused(422, probe.post(0, body(total=[1.0] * (D + 1)), TOKENS[0]), "dimension")
+    probe.refused(
+        422, probe.post(0, body(total=[1.0] * (D + 1)), TOKENS[0]), "entries (the size of beta)"
+    )
     probe.refused(422, probe.post(0, body(total=[]), TOKENS[0]))
     for literal in (b"NaN", b"Infinity", b"-Infinity", b"1e999"):
         raw = json.dumps(body()).replace("0.5", literal.decode()).encode()

@@ -347,7 +347,7 @@ def test_a_parameter_changed_after_a_restart_is_refused_before_sending(
         ({"round": 2}, "opened round 2 of a run of 2 rounds"),
         ({"round": -1}, "opened round -1 of a run of 2 rounds"),
         ({"run_id": "another-run"}, "answered for run 'another-run'"),
-        ({"beta": [0.5, 0.5]}, "beta with 2 entries for a run of dimension 3"),
+        ({"beta": [0.5, 0.5]}, "beta with 2 entries for a run whose beta has 3"),
         ({"beta": [1e101, 0.0, 0.0]}, "must be finite and at most 1e+100"),
     ],
 )
@@ -361,6 +361,76 @@ def test_a_hostile_round_is_refused_and_nothing_is_sent(
     assert outcome.code == 2, outcome.log[-2000:]
     assert message in outcome.log
     assert outcome.reports == []
+
+
+#: A gmmk run of K = 2 on d = 3: β has 2·(3 + 1) = 8 values.
+MIXTURE_BETA = [0.5, -0.5, 0.25, 0.1, -0.2, 0.3, 0.0, 0.1]
+
+
+@pytest.mark.parametrize(
+    ("published", "round_change", "message"),
+    [
+        # Another K than the hospital pinned (--components 2), at the first contact.
+        (
+            {"components": 4},
+            {},
+            "fits model gmmk with components = 4, but this agent consents "
+            "to components = 2 (--components); refusing",
+        ),
+        # K changed during the run: the round's parameters are not the bound ones.
+        (
+            {"components": 2},
+            {"params": {"components": 3}},
+            "changed its parameters during the run: model_options",
+        ),
+        # A β of d values, the size of another model's: refused, never padded or cut.
+        (
+            {"components": 2},
+            {"beta": [0.5, -0.5, 0.25]},
+            "beta with 3 entries for a run whose beta has 8",
+        ),
+    ],
+)
+def test_a_lying_coordinator_of_a_mixture_is_refused_and_nothing_is_sent(
+    tmp_path: Path, published: dict[str, int], round_change: dict[str, Any], message: str
+) -> None:
+    write_csv(tmp_path, gmm_data())  # gmmk reads the same covariates
+    params = public("gmmk", model_options=published)
+    coordinator = Fake(params, betas=[MIXTURE_BETA] * 2)
+    if "params" in round_change:
+        changed = public("gmmk", model_options=round_change["params"])
+        round_change = {"params": changed}
+    coordinator.round_change = {0: round_change}
+    with live_server(coordinator.app()) as url:
+        outcome = agent(tmp_path, coordinator, url, "--components", "2", model="gmmk")
+    assert outcome.code == 2, outcome.log[-2000:]
+    assert message in outcome.log
+    assert outcome.reports == []
+    assert "Traceback" not in outcome.log
+
+
+def test_another_k_after_a_restart_is_refused_even_when_the_agent_pins_it_anew(
+    tmp_path: Path,
+) -> None:
+    # The hospital restarts its agent with --components 3 after the coordinator switched
+    # the run to K = 3: the pin agrees, but the run's binding in the ledger holds K = 2.
+    write_csv(tmp_path, gmm_data())
+    params = public("gmmk", model_options={"components": 2})
+    coordinator = Fake(params, betas=[MIXTURE_BETA], stop=True)
+    with live_server(coordinator.app()) as url:
+        first = agent(tmp_path, coordinator, url, "--components", "2", model="gmmk")
+        assert first.code == 2 and "stopped by the test" in first.log, first.log[-2000:]
+        assert [r["round"] for r in first.reports] == [0]
+        coordinator.params = public("gmmk", model_options={"components": 3})
+        coordinator.betas = [[0.1] * 12] * 2
+        coordinator.stop = False
+        again = agent(tmp_path, coordinator, url, "--components", "3", model="gmmk")
+    assert again.code == 2
+    assert (
+        f"run {RUN} changed since this agent first took part: params.model_options.components "
+        "was 2, now 3" in again.log
+    )
+    assert again.reports == []
 
 
 def test_a_second_report_for_a_round_at_another_beta_is_refused(
@@ -506,7 +576,7 @@ def _raw(**change: str) -> str:
         (_raw(rounds="100"), "records = 40, which must be an integer in [rounds = 100"),
         (_raw(d="0"), "d = 0"),
         (_raw(d="200000"), "d = 200000"),
-        (_raw(smoothing="3.0"), "smoothing = 3.0, which must be sqrt(log(d/zeta))"),
+        (_raw(smoothing="3.0"), "smoothing = 3.0, which must be sqrt(log(p/zeta))"),
         (_raw(zeta="0.99"), "zeta = 0.99"),
         (_raw(eta="1e9"), "eta = 1000000000.0"),
         (_raw(records_per_round="0"), "records_per_round = 0"),

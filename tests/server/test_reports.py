@@ -183,7 +183,7 @@ def test_wrong_dimension(client: TestClient, run_id: str) -> None:
         client,
         run_id,
         422,
-        "total must have dimension d = 4, got 3",
+        "total must have 4 entries (the size of beta), got 3",
         body=report(total=[1.0, 2.0, 3.0]),
     )
 

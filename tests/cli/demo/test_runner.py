@@ -238,6 +238,28 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert processes_mentioning(str(workdir)) == []
 
 
+def test_a_mixture_demo_runs_end_to_end_with_its_options(tmp_path: Path) -> None:
+    # gmmk with K = 2 on d = 3: the run publishes the options, each forked agent pins them
+    # (--components 2), and β has K·(d + 1) = 8 values in the run and in the baselines.
+    workdir = tmp_path / "demo"
+    argv = [sys.executable, "-m", "ldpem", "demo", "--model", "gmmk", "--components", "2"]
+    argv += ["--d", "3", "--hospitals", "2", "--records", "4000", "--rounds", "3"]
+    result = subprocess.run(
+        [*argv, "--workdir", str(workdir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert len(payload["beta"]) == len(payload["beta_star"]) == 8
+    assert len(payload["errors"]) == 3
+    assert all(len(errors) == 3 for errors in payload["baseline_errors"].values())
+    assert [h["rounds_reported"] for h in payload["hospitals"]] == [3, 3]
+    assert processes_mentioning(str(workdir)) == []
+
+
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     demo = subprocess.Popen(
@@ -284,9 +306,10 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         (["--epsilon", "0"], "--epsilon must be > 0, got 0.0"),
         (["--hospitals", "0"], "--hospitals must be at least 1, got 0"),
         (
-            ["--model", "gmmk"],
-            "model gmmk is not yet supported in federated runs; use ldpem simulate",
+            ["--model", "gmmk", "--components", "11"],
+            "components must be an integer in [2, 10] for model gmmk, got 11",
         ),
+        (["--components", "3"], "model gmm has no option components (its options: none)"),
     ],
 )
 def test_bad_arguments_are_one_line_errors(arguments: list[str], message: str) -> None:
@@ -313,7 +336,7 @@ def test_the_demo_leaves_its_heap_out_of_the_exit_collections(
     from ldpem.commands import demo as command
 
     monkeypatch.setattr(command, "run_demo", lambda config, main, quiet: {"ran": True})
-    monkeypatch.setattr(command, "from_options", lambda kind, args: None)
+    monkeypatch.setattr(command, "from_options", lambda kind, args, **given: None)
     gc.unfreeze()
     try:
         assert command.handle(argparse.Namespace(json=True, main=None)) == 0

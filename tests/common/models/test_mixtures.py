@@ -270,14 +270,3 @@ def test_a_model_with_a_bad_option_declaration_is_refused() -> None:
 
     with pytest.raises(ValueError, match="model gmmk-wrong: option 'components' needs"):
         register_model(Wrong())
-
-
-def test_a_federated_run_takes_only_models_whose_beta_has_the_records_dimension() -> None:
-    from ldpem.common.models import federated_refusal, model_names
-
-    assert set(model_names(federated=True)) == set(model_names()) - {"gmmk", "lca"}
-    for name in ("gmm", "mrm", "rmc"):
-        assert federated_refusal(name) is None
-    for name in ("gmmk", "lca"):
-        expected = f"model {name} is not yet supported in federated runs; use ldpem simulate"
-        assert federated_refusal(name) == expected
