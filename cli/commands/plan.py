@@ -9,7 +9,7 @@ import math
 
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
-from ldpem.common.models import model_names
+from ldpem.common.models import ModelOption, model_names
 from ldpem.common.planning.executor import make_executor
 from ldpem.common.planning.plan import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
 from ldpem.common.planning.prediction import (
@@ -48,7 +48,8 @@ DESCRIPTION = (
     "Simulate the run in-process (seeded, synthetic data of the model at the given "
     "SNR, split over the hospitals) for each mechanism, report the expected final "
     "error with its 10-90% band, and at half and twice the assumed SNR; the trivial "
-    "estimate beta = 0; the smallest n at which local DP beats it (mean error at "
+    "estimate (beta = 0; for gmmk and lca the better of beta = 0 and the public start) "
+    "and its error; the smallest n at which local DP beats it (mean error at "
     "most half of beta = 0's), with the sizes at which 10% and 90% of runs do; and "
     "which mechanism to use. The consortium is --hospitals-sizes, or --n records "
     "over --hospitals equal hospitals."
@@ -56,6 +57,7 @@ DESCRIPTION = (
 EXAMPLES = (
     "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
     "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --search-schedule --json",
+    "ldpem plan --model gmmk --components 3 --d 5 --n 200000 --hospitals 4",
 )
 #: The mechanism --search-schedule searches when the plan recommends none: the per-record
 #: one, as a run request's default.
@@ -68,6 +70,14 @@ _GRID_TEXT = " × ".join(
 )
 
 
+def model_options() -> dict[str, tuple[ModelOption, list[str]]]:
+    """The registered models' declared options (``simulate.model_options``), imported
+    when asked: ``simulate`` imports this module for ``parse_sizes``."""
+    from ldpem.commands.simulate import model_options as declared
+
+    return declared()
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--model", choices=model_names(), default=DEFAULT_MODEL, help="the latent-variable model")
@@ -76,11 +86,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--epsilon", type=float, default=RUN.epsilon, help="ε per record")
     add("--delta", type=float, default=RUN.delta, help="δ per record (default: n^-1.1)")
     add("--rounds", type=int, default=RUN.rounds, help="EM rounds T")
-    add("--snr", type=float, default=RUN.snr, help="assumed ‖β*‖/σ (β = 0 has error snr·σ)")
+    add(
+        "--snr",
+        type=float,
+        default=RUN.snr,
+        help="assumed ‖β*‖/σ (β = 0 has error snr·σ); gmmk: the means' separation in σ, "
+        "lca: the gap of the item logits",
+    )
     add("--tau", type=float, default=RUN.tau, help="second-moment bound τ (default: from snr·σ)")
     add("--zeta", type=float, default=RUN.zeta, help="failure probability ζ")
     accounting_option(parser, default=RUN.accounting)
     missing_option(parser, default=RUN.missing)
+    for option, owners in model_options().values():
+        add(
+            f"--{option.name}",
+            type=int,
+            default=None,
+            help=f"{', '.join(owners)}: {option.help}, {option.low} to {option.high} "
+            f"(default: {option.default})",
+        )
     add("--clip", type=float, default=RUN.clip, help="C for local-clip")
     add(
         "--hospitals-sizes",
@@ -145,10 +169,6 @@ def parse_sizes(text: str) -> tuple[int, ...]:
 
 
 def problem_from_args(args: argparse.Namespace) -> Problem:
-    if args.model not in model_names(federated=True):
-        # The plan's rows are read against β = 0's error ‖β*‖ = snr·σ and its problem
-        # carries no model options: both hold only for the models a federated run takes.
-        raise UserError(f"ldpem plan does not yet support model {args.model}; use ldpem simulate")
     if args.hospitals_sizes is not None:
         if args.n is not None or args.hospitals is not None:
             raise UserError("give either --hospitals-sizes or --n with --hospitals, not both")
@@ -170,8 +190,13 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
         raise UserError(f"--seeds must be >= 1, got {args.seeds}")
     if args.delta is not None and not 0 < args.delta < 1:
         raise UserError(f"--delta must be in (0, 1), got {args.delta}")
+    chosen = tuple(
+        (name, getattr(args, name))
+        for name in model_options()
+        if getattr(args, name, None) is not None
+    )
     try:
-        return from_options(Problem, args, sizes=sizes)
+        return from_options(Problem, args, sizes=sizes, model_options=chosen)
     except ValueError as error:
         raise UserError(str(error)) from None
 
@@ -192,8 +217,10 @@ def format_plan(plan: Plan) -> str:
     p = plan.problem
     first = plan.predictions[0].first_seed
     others = [p.snr * f for f in SNR_FACTORS]
+    options = "".join(f", {name} = {value}" for name, value in p.model_options)
+    size = f" ({p.parameter_dim} parameters)" if p.parameter_dim != p.d else ""
     lines = [
-        f"{p.model}, d = {p.d}, σ = {p.sigma:g}, snr {p.snr:g}, ε = {p.epsilon:g}, "
+        f"{p.model}{options}, d = {p.d}{size}, σ = {p.sigma:g}, snr {p.snr:g}, ε = {p.epsilon:g}, "
         f"δ = {p.resolved_delta:.3g}, {p.rounds} rounds, {len(p.sizes)} hospital(s), "
         f"n = {p.n:,}",
         split_line(p.sizes),
@@ -209,9 +236,10 @@ def format_plan(plan: Plan) -> str:
             f"  {_label(e.mechanism, p.clip):<42}{_band(e):<26}"
             + "".join(f"{s.mean:>10.3g}" for s in o.sensitivity)
         )
+    trivial = f"trivial estimate, {p.trivial_name}"
     lines.append(
-        f"  {'trivial estimate β = 0':<42}{p.trivial_error:<26.3g}"
-        + "".join(f"{snr:>10.3g}" for snr in others)
+        f"  {trivial:<42}{p.trivial_error:<26.3g}"
+        + "".join(f"{p.at_snr(snr).trivial_error:>10.3g}" for snr in others)
     )
     lines.append(
         f"  (other ‖β*‖/σ: the same run, its τ and bound B those of the assumed {p.snr:g})"
@@ -223,10 +251,11 @@ def format_plan(plan: Plan) -> str:
         verdict = "does" if plan.beats(baseline) else "does NOT"
         relation = "≤" if plan.beats(baseline) else ">"
         lines.append(
-            f"at n = {p.n:,} {crossing} {verdict} beat β = 0: mean error {baseline.mean:.3g} "
-            f"{relation} {plan.crossover.threshold:.3g} (half of β = 0's)"
+            f"at n = {p.n:,} {crossing} {verdict} beat {p.trivial_name}: mean error "
+            f"{baseline.mean:.3g} {relation} {plan.crossover.threshold:.3g} (half of "
+            f"{p.trivial_name}'s)"
         )
-    lines.append(plan.crossover.describe(crossing))
+    lines.append(plan.crossover.describe(crossing, p.trivial_name))
     lines.append(f"recommendation: {plan.recommendation}")
     lines.extend(FOOTER)
     return "\n".join(lines)
@@ -270,7 +299,9 @@ FOOTER = (
     "what the figures mean:",
     "  ‖β*‖/σ (snr) is how large the true parameter β* is against the noise σ of one "
     "record: the signal-to-noise ratio. The error is reported in the units of β, and "
-    "β = 0 is off by ‖β*‖ = snr·σ.",
+    "β = 0 is off by ‖β*‖ = snr·σ (gmmk and lca: snr is the separation of the "
+    "components, and the trivial estimate is the better of β = 0 and the run's random "
+    "start, its error up to a relabelling of the components; docs/MATH.md §7).",
     "  The assumed snr is a guess the plan rests on: no one knows β* before the run. The "
     "'if' columns show the same run (same τ and scale) if the truth were half or twice "
     "it. To choose it for your data: ‖β̂‖/σ̂ from a published or pilot estimate of the "
