@@ -30,7 +30,7 @@ import numpy as np
 from ldpem.common.core.accounting import ACCOUNTING_MODES, Budget
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import Mechanism, get_mechanism, mechanism_names
-from ldpem.common.models import get_model, model_names
+from ldpem.common.models import ModelOption, federated_refusal, get_model, model_names
 from ldpem.common.protocol import central_noise, make_mechanism, study_tau
 from ldpem.common.protocol.run_fields import DEFAULT_D, DEFAULT_MODEL, RUN_DEFAULTS
 from ldpem.common.wire import RunCreate, describe_errors
@@ -83,6 +83,14 @@ EXAMPLES = (
 )
 
 
+def model_options() -> dict[str, tuple[ModelOption, list[str]]]:
+    """The registered models' declared options (``simulate.model_options``), imported
+    when asked, as ``plan`` does."""
+    from ldpem.commands.simulate import model_options as declared
+
+    return declared()
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mechanism", choices=[*audited(), "all"], default="all", help="the mechanism audited"
@@ -108,7 +116,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MODEL,
         help="the model whose gradients are released",
     )
-    parser.add_argument("--d", type=int, default=DEFAULT_D, help="dimension")
+    parser.add_argument("--d", type=int, default=DEFAULT_D, help="the records' dimension")
+    for option, owners in model_options().values():
+        parser.add_argument(
+            f"--{option.name}",
+            type=int,
+            default=None,
+            help=f"{', '.join(owners)}: {option.help}, {option.low} to {option.high} "
+            f"(default: {option.default})",
+        )
     parser.add_argument(
         "--records-per-round",
         type=int,
@@ -203,12 +219,16 @@ def run_audit(
     records_per_round: int,
     seed: int,
     t_min: int = DEFAULT_T_MIN,
+    model_options: tuple[tuple[str, int], ...] = (),
 ) -> list[dict[str, Any]]:
     """One result per (mechanism, accounting, construction, path); see ``ldpem audit --help``.
 
     ``built_by`` is ``simulator`` (``make_mechanism``) or ``agent``
     (``agent_built_mechanism``). Rows of the agent's construction always compare the noise
     with the reference σ_r, on the mechanism path as well as on the holder_round path.
+    The mechanisms release β's p = ``parameter_dim(d)`` coordinates (K·(d + 1) for a
+    mixture, with its ``model_options``), and are built and checked for p; the agent's
+    construction only for a model a federated run takes (``models.federated_refusal``).
     """
     # Imported here: it pulls in scipy.stats (~1 s), which every other command (and every
     # `ldpem client` process, whose parser registers this one) would otherwise pay for.
@@ -226,15 +246,21 @@ def run_audit(
         raise UserError(f"--holder-draws must be at least 100, got {holder_draws}")
     if t_min < 1:
         raise UserError(f"--t-min must be at least 1, got {t_min}")
-    model = get_model(model_name)
+    try:
+        model = get_model(model_name, dict(model_options))
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    size = model.parameter_dim(d)
+    federated = federated_refusal(model_name) is None
     rng = np.random.default_rng(seed)
-    tau = study_tau(model_name, tau=None, beta_bound=3.0, sigma=1.0, d=d)
+    tau = study_tau(model, tau=None, beta_bound=3.0, sigma=1.0, d=d)
     results = []
     for name in mechanisms:
         for accounting in accountings:
-            # What the simulator and the agent are both given to build the mechanism.
+            # What the simulator and the agent are both given to build the mechanism: the
+            # size of β, which the agent's run derives from the model and d.
             setting: dict[str, Any] = {
-                "d": d,
+                "d": size,
                 "records_per_round": records_per_round,
                 "epsilon": epsilon,
                 "delta": delta,
@@ -243,9 +269,9 @@ def run_audit(
             }
             simulated = make_mechanism(name, **setting, t_min=t_min)
             builds: list[tuple[str, Mechanism, float | None]] = [("simulator", simulated, None)]
-            if name in agent_built():
+            if name in agent_built() and federated:
                 built, coordinator_std = agent_built_mechanism(
-                    name, model_name=model_name, **setting
+                    name, model_name=model_name, **{**setting, "d": d}
                 )
                 builds.append(("agent", built, coordinator_std))
             for built_by, mechanism, aggregate_std in builds:
@@ -262,12 +288,12 @@ def run_audit(
                         reference = reference_noise_std(
                             epsilon=epsilon,
                             delta=delta,
-                            sensitivity=mechanism.sensitivity(d) / release,
+                            sensitivity=mechanism.sensitivity(size) / release,
                         )
                     if path == "mechanism":
                         outcome, distance = audit_mechanism(
                             mechanism,
-                            d=d,
+                            d=size,
                             records_per_round=records_per_round,
                             delta=delta,
                             draws=n,
@@ -287,7 +313,7 @@ def run_audit(
                             reference_noise_std=reference,
                         )
                     noise_ok = noise_is_sufficient(outcome.noise_ratio)
-                    failure = declaration_failure(mechanism, d=d, distance=distance)
+                    failure = declaration_failure(mechanism, d=size, distance=distance)
                     results.append(
                         {
                             "mechanism": name,
@@ -301,8 +327,8 @@ def run_audit(
                             and noise_ok
                             and failure is None,
                             "declaration_failure": failure,
-                            "declared_sensitivity": mechanism.sensitivity(d),
-                            "declared_record_bound": mechanism.record_bound(d),
+                            "declared_sensitivity": mechanism.sensitivity(size),
+                            "declared_record_bound": mechanism.record_bound(size),
                             "noise_std_ratio": outcome.noise_ratio,
                             "reference_noise_std": reference,
                             "tightness": outcome.lower_bound / epsilon,
@@ -334,9 +360,15 @@ def handle(args: argparse.Namespace) -> int:
         records_per_round=args.records_per_round,
         seed=args.seed,
         t_min=args.t_min,
+        model_options=tuple(
+            (name, getattr(args, name))
+            for name in model_options()
+            if getattr(args, name, None) is not None
+        ),
     )
     passed = all(r["passed"] for r in results)
-    simulator_only = [name for name in mechanisms if name not in agent_built()]
+    federated = federated_refusal(args.model) is None
+    simulator_only = [name for name in mechanisms if name not in agent_built() or not federated]
     if args.json:
         print(
             json.dumps(
@@ -368,5 +400,10 @@ def handle(args: argparse.Namespace) -> int:
             if reason is not None:
                 print(f"FAIL: {reason}")
         for name in simulator_only:
-            print(f"{name}: built by the simulator only (no federated run publishes it)")
+            why = (
+                "no federated run publishes it"
+                if name not in agent_built()
+                else f"no federated run takes model {args.model} yet"
+            )
+            print(f"{name}: built by the simulator only ({why})")
     return 0 if passed else 1

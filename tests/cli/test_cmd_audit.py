@@ -13,6 +13,7 @@ from ldpem.client import trust
 from ldpem.commands.audit import agent_built, audited, run_audit
 from ldpem.common import protocol
 from ldpem.common.mechanisms import CentralTruncation, Mechanism, mechanism_names
+from ldpem.common.models import get_model
 from ldpem.common.wire import PublicParameters
 from tests.cli.clikit import refused_from_the_shell
 
@@ -88,6 +89,46 @@ SMALL: dict[str, Any] = {
     "records_per_round": 1000,
     "seed": 0,
 }
+
+
+@pytest.mark.parametrize("model", ["gmmk", "lca"])
+def test_the_audit_passes_a_mixture_with_every_mechanism(model: str) -> None:
+    """Issue 44: a mixture's report has p = K·(d + 1) coordinates, and every mechanism is
+    built, audited and checked against its declarations for p (K = 2, d = 1: p = 4). No
+    federated run takes these models yet, so only the simulator builds them."""
+    rows = run_audit(
+        **{
+            **SMALL,
+            "mechanisms": audited(),
+            "accountings": ("exact", "paper"),
+            "model_name": model,
+            "model_options": (("components", 2),),
+        }
+    )
+    assert {(r["mechanism"], r["accounting"]) for r in rows} == {
+        (name, accounting) for name in audited() for accounting in ("exact", "paper")
+    }
+    assert {r["built_by"] for r in rows} == {"simulator"}
+    failed = [(r["mechanism"], r["accounting"], r["path"]) for r in rows if not r["passed"]]
+    assert failed == []
+    local = next(r for r in rows if r["mechanism"] == "local" and r["path"] == "holder_round")
+    tau = get_model(model, {"components": 2}).default_tau(beta_bound=3.0, sigma=1.0, d=1)
+    built = protocol.make_mechanism(
+        "local", d=4, records_per_round=1000, epsilon=1.0, delta=1e-3, tau=tau
+    )
+    # Declared for p = 4 coordinates, not for the records' d = 1.
+    assert local["declared_sensitivity"] == built.sensitivity(4)
+    assert 0 < local["pair_distance"] <= built.sensitivity(4) * (1 + 1e-9)
+
+
+def test_the_audit_refuses_an_option_its_model_does_not_declare_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["audit", "--model", "gmm", "--components", "3", "--draws", "1000"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "ldpem audit: error: model gmm has no option components (its options: none)"
+    ]
 
 
 def plant_on_the_agents_path(monkeypatch: pytest.MonkeyPatch) -> None:
