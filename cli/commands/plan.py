@@ -50,7 +50,7 @@ DESCRIPTION = (
     "error with its 10-90% band, and at half and twice the assumed SNR; the trivial "
     "estimate (beta = 0; for gmmk and lca the better of beta = 0 and the public start) "
     "and its error; the smallest n at which local DP beats it (mean error at "
-    "most half of beta = 0's), with the sizes at which 10% and 90% of runs do; and "
+    "most half of its), with the sizes at which 10% and 90% of runs do; and "
     "which mechanism to use. The consortium is --hospitals-sizes, or --n records "
     "over --hospitals equal hospitals."
 )
