@@ -53,7 +53,15 @@ async def create_run(store: Store, request: RunCreate, *, clock: Callable[[], fl
     else:
         start = run_start(seed, request.d, request.sigma, model=configured_model(request))
         beta0 = [float(v) for v in start]
-    trivial = request.snr * request.sigma
+    # The error of the estimate that ignores the data, as the plan reads it (a mixture's is
+    # not snr·σ: docs/MATH.md §7, "The trivial estimate"), in a worker thread: a mixture's
+    # averages seeded starts, seconds for a large d.
+    _, trivial = await asyncio.to_thread(
+        configured_model(request).trivial_estimate,
+        request.d,
+        snr=request.snr,
+        sigma=request.sigma,
+    )
     if not math.isfinite(trivial):
         raise Invalid("snr × sigma overflows float64: the run is out of range")
     run_id = uuid.uuid4().hex[:12]

@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from ldpem.common.models import get_model, model_names
 from ldpem.common.protocol import central_noise, make_mechanism, study_tau
 from ldpem.common.protocol.run_fields import DEFAULT_D, DEFAULT_MODEL, RUN_DEFAULTS
 from ldpem.common.wire import RunCreate, describe_errors
+from ldpem.options import model_option_arguments, model_options_of
 
 __all__ = [
     "DEFAULT_T_MIN",
@@ -108,7 +110,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MODEL,
         help="the model whose gradients are released",
     )
-    parser.add_argument("--d", type=int, default=DEFAULT_D, help="dimension")
+    parser.add_argument("--d", type=int, default=DEFAULT_D, help="the records' dimension")
+    model_option_arguments(parser)
     parser.add_argument(
         "--records-per-round",
         type=int,
@@ -136,6 +139,7 @@ def agent_built_mechanism(
     delta: float,
     tau: float,
     accounting: str,
+    model_options: Mapping[str, int] | None = None,
 ) -> tuple[Mechanism, float | None]:
     """The mechanism an agent runs in a one-round run of ``name`` where it is the only
     holder, enrolled with ``records_per_round`` records, at the run's budget; and for
@@ -161,6 +165,7 @@ def agent_built_mechanism(
         request = RunCreate.model_validate(
             {
                 "model": model_name,
+                "model_options": dict(model_options or {}),
                 "d": d,
                 "sigma": 1.0,
                 "rounds": 1,
@@ -203,12 +208,16 @@ def run_audit(
     records_per_round: int,
     seed: int,
     t_min: int = DEFAULT_T_MIN,
+    model_options: tuple[tuple[str, int], ...] = (),
 ) -> list[dict[str, Any]]:
     """One result per (mechanism, accounting, construction, path); see ``ldpem audit --help``.
 
     ``built_by`` is ``simulator`` (``make_mechanism``) or ``agent``
     (``agent_built_mechanism``). Rows of the agent's construction always compare the noise
     with the reference σ_r, on the mechanism path as well as on the holder_round path.
+    The mechanisms release β's p = ``parameter_dim(d)`` coordinates (K·(d + 1) for a
+    mixture, with its ``model_options``), and are built and checked for p, by the
+    simulator and (for the agent's mechanisms) by the agent's construction.
     """
     # Imported here: it pulls in scipy.stats (~1 s), which every other command (and every
     # `ldpem client` process, whose parser registers this one) would otherwise pay for.
@@ -226,15 +235,20 @@ def run_audit(
         raise UserError(f"--holder-draws must be at least 100, got {holder_draws}")
     if t_min < 1:
         raise UserError(f"--t-min must be at least 1, got {t_min}")
-    model = get_model(model_name)
+    try:
+        model = get_model(model_name, dict(model_options))
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    size = model.parameter_dim(d)
     rng = np.random.default_rng(seed)
-    tau = study_tau(model_name, tau=None, beta_bound=3.0, sigma=1.0, d=d)
+    tau = study_tau(model, tau=None, beta_bound=3.0, sigma=1.0, d=d)
     results = []
     for name in mechanisms:
         for accounting in accountings:
-            # What the simulator and the agent are both given to build the mechanism.
+            # What the simulator and the agent are both given to build the mechanism: the
+            # size of β, which the agent's run derives from the model and d.
             setting: dict[str, Any] = {
-                "d": d,
+                "d": size,
                 "records_per_round": records_per_round,
                 "epsilon": epsilon,
                 "delta": delta,
@@ -245,7 +259,10 @@ def run_audit(
             builds: list[tuple[str, Mechanism, float | None]] = [("simulator", simulated, None)]
             if name in agent_built():
                 built, coordinator_std = agent_built_mechanism(
-                    name, model_name=model_name, **setting
+                    name,
+                    model_name=model_name,
+                    model_options=dict(model_options),
+                    **{**setting, "d": d},
                 )
                 builds.append(("agent", built, coordinator_std))
             for built_by, mechanism, aggregate_std in builds:
@@ -262,12 +279,12 @@ def run_audit(
                         reference = reference_noise_std(
                             epsilon=epsilon,
                             delta=delta,
-                            sensitivity=mechanism.sensitivity(d) / release,
+                            sensitivity=mechanism.sensitivity(size) / release,
                         )
                     if path == "mechanism":
                         outcome, distance = audit_mechanism(
                             mechanism,
-                            d=d,
+                            d=size,
                             records_per_round=records_per_round,
                             delta=delta,
                             draws=n,
@@ -287,7 +304,7 @@ def run_audit(
                             reference_noise_std=reference,
                         )
                     noise_ok = noise_is_sufficient(outcome.noise_ratio)
-                    failure = declaration_failure(mechanism, d=d, distance=distance)
+                    failure = declaration_failure(mechanism, d=size, distance=distance)
                     results.append(
                         {
                             "mechanism": name,
@@ -301,8 +318,8 @@ def run_audit(
                             and noise_ok
                             and failure is None,
                             "declaration_failure": failure,
-                            "declared_sensitivity": mechanism.sensitivity(d),
-                            "declared_record_bound": mechanism.record_bound(d),
+                            "declared_sensitivity": mechanism.sensitivity(size),
+                            "declared_record_bound": mechanism.record_bound(size),
                             "noise_std_ratio": outcome.noise_ratio,
                             "reference_noise_std": reference,
                             "tightness": outcome.lower_bound / epsilon,
@@ -334,6 +351,7 @@ def handle(args: argparse.Namespace) -> int:
         records_per_round=args.records_per_round,
         seed=args.seed,
         t_min=args.t_min,
+        model_options=model_options_of(args),
     )
     passed = all(r["passed"] for r in results)
     simulator_only = [name for name in mechanisms if name not in agent_built()]
@@ -368,5 +386,10 @@ def handle(args: argparse.Namespace) -> int:
             if reason is not None:
                 print(f"FAIL: {reason}")
         for name in simulator_only:
-            print(f"{name}: built by the simulator only (no federated run publishes it)")
+            why = (
+                "no federated run publishes it"
+                if name not in agent_built()
+                else f"no federated run takes model {args.model} yet"
+            )
+            print(f"{name}: built by the simulator only ({why})")
     return 0 if passed else 1

@@ -9,7 +9,7 @@ import math
 
 from ldpem.common.core.errors import UserError
 from ldpem.common.mechanisms import get_mechanism, mechanism_names
-from ldpem.common.models import get_model, model_names
+from ldpem.common.models import model_names
 from ldpem.common.planning.executor import make_executor
 from ldpem.common.planning.plan import DEFAULT_CROSSOVER_LIMIT, Plan, make_plan
 from ldpem.common.planning.prediction import (
@@ -32,6 +32,8 @@ from ldpem.options import (
     add_executor_arguments,
     from_options,
     missing_option,
+    model_option_arguments,
+    model_options_of,
 )
 
 __all__ = [
@@ -48,14 +50,16 @@ DESCRIPTION = (
     "Simulate the run in-process (seeded, synthetic data of the model at the given "
     "SNR, split over the hospitals) for each mechanism, report the expected final "
     "error with its 10-90% band, and at half and twice the assumed SNR; the trivial "
-    "estimate beta = 0; the smallest n at which local DP beats it (mean error at "
-    "most half of beta = 0's), with the sizes at which 10% and 90% of runs do; and "
+    "estimate (beta = 0; for gmmk and lca the better of beta = 0 and the public start) "
+    "and its error; the smallest n at which local DP beats it (mean error at "
+    "most half of its), with the sizes at which 10% and 90% of runs do; and "
     "which mechanism to use. The consortium is --hospitals-sizes, or --n records "
     "over --hospitals equal hospitals."
 )
 EXAMPLES = (
     "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
     "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --search-schedule --json",
+    "ldpem plan --model gmmk --components 3 --d 5 --n 200000 --hospitals 4",
 )
 #: The mechanism --search-schedule searches when the plan recommends none: the per-record
 #: one, as a run request's default.
@@ -76,11 +80,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--epsilon", type=float, default=RUN.epsilon, help="ε per record")
     add("--delta", type=float, default=RUN.delta, help="δ per record (default: n^-1.1)")
     add("--rounds", type=int, default=RUN.rounds, help="EM rounds T")
-    add("--snr", type=float, default=RUN.snr, help="assumed ‖β*‖/σ (β = 0 has error snr·σ)")
+    add(
+        "--snr",
+        type=float,
+        default=RUN.snr,
+        help="assumed ‖β*‖/σ (β = 0 has error snr·σ); gmmk: the means' separation in σ, "
+        "lca: the gap of the item logits",
+    )
     add("--tau", type=float, default=RUN.tau, help="second-moment bound τ (default: from snr·σ)")
     add("--zeta", type=float, default=RUN.zeta, help="failure probability ζ")
     accounting_option(parser, default=RUN.accounting)
     missing_option(parser, default=RUN.missing)
+    model_option_arguments(parser)
     add("--clip", type=float, default=RUN.clip, help="C for local-clip")
     add(
         "--hospitals-sizes",
@@ -145,10 +156,6 @@ def parse_sizes(text: str) -> tuple[int, ...]:
 
 
 def problem_from_args(args: argparse.Namespace) -> Problem:
-    if get_model(args.model).options:
-        # The plan's rows are read against β = 0's error ‖β*‖ = snr·σ and it takes no
-        # model options: both hold only for the models that declare none (not gmmk, lca).
-        raise UserError(f"ldpem plan does not yet support model {args.model}; use ldpem simulate")
     if args.hospitals_sizes is not None:
         if args.n is not None or args.hospitals is not None:
             raise UserError("give either --hospitals-sizes or --n with --hospitals, not both")
@@ -171,7 +178,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
     if args.delta is not None and not 0 < args.delta < 1:
         raise UserError(f"--delta must be in (0, 1), got {args.delta}")
     try:
-        return from_options(Problem, args, sizes=sizes)
+        return from_options(Problem, args, sizes=sizes, model_options=model_options_of(args))
     except ValueError as error:
         raise UserError(str(error)) from None
 
@@ -192,8 +199,10 @@ def format_plan(plan: Plan) -> str:
     p = plan.problem
     first = plan.predictions[0].first_seed
     others = [p.snr * f for f in SNR_FACTORS]
+    options = "".join(f", {name} = {value}" for name, value in p.model_options)
+    size = f" ({p.parameter_dim} parameters)" if p.parameter_dim != p.d else ""
     lines = [
-        f"{p.model}, d = {p.d}, σ = {p.sigma:g}, snr {p.snr:g}, ε = {p.epsilon:g}, "
+        f"{p.model}{options}, d = {p.d}{size}, σ = {p.sigma:g}, snr {p.snr:g}, ε = {p.epsilon:g}, "
         f"δ = {p.resolved_delta:.3g}, {p.rounds} rounds, {len(p.sizes)} hospital(s), "
         f"n = {p.n:,}",
         split_line(p.sizes),
@@ -209,9 +218,10 @@ def format_plan(plan: Plan) -> str:
             f"  {_label(e.mechanism, p.clip):<42}{_band(e):<26}"
             + "".join(f"{s.mean:>10.3g}" for s in o.sensitivity)
         )
+    trivial = f"trivial estimate, {p.trivial_name}"
     lines.append(
-        f"  {'trivial estimate β = 0':<42}{p.trivial_error:<26.3g}"
-        + "".join(f"{snr:>10.3g}" for snr in others)
+        f"  {trivial:<42}{p.trivial_error:<26.3g}"
+        + "".join(f"{p.at_snr(snr).trivial_error:>10.3g}" for snr in others)
     )
     lines.append(
         f"  (other ‖β*‖/σ: the same run, its τ and bound B those of the assumed {p.snr:g})"
@@ -223,10 +233,11 @@ def format_plan(plan: Plan) -> str:
         verdict = "does" if plan.beats(baseline) else "does NOT"
         relation = "≤" if plan.beats(baseline) else ">"
         lines.append(
-            f"at n = {p.n:,} {crossing} {verdict} beat β = 0: mean error {baseline.mean:.3g} "
-            f"{relation} {plan.crossover.threshold:.3g} (half of β = 0's)"
+            f"at n = {p.n:,} {crossing} {verdict} beat {p.trivial_name}: mean error "
+            f"{baseline.mean:.3g} {relation} {plan.crossover.threshold:.3g} (half of "
+            f"{p.trivial_name}'s)"
         )
-    lines.append(plan.crossover.describe(crossing))
+    lines.append(plan.crossover.describe(crossing, p.trivial_name))
     lines.append(f"recommendation: {plan.recommendation}")
     lines.extend(FOOTER)
     return "\n".join(lines)
@@ -270,7 +281,9 @@ FOOTER = (
     "what the figures mean:",
     "  ‖β*‖/σ (snr) is how large the true parameter β* is against the noise σ of one "
     "record: the signal-to-noise ratio. The error is reported in the units of β, and "
-    "β = 0 is off by ‖β*‖ = snr·σ.",
+    "β = 0 is off by ‖β*‖ = snr·σ (gmmk and lca: snr is the separation of the "
+    "components, and the trivial estimate is the better of β = 0 and the run's random "
+    "start, its error up to a relabelling of the components; docs/MATH.md §7).",
     "  The assumed snr is a guess the plan rests on: no one knows β* before the run. The "
     "'if' columns show the same run (same τ and scale) if the truth were half or twice "
     "it. To choose it for your data: ‖β̂‖/σ̂ from a published or pilot estimate of the "

@@ -309,7 +309,8 @@ def audit_holder_round(
     mechanism : Mechanism
         The holder's mechanism.
     d : int
-        Dimension.
+        The records' dimension; the reports have p = ``model.parameter_dim(d)``
+        coordinates (K·(d + 1) for a mixture) and β is broadcast over p.
     sigma : float
         The model's noise std σ (> 0), not the privacy noise.
     delta : float
@@ -331,9 +332,10 @@ def audit_holder_round(
     reference = mechanism.noise_std if reference_noise_std is None else reference_noise_std
     reference = check_positive("reference_noise_std", reference)
     pool = holder_candidates(model, d)
+    size = model.parameter_dim(d)
     best: tuple[float, int, int, FloatArray] | None = None
     for level in BROADCAST_LEVELS:
-        beta = np.full(d, level)
+        beta = np.full(size, level)
         with np.errstate(all="ignore"):  # hostile records overflow: that is the point
             gradients = model.gradients(beta, pool, sigma)
         contributions = mechanism.contributions(gradients)
@@ -361,7 +363,7 @@ def audit_holder_round(
         holder = pool.take(slice(index, index + 1))
 
         def draw(n: int) -> FloatArray:
-            out = np.empty((n, d + 1))
+            out = np.empty((n, size + 1))
             for k in range(n):
                 # The others' reports are summed as the M-step sums them (math.fsum).
                 rows = [report(holder)]
@@ -373,7 +375,7 @@ def audit_holder_round(
 
     first_draws = sampler(first)(draws)
     second_draws = sampler(second)(draws)
-    if not np.array_equal(np.unique(first_draws[:, d]), np.unique(second_draws[:, d])):
+    if not np.array_equal(np.unique(first_draws[:, size]), np.unique(second_draws[:, size])):
         return _leak(draws), math.inf
     unit = direction / np.linalg.norm(direction)
     positives, negatives = first_draws @ unit, second_draws @ unit

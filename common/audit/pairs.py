@@ -154,7 +154,8 @@ def mechanism_candidates(d: int) -> FloatArray:
 def holder_candidates(model: Model, d: int) -> Records:
     """Candidate single records for ``model``: the ``_patterns`` of every candidate value
     (the whole float range, as for the mechanism path) and spikes on each coordinate;
-    responses ±|v| and 0, and for RMC records with missing covariates.
+    responses ±|v| and 0; and for a model that allows missing covariates (rmc, lca) the
+    same records with all but the first covariate missing.
 
     Returns
     -------
@@ -163,13 +164,14 @@ def holder_candidates(model: Model, d: int) -> Records:
         response.
     """
     rows = np.concatenate([_patterns(candidate_values(), d), np.eye(d) * 1e6])
-    if not model.has_response:
-        return Records(rows)
-    x = np.concatenate([rows, rows, rows])
-    y = np.concatenate([np.abs(rows[:, 0]), -np.abs(rows[:, 0]), np.zeros(len(rows))])
+    x = rows
+    y = None
+    if model.has_response:
+        x = np.concatenate([rows, rows, rows])
+        y = np.concatenate([np.abs(rows[:, 0]), -np.abs(rows[:, 0]), np.zeros(len(rows))])
     if model.allows_missing:
         holes = x.copy()
         holes[:, 1:] = np.nan
         x = np.concatenate([x, holes])
-        y = np.concatenate([y, y])
+        y = None if y is None else np.concatenate([y, y])
     return Records(x, y)

@@ -323,5 +323,32 @@ class Model(ABC):
         """``estimation_error`` of β (d,) against β* (d,) under this model's sign symmetry."""
         return estimation_error(beta, beta_star, sign_invariant=self.sign_invariant)
 
+    def align(self, beta: FloatArray, reference: FloatArray) -> FloatArray:
+        """β (p,) in the labelling nearest ``reference`` (p,) under the model's symmetry,
+        the one ``error`` takes: −β when ``sign_invariant`` and ⟨β, reference⟩ < 0, else β
+        itself (a mixture relabels its components). A β that is not finite is returned
+        as it is. ``error(beta, reference)`` is ‖align(beta, reference) − reference‖ (a
+        mixture's weight logits centred first)."""
+        beta = np.asarray(beta, dtype=np.float64)
+        if self.sign_invariant and np.all(np.isfinite(beta)) and beta @ reference < 0.0:
+            return -beta
+        return beta
+
+    def trivial_estimate(self, d: int, *, snr: float, sigma: float) -> tuple[str, float]:
+        """The estimate that ignores the data, against which the plan reads a run's error,
+        and its error against the β* ``draw_parameter`` draws for dimension d: here β = 0,
+        whose error is ‖β*‖ = snr·σ (``true_parameter``'s norm). A model that draws β*
+        otherwise states its own (a mixture: docs/MATH.md §7, "The trivial estimate").
+
+        Returns
+        -------
+        name : str
+            How the plan names it ("β = 0").
+        error : float
+            Its error, > 0.
+        """
+        check_count("d", d)
+        return "β = 0", check_positive("snr", snr) * check_positive("sigma", sigma)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

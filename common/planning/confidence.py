@@ -21,7 +21,10 @@ the β̂_b − β̂ have one distribution (the pivot): β̂ − β* is then one 
 among B + 1. That is why a small B is calibrated too (only its width varies more), and
 why B must be at least ``least_draws(level)`` (19 at 0.9). The symmetric models (gmm,
 mrm: β and −β are one model) identify β̂ up to sign: each β̂_b is first aligned to β̂
-(negated when ⟨β̂_b, β̂⟩ < 0), and the region holds β* or −β*, whichever is nearer.
+(negated when ⟨β̂_b, β̂⟩ < 0), and the region holds β* or −β*, whichever is nearer. The
+mixtures (gmmk, lca) identify β̂ up to a relabelling of the components: each β̂_b is
+first relabelled to match β̂ (the assignment their error takes, ``Model.align``), and the
+region holds the relabelling of β* nearest β̂.
 
 What is drawn (``bootstrap_study``): the run's own study, with every public value
 resolved as the run resolved it (model, d, σ, the hospitals' sizes, mechanism, ε, δ,
@@ -49,7 +52,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ldpem.common.core.errors import UserError
-from ldpem.common.models import get_model
+from ldpem.common.models import Model, get_model
 from ldpem.common.planning.executor import Executor, make_executor
 from ldpem.common.planning.fastsim import final_estimates, runs
 from ldpem.common.planning.study import Study, StudyResult, study_model
@@ -139,9 +142,7 @@ def check_bootstrap(level: float, draws: int) -> None:
         raise UserError(f"draws must be >= {least} at level {level:g}, got {draws!r}")
 
 
-def region(
-    estimate: FloatArray, draws: FloatArray, *, level: float, sign_invariant: bool
-) -> Confidence:
+def region(estimate: FloatArray, draws: FloatArray, *, level: float, model: Model) -> Confidence:
     """The region at ``level`` from the bootstrap estimates (module docstring).
 
     Parameters
@@ -152,15 +153,17 @@ def region(
         The bootstrap estimates β̂_b (a non-finite one counts as infinitely far).
     level : float
         In (0, 1); B ≥ ``least_draws(level)``.
-    sign_invariant : bool
-        Align each β̂_b to β̂ first (gmm, mrm).
+    model : Model
+        The run's model (with its options): each β̂_b is first aligned to β̂ under its
+        symmetry (``Model.align``: the sign for gmm and mrm, the components' relabelling
+        for gmmk and lca).
 
     Returns
     -------
     Confidence
         Per-coordinate basic intervals (d each) and the radius, with ``draws`` = B.
     """
-    estimate, draws = _aligned(estimate, draws, level=level, sign_invariant=sign_invariant)
+    estimate, draws = _aligned(estimate, draws, level=level, model=model)
     smallest, largest = _order_statistics(draws, level)
     with np.errstate(invalid="ignore"):
         low = np.where(np.isfinite(largest), 2.0 * estimate - largest, -np.inf)
@@ -189,8 +192,8 @@ def _confidence(
 
 def shrinkage(estimate: FloatArray, draws: FloatArray) -> float:
     """The slope c of the bootstrap's mean along β̂: ⟨β̄, β̂⟩/‖β̂‖², β̄ the mean of the
-    finite draws β̂_b (B, d) as given (``shrinkage_region`` first aligns them to β̂ for the
-    symmetric models); NaN when no draw is finite or β̂ = 0 (or not finite). Truncation
+    finite draws β̂_b (B, d) as given (``shrinkage_region`` first aligns them to β̂ under
+    the model's symmetry); NaN when no draw is finite or β̂ = 0 (or not finite). Truncation
     pulls the estimator toward 0, E_β[β̂] ≈ c·β with c < 1 when it pulls hard
     (``shrinkage_region``)."""
     finite = draws[np.all(np.isfinite(draws), axis=1)]
@@ -201,7 +204,7 @@ def shrinkage(estimate: FloatArray, draws: FloatArray) -> float:
 
 
 def shrinkage_region(
-    estimate: FloatArray, draws: FloatArray, *, level: float, sign_invariant: bool
+    estimate: FloatArray, draws: FloatArray, *, level: float, model: Model
 ) -> Confidence:
     """``region`` with intervals corrected for the estimator's shrinkage toward 0.
 
@@ -215,7 +218,7 @@ def shrinkage_region(
     centre (2 − c)·c·β* and falls short (docs/RESULTS.md). Unbounded when c ≤ 0 or not
     finite (the draws do not follow β̂: no slope to invert). The radius is ``region``'s.
     """
-    estimate, draws = _aligned(estimate, draws, level=level, sign_invariant=sign_invariant)
+    estimate, draws = _aligned(estimate, draws, level=level, model=model)
     slope = shrinkage(estimate, draws)
     d = estimate.size
     low, high = np.full(d, -np.inf), np.full(d, np.inf)
@@ -229,17 +232,18 @@ def shrinkage_region(
 
 
 def _aligned(
-    estimate: FloatArray, draws: FloatArray, *, level: float, sign_invariant: bool
+    estimate: FloatArray, draws: FloatArray, *, level: float, model: Model
 ) -> tuple[FloatArray, FloatArray]:
-    """β̂ (d,) and a copy of the draws (B, d), each aligned to β̂ (negated when
-    ⟨β̂_b, β̂⟩ < 0) for the symmetric models; checks B against ``level``."""
+    """β̂ (p,) and the draws (B, p), each in the labelling nearest β̂ under ``model``'s
+    symmetry (``Model.align``: negated when ⟨β̂_b, β̂⟩ < 0 for gmm and mrm, its components
+    relabelled for gmmk and lca; a draw that diverged as it is); checks B against
+    ``level``. Without it a draw whose components came back in another order would count
+    as far from β̂ as the distance between components, and inflate the region."""
     estimate = np.asarray(estimate, dtype=np.float64)
     draws = np.array(draws, dtype=np.float64).reshape(-1, estimate.size)
     check_bootstrap(level, draws.shape[0])
-    if sign_invariant:
-        with np.errstate(invalid="ignore"):
-            draws[np.nan_to_num(draws @ estimate) < 0.0] *= -1.0
-    return estimate, draws
+    aligned = np.array([model.align(draw, estimate) for draw in draws], dtype=np.float64)
+    return estimate, aligned.reshape(draws.shape)
 
 
 def _radius(estimate: FloatArray, draws: FloatArray, level: float) -> float:
@@ -363,8 +367,7 @@ def study_region(
         return Confidence(level, (-math.inf,) * d, (math.inf,) * d, math.inf, draws=0)
     seeds = bootstrap_seeds(asked.draws, asked.seed)
     found = bootstrap_estimates(study, estimate, seeds, executor=executor)
-    sign_invariant = get_model(study.model).sign_invariant
-    return shrinkage_region(estimate, found, level=level, sign_invariant=sign_invariant)
+    return shrinkage_region(estimate, found, level=level, model=study_model(study))
 
 
 def confidence_region(

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ldpem.common.models import get_model
 from ldpem.common.planning.confidence import (
     DEFAULT_LEVEL,
     bootstrap_estimates,
@@ -28,14 +27,15 @@ from ldpem.common.planning.confidence import (
 )
 from ldpem.common.planning.executor import Executor, SerialExecutor
 from ldpem.common.planning.fastsim import simulate
-from ldpem.common.planning.study import Study
+from ldpem.common.planning.study import Study, study_model
 
 __all__ = ["REGIONS", "Covered", "coverage_runs", "synthetic_bootstrap_study"]
 
 
 @dataclass(frozen=True)
 class Covered:
-    """One run's region against its true β* (aligned to β̂ by sign for gmm and mrm).
+    """One run's region against its true β* (aligned to β̂: by sign for gmm and mrm, by
+    relabelling the components for gmmk and lca).
 
     ``inside``: ‖β* − β̂‖ ≤ r; ``coordinates``: the share of the d coordinates whose
     interval holds β*_j; ``error``: ‖β* − β̂‖; ``radius``: r; ``width``: the mean
@@ -76,12 +76,12 @@ def _covered(task: _Task) -> Covered:
     found = bootstrap_estimates(
         synthetic_bootstrap_study(study), run.estimate, bootstrap_seeds(draws, index)
     )
-    sign_invariant = get_model(study.model).sign_invariant
+    model = study_model(study)
     made = REGIONS[intervals]
-    confidence = made(run.estimate, found, level=level, sign_invariant=sign_invariant)
-    star = run.beta_star
-    if sign_invariant and star @ run.estimate < 0:
-        star = -star
+    confidence = made(run.estimate, found, level=level, model=model)
+    # β* in the labelling nearest β̂ (its sign, its components' order): what the region
+    # is of.
+    star = model.align(run.beta_star, run.estimate)
     low, high = np.array(confidence.low), np.array(confidence.high)
     error = float(np.linalg.norm(star - run.estimate))
     return Covered(

@@ -58,15 +58,16 @@ class Crossover:
     high: int | None
     predictions: tuple[Prediction, ...]
 
-    def describe(self, label: str) -> str:
-        """One line: "<label> beats β = 0 from about n ≈ X (between A and B …)"."""
+    def describe(self, label: str, trivial: str = "β = 0") -> str:
+        """One line: "<label> beats <trivial> from about n ≈ X (between A and B …)",
+        ``trivial`` the name of the trivial estimate (``Problem.trivial_name``)."""
         if self.n is None:
             start = f"; 10% of runs do from n ≈ {self.low:,}" if self.low is not None else ""
-            return f"{label} does not beat β = 0 at any n up to {self.limit:,}{start}"
+            return f"{label} does not beat {trivial} at any n up to {self.limit:,}{start}"
         low = f"{self.low:,}" if self.low is not None else f"{self.n:,}"
         high = f"{self.high:,}" if self.high is not None else f"above {self.limit:,}"
         return (
-            f"{label} beats β = 0 from about n ≈ {self.n:,} (between {low} and {high}: "
+            f"{label} beats {trivial} from about n ≈ {self.n:,} (between {low} and {high}: "
             f"where 10% and 90% of runs do; {self.seeds} seeds at each size)"
         )
 

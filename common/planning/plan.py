@@ -6,8 +6,10 @@ for each mechanism a prediction (mean and 10–90% band over the prediction seed
 assumed ‖β*‖/σ and at half and twice it, and, for local DP, the crossover n from which it
 beats β = 0 (``ldpem.common.planning.crossover``), found on the same predictions: the planner's
 statement about the planned n and its crossover line come from the same numbers. The
-trivial estimate β = 0 has error ‖β*‖ = snr·σ; a mechanism "beats β = 0" when its mean
-final error is at most half of that (``BEAT_FRACTION``, ``Problem.useful_error``).
+trivial estimate β = 0 has error ‖β*‖ = snr·σ (for gmmk and lca the trivial estimate is
+the better of β = 0 and the public start, ``Problem.trivial``, docs/MATH.md §7); a
+mechanism "beats β = 0" when its mean final error is at most half of the trivial
+estimate's (``BEAT_FRACTION``, ``Problem.useful_error``).
 """
 
 from __future__ import annotations
@@ -177,11 +179,12 @@ def recommendation(
     """One line: the ``recommended`` mechanism, its expected error against the others' and
     β = 0's, and the crossover of the mechanism the plan states it for."""
     trivial, useful = problem.trivial_error, problem.useful_error
+    zero = problem.trivial_name
     crossing = get_mechanism(crossover.mechanism).label
     need = (
-        f"{crossing} needs about n ≈ {crossover.n:,} records to beat β = 0"
+        f"{crossing} needs about n ≈ {crossover.n:,} records to beat {zero}"
         if crossover.n is not None
-        else f"{crossing} does not beat β = 0 even at n = {crossover.limit:,}"
+        else f"{crossing} does not beat {zero} even at n = {crossover.limit:,}"
     )
     own = [p for p in _registry_order(predictions) if get_mechanism(p.mechanism).locally_private()]
     chosen = recommended(problem, predictions)
@@ -191,17 +194,17 @@ def recommendation(
             others = ", ".join(f"{e.mean:.3g} for {e.mechanism}" for e in own)
             return (
                 f"use {cls.label} (--mechanism {cls.name}, c < 2·t_min − K): expected error "
-                f"{chosen.mean:.3g} against {others} and {trivial:.3g} for β = 0, if at "
+                f"{chosen.mean:.3g} against {others} and {trivial:.3g} for {zero}, if at "
                 f"most c of the holders collude with the coordinator; {need}"
             )
         against = [f"{e.mean:.3g} for {e.mechanism}" for e in own if e is not chosen]
         text = (
             f"use {cls.label} (--mechanism {cls.name}): expected error {chosen.mean:.3g} "
-            f"against {', '.join([*against, f'{trivial:.3g} for β = 0'])}"
+            f"against {', '.join([*against, f'{trivial:.3g} for {zero}'])}"
         )
         return text if chosen.mechanism == crossover.mechanism else f"{text}; {need}"
     return (
-        f"no private mechanism reaches error {useful:.3g} (half of β = 0's {trivial:.3g}) at "
+        f"no private mechanism reaches error {useful:.3g} (half of {zero}'s {trivial:.3g}) at "
         f"ε = {problem.epsilon:g} "
         f"with {problem.n:,} records: more records, a larger ε or fewer rounds; {need}"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from ldpem.common.core._validation import check_count, check_positive
-from ldpem.common.models import get_model
+from ldpem.common.models import Model, get_model
 from ldpem.common.planning.study import Study
 from ldpem.common.protocol import (
     least_records,
@@ -70,7 +70,7 @@ class Problem(RunFields):
     @property
     def resolved_tau(self) -> float:
         return study_tau(
-            get_model(self.model, dict(self.model_options)),
+            self.configured_model,
             tau=self.tau,
             beta_bound=self.resolved_bound,
             sigma=self.sigma,
@@ -78,13 +78,37 @@ class Problem(RunFields):
         )
 
     @property
+    def configured_model(self) -> Model:
+        """The model with its ``model_options`` set (``Model.configured``)."""
+        return get_model(self.model, dict(self.model_options))
+
+    @property
+    def parameter_dim(self) -> int:
+        """p, the size of β: d, or K·(d + 1) for a mixture (``Model.parameter_dim``)."""
+        return self.configured_model.parameter_dim(self.d)
+
+    @property
+    def trivial(self) -> tuple[str, float]:
+        """The estimate that ignores the data and its error against the β* the
+        simulations draw (``Model.trivial_estimate``): β = 0 with ‖β*‖ = snr·σ for gmm,
+        mrm and rmc; for gmmk and lca the better of β = 0 and the public start
+        (docs/MATH.md §7, "The trivial estimate")."""
+        return self.configured_model.trivial_estimate(self.d, snr=self.snr, sigma=self.sigma)
+
+    @property
+    def trivial_name(self) -> str:
+        """How the plan names the trivial estimate ("β = 0", "the start β⁰")."""
+        return self.trivial[0]
+
+    @property
     def trivial_error(self) -> float:
-        """Error of the estimate β = 0: ‖β*‖ = snr·σ."""
-        return self.snr * self.sigma
+        """The trivial estimate's error (``trivial``)."""
+        return self.trivial[1]
 
     @property
     def useful_error(self) -> float:
-        """The mean error below which a mechanism beats β = 0 (``BEAT_FRACTION``·‖β*‖)."""
+        """The mean error below which a mechanism beats the trivial estimate
+        (``BEAT_FRACTION`` of its error)."""
         return BEAT_FRACTION * self.trivial_error
 
     @property
@@ -103,8 +127,8 @@ class Problem(RunFields):
 
     def study(self, mechanism: str, seed: int) -> Study:
         """The simulated study of this problem with ``mechanism`` and ``seed``: synthetic
-        data of the model with ‖β*‖ = snr·σ, dealt to hospitals of ``sizes`` records.
-        Every field of a problem is one of a study's."""
+        data of the model (its ``draw_parameter`` at snr·σ), dealt to hospitals of
+        ``sizes`` records. Every field of a problem is one of a study's."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         return Study(mechanism=mechanism, n=self.n, seed=seed, **values)
 

@@ -13,6 +13,7 @@ from ldpem.client import trust
 from ldpem.commands.audit import agent_built, audited, run_audit
 from ldpem.common import protocol
 from ldpem.common.mechanisms import CentralTruncation, Mechanism, mechanism_names
+from ldpem.common.models import get_model
 from ldpem.common.wire import PublicParameters
 from tests.cli.clikit import refused_from_the_shell
 
@@ -88,6 +89,47 @@ SMALL: dict[str, Any] = {
     "records_per_round": 1000,
     "seed": 0,
 }
+
+
+@pytest.mark.parametrize("model", ["gmmk", "lca"])
+def test_the_audit_passes_a_mixture_with_every_mechanism(model: str) -> None:
+    """Issue 44: a mixture's report has p = K·(d + 1) coordinates, and every mechanism is
+    built, audited and checked against its declarations for p (K = 2, d = 1: p = 4), by
+    the simulator and, for the agent's mechanisms, by the agent's own construction from a
+    run that carries the options."""
+    rows = run_audit(
+        **{
+            **SMALL,
+            "mechanisms": audited(),
+            "accountings": ("exact", "paper"),
+            "model_name": model,
+            "model_options": (("components", 2),),
+        }
+    )
+    assert {(r["mechanism"], r["accounting"]) for r in rows} == {
+        (name, accounting) for name in audited() for accounting in ("exact", "paper")
+    }
+    assert {r["mechanism"] for r in rows if r["built_by"] == "agent"} == set(agent_built())
+    failed = [(r["mechanism"], r["accounting"], r["path"]) for r in rows if not r["passed"]]
+    assert failed == []
+    local = next(r for r in rows if r["mechanism"] == "local" and r["path"] == "holder_round")
+    tau = get_model(model, {"components": 2}).default_tau(beta_bound=3.0, sigma=1.0, d=1)
+    built = protocol.make_mechanism(
+        "local", d=4, records_per_round=1000, epsilon=1.0, delta=1e-3, tau=tau
+    )
+    # Declared for p = 4 coordinates, not for the records' d = 1.
+    assert local["declared_sensitivity"] == built.sensitivity(4)
+    assert 0 < local["pair_distance"] <= built.sensitivity(4) * (1 + 1e-9)
+
+
+def test_the_audit_refuses_an_option_its_model_does_not_declare_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["audit", "--model", "gmm", "--components", "3", "--draws", "1000"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "ldpem audit: error: model gmm has no option components (its options: none)"
+    ]
 
 
 def plant_on_the_agents_path(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ from ldpem.cli import main
 from ldpem.common.mechanisms import Mechanism
 from ldpem.common.mechanisms import registry as mechanism_registry
 from ldpem.common.mechanisms.base import NoiseSite
+from ldpem.common.models import get_model
 from ldpem.common.planning.crossover import Crossover, _first_below, find_crossover, size_grid
 from ldpem.common.planning.executor import SerialExecutor, make_executor
 from ldpem.common.planning.plan import recommendation
@@ -77,7 +78,7 @@ def test_text_output_states_the_verdict_and_the_recommendation(
     # The footer says what the SNR and the assumed SNR mean and how to choose one.
     assert "signal-to-noise ratio" in out and "To choose it for your data" in out
     assert re.search(r"‖β\*‖/σ = +3 \(assumed\) +if 1\.5 +if 6", out), out
-    assert "trivial estimate β = 0" in out
+    assert "trivial estimate, β = 0" in out
     assert "recommendation: " in out
 
 
@@ -335,14 +336,39 @@ def test_simulate_on_data_warns_when_beta_zero_is_as_good(
     assert synthetic["warning"] is None  # β* known: the error itself says it
 
 
-@pytest.mark.parametrize("model", ["gmmk", "lca"])
-def test_plan_refuses_a_model_it_cannot_yet_plan_in_one_line(
-    model: str, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("model", "d"), [("gmmk", 3), ("lca", 4)])
+def test_plan_of_a_mixture_reads_its_rows_against_its_own_trivial_estimate(
+    model: str, d: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A model with its own options and size of β (issue 44) is simulated only: the plan
-    reads its rows against β = 0's error snr·σ, which does not hold for it, so it refuses
-    rather than print figures that would mislead."""
-    assert main(["plan", "--model", model, "--n", "20000", "--hospitals", "4"]) == 2
+    """A model with components (issue 44) is planned with its option: the problem carries
+    K, the simulations size β by K·(d + 1), and the rows are read against the mixture's
+    trivial estimate (docs/MATH.md §7), not snr·σ."""
+    argv = ("--model", model, "--components", "2", "--d", str(d), "--n", "4000")
+    plan = plan_json(capsys, *argv, "--hospitals", "2")
+    planned = Problem(model=model, d=d, sizes=(2000, 2000), model_options=(("components", 2),))
+    assert plan["first_seed"] == first_seed(planned)
+    name, error = get_model(model, {"components": 2}).trivial_estimate(d, snr=3.0, sigma=1.0)
+    assert plan["trivial_error"] == error != 3.0
+    assert plan["beat_threshold"] == 0.5 * error
+    mechanisms = plan["mechanisms"]
+    assert isinstance(mechanisms, dict)
+    # Non-private EM on 4000 records of well-separated components beats it.
+    assert mechanisms["none"]["mean"] < 0.5 * error
+    assert (
+        main(["plan", *argv, "--hospitals", "2", "--seeds", "2", "--crossover-limit", "8000"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert f"{model}, components = 2, d = {d} ({2 * (d + 1)} parameters)" in out
+    assert f"trivial estimate, {name}" in out
+
+
+def test_plan_refuses_an_option_its_model_does_not_declare_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        main(["plan", "--model", "gmm", "--components", "3", "--n", "2000", "--hospitals", "1"])
+        == 2
+    )
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"ldpem plan: error: ldpem plan does not yet support model {model}; use ldpem simulate"
+        "ldpem plan: error: model gmm has no option components (its options: none)"
     ]

@@ -4,7 +4,7 @@ mechanism; one holder's round) with the tests' fixed settings."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -67,10 +67,32 @@ def audited(
 
 
 def audited_holder(
-    mechanism: Mechanism, *, d: int, draws: int, seed: int, model: str = "gmm", **extra: Any
+    mechanism: Mechanism,
+    *,
+    d: int,
+    draws: int,
+    seed: int,
+    model: str = "gmm",
+    options: Mapping[str, int] | None = None,
+    **extra: Any,
 ) -> tuple[AuditOutcome, float]:
-    """``audit_holder_round`` for ``model`` at σ = 1 and δ = ``DELTA``."""
+    """``audit_holder_round`` for ``model`` (with its ``options``: a mixture's components)
+    at σ = 1 and δ = ``DELTA``; records of dimension d, the mechanism's β of the model's
+    ``parameter_dim(d)``."""
     rng = np.random.default_rng(seed)
+    audited_model = get_model(model, options)
     return audit_holder_round(
-        get_model(model), mechanism, d=d, sigma=1.0, delta=DELTA, draws=draws, rng=rng, **extra
+        audited_model, mechanism, d=d, sigma=1.0, delta=DELTA, draws=draws, rng=rng, **extra
     )
+
+
+#: The models the audit's holder path is run for, with their options: records of d = 3
+#: for the paper's models, and mixtures of K = 2 components of d = 1 (p = 4 coordinates:
+#: the candidate search grows with p).
+AUDITED_MODELS: tuple[tuple[str, dict[str, int], int], ...] = (
+    ("gmm", {}, 3),
+    ("mrm", {}, 3),
+    ("rmc", {}, 3),
+    ("gmmk", {"components": 2}, 1),
+    ("lca", {"components": 2}, 1),
+)

@@ -24,7 +24,9 @@ from ldpem.common.audit.pairs import candidate_values, farthest_pair, mechanism_
 from ldpem.common.core.accounting import epsilon_for_ratio
 from ldpem.common.core.truncation import TRUNCATION_BOUND, catoni_phi
 from ldpem.common.mechanisms import LocalTruncation
+from ldpem.common.models import get_model
 from tests.common.auditkit import (
+    AUDITED_MODELS,
     DELTA,
     EPSILON,
     audited,
@@ -202,15 +204,25 @@ def test_reference_noise_std_agrees_with_dp_accounting(epsilon: float, delta: fl
 NOISE_DRAWS = 20_000
 
 
-@pytest.mark.parametrize("model", ["gmm", "mrm", "rmc"])
-def test_holder_round_path_passes_and_measures_the_noise(model: str) -> None:
-    mechanism = honest_local(d=3)
-    reference = dp_accounting_noise_std(EPSILON, DELTA, mechanism.sensitivity(3))
+@pytest.mark.parametrize(("model", "options", "d"), AUDITED_MODELS)
+def test_holder_round_path_passes_and_measures_the_noise(
+    model: str, options: dict[str, int], d: int
+) -> None:
+    # The report has p coordinates (K·(d + 1) for a mixture): the mechanism is built for p.
+    size = get_model(model, options).parameter_dim(d)
+    mechanism = honest_local(d=size)
+    reference = dp_accounting_noise_std(EPSILON, DELTA, mechanism.sensitivity(size))
     outcome, distance = audited_holder(
-        mechanism, model=model, d=3, draws=NOISE_DRAWS, seed=4, reference_noise_std=reference
+        mechanism,
+        model=model,
+        options=options,
+        d=d,
+        draws=NOISE_DRAWS,
+        seed=4,
+        reference_noise_std=reference,
     )
     assert outcome.lower_bound <= EPSILON
-    assert 0 < distance <= mechanism.sensitivity(3) * (1 + 1e-9)
+    assert 0 < distance <= mechanism.sensitivity(size) * (1 + 1e-9)
     assert outcome.noise_ratio is not None
     low, high = outcome.noise_ratio
     assert 0.98 <= low <= 1.0 <= high <= 1.02
@@ -244,16 +256,20 @@ class LeaksOnOverflow(LocalTruncation):
         return np.where(np.isfinite(g), super().contributions(g), 10.0 * self.scale * signs)
 
 
-@pytest.mark.parametrize("model", ["mrm", "rmc"])
-def test_holder_round_path_keeps_records_whose_gradients_overflow(model: str) -> None:
+@pytest.mark.parametrize(("model", "options", "d"), [m for m in AUDITED_MODELS if m[0] != "gmm"])
+def test_holder_round_path_keeps_records_whose_gradients_overflow(
+    model: str, options: dict[str, int], d: int
+) -> None:
     # Such records used to be dropped from the pool; a mechanism that mishandles them
     # (the leak a hostile β aims for) must now be found. (GMM's gradient tanh(·)·y − β
-    # stays finite for finite records at σ = 1, so it has none.)
-    good = honest_local(d=3)
+    # stays finite for finite records at σ = 1, so it has none; gmmk's ‖y − μ‖² and lca's
+    # x·θ overflow for the pool's largest values.)
+    size = get_model(model, options).parameter_dim(d)
+    good = honest_local(d=size)
     outcome, distance = audited_holder(
-        variant(LeaksOnOverflow, good), model=model, d=3, draws=2000, seed=9
+        variant(LeaksOnOverflow, good), model=model, options=options, d=d, draws=2000, seed=9
     )
-    assert distance > 5 * good.sensitivity(3)
+    assert distance > 5 * good.sensitivity(size)
     assert outcome.lower_bound > EPSILON
 
 

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from ldpem.common.models import get_model
+from ldpem.common.protocol.run_fields import RUN_DEFAULTS
 from ldpem.common.wire import PublicParameters
 from ldpem.server.coordinator import run_noise_std
 from tests.fedkit import admin_headers, hospital_headers, report_body, run_request
@@ -76,3 +78,16 @@ def test_a_mixture_run_publishes_its_options_and_checks_reports_by_its_beta_size
     page = client.get(f"/runs/{run_id}").text
     assert f"gmmk (components = {K}), d = {D}" in page
     assert "β₁₀" in page  # every coordinate of β is plotted, not the first d
+
+
+def test_a_mixture_run_states_its_models_trivial_error_not_snr_sigma(client: TestClient) -> None:
+    """The run's ``trivial_error`` is what the plan reads its rows against: the model's own
+    trivial estimate (for lca, ‖β*‖ of K·d item logits at ±snr·σ/2, far from snr·σ)."""
+    body = run_request(model="lca", d=D, model_options={"components": K})
+    response = client.post("/v1/runs", json=body, headers=admin_headers())
+    assert response.status_code == 201, response.text
+    model = get_model("lca", {"components": K})
+    snr = RUN_DEFAULTS.snr
+    _, expected = model.trivial_estimate(D, snr=snr, sigma=body["sigma"])
+    assert response.json()["trivial_error"] == expected
+    assert expected > 1.25 * snr * body["sigma"]

@@ -173,6 +173,66 @@ def test_error_is_up_to_a_relabelling_and_the_minimum_over_all(name: str) -> Non
 
 
 @pytest.mark.parametrize("name", MIXTURES)
+def test_align_relabels_to_the_reference_as_the_error_matches_them(name: str) -> None:
+    k, d = 4, 5
+    model = get_model(name, {"components": k})
+    rng = np.random.default_rng(27)
+    _, beta_star = model.generate(10, d, rng=rng)
+    for _ in range(5):
+        beta = beta_star + 0.3 * rng.standard_normal(beta_star.size)
+        beta[k * d :] -= beta[k * d :].mean()  # the error centres the logits; align keeps them
+        blocks, logits = beta[: k * d].reshape(k, d), beta[k * d :]
+        order = rng.permutation(k)
+        shuffled = np.r_[blocks[order].ravel(), logits[order]]
+        aligned = model.align(shuffled, beta_star)
+        # Small noise about well-separated components: the relabelling undoes the shuffle.
+        np.testing.assert_array_equal(aligned, beta)
+        assert model.error(shuffled, beta_star) == pytest.approx(
+            float(np.linalg.norm(aligned - beta_star)), rel=1e-12
+        )
+    diverged = np.full(beta_star.size, np.nan)
+    assert np.isnan(model.align(diverged, beta_star)).all()
+
+
+def _zero_error(name: str, k: int, d: int, separation: float) -> float:
+    """‖β*‖ of the generator's β*, weight logits centred, from docs/MATH.md §7: gmmk's
+    simplex (K ≤ d) Σ‖μ_k‖² = (K − 1)s²/2, its line (K > d) s²K(K² − 1)/12; lca K·d·(snr/2)²;
+    the logits evenly from −¼ to ¼, Σ ᾱ_k² = K(K + 1)/(48(K − 1))."""
+    if name == "lca":
+        blocks = k * d * (separation / 2.0) ** 2
+    elif k <= d:
+        blocks = (k - 1) * separation**2 / 2.0
+    else:
+        blocks = separation**2 * k * (k * k - 1) / 12.0
+    return math.sqrt(blocks + k * (k + 1) / (48.0 * (k - 1)))
+
+
+@pytest.mark.parametrize(
+    ("name", "k", "d"),
+    [("gmmk", 2, 5), ("gmmk", 3, 5), ("gmmk", 5, 3), ("lca", 2, 4), ("lca", 3, 10)],
+)
+def test_trivial_estimate_is_the_better_of_beta_zero_and_the_start(
+    name: str, k: int, d: int
+) -> None:
+    model = get_model(name, {"components": k})
+    label, error = model.trivial_estimate(d, snr=3.0, sigma=1.0)
+    zero = _zero_error(name, k, d, 3.0)
+    rng = np.random.default_rng(31)  # not the estimate's own seed
+    for _ in range(3):  # β = 0's error does not depend on the draw of β*
+        star = model.draw_parameter(d, snr=3.0, sigma=1.0, rng=rng)
+        assert model.error(np.zeros_like(star), star) == pytest.approx(zero, rel=1e-12)
+    starts = [model.error(model.start(d, 1.0, rng), star) for _ in range(2000)]
+    start, spread = float(np.mean(starts)), float(np.std(starts))
+    # Two means of independent starts: within 4 standard errors of their difference.
+    tolerance = 4.0 * spread * math.sqrt(1 / 2000 + 1 / 1000)
+    if label == "β = 0":
+        assert error == pytest.approx(zero, rel=1e-12) and start > zero - tolerance
+    else:
+        assert label == "the start β⁰" and error < zero
+        assert error == pytest.approx(start, abs=tolerance)
+
+
+@pytest.mark.parametrize("name", MIXTURES)
 def test_the_components_option(name: str) -> None:
     default = get_model(name)
     assert default.option_values() == {"components": 3}
