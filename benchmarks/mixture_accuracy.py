@@ -119,7 +119,7 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             by = {
                 r["mechanism"]: r
                 for r in rows
-                if r["model"] == model and r["rounds"] == rounds and r["tau_factor"] is None
+                if r["model"] == model and r["rounds"] == rounds and r.get("tau_factor") is None
             }
             if "central" in by and "hospital" in by:
                 ratio = by["hospital"]["mean"] / by["central"]["mean"]
@@ -164,9 +164,11 @@ def table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        factor = "" if r["tau_factor"] is None else f" ({r['tau_factor']:g}×)"
+        # Rows recorded before 2026-12-08 carry no τ: the default of their day.
+        tau = "default" if "tau" not in r else f"{r['tau']:.3g}"
+        factor = "" if r.get("tau_factor") is None else f" ({r['tau_factor']:g}×)"
         lines.append(
-            f"| {r['model']} | {r['rounds']} | {r['mechanism']} | {r['tau']:.3g}{factor}"
+            f"| {r['model']} | {r['rounds']} | {r['mechanism']} | {tau}{factor}"
             f" | {r['mean']:.3g} ± {r['sd']:.2g}"
             f" | {float(np.median(r['errors'])):.3g}"
             f" | {r['start_mean']:.3g} ± {r['start_sd']:.2g} | {r['zero']:.3g} |"
