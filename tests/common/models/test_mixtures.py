@@ -130,6 +130,23 @@ def test_lca_generator_items_and_missing_share() -> None:
     assert set(np.unique(observed)) == {0.0, 1.0}
 
 
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_lca_tau_bounds_the_second_moment_where_the_em_goes(k: int) -> None:
+    # (7.7): 16 E[w² (x − p)²] ≤ 16 π_k, whatever β. The earlier rule 4/K assumed
+    # E(x − p)² ≤ ¼; at a start (K = 2) and with every item logit of the wrong sign
+    # (K = 3) a coordinate's second moment is above 4/K.
+    model = get_model("lca", {"components": k})
+    rng = np.random.default_rng(60 + k)
+    records, beta_star = model.generate(50_000, 10, snr=3.0, sigma=1.0, rng=rng)
+    wrong_signs = beta_star.copy()
+    wrong_signs[: k * 10] *= -1.0
+    tau = model.default_tau(beta_bound=3.0, sigma=1.0, d=10)
+    assert tau == pytest.approx(16.0 / k)
+    for beta in (beta_star, model.start(10, 1.0, rng), wrong_signs):
+        second_moment = (model.gradients(beta, records, 1.0) ** 2).mean(axis=0)
+        assert second_moment.max() <= tau
+
+
 @pytest.mark.parametrize("name", MIXTURES)
 def test_generators_are_seeded(name: str) -> None:
     model = get_model(name)
