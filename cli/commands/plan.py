@@ -58,8 +58,7 @@ DESCRIPTION = (
 )
 EXAMPLES = (
     "ldpem plan --hospitals-sizes 40000,25000,12000 --d 10 --epsilon 1",
-    "ldpem plan --model mrm --n 200000 --hospitals 4 --epsilon 0.5 --search-schedule --json",
-    "ldpem plan --model gmmk --components 3 --d 5 --n 200000 --hospitals 4",
+    "ldpem plan --model gmmk --components 3 --d 5 --n 200000 --hospitals 4 --search-schedule",
 )
 #: The mechanism --search-schedule searches when the plan recommends none: the per-record
 #: one, as a run request's default.
