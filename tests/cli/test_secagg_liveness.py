@@ -27,15 +27,7 @@ import httpx
 import numpy as np
 import pytest
 
-from ldpem.common.secagg import (
-    ConsistencyCheck,
-    Holder,
-    ParticipantList,
-    Roster,
-    ShareBundle,
-    UnmaskRequest,
-    signing_key_from_pem,
-)
+from ldpem.common.secagg import Holder, Roster, signing_key_from_pem
 from ldpem.common.secagg.runvalues import (
     grid_of,
     round_parameters,
@@ -46,7 +38,7 @@ from ldpem.common.secagg.runvalues import (
 )
 from ldpem.processes import Processes, wait_until
 from tests.fedkit import write_gmm_data
-from tests.secaggdriver import DrivenRun
+from tests.secaggdriver import DrivenRun, play_round
 from tests.secaggkit import SecAggRun, secagg_run, start_agent, tokens
 
 pytestmark = pytest.mark.slow
@@ -89,29 +81,8 @@ def play(
 ) -> None:
     """Round t for the driven holders, each step's answer waited for (the agents answer
     in their own processes)."""
-    order = next(iter(holders.values())).roster.names
-    within = 4 * DEADLINE
-
-    def post(step: str, name: str, body: dict[str, Any]) -> None:
-        response = drive.post(t, name, step, body)
-        assert response.status_code == 200, (step, name, response.text)
-
-    for n, h in holders.items():
-        post("advertise", n, h.advertise().to_dict())
-    lists = {n: drive.answer(t, n, "participants", within=within) for n in holders}
-    for n, h in holders.items():
-        post("shares", n, h.share_keys(ParticipantList.from_dict(lists[n])).to_dict())
-    bundles = {n: drive.answer(t, n, "bundle", within=within) for n in holders}
-    for n, h in holders.items():
-        post("masked", n, h.masked_input(ShareBundle.from_dict(bundles[n]), values[n]).to_dict())
-    checks = {n: drive.answer(t, n, "consistency-check", within=within) for n in holders}
-    for n, h in holders.items():
-        post(
-            "signature", n, h.sign_survivors(ConsistencyCheck.from_dict(checks[n], order)).to_dict()
-        )
-    requests = {n: drive.answer(t, n, "unmask-request", within=within) for n in holders}
-    for n, h in holders.items():
-        post("unmask", n, h.unmask(UnmaskRequest.from_dict(requests[n], order)).to_dict())
+    played = play_round(drive, t, values, holders=holders, within=4 * DEADLINE)
+    assert set(played.statuses) == {200}
 
 
 def stored(run: SecAggRun, t: int) -> list[tuple[str, str, dict[str, Any]]]:
