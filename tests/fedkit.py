@@ -203,6 +203,12 @@ def write_model_data(
         sum(counts), d, snr=3.0, sigma=1.0, rng=np.random.default_rng(seed)
     )
     table = records.x if records.y is None else np.column_stack([records.x, records.y])
+    return split_into_files(directory, table, counts), beta_star
+
+
+def split_into_files(directory: Path, table: NDArray[np.float64], counts: list[int]) -> list[Path]:
+    """The rows of ``table`` (n, columns), in order, written as one .npy file per hospital,
+    hospital i's ``counts[i]`` rows in ``directory``/hospital{i}.npy; the files' paths."""
     paths = []
     start = 0
     for i, count in enumerate(counts):
@@ -210,7 +216,7 @@ def write_model_data(
         np.save(path, table[start : start + count])
         paths.append(path)
         start += count
-    return paths, beta_star
+    return paths
 
 
 def replay(
