@@ -194,6 +194,18 @@ def stored(directory: Path, run_id: str) -> list[tuple[str, str, str]]:
     return [(str(k), str(h), str(b)) for k, h, b in rows]
 
 
+def stored_body(directory: Path, run_id: str, t: int, kind: str) -> dict[str, Any]:
+    """The body of the ``kind`` message of round t of ``run_id`` in the state file of the
+    coordinator on ``directory`` (one row: a sum, a loss)."""
+    with contextlib.closing(sqlite3.connect(directory / "coordinator.sqlite")) as db:
+        (body,) = db.execute(
+            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = ? AND kind = ?",
+            (run_id, t, kind),
+        ).fetchone()
+    answer: dict[str, Any] = json.loads(body)
+    return answer
+
+
 @dataclass
 class Played:
     """What ``play_round`` did: the status of every post, the messages of each step by
