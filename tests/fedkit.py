@@ -36,6 +36,21 @@ TOKENS = [f"hospital-token-{i}-abcdefghijklmnop" for i in range(4)]
 AGENT_BUDGET = ("--epsilon", "100", "--delta", "0.5")
 
 
+class CreatedRun:
+    """A run a coordinator created: its id and public parameters, read from ``created``
+    (the coordinator's answer to the creation); a base of the tests' run handles."""
+
+    created: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.created["run_id"])
+
+    @property
+    def params(self) -> PublicParameters:
+        return PublicParameters.model_validate(self.created["params"])
+
+
 def admin_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {ADMIN}"}
 

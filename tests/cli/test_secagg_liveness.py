@@ -18,8 +18,6 @@ way: 300 agent processes would not fit the test machine).
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,6 @@ from ldpem.common.secagg.runvalues import (
     run_expander,
     run_shares_mechanism,
     signed_sum,
-    to_residues,
 )
 from ldpem.processes import Processes, wait_until
 from tests.fedkit import write_gmm_data
@@ -91,16 +88,9 @@ def stored(run: SecAggRun, t: int) -> list[tuple[str, str, dict[str, Any]]]:
 
 def agent_residues(run: SecAggRun, name: str, t: int) -> list[int]:
     """The residues of ``name``'s persisted report of round t (what it masked)."""
-    i = int(name[1:])
-    with sqlite3.connect(run.tmp_path / f"agent{i}" / "ledger.sqlite") as connection:
-        (body,) = connection.execute(
-            "SELECT body FROM rounds WHERE run_key = ? AND round = ?", (run.run_id, t)
-        ).fetchone()
-    connection.close()
-    params = run.params
-    assert params.modulus_bits is not None
-    grid = grid_of(run_shares_mechanism(params))
-    return [int(v) for v in to_residues(json.loads(body)["total"], grid, params.modulus_bits)]
+    report = run.report(name, t)
+    assert report is not None, (name, t)
+    return run.residues(report)
 
 
 def check_sum(run: SecAggRun, t: int, values: dict[str, list[int]], agents: list[str]) -> None:
