@@ -36,6 +36,21 @@ TOKENS = [f"hospital-token-{i}-abcdefghijklmnop" for i in range(4)]
 AGENT_BUDGET = ("--epsilon", "100", "--delta", "0.5")
 
 
+class CreatedRun:
+    """A run a coordinator created: its id and public parameters, read from ``created``
+    (the coordinator's answer to the creation); a base of the tests' run handles."""
+
+    created: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.created["run_id"])
+
+    @property
+    def params(self) -> PublicParameters:
+        return PublicParameters.model_validate(self.created["params"])
+
+
 def admin_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {ADMIN}"}
 
@@ -203,6 +218,12 @@ def write_model_data(
         sum(counts), d, snr=3.0, sigma=1.0, rng=np.random.default_rng(seed)
     )
     table = records.x if records.y is None else np.column_stack([records.x, records.y])
+    return split_into_files(directory, table, counts), beta_star
+
+
+def split_into_files(directory: Path, table: NDArray[np.float64], counts: list[int]) -> list[Path]:
+    """The rows of ``table`` (n, columns), in order, written as one .npy file per hospital,
+    hospital i's ``counts[i]`` rows in ``directory``/hospital{i}.npy; the files' paths."""
     paths = []
     start = 0
     for i, count in enumerate(counts):
@@ -210,7 +231,7 @@ def write_model_data(
         np.save(path, table[start : start + count])
         paths.append(path)
         start += count
-    return paths, beta_star
+    return paths
 
 
 def replay(

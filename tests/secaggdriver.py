@@ -194,6 +194,18 @@ def stored(directory: Path, run_id: str) -> list[tuple[str, str, str]]:
     return [(str(k), str(h), str(b)) for k, h, b in rows]
 
 
+def stored_body(directory: Path, run_id: str, t: int, kind: str) -> dict[str, Any]:
+    """The body of the ``kind`` message of round t of ``run_id`` in the state file of the
+    coordinator on ``directory`` (one row: a sum, a loss)."""
+    with contextlib.closing(sqlite3.connect(directory / "coordinator.sqlite")) as db:
+        (body,) = db.execute(
+            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = ? AND kind = ?",
+            (run_id, t, kind),
+        ).fetchone()
+    answer: dict[str, Any] = json.loads(body)
+    return answer
+
+
 @dataclass
 class Played:
     """What ``play_round`` did: the status of every post, the messages of each step by
@@ -214,13 +226,15 @@ def play_round(
     silent: Collection[str] = (),
     holders: dict[str, Holder] | None = None,
     at: At | None = None,
+    within: float = 60.0,
 ) -> Played:
     """Round ``t`` through the steps up to ``until`` (included), every holder but the
     ``silent`` ones answering the unmasking request; ``holders``: those taking part (by
     default all K), or those of an earlier call, to play the round again from its start
     (what they sent before is sent again, as an agent retries), in the order they post
     each step; ``at``: called at each point of each step. Every fetch must succeed (a
-    step closed by its deadline is waited for: ``DrivenRun.answer``)."""
+    step closed by its deadline is waited for, up to ``within`` seconds:
+    ``DrivenRun.answer``)."""
     holders = run.holders(t) if holders is None else holders
     statuses: list[int] = []
     sent: dict[str, dict[str, Any]] = {}
@@ -241,7 +255,7 @@ def play_round(
             at(name, posted)
 
     def fetch(what: str) -> dict[str, Any]:
-        return {n: run.answer(t, n, what) for n in holders}
+        return {n: run.answer(t, n, what, within=within) for n in holders}
 
     step(Step.ADVERTISE, {n: h.advertise() for n, h in holders.items()})
     if until == Step.ADVERTISE:

@@ -10,6 +10,7 @@ fake that may lie (``FakeSteps``), and the real ``ldpem client`` h0 run against 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -32,10 +33,18 @@ from ldpem.common.secagg import (
     public_key_bytes,
     signing_key_to_pem,
 )
+from ldpem.common.secagg.runvalues import grid_of, run_shares_mechanism, to_residues
 from ldpem.common.wire import HospitalEnrolment, PublicParameters, RunCreate, public_parameters
 from ldpem.common.wire.secagg import SECAGG_ANSWER_HEADER
 from ldpem.processes import Child, Processes, free_port, start_coordinator
-from tests.fedkit import AGENT_BUDGET, cli_create_run, live_server, process_manager, token_file
+from tests.fedkit import (
+    AGENT_BUDGET,
+    CreatedRun,
+    cli_create_run,
+    live_server,
+    process_manager,
+    token_file,
+)
 from tests.security.test_malicious_coordinator import agent_argv, gmm_data, write_csv
 
 #: (kind, holder, body) of a stored secure-aggregation message, body parsed.
@@ -109,7 +118,7 @@ def start_agent(
 
 
 @dataclass
-class SecAggRun:
+class SecAggRun(CreatedRun):
     """One secagg run of ``counts`` records per hospital on a coordinator whose port and
     state file are fixed, so that it can be killed and restarted (``secagg_run``)."""
 
@@ -127,14 +136,6 @@ class SecAggRun:
     @property
     def db(self) -> Path:
         return self.tmp_path / "coordinator.sqlite"
-
-    @property
-    def run_id(self) -> str:
-        return str(self.created["run_id"])
-
-    @property
-    def params(self) -> PublicParameters:
-        return PublicParameters.model_validate(self.created["params"])
 
     def start_coordinator(self, *, log_level: str = "warning") -> None:
         self.coordinator, _ = start_coordinator(
@@ -217,17 +218,28 @@ class SecAggRun:
             out[t].append((kind, holder, json.loads(body)))
         return out
 
+    def report(self, name: str, t: int) -> str | None:
+        """Agent ``name``'s (h{i}'s) persisted report of round t (its ledger's bytes), if
+        it persisted one."""
+        ledger = self.tmp_path / f"agent{int(name[1:])}" / "ledger.sqlite"
+        with contextlib.closing(sqlite3.connect(ledger)) as connection:
+            row = connection.execute(
+                "SELECT body FROM rounds WHERE run_key = ? AND round = ?", (self.run_id, t)
+            ).fetchone()
+        return bytes(row[0]).decode() if row is not None and row[0] else None
+
     def reports(self, t: int) -> dict[str, str]:
-        """Each agent's persisted report of round t (its ledger's bytes), by hospital."""
-        out = {}
-        for i in range(len(self.counts)):
-            with sqlite3.connect(self.tmp_path / f"agent{i}" / "ledger.sqlite") as connection:
-                row = connection.execute(
-                    "SELECT body FROM rounds WHERE run_key = ? AND round = ?", (self.run_id, t)
-                ).fetchone()
-            if row is not None and row[0]:
-                out[f"h{i}"] = bytes(row[0]).decode()
-        return out
+        """Each agent's persisted report of round t, by hospital."""
+        found = {f"h{i}": self.report(f"h{i}", t) for i in range(len(self.counts))}
+        return {name: body for name, body in found.items() if body is not None}
+
+    def residues(self, report: str) -> list[int]:
+        """The (D,) residues mod 2^modulus_bits a persisted report's total was masked as
+        (grid units of the run's shares mechanism)."""
+        bits = self.params.modulus_bits
+        assert bits is not None
+        grid = grid_of(run_shares_mechanism(self.params))
+        return [int(v) for v in to_residues(json.loads(report)["total"], grid, bits)]
 
 
 def secagg_run(procs: Processes, tmp_path: Path, counts: list[int], **request: Any) -> SecAggRun:

@@ -23,6 +23,7 @@ from tests.fedkit import (
     agents_to_the_end,
     plugin_env,
     post_run,
+    split_into_files,
     start_ticking_coordinator,
 )
 
@@ -33,11 +34,7 @@ D, N, K = 3, 1200, 3
 def test_a_federated_run_of_a_plugins_options_with_two_agent_processes(tmp_path: Path) -> None:
     # The plugin's records are gmmk's (the same generator), drawn in this process.
     records, _ = get_model("gmmk", {"components": K}).generate(N, D, rng=np.random.default_rng(7))
-    paths = []
-    for i, rows in enumerate((slice(0, N // 2), slice(N // 2, N))):
-        path = tmp_path / f"h{i}.npy"
-        np.save(path, records.x[rows])
-        paths.append(path)
+    paths = split_into_files(tmp_path, records.x, [N // 2] * 2)
     processes = Processes(tmp_path, env=PLUGIN_ENV)
     try:
         url = start_ticking_coordinator(processes, tmp_path)

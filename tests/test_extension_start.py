@@ -38,6 +38,7 @@ from tests.fedkit import (
     agents_to_the_end,
     plugin_env,
     post_run,
+    split_into_files,
     start_ticking_coordinator,
 )
 
@@ -209,11 +210,7 @@ def test_a_federated_run_starts_from_the_rule_and_equals_its_simulation(
 ) -> None:
     model = get_model(name)
     records, beta_star = model.generate(sum(COUNTS), D, snr=SNR, rng=np.random.default_rng(4))
-    paths = []
-    for i, rows in enumerate((slice(0, COUNTS[0]), slice(COUNTS[0], sum(COUNTS)))):
-        path = tmp_path / f"h{i}.npy"
-        np.save(path, records.x[rows])
-        paths.append(path)
+    paths = split_into_files(tmp_path, records.x, COUNTS)
     processes = Processes(tmp_path, env=PLUGIN_ENV)
     try:
         url = start_ticking_coordinator(processes, tmp_path)

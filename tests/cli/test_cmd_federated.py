@@ -8,6 +8,7 @@ import ssl
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -34,6 +35,19 @@ from tests.fedkit import (
 def server(tmp_path: Path) -> Iterator[str]:
     with live_server(create_app(settings(tmp_path))) as url:
         yield url
+
+
+@pytest.fixture
+def admin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The coordinator's admin token in the environment, where ``ldpem run`` reads it."""
+    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
+
+
+def create_argv(server: str, tmp_path: Path, request: dict[str, Any]) -> tuple[Path, list[str]]:
+    """``request`` written to a config file, and ``ldpem run create``'s arguments for it."""
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(request))
+    return config, ["run", "create", "--coordinator", server, "--config", str(config)]
 
 
 def test_client_without_its_data_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,34 +132,28 @@ def test_run_create_with_a_bad_config(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_run_create_refused_by_the_coordinator(
-    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    admin: None,
 ) -> None:
-    config = tmp_path / "run.json"
-    config.write_text(json.dumps(run_request(quorum=9)))
-    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
-    code = main(["run", "create", "--coordinator", server, "--config", str(config)])
-    assert code == 2
+    config, argv = create_argv(server, tmp_path, run_request(quorum=9))
+    assert main(argv) == 2
     line = one_error_line(capsys)
     assert line.startswith(f"ldpem run: error: {config}: run not created: HTTP 422")
     assert "quorum 9 exceeds the 3 enrolled hospitals" in line
     monkeypatch.setenv("LDPEM_ADMIN_TOKEN", "wrong-admin-token-000000")
-    config.write_text(json.dumps(run_request()))
-    assert main(["run", "create", "--coordinator", server, "--config", str(config)]) == 2
+    _, argv = create_argv(server, tmp_path, run_request())
+    assert main(argv) == 2
     assert "HTTP 403" in one_error_line(capsys)
 
 
 @pytest.mark.parametrize("model", ["gmmk", "lca"])
 def test_run_create_publishes_the_model_options_and_sizes_beta_by_them(
-    model: str,
-    server: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    model: str, server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], admin: None
 ) -> None:
-    config = tmp_path / "run.json"
-    config.write_text(json.dumps(run_request(model=model, d=4)))
-    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
-    argv = ["run", "create", "--coordinator", server, "--config", str(config)]
+    _, argv = create_argv(server, tmp_path, run_request(model=model, d=4))
     assert main([*argv, "--components", "2"]) == 0
     created = json.loads(capsys.readouterr().out)
     assert created["params"]["model_options"] == {"components": 2}
@@ -173,13 +181,10 @@ def test_run_create_refuses_model_options_outside_the_declaration_in_one_line(
     server: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    admin: None,
 ) -> None:
-    config = tmp_path / "run.json"
-    config.write_text(json.dumps(run_request(model=model)))
-    monkeypatch.setenv("LDPEM_ADMIN_TOKEN", ADMIN)
-    code = main(["run", "create", "--coordinator", server, "--config", str(config), *options])
-    assert code == 2
+    config, argv = create_argv(server, tmp_path, run_request(model=model))
+    assert main([*argv, *options]) == 2
     line = one_error_line(capsys)
     assert line.startswith(f"ldpem run: error: {config}: run not created: HTTP 422")
     assert message in line
@@ -188,27 +193,12 @@ def test_run_create_refuses_model_options_outside_the_declaration_in_one_line(
 def test_run_create_and_status_print_json(
     server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = tmp_path / "run.json"
     request = run_request()
     request["hospitals"].append({"name": "new", "records": 100})
-    config.write_text(json.dumps(request))
+    _, argv = create_argv(server, tmp_path, request)
     admin = token_file(tmp_path, ADMIN, "admin")
     monkeypatch.delenv("LDPEM_ADMIN_TOKEN", raising=False)
-    assert (
-        main(
-            [
-                "run",
-                "create",
-                "--coordinator",
-                server,
-                "--config",
-                str(config),
-                "--admin-token-file",
-                str(admin),
-            ]
-        )
-        == 0
-    )
+    assert main([*argv, "--admin-token-file", str(admin)]) == 0
     created = json.loads(capsys.readouterr().out)
     assert [t["name"] for t in created["tokens"]] == ["new"]  # generated, shown once
     assert main(["run", "status", "--coordinator", server, created["run_id"]]) == 0

@@ -13,11 +13,25 @@ from ldpem.common.planning.simulator import simulate_run
 from ldpem.common.protocol import FederatedStreams
 from ldpem.processes import Processes
 from tests.fedkit import write_gmm_data, write_model_data
-from tests.secaggkit import secagg_run
+from tests.secaggkit import SecAggRun, secagg_run
 
 pytestmark = pytest.mark.slow
 
 D, ROUNDS = 3, 3
+
+
+def simulated_betas(
+    run: SecAggRun, paths: list[Path], model: str, beta0: list[float], seeds: list[int]
+) -> list[list[float]]:
+    """β⁰ … β^T (each of the model's dimension) of the run simulated in this process from
+    ``beta0`` on the agents' records and random streams (``seeds``, run seed 3)."""
+    simulated = simulate_run(
+        run.params,
+        holders=[load_records(p, model) for p in paths],
+        beta0=beta0,
+        streams=FederatedStreams(run_id=run.run_id, seeds=seeds, run_seed=3),
+    )
+    return [[float(v) for v in b] for b in simulated.betas]
 
 
 def test_federated_secagg_equals_its_simulation(procs: Processes, tmp_path: Path) -> None:
@@ -32,13 +46,7 @@ def test_federated_secagg_equals_its_simulation(procs: Processes, tmp_path: Path
     summary = httpx.get(f"{url}/v1/runs/{run_id}").json()
     assert summary["status"] == "finished"
     federated = httpx.get(f"{url}/v1/runs/{run_id}/trajectory").json()["betas"]
-    simulated = simulate_run(
-        run.params,
-        holders=[load_records(p, "gmm") for p in paths],
-        beta0=federated[0],
-        streams=FederatedStreams(run_id=run_id, seeds=seeds, run_seed=3),
-    )
-    assert [[float(v) for v in b] for b in simulated.betas] == federated
+    assert simulated_betas(run, paths, "gmm", federated[0], seeds) == federated
     # The stored messages hold no report: the persisted reports of the agents appear nowhere.
     stored = " ".join(json.dumps(b) for rows in run.stored().values() for _, _, b in rows)
     for t in range(ROUNDS):
@@ -69,10 +77,4 @@ def test_a_federated_secagg_mixture_run_equals_its_simulation(
     assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] == "finished"
     federated = httpx.get(f"{url}/v1/runs/{run_id}/trajectory").json()["betas"]
     assert {len(beta) for beta in federated} == {3 * (D + 1)}
-    simulated = simulate_run(
-        run.params,
-        holders=[load_records(p, "gmmk") for p in paths],
-        beta0=federated[0],
-        streams=FederatedStreams(run_id=run_id, seeds=seeds, run_seed=3),
-    )
-    assert [[float(v) for v in b] for b in simulated.betas] == federated
+    assert simulated_betas(run, paths, "gmmk", federated[0], seeds) == federated

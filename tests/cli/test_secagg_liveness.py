@@ -18,8 +18,6 @@ way: 300 agent processes would not fit the test machine).
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -27,26 +25,17 @@ import httpx
 import numpy as np
 import pytest
 
-from ldpem.common.secagg import (
-    ConsistencyCheck,
-    Holder,
-    ParticipantList,
-    Roster,
-    ShareBundle,
-    UnmaskRequest,
-    signing_key_from_pem,
-)
+from ldpem.common.secagg import Holder, Roster, signing_key_from_pem
 from ldpem.common.secagg.runvalues import (
     grid_of,
     round_parameters,
     run_expander,
     run_shares_mechanism,
     signed_sum,
-    to_residues,
 )
 from ldpem.processes import Processes, wait_until
 from tests.fedkit import write_gmm_data
-from tests.secaggdriver import DrivenRun
+from tests.secaggdriver import DrivenRun, play_round
 from tests.secaggkit import SecAggRun, secagg_run, start_agent, tokens
 
 pytestmark = pytest.mark.slow
@@ -89,29 +78,8 @@ def play(
 ) -> None:
     """Round t for the driven holders, each step's answer waited for (the agents answer
     in their own processes)."""
-    order = next(iter(holders.values())).roster.names
-    within = 4 * DEADLINE
-
-    def post(step: str, name: str, body: dict[str, Any]) -> None:
-        response = drive.post(t, name, step, body)
-        assert response.status_code == 200, (step, name, response.text)
-
-    for n, h in holders.items():
-        post("advertise", n, h.advertise().to_dict())
-    lists = {n: drive.answer(t, n, "participants", within=within) for n in holders}
-    for n, h in holders.items():
-        post("shares", n, h.share_keys(ParticipantList.from_dict(lists[n])).to_dict())
-    bundles = {n: drive.answer(t, n, "bundle", within=within) for n in holders}
-    for n, h in holders.items():
-        post("masked", n, h.masked_input(ShareBundle.from_dict(bundles[n]), values[n]).to_dict())
-    checks = {n: drive.answer(t, n, "consistency-check", within=within) for n in holders}
-    for n, h in holders.items():
-        post(
-            "signature", n, h.sign_survivors(ConsistencyCheck.from_dict(checks[n], order)).to_dict()
-        )
-    requests = {n: drive.answer(t, n, "unmask-request", within=within) for n in holders}
-    for n, h in holders.items():
-        post("unmask", n, h.unmask(UnmaskRequest.from_dict(requests[n], order)).to_dict())
+    played = play_round(drive, t, values, holders=holders, within=4 * DEADLINE)
+    assert set(played.statuses) == {200}
 
 
 def stored(run: SecAggRun, t: int) -> list[tuple[str, str, dict[str, Any]]]:
@@ -120,16 +88,9 @@ def stored(run: SecAggRun, t: int) -> list[tuple[str, str, dict[str, Any]]]:
 
 def agent_residues(run: SecAggRun, name: str, t: int) -> list[int]:
     """The residues of ``name``'s persisted report of round t (what it masked)."""
-    i = int(name[1:])
-    with sqlite3.connect(run.tmp_path / f"agent{i}" / "ledger.sqlite") as connection:
-        (body,) = connection.execute(
-            "SELECT body FROM rounds WHERE run_key = ? AND round = ?", (run.run_id, t)
-        ).fetchone()
-    connection.close()
-    params = run.params
-    assert params.modulus_bits is not None
-    grid = grid_of(run_shares_mechanism(params))
-    return [int(v) for v in to_residues(json.loads(body)["total"], grid, params.modulus_bits)]
+    report = run.report(name, t)
+    assert report is not None, (name, t)
+    return run.residues(report)
 
 
 def check_sum(run: SecAggRun, t: int, values: dict[str, list[int]], agents: list[str]) -> None:

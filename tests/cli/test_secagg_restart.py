@@ -11,10 +11,8 @@ masked input per round, and no holder dropped out."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sqlite3
 from pathlib import Path
 
 import httpx
@@ -27,7 +25,7 @@ from ldpem.common.protocol import FederatedStreams
 from ldpem.common.secagg.steps import HOLDER_STEPS, Step
 from ldpem.processes import Child, Processes, free_port, start_coordinator, wait_until
 from tests.fedkit import write_gmm_data
-from tests.secaggdriver import NAMES, create_run, liar, play_round, spoil
+from tests.secaggdriver import NAMES, create_run, liar, play_round, spoil, stored_body
 from tests.secaggkit import secagg_run
 
 pytestmark = pytest.mark.slow
@@ -127,13 +125,7 @@ def test_a_wrong_share_costs_its_run_a_round_and_a_restart_keeps_the_other_run_g
         begun = play_round(other, 0, other.inputs(2), until=Step.SHARES)
     child.send_signal(signal.SIGKILL)
     child.wait(30)
-    with sqlite3.connect(db) as connection:
-        (body,) = connection.execute(
-            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = 0 AND kind = 'sum'",
-            (spoilt.run_id,),
-        ).fetchone()
-    connection.close()
-    assert list(json.loads(body)["faulty"]) == ["h1"]
+    assert list(stored_body(tmp_path, spoilt.run_id, 0, "sum")["faulty"]) == ["h1"]
     spoil(db, spoilt, 1, later, requests, liars=("h1", "h3"))
 
     child, url = start_coordinator(
@@ -146,13 +138,7 @@ def test_a_wrong_share_costs_its_run_a_round_and_a_restart_keeps_the_other_run_g
         played = play_round(other, 0, other.inputs(2), holders=begun.holders)
         assert played.statuses == [200] * (len(HOLDER_STEPS) * len(NAMES))
         assert (other.summary()["status"], other.summary()["round"]) == ("running", 1)
-    with sqlite3.connect(db) as connection:
-        (body,) = connection.execute(
-            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = 1 AND kind = 'lost'",
-            (spoilt.run_id,),
-        ).fetchone()
-    connection.close()
-    lost = json.loads(body)
+    lost = stored_body(tmp_path, spoilt.run_id, 1, "lost")
     assert (lost["cause"], lost["culprits"]) == ("faulty", ["h1", "h3"]), lost
     assert "wrong shares came from 'h1', 'h3'" in lost["reason"]
     assert f"run {spoilt.run_id} round 1 lost, faulty (h1, h3)" in procs.log(child)

@@ -156,23 +156,30 @@ def federated_run(
     return created, federated, simulated, f"{url}/v1/runs/{run_id}"
 
 
+def run_study_of(
+    model: str, mechanism: str, counts: list[int], d: int, rounds: int, **more: Any
+) -> Study:
+    """The study of a run at ε = 1 of hospitals holding ``counts`` records (``more``: the
+    study's other fields), which ``ldpem simulate`` runs."""
+    return Study(
+        model=model,
+        mechanism=mechanism,
+        n=sum(counts),
+        d=d,
+        epsilon=1.0,
+        rounds=rounds,
+        sizes=tuple(counts),
+        **more,
+    )
+
+
 def simulate_figures(
     mechanism: str, seeds: range, *, schedule: str = "equal", final: str = "last"
 ) -> tuple[float, float, float]:
     """The mean final error of the run's study on the fast path (the distribution of
     ``ldpem simulate``'s, tests/common/test_fastsim.py) over ``seeds``, and the 10% and
     90% quantiles of those errors."""
-    study = Study(
-        model="gmm",
-        mechanism=mechanism,
-        n=sum(COUNTS),
-        d=D,
-        epsilon=1.0,
-        rounds=ROUNDS,
-        sizes=tuple(COUNTS),
-        schedule=schedule,
-        final=final,
-    )
+    study = run_study_of("gmm", mechanism, COUNTS, D, ROUNDS, schedule=schedule, final=final)
     errors = list(final_errors(study, seeds))
     return float(np.mean(errors)), quantile(errors, 0.1), quantile(errors, 0.9)
 
@@ -294,16 +301,7 @@ def test_a_mixture_run_is_its_simulation_bit_for_bit(
     assert federated == [[float(v) for v in beta] for beta in simulated.betas]
     # ldpem simulate's study of the same run publishes the same values: its mechanisms'
     # σ_r (sized for K·(d + 1) coordinates) are the run's, so the two are one model.
-    study = Study(
-        model=model,
-        model_options=tuple(options.items()),
-        mechanism=mechanism,
-        n=sum(counts),
-        d=d,
-        epsilon=1.0,
-        rounds=rounds,
-        sizes=tuple(counts),
-    )
+    study = run_study_of(model, mechanism, counts, d, rounds, model_options=tuple(options.items()))
     result = run_study(study)
     assert result.parameter_dim == size
     assert [m.noise_std for m in result.round_mechanisms[0].holders] == [

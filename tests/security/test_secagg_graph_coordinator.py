@@ -164,26 +164,6 @@ def test_an_honest_graph_fake_runs_to_the_end(tmp_path: Path, consortium: FakeCo
     assert any(v != 0 for v in fake.rounds[0].result or [])
 
 
-@pytest.mark.parametrize(
-    ("change", "named"),
-    [
-        ({"neighbours": 4}, "neighbours = 4"),  # a sparser graph than K, c and δ need
-        # A committee whose colluders could certify two survivor sets.
-        ({"committee": 4, "committee_threshold": 3}, "committee = 4"),
-        ({"honest": 4}, "honest = 4"),  # more honest shares: shares too small for the ε
-        ({"t_min": 4}, "t_min = 4"),  # a lower threshold t_k
-        ({"dropout_share": 0.2}, "dropout share 0.2"),  # inputs giving other values
-    ],
-    ids=["k", "committee", "h", "t_k", "delta"],
-)
-def test_graph_values_that_differ_from_the_recomputation_are_refused_before_anything(
-    tmp_path: Path, consortium: FakeConsortium, change: dict[str, Any], named: str
-) -> None:
-    fake = GraphFake(consortium, params_change=change)
-    line = refused_before_anything(tmp_path, attack(tmp_path, fake), "graph does not check")
-    assert named in line
-
-
 def test_an_h_below_the_agents_min_honest_is_refused_before_anything(
     tmp_path: Path, consortium: FakeConsortium
 ) -> None:
@@ -260,18 +240,39 @@ def test_the_honest_expander_values_check_and_the_agent_logs_them(
 
 
 @pytest.mark.parametrize(
-    ("change", "named"),
+    ("topology", "change", "named"),
     [
-        ({"survivors": 170}, "survivors = 170"),  # a lower floor: more holders excluded
-        ({"neighbours": 148}, "neighbours = 148"),  # a sparser expander
-        ({"survivors": 0}, "publishes"),  # its values passed off as the Harary graph's
+        ("consortium", {"neighbours": 4}, "neighbours = 4"),  # sparser than K, c and δ need
+        # A committee whose colluders could certify two survivor sets.
+        ("consortium", {"committee": 4, "committee_threshold": 3}, "committee = 4"),
+        # More honest shares: shares too small for the ε.
+        ("consortium", {"honest": 4}, "honest = 4"),
+        ("consortium", {"t_min": 4}, "t_min = 4"),  # a lower threshold t_k
+        ("consortium", {"dropout_share": 0.2}, "dropout share 0.2"),  # other inputs' values
+        ("expander", {"survivors": 170}, "survivors = 170"),  # a lower floor: more excluded
+        ("expander", {"neighbours": 148}, "neighbours = 148"),  # a sparser expander
+        ("expander", {"survivors": 0}, "publishes"),  # passed off as the Harary graph's
     ],
-    ids=["T", "k", "no T"],
+    ids=[
+        "graph-k",
+        "graph-committee",
+        "graph-h",
+        "graph-t_k",
+        "graph-delta",
+        "expander-T",
+        "expander-k",
+        "expander-no T",
+    ],
 )
-def test_expander_values_that_differ_from_the_recomputation_are_refused_before_anything(
-    tmp_path: Path, expander: FakeConsortium, change: dict[str, Any], named: str
+def test_graph_values_that_differ_from_the_recomputation_are_refused_before_anything(
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    topology: str,
+    change: dict[str, Any],
+    named: str,
 ) -> None:
-    fake = GraphFake(expander, params_change=change)
+    """On the Harary graph (fixture ``consortium``) and on the expander."""
+    fake = GraphFake(request.getfixturevalue(topology), params_change=change)
     line = refused_before_anything(tmp_path, attack(tmp_path, fake), "graph does not check")
     assert named in line
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -197,17 +198,19 @@ def _demo(workdir: Path, *, rounds: int) -> list[str]:
     ]
 
 
-def test_demo_runs_end_to_end(tmp_path: Path) -> None:
-    workdir = tmp_path / "demo"
+def _demo_json(argv: list[str]) -> dict[str, Any]:
+    """The payload ``argv --json`` prints; the demo must exit 0 within 4 minutes."""
     result = subprocess.run(
-        [*_demo(workdir, rounds=5), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+        [*argv, "--json"], capture_output=True, text=True, timeout=240, check=False
     )
     assert result.returncode == 0, result.stderr
-    payload = json.loads(result.stdout)
+    payload: dict[str, Any] = json.loads(result.stdout)
+    return payload
+
+
+def test_demo_runs_end_to_end(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    payload = _demo_json(_demo(workdir, rounds=5))
     assert len(payload["errors"]) == 5
     assert len(payload["beta"]) == 10
     assert payload["error"] == payload["errors"][-1]
@@ -244,15 +247,7 @@ def test_a_mixture_demo_runs_end_to_end_with_its_options(tmp_path: Path) -> None
     workdir = tmp_path / "demo"
     argv = [sys.executable, "-m", "ldpem", "demo", "--model", "gmmk", "--components", "2"]
     argv += ["--d", "3", "--hospitals", "2", "--records", "4000", "--rounds", "3"]
-    result = subprocess.run(
-        [*argv, "--workdir", str(workdir), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    payload = json.loads(result.stdout)
+    payload = _demo_json([*argv, "--workdir", str(workdir)])
     assert len(payload["beta"]) == len(payload["beta_star"]) == 8
     assert len(payload["errors"]) == 3
     assert all(len(errors) == 3 for errors in payload["baseline_errors"].values())

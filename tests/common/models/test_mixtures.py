@@ -19,7 +19,7 @@ from scipy.stats import norm
 
 from ldpem.cli import main
 from ldpem.common.mechanisms import mechanism_names
-from ldpem.common.models import Records, get_model
+from ldpem.common.models import Model, Records, get_model
 from ldpem.common.planning.study import Study, run_study
 from tests.common.models.test_models import assert_mean_gradient_near_zero, finite_difference
 
@@ -156,12 +156,21 @@ def test_generators_are_seeded(name: str) -> None:
     np.testing.assert_array_equal(star_a, star_b)
 
 
+def drawn_mixture(
+    name: str, k: int, d: int, *, seed: int
+) -> tuple[Model, np.random.Generator, np.ndarray]:
+    """Mixture ``name`` with k components, the generator seeded with ``seed`` and the β*
+    (k·(d + 1),) it drew for d columns (from 10 records, of which nothing else is kept)."""
+    model = get_model(name, {"components": k})
+    rng = np.random.default_rng(seed)
+    _, beta_star = model.generate(10, d, rng=rng)
+    return model, rng, beta_star
+
+
 @pytest.mark.parametrize("name", MIXTURES)
 def test_error_is_up_to_a_relabelling_and_the_minimum_over_all(name: str) -> None:
     k, d = 4, 5
-    model = get_model(name, {"components": k})
-    rng = np.random.default_rng(26)
-    _, beta_star = model.generate(10, d, rng=rng)
+    model, rng, beta_star = drawn_mixture(name, k, d, seed=26)
     blocks, logits = beta_star[: k * d].reshape(k, d), beta_star[k * d :]
     order = np.array([2, 0, 3, 1])
     relabelled = np.r_[blocks[order].ravel(), logits[order] + 5.0]  # and shifted logits
@@ -192,9 +201,7 @@ def test_error_is_up_to_a_relabelling_and_the_minimum_over_all(name: str) -> Non
 @pytest.mark.parametrize("name", MIXTURES)
 def test_align_relabels_to_the_reference_as_the_error_matches_them(name: str) -> None:
     k, d = 4, 5
-    model = get_model(name, {"components": k})
-    rng = np.random.default_rng(27)
-    _, beta_star = model.generate(10, d, rng=rng)
+    model, rng, beta_star = drawn_mixture(name, k, d, seed=27)
     for _ in range(5):
         beta = beta_star + 0.3 * rng.standard_normal(beta_star.size)
         beta[k * d :] -= beta[k * d :].mean()  # the error centres the logits; align keeps them

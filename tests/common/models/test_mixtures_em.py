@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
@@ -75,21 +77,37 @@ def gmmk_gradient_em(
     return path
 
 
+def em_to_convergence(
+    step: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    components: np.ndarray,
+    pi: np.ndarray,
+    *,
+    tolerance: float,
+    most: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Classic EM's steps ``(components (K, d), π (K,)) -> (components, π)`` from the
+    given ones until no value moves by ``tolerance`` or more (at most ``most`` steps)."""
+    for _ in range(most):
+        new_components, new_pi = step(components, pi)
+        change = max(np.abs(new_components - components).max(), np.abs(new_pi - pi).max())
+        components, pi = new_components, new_pi
+        if change < tolerance:
+            break
+    return components, pi
+
+
 def gmmk_classic_em(y: np.ndarray, beta0: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """EM with the closed-form M-step, to convergence: (means (K, d), weights (K,))."""
     d = y.shape[1]
     means = beta0[: k * d].reshape(k, d).copy()
     alpha = beta0[k * d :]
     pi = np.exp(alpha - logsumexp(alpha))
-    for _ in range(5000):
+
+    def step(means: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         w = gmmk_posteriors(y, means, np.log(pi))
-        new_means = (w.T @ y) / w.sum(0)[:, None]
-        new_pi = w.mean(0)
-        change = max(np.abs(new_means - means).max(), np.abs(new_pi - pi).max())
-        means, pi = new_means, new_pi
-        if change < 1e-13:
-            break
-    return means, pi
+        return (w.T @ y) / w.sum(0)[:, None], w.mean(0)
+
+    return em_to_convergence(step, means, pi, tolerance=1e-13, most=5000)
 
 
 def gmmk_data(k: int, d: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -170,15 +188,12 @@ def lca_classic_em(x: np.ndarray, beta0: np.ndarray, k: int) -> tuple[np.ndarray
     p = expit(beta0[: k * d].reshape(k, d))
     alpha = beta0[k * d :]
     pi = np.exp(alpha - logsumexp(alpha))
-    for _ in range(20000):
+
+    def step(p: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         w = lca_posteriors(x, p, np.log(pi))
-        new_p = (w.T @ answers) / (w.T @ observed)
-        new_pi = w.mean(0)
-        change = max(np.abs(new_p - p).max(), np.abs(new_pi - pi).max())
-        p, pi = new_p, new_pi
-        if change < 1e-14:
-            break
-    return p, pi
+        return (w.T @ answers) / (w.T @ observed), w.mean(0)
+
+    return em_to_convergence(step, p, pi, tolerance=1e-14, most=20000)
 
 
 def lca_data(k: int, d: int, n: int, seed: int, missing: float) -> np.ndarray:

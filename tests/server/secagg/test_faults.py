@@ -8,7 +8,6 @@ process and SIGKILL is tests/cli/test_secagg_restart.py."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.secaggdriver import (
     liar,
     play_round,
     spoil,
+    stored_body,
 )
 
 
@@ -39,27 +39,6 @@ def stored_kinds(tmp_path: Path, run_id: str) -> list[str]:
             "SELECT kind FROM secagg_messages WHERE run_id = ? ORDER BY t, seq", (run_id,)
         ).fetchall()
     return [str(k) for (k,) in rows]
-
-
-def stored_body(tmp_path: Path, run_id: str, t: int, kind: str) -> dict[str, Any]:
-    """The body of round t's stored ``kind`` row."""
-    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
-        (body,) = db.execute(
-            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = ? AND kind = ?",
-            (run_id, t, kind),
-        ).fetchone()
-    answer: dict[str, Any] = json.loads(body)
-    return answer
-
-
-def stored_sum(tmp_path: Path, run_id: str, t: int) -> dict[str, Any]:
-    with contextlib.closing(sqlite3.connect(tmp_path / "coordinator.sqlite")) as db:
-        (body,) = db.execute(
-            "SELECT body FROM secagg_messages WHERE run_id = ? AND t = ? AND kind = 'sum'",
-            (run_id, t),
-        ).fetchone()
-    answer: dict[str, Any] = json.loads(body)
-    return answer
 
 
 def true_total(run: DrivenRun, inputs: dict[str, list[int]]) -> list[float]:
@@ -77,7 +56,7 @@ def completed_without_the_liar(
     sender of a wrong share in the stored sum."""
     summary = run.summary()
     assert (summary["status"], summary["round"]) == ("running", 1), summary
-    total = stored_sum(tmp_path, run.run_id, 0)
+    total = stored_body(tmp_path, run.run_id, 0, "sum")
     assert total["total"] == true_total(run, inputs)
     assert total["survivors"] == NAMES
     assert list(total["faulty"]) == ["h1"] and "'h0'" in total["faulty"]["h1"], total
@@ -363,7 +342,7 @@ def test_no_message_a_holder_can_post_is_answered_5xx(coordinator: InProcessCoor
     assert set(codes) <= {200, 202, 401, 403, 404, 409, 422}, sorted(set(codes))
     # Round 1's liar was named and left out; the run finished.
     assert run.summary()["status"] == "finished"
-    assert list(stored_sum(coordinator.tmp_path, run.run_id, 1)["faulty"]) == ["h2"]
+    assert list(stored_body(coordinator.tmp_path, run.run_id, 1, "sum")["faulty"]) == ["h2"]
 
 
 def test_a_retry_is_accepted_while_the_round_is_open_and_409_after(

@@ -26,9 +26,7 @@ from typing import Any
 from ldpem.common.secagg import (
     ConsistencyCheck,
     Holder,
-    ParticipantList,
     Roster,
-    ShareBundle,
     UnmaskRequest,
     generate_signing_key,
     public_key_bytes,
@@ -39,7 +37,8 @@ from ldpem.common.secagg.runvalues import (
     run_shares_mechanism,
     signed_sum,
 )
-from tests.secaggdriver import DrivenRun, InProcessCoordinator, create_run, stored
+from ldpem.common.secagg.steps import Step
+from tests.secaggdriver import DrivenRun, InProcessCoordinator, create_run, play_round, stored
 
 K, C, D = 16, 2, 3
 NAMES = [f"g{i:02d}" for i in range(K)]
@@ -76,16 +75,10 @@ def to_signatures(
     run: DrivenRun, everyone: dict[str, Holder], values: dict[str, list[int]]
 ) -> dict[str, ConsistencyCheck]:
     """Round 0 up to the survivor set: everyone advertises, shares and masks."""
-    for n, h in everyone.items():
-        assert run.post(0, n, "advertise", h.advertise().to_dict()).status_code == 200
-    lists = {n: ParticipantList.from_dict(run.answer(0, n, "participants")) for n in NAMES}
-    for n, h in everyone.items():
-        assert run.post(0, n, "shares", h.share_keys(lists[n]).to_dict()).status_code == 200
-    bundles = {n: ShareBundle.from_dict(run.answer(0, n, "bundle")) for n in NAMES}
-    for n, h in everyone.items():
-        masked = h.masked_input(bundles[n], values[n])
-        assert masked.attestation  # the graph's masked input carries its attestation
-        assert run.post(0, n, "masked", masked.to_dict()).status_code == 200
+    played = play_round(run, 0, values, holders=everyone, until=Step.MASKED)
+    assert set(played.statuses) == {200}
+    # the graph's masked input carries its attestation
+    assert all(masked.attestation for masked in played.sent[Step.MASKED].values())
     order = ROSTER.names
     return {
         n: ConsistencyCheck.from_dict(run.answer(0, n, "consistency-check"), order) for n in NAMES
