@@ -153,8 +153,10 @@ def run_forecast(
 
 def forecast_warning(forecast: Forecast | None, beat_fraction: float) -> str | None:
     """What ``run create`` warns about: a forecast whose mean is not below
-    ``beat_fraction`` of β = 0's error (the planner's criterion), and a forecast that
-    would be worse than β = 0 at half the assumed SNR. None: nothing to warn about."""
+    ``beat_fraction`` of the trivial estimate's error (the planner's criterion; β = 0, or
+    for a K-component model the better of β = 0 and its public start, docs/MATH.md §7),
+    and a forecast that would be worse than the trivial estimate at half the assumed SNR.
+    None: nothing to warn about."""
     if forecast is None:
         return "the simulated run diverges: expect no useful estimate"
     found = []
@@ -165,9 +167,10 @@ def forecast_warning(forecast: Forecast | None, beat_fraction: float) -> str | N
         # already about ‖β*‖ away, so only a clearly lower error shows learning.
         found.append(
             f"expected error {forecast.mean:.3g} ({band}) is not below half the error of "
-            f"beta = 0 ({forecast.trivial_error:.3g} at snr {forecast.snr:g}): the estimate "
-            "will probably be no better than the trivial estimate beta = 0; more records, a "
-            "larger epsilon, fewer rounds or another mechanism are needed (see `ldpem plan`)"
+            f"the trivial estimate ({forecast.trivial_error:.3g} at snr {forecast.snr:g}): "
+            "the estimate will probably be no better than the trivial estimate; more "
+            "records, a larger epsilon, fewer rounds or another mechanism are needed (see "
+            "`ldpem plan`)"
         )
     lower = [b for b in forecast.sensitivity if b.snr < forecast.snr]
     half = min(lower, key=lambda b: b.snr, default=None)
@@ -175,7 +178,8 @@ def forecast_warning(forecast: Forecast | None, beat_fraction: float) -> str | N
         expected = "diverges" if half.mean is None else f"is {half.mean:.3g}"
         found.append(
             f"the forecast rests on the assumed snr {forecast.snr:g}: at snr {half.snr:g} "
-            f"the expected error {expected}, worse than beta = 0 ({half.trivial_error:.3g}); "
+            f"the expected error {expected}, worse than the trivial estimate "
+            f"({half.trivial_error:.3g}); "
             f"check the assumed ‖β*‖/σ before trusting the forecast {forecast.mean:.3g}"
         )
     return "; ".join(found) or None
